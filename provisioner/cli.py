@@ -1,0 +1,324 @@
+"""The `fabnet` command line: parse arguments, call the library, hand results to the reporter.
+
+Exit codes (stable, for CI jobs):
+  0  success; for `audit`, every host is in sync
+  2  `audit`: drift found on at least one host
+  3  invalid input: inventory, playbook, profile or tool output that fabnet cannot use
+  4  `audit`: some hosts unreachable or failed (takes precedence over 2)
+  1  any other failure (the lab could not be built, an internal error)
+  64 command-line usage error
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from provisioner import __version__, report
+from provisioner.errors import ConfigError, FabnetError, LabError, ParseError
+from provisioner.inventory import ConfigErrors
+
+if TYPE_CHECKING:
+    from provisioner.engine import AuditOutcome
+    from provisioner.playbook import HostPlan
+
+EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_USAGE = 0, 1, 2, 3, 4, 64
+
+EXIT_CODES_HELP = (
+    "\b\nExit codes:\n"
+    "  0   ok; audit: every host in sync\n"
+    "  2   audit: drift found\n"
+    "  3   invalid input (inventory, playbook, profile, tool output)\n"
+    "  4   audit: hosts unreachable or failed (wins over 2)\n"
+    "  1   other failure\n"
+    "  64  usage error"
+)
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+@click.group(
+    context_settings=CONTEXT,
+    help=(
+        "Keep GPU training clusters' networking in the state fast distributed training needs.\n\n"
+        "fabnet reads each node's live state over SSH (one round trip per host), compares it with a "
+        "declarative playbook (MTU, RDMA services and modules, OFED/NCCL versions, RoCE QoS, NCCL env "
+        "files, sysctls) and reports the drift.\n\n"
+        "\b\nStart here:\n"
+        "  fabnet demo                       a local lab of virtual GPU nodes (root; no hardware)\n"
+        "  fabnet audit INVENTORY            which nodes drifted from playbooks/site.yml, and how\n"
+        "  fabnet validate INVENTORY -p PB   check an inventory and playbook offline\n"
+        "  fabnet lab status --name demo     where the nodes are and how to reach them\n"
+        "  fabnet parse mlnx_qos out.txt     what fabnet understands of a tool's output\n\n"
+        + EXIT_CODES_HELP
+    ),
+)
+@click.version_option(__version__, prog_name="fabnet")
+def app() -> None:
+    pass
+
+
+@app.group(
+    "lab",
+    context_settings=CONTEXT,
+    help=(
+        "A local lab of virtual GPU nodes for demos and tests (needs root).\n\n"
+        "Each node is a systemd-nspawn container (real systemd, real sshd with its own host key, real "
+        "dpkg and apt with a local repository of libnccl2 packages) in its own network namespace, with a "
+        "management interface (eth0, SSH) and a data interface (eth1) on a second bridge that plays the "
+        "switch: the host-side end of each node's data veth is that node's switch port.\n\n"
+        "LAB EMULATION: there is no NIC or GPU here. ofed_info, mlnx_qos, ibv_devinfo, ibstat, "
+        "ibdev2netdev, show_gids, rdma link, nvidia-smi topo -m, cma_roce_tos, lsmod/modprobe (for "
+        "nvidia_peermem) and the ECN/traffic-class sysfs files (under /var/lib/fabnet-lab/sys) are "
+        "stand-ins that print the real tools' formats and keep per-node state. The RDMA port's active_mtu "
+        "follows eth1's real MTU as RoCE does (1500 -> 1024, 4200/9000 -> 4096)."
+    ),
+)
+def lab_group() -> None:
+    pass
+
+
+name_option = click.option("--name", "-n", default="lab", show_default=True,
+                           help="Lab name; several labs can coexist.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+
+
+@lab_group.command("up")
+@click.option("--nodes", type=click.IntRange(1, 200), default=None,
+              help="Number of nodes (default: the profile's, 6 for the built-in one).")
+@name_option
+@click.option("--profile", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Lab profile YAML: each node's starting state (default: a realistically drifted fleet).")
+@json_option
+def lab_up(nodes: int | None, name: str, profile: Path | None, as_json: bool) -> None:
+    """Create a lab and wait until every node answers SSH; then show how to reach the nodes.
+
+    The first run builds a Debian root filesystem with debootstrap (about a minute, cached).
+    """
+    from provisioner.lab import manager
+
+    with report.progress_log() as log:
+        manager.up(name, nodes, profile, log=log)
+    _print_status(name, as_json)
+
+
+@lab_group.command("status")
+@name_option
+@json_option
+def lab_status(name: str, as_json: bool) -> None:
+    """Show a lab's nodes: addresses, interfaces, whether they run, and the inventory/key/known_hosts paths.
+
+    \b
+    Reach a node with strict host-key checking:
+      ssh -i KEY -o UserKnownHostsFile=KNOWN_HOSTS -o StrictHostKeyChecking=yes root@MGMT_IP
+    """
+    _print_status(name, as_json)
+
+
+def _print_status(name: str, as_json: bool) -> None:
+    from provisioner.lab import manager
+
+    state, nodes = manager.status(name)
+    report.lab_status(state, nodes, as_json=as_json)
+
+
+@lab_group.command("down")
+@name_option
+def lab_down(name: str) -> None:
+    """Remove a lab: containers, namespaces, interfaces, mounts and files.
+
+    Safe to repeat, and works on a lab whose `up` crashed or was killed half-way.
+    """
+    from provisioner.lab import manager
+
+    found = manager.down(name)
+    report.info(f"lab {name!r} removed" if found else f"lab {name!r}: nothing to remove")
+
+
+@app.command("demo")
+@click.option("--name", "-n", default="demo", show_default=True, help="Lab name.")
+@click.option("--nodes", type=click.IntRange(1, 200), default=None, help="Number of nodes (default 6).")
+@click.option("--keep/--no-keep", default=True, show_default=True, help="Leave the lab running afterwards.")
+def demo(name: str, nodes: int | None, keep: bool) -> None:
+    """Bring up the default drifted lab and show the fleet (re-uses a running lab of the same name)."""
+    from provisioner.lab import manager
+    from provisioner.lab.state import LabState
+
+    existing = LabState.load(name)
+    if existing is None or not existing.complete:
+        if existing is not None:
+            manager.down(name)
+        with report.progress_log() as log:
+            manager.up(name, nodes, log=log)
+    state, statuses = manager.status(name)
+    report.lab_status(state, statuses, as_json=False)
+    report.info(
+        "\nLook at a node the way an operator would:\n"
+        f"  ssh -i {state.key_path} -o UserKnownHostsFile={state.known_hosts_path} "
+        f"-o StrictHostKeyChecking=yes root@{state.nodes[0].mgmt_ip} mlnx_qos -i eth1\n"
+        f"Remove the lab with: fabnet lab down --name {name}"
+    )
+    if not keep:
+        manager.down(name)
+
+
+@app.command("parse")
+@click.argument("kind")
+@click.argument("file", default="-")
+def parse(kind: str, file: str) -> None:
+    """Show as JSON what fabnet understands of one tool's output (FILE, or - for standard input).
+
+    \b
+    KIND is one of: ofed_info, mlnx_qos, rdma_qos_script, traffic_class, ibv_devinfo, ibstat,
+    ibstatus, ibdev2netdev, show_gids, rdma_link, nvidia_smi_topo, nccl_tests, nccl_debug.
+
+    \b
+    Example:  ssh gpu01 mlnx_qos -i eth1 | fabnet parse mlnx_qos -
+
+    Output fabnet cannot understand is an error naming the line (exit 3), never a partial result.
+    """
+    from provisioner import parsers
+
+    try:
+        # Bytes decoded by hand: line endings reach the parser exactly as the tool printed them.
+        raw = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=file) from exc
+    report.print_json(parsers.parse(kind, raw.decode("utf-8", errors="replace")))
+
+
+DEFAULT_PLAYBOOK = Path("playbooks/site.yml")
+
+playbook_option = click.option(
+    "-p", "--playbook", type=click.Path(path_type=Path), default=DEFAULT_PLAYBOOK, show_default=True,
+    help="Playbook: the desired state, as YAML plays.",
+)
+limit_option = click.option(
+    "-l", "--limit", default=None,
+    help="Only these hosts: Ansible host patterns, e.g. 'gpu01,gpu02', 'gpu:!gpu05', 'rack1&gpu', 'gpu0*'.",
+)
+
+
+def _load_plans(inventory: Path, playbook: Path, limit: str | None) -> list[HostPlan]:
+    from provisioner.inventory import load_inventory
+    from provisioner.playbook import load_playbook, resolve
+
+    loaded_inventory = load_inventory(inventory)
+    loaded_playbook = load_playbook(playbook)
+    return resolve(loaded_playbook, loaded_inventory, limit)
+
+
+@app.command("validate")
+@click.argument("inventory", type=click.Path(path_type=Path))
+@playbook_option
+@limit_option
+def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
+    """Check an inventory and a playbook offline; nothing is contacted.
+
+    Every problem is reported on one line with file:line: key and what is allowed; templates are
+    rendered for every host, so an undefined variable on one host is found too. Exit 3 if any.
+    """
+    from provisioner.playbook import validate as validate_files
+
+    errors = validate_files(inventory, playbook, limit)
+    if errors:
+        report.config_errors(errors)
+        raise SystemExit(EXIT_INVALID)
+    plans = _load_plans(inventory, playbook, limit)
+    resources = sum(len(plan.resources) for plan in plans)
+    report.info(f"ok: {inventory} and {playbook} are valid ({len(plans)} hosts, {resources} resources in all)")
+
+
+@app.command("audit")
+@click.argument("inventory", type=click.Path(path_type=Path))
+@playbook_option
+@limit_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/audit/v1).")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a JUnit XML report here (one test case per checked attribute).")
+@click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True,
+              help="Hosts audited in parallel.")
+@click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
+              help="Seconds to wait for a host's SSH login.")
+@click.option("--timeout", "command_timeout", type=click.FloatRange(1, 3600), default=120.0, show_default=True,
+              help="Seconds for a host's fact gathering once logged in.")
+@click.option("-v", "--verbose", is_flag=True, help="Show every check, not only those that need attention.")
+def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, junit: Path | None, forks: int,
+          connect_timeout: float, command_timeout: float, verbose: bool) -> None:
+    """Report how each host drifted from the playbook. Read-only: nothing on any host is changed.
+
+    Each host's live state is read in ONE SSH exec (every resource's read command batched), hosts in
+    parallel (--forks). Host keys are checked against known_hosts (and the inventory's
+    fabnet_known_hosts); an unknown or changed key refuses that host.
+
+    \b
+    Exit codes:
+      0  every host in sync
+      2  drift found on at least one host
+      3  invalid inventory or playbook (nothing was contacted)
+      4  at least one host unreachable, or a resource could not be read (wins over 2)
+    """
+    from provisioner import engine
+    from provisioner.errors import ConfigError
+
+    plans = _load_plans(inventory, playbook, limit)
+    if not plans:
+        raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
+                          file=str(playbook))
+    options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout)
+    with report.host_progress(len(plans), "auditing") as progress:
+        outcome = engine.audit(plans, options, progress)
+    code = audit_exit_code(outcome)
+    if junit:
+        from provisioner.files import write_atomic
+
+        write_atomic(junit, report.audit_junit(outcome))
+    if as_json:
+        report.print_json(report.audit_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
+                                            exit_code=code))
+    else:
+        report.audit_tables(outcome, verbose=verbose)
+    raise SystemExit(code)
+
+
+def audit_exit_code(outcome: AuditOutcome) -> int:
+    if outcome.count("unreachable") or outcome.count("failed"):
+        return EXIT_UNREACHABLE
+    if outcome.count("drifted"):
+        return EXIT_DRIFT
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning typed errors into one clear message and an exit code."""
+    try:
+        code = app.main(args=argv, prog_name="fabnet", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except SystemExit as exc:
+        code = exc.code
+    except click.UsageError as exc:
+        exc.show()
+        code = EXIT_USAGE
+    except click.ClickException as exc:
+        exc.show()
+        code = EXIT_INVALID
+    except click.Abort:
+        report.error("aborted")
+        code = 130
+    except ConfigErrors as exc:
+        report.config_errors(exc.errors)
+        code = EXIT_INVALID
+    except (ConfigError, ParseError) as exc:
+        report.error(str(exc))
+        code = EXIT_INVALID
+    except LabError as exc:
+        report.error(f"lab: {exc}")
+        code = EXIT_ERROR
+    except FabnetError as exc:
+        report.error(str(exc))
+        code = EXIT_ERROR
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -1,0 +1,52 @@
+"""Typed errors that carry where a problem is, so the CLI can say it precisely.
+
+Library code raises these and never prints or exits; `cli.py` turns them into messages and exit codes.
+"""
+
+from __future__ import annotations
+
+
+class FabnetError(Exception):
+    """Base of every error fabnet raises on purpose."""
+
+
+class ConfigError(FabnetError):
+    """A problem in a file the user wrote (inventory, playbook, profile, template).
+
+    `file`, `line` (1-based) and `key` (a dotted path such as `plays[0].resources[2].mtu`) locate it.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 key: str | None = None) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.key = key
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "") + ": "
+        key = f"{self.key}: " if self.key else ""
+        return f"{where}{key}{self.message}"
+
+
+class ParseError(FabnetError):
+    """Tool output that fabnet could not understand. `line` is 1-based; `text` is that line as printed."""
+
+    def __init__(self, kind: str, message: str, *, line: int | None = None, text: str | None = None) -> None:
+        self.kind = kind
+        self.message = message
+        self.line = line
+        self.text = text
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f" at line {self.line}" if self.line else ""
+        shown = f": {self.text.strip()!r}" if self.text is not None else ""
+        return f"cannot parse {self.kind} output{where}: {self.message}{shown}"
+
+
+class LabError(FabnetError):
+    """The local lab could not be built, inspected or torn down."""

@@ -1,0 +1,204 @@
+"""One lab node: its own root (an overlay over the shared rootfs), identity, emulated hardware state,
+and a systemd-nspawn container booted inside the node's network namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from provisioner.errors import LabError
+from provisioner.lab import emulation
+from provisioner.lab.naming import LabNames
+from provisioner.lab.profile import NodeState
+from provisioner.lab.rootfs import REPO_IN_NODE
+from provisioner.lab.state import NodeRecord
+from provisioner.lab.system import run, write_atomic
+
+HW_ROOT_IN_NODE = "/var/lib/fabnet-lab"
+LABHW_IN_NODE = "/usr/local/lib/fabnet-lab/labhw.py"
+LABHW_SOURCE = Path(emulation.__file__).with_name("labhw.py")
+WANTS = "etc/systemd/system/multi-user.target.wants"
+
+
+def cgroup_dirs(lab: str, node: str | None = None) -> list[Path]:
+    """Where a node's container lives in each cgroup hierarchy this host mounts."""
+    base = Path("/sys/fs/cgroup")
+    roots = [base / "unified", base / "systemd"] if (base / "unified").is_dir() else [base]
+    tail = Path("fabnet") / lab / (node or "")
+    return [root / tail for root in roots if root.is_dir()]
+
+
+def mount_root(node_dir: Path, rootfs: Path) -> Path:
+    """Mount the node's overlay; the upper layer lives on the lab's tmpfs, so `down` discards it."""
+    upper, work, merged = node_dir / "upper", node_dir / "work", node_dir / "root"
+    for path in (upper, work, merged):
+        path.mkdir(parents=True, exist_ok=True)
+    run(["mount", "-t", "overlay", "overlay", "-o",
+         f"lowerdir={rootfs},upperdir={upper},workdir={work}", str(merged)])
+    return merged
+
+
+def hw_json(state: NodeState, index: int) -> dict:
+    qos = state.qos
+    return {
+        "ofed": state.ofed,
+        "gpus": {"count": state.gpus, "model": state.gpu_model},
+        "hcas": [{
+            "name": "mlx5_0", "port": 1, "netdev": "eth1", "ca_type": "MT4129", "fw_ver": "28.39.2048",
+            "vendor_part_id": 4129, "board_id": "MT_0000000838",
+            "node_guid": f"58a2:e103:00{index >> 8:02x}:{index & 0xFF:02x}b8", "rate": 400,
+        }],
+        "modules": {name: loaded for name, loaded in state.modules.items()},
+        "qos": {"eth1": {"trust": qos.trust, "pfc": [1 if p in qos.pfc else 0 for p in range(8)]}},
+        "ecn": {"eth1": {"np": [1 if p in qos.ecn else 0 for p in range(8)],
+                         "rp": [1 if p in qos.ecn else 0 for p in range(8)],
+                         "cnp_dscp": qos.cnp_dscp}},
+        "traffic_class": {"mlx5_0": qos.traffic_class},
+        "roce_tos": {"mlx5_0": qos.roce_tos},
+    }
+
+
+def prepare_root(root: Path, record: NodeRecord, state: NodeState, public_key: str, names: LabNames,
+                 all_nodes: list[NodeRecord]) -> str:
+    """Write the node's identity and starting state into its root; returns its host public key."""
+    write_atomic(root / "etc/hostname", record.name + "\n")
+    hosts = ["127.0.0.1\tlocalhost", f"127.0.1.1\t{record.name}"]
+    hosts += [f"{node.data_ip}\t{node.name}-data" for node in all_nodes]
+    write_atomic(root / "etc/hosts", "\n".join(hosts) + "\n")
+    host_key = root / "etc/ssh/ssh_host_ed25519_key"
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{record.name}", "-f", str(host_key)])
+    ssh_dir = root / "root/.ssh"
+    ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(ssh_dir / "authorized_keys", public_key, mode=0o600)
+
+    _install_emulation(root, state, record.index)
+    _set_services(root, state.services)
+    _write_network_config(root, record, state, names)
+    for path, content in state.files.items():
+        target = root / path.lstrip("/")
+        if content is None:
+            target.unlink(missing_ok=True)
+        else:
+            write_atomic(target, content)
+    if state.sysctls:
+        lines = "".join(f"{key} = {value}\n" for key, value in state.sysctls.items())
+        write_atomic(root / "etc/sysctl.d/90-fabnet-lab.conf", lines)
+    if state.nccl:
+        deb = f"{REPO_IN_NODE}/libnccl2_{state.nccl}_amd64.deb"
+        run(["chroot", str(root), "dpkg", "-i", deb], timeout=120)
+    key_type, key_data = host_key.with_suffix(".pub").read_text().split()[:2]
+    return f"{key_type} {key_data}"
+
+
+def _install_emulation(root: Path, state: NodeState, index: int) -> None:
+    target = root / LABHW_IN_NODE.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(LABHW_SOURCE, target)
+    for command in emulation.COMMANDS:
+        write_atomic(root / "usr/local/sbin" / command, emulation.wrapper_script(command), mode=0o755)
+    hw_root = root / HW_ROOT_IN_NODE.lstrip("/")
+    write_atomic(hw_root / "hw.json", json.dumps(hw_json(state, index), indent=2) + "\n")
+    run([sys.executable, str(LABHW_SOURCE), "--as", "fabnet-lab-init"],
+        env={"FABNET_LAB_HW_ROOT": str(hw_root)})
+
+
+def _set_services(root: Path, services: dict[str, bool]) -> None:
+    wants = root / WANTS
+    wants.mkdir(parents=True, exist_ok=True)
+    for unit, enabled in services.items():
+        unit_name = unit if "." in unit else f"{unit}.service"
+        link = wants / unit_name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        if enabled:
+            link.symlink_to(f"/etc/systemd/system/{unit_name}")
+
+
+def _write_network_config(root: Path, record: NodeRecord, state: NodeState, names: LabNames) -> None:
+    """Boot-time config for the data interface, in systemd-networkd's format, as on many GPU images."""
+    link = f"\n[Link]\nMTUBytes={state.data_mtu}\n" if state.mtu_persistent else ""
+    write_atomic(
+        root / "etc/systemd/network/10-data.network",
+        f"[Match]\nName={record.data_iface}\n{link}\n[Network]\nAddress={record.data_ip}/24\n",
+    )
+
+
+def spawn(record: NodeRecord, root: Path, lab: str, log_path: Path) -> int:
+    """Boot the node's container in its namespace; returns the systemd-nspawn pid."""
+    cgroups = cgroup_dirs(lab, record.name)
+    for directory in cgroups:
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def join_cgroups() -> None:
+        # Each container needs a cgroup of its own: sharing one made a boot hang on this kind of host.
+        for directory in cgroups:
+            with open(directory / "cgroup.procs", "w") as handle:
+                handle.write(str(os.getpid()))
+
+    args = [
+        "systemd-nspawn", "--quiet", "-D", str(root), "--boot", "--register=no", "--keep-unit",
+        f"--network-namespace-path=/run/netns/{record.netns}", "--capability=CAP_NET_ADMIN",
+        "--console=passive", f"--hostname={record.name}", f"--machine=fabnet-{lab}-{record.name}",
+        "--link-journal=no", "--resolv-conf=off", "--timezone=off",
+    ]
+    # Lets the node change its own net.* sysctls, as a real host can; the rest of /proc/sys stays read-only.
+    env = {**os.environ, "SYSTEMD_NSPAWN_API_VFS_WRITABLE": "network"}
+    with open(log_path, "ab") as log:
+        try:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                    preexec_fn=join_cgroups, start_new_session=True)
+        except OSError as exc:
+            raise LabError(f"cannot start systemd-nspawn for {record.name}: {exc}") from exc
+    return proc.pid
+
+
+def kill_cgroup(directory: Path) -> None:
+    kill_file = directory / "cgroup.kill"
+    if kill_file.exists():
+        try:
+            kill_file.write_text("1")
+            return
+        except OSError:
+            pass
+    for procs in directory.rglob("cgroup.procs"):
+        try:
+            pids = procs.read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                os.kill(int(pid), 9)
+            except (ProcessLookupError, ValueError):
+                pass
+
+
+def cgroup_pids(directory: Path) -> list[int]:
+    pids: list[int] = []
+    if not directory.is_dir():
+        return pids
+    for procs in directory.rglob("cgroup.procs"):
+        try:
+            pids += [int(pid) for pid in procs.read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def remove_cgroup_tree(directory: Path) -> None:
+    if not directory.is_dir():
+        return
+    for sub in sorted((p for p in directory.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        try:
+            sub.rmdir()
+        except OSError:
+            pass
+    try:
+        directory.rmdir()
+    except OSError:
+        pass
+

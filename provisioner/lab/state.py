@@ -1,0 +1,97 @@
+"""What a lab has created, kept on disk so `lab down` can remove it even after a crash or a kill.
+
+The state is written before each thing is created, never after: a lab killed half-way still has a
+record of everything that may exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from provisioner.lab.naming import LabNames, node_name
+from provisioner.lab.system import write_atomic
+
+
+def labs_root() -> Path:
+    return Path(os.environ.get("FABNET_LAB_ROOT", "/var/lib/fabnet/labs"))
+
+
+@dataclass
+class NodeRecord:
+    index: int
+    name: str
+    netns: str
+    mgmt_ip: str
+    data_ip: str
+    data_iface: str = "eth1"
+    mgmt_iface: str = "eth0"
+    pid: int | None = None
+
+
+@dataclass
+class LabState:
+    name: str
+    slot: int
+    profile: str
+    nodes: list[NodeRecord] = field(default_factory=list)
+    inotify_before: int | None = None
+    complete: bool = False
+
+    @property
+    def dir(self) -> Path:
+        return labs_root() / self.name
+
+    @property
+    def names(self) -> LabNames:
+        return LabNames(self.name, self.slot)
+
+    @property
+    def inventory_path(self) -> Path:
+        return self.dir / "inventory.yml"
+
+    @property
+    def key_path(self) -> Path:
+        return self.dir / "id_ed25519"
+
+    @property
+    def known_hosts_path(self) -> Path:
+        return self.dir / "known_hosts"
+
+    def node_dir(self, index: int) -> Path:
+        return self.dir / "nodes" / node_name(index)
+
+    def save(self) -> None:
+        write_atomic(self.dir / "state.json", json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, name: str) -> LabState | None:
+        path = labs_root() / name / "state.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        nodes = [NodeRecord(**node) for node in data.pop("nodes", [])]
+        return cls(**data, nodes=nodes)
+
+
+def all_labs() -> list[LabState]:
+    root = labs_root()
+    if not root.is_dir():
+        return []
+    found = (LabState.load(child.name) for child in sorted(root.iterdir()) if child.is_dir())
+    return [lab for lab in found if lab is not None]
+
+
+def free_slot() -> int:
+    """The lowest slot no other lab holds (and whose addresses no host route already uses)."""
+    taken = {lab.slot for lab in all_labs()}
+    routes = Path("/proc/net/route").read_text() if Path("/proc/net/route").exists() else ""
+    for slot in range(1, 251):
+        names = LabNames("probe", slot)
+        if slot in taken or f"{names.prefix}-mgmt" in routes:
+            continue
+        return slot
+    raise RuntimeError("no free lab slot: 250 labs exist")

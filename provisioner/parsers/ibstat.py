@@ -1,0 +1,155 @@
+"""Parse `ibstat`: channel adapters (CAs), their firmware and the state, rate and link layer of each port.
+
+`CA 'name'` starts an adapter and `Port N:` one of its ports; every other line is `key: value`.
+Incomplete records are facts too (`ibstat | grep mlx5` leaves only the CA names): they are returned
+with None fields and described in `errors`, as are echoed shell prompt lines. Lines of any other
+shape, or key lines before the first CA, raise ParseError.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field
+
+from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt, number, to_int
+
+KIND = "ibstat"
+
+_CA = re.compile(r"^CA\s+'(?P<name>[^']+)'$")
+_PORT = re.compile(r"^Port\s+(?P<port>\S+?)\s*:$")
+_KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][\w /-]*?)\s*:\s*(?P<value>.*)$")
+_NO_DEVICES = re.compile(r"^No IB devices found\.?$", re.IGNORECASE)
+
+_PORT_REQUIRED = ("State", "Physical state", "Rate", "Link layer")
+
+
+class IbstatPort(Fact):
+    port: int
+    state: str | None = None
+    physical_state: str | None = None
+    rate: int | float | None = None
+    base_lid: int | None = None
+    sm_lid: int | None = None
+    lmc: int | None = None
+    capability_mask: str | None = None
+    port_guid: str | None = None
+    link_layer: str | None = None
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+
+class IbstatCa(Fact):
+    name: str
+    type: str | None = None
+    number_of_ports: int | None = None
+    firmware: str | None = None
+    hardware_version: str | None = None
+    node_guid: str | None = None
+    system_image_guid: str | None = None
+    attributes: dict[str, str] = Field(default_factory=dict)
+    ports: list[IbstatPort] = Field(default_factory=list)
+
+
+class Ibstat(Fact):
+    cas: list[IbstatCa]
+    errors: list[str] = Field(default_factory=list)
+
+
+class _Record:
+    def __init__(self, line: Line) -> None:
+        self.line = line
+        self.attributes: dict[str, str] = {}
+        self.lines: dict[str, Line] = {}
+
+    def integer(self, key: str) -> int | None:
+        if key not in self.attributes:
+            return None
+        return to_int(KIND, self.attributes[key], self.lines[key], key)
+
+
+class _Ca(_Record):
+    def __init__(self, line: Line, name: str) -> None:
+        super().__init__(line)
+        self.name = name
+        self.ports: list[tuple[int, _Record]] = []
+
+
+def _build_port(ca: _Ca, number_: int, record: _Record, errors: list[str]) -> IbstatPort:
+    attrs = record.attributes
+    missing = [key for key in _PORT_REQUIRED if key not in attrs]
+    if missing:
+        errors.append(f"line {record.line.number}: CA '{ca.name}' port {number_} has no "
+                      f"{', '.join(missing)} (incomplete record)")
+    rate = None
+    if "Rate" in attrs:
+        rate = number(attrs["Rate"])
+        if rate is None:
+            fail(KIND, f"rate is not a number: {attrs['Rate']!r}", record.lines["Rate"])
+    return IbstatPort(
+        port=number_,
+        state=attrs.get("State"),
+        physical_state=attrs.get("Physical state"),
+        rate=rate,
+        base_lid=record.integer("Base lid"),
+        sm_lid=record.integer("SM lid"),
+        lmc=record.integer("LMC"),
+        capability_mask=attrs.get("Capability mask"),
+        port_guid=attrs.get("Port GUID"),
+        link_layer=attrs.get("Link layer"),
+        attributes=attrs,
+    )
+
+
+def _build_ca(ca: _Ca, errors: list[str]) -> IbstatCa:
+    count = ca.integer("Number of ports")
+    if not ca.ports:
+        errors.append(f"line {ca.line.number}: CA '{ca.name}' has no port records (incomplete record)")
+    elif count is not None and count != len(ca.ports):
+        errors.append(f"line {ca.line.number}: CA '{ca.name}' reports {count} ports, "
+                      f"found {len(ca.ports)} port records")
+    attrs = ca.attributes
+    return IbstatCa(
+        name=ca.name,
+        type=attrs.get("CA type"),
+        number_of_ports=count,
+        firmware=attrs.get("Firmware version"),
+        hardware_version=attrs.get("Hardware version"),
+        node_guid=attrs.get("Node GUID"),
+        system_image_guid=attrs.get("System image GUID"),
+        attributes=attrs,
+        ports=[_build_port(ca, n, record, errors) for n, record in ca.ports],
+    )
+
+
+def parse_ibstat(text: str) -> Ibstat:
+    cas: list[_Ca] = []
+    errors: list[str] = []
+    ca: _Ca | None = None
+    port: _Record | None = None
+    for line in content_lines(text):
+        body = line.stripped
+        if is_prompt(line):
+            errors.append(f"line {line.number}: shell prompt line skipped: {body}")
+            continue
+        if _NO_DEVICES.match(body):
+            continue
+        if m := _CA.match(body):
+            ca = _Ca(line, m.group("name"))
+            cas.append(ca)
+            port = None
+            continue
+        if ca is None:
+            fail(KIND, "expected \"CA 'name'\" to start an adapter record", line)
+        if m := _PORT.match(body):
+            port = _Record(line)
+            ca.ports.append((to_int(KIND, m.group("port"), line, "port number"), port))
+            continue
+        if m := _KEY_VALUE.match(body):
+            record = port if port is not None else ca
+            key = m.group("key").strip()
+            record.attributes[key] = m.group("value").strip()
+            record.lines[key] = line
+            continue
+        fail(KIND, "line fits no ibstat structure", line)
+    built = [_build_ca(c, errors) for c in cas]
+    return Ibstat(cas=built, errors=errors)

@@ -1,0 +1,220 @@
+"""Parse `ibv_devinfo` and `ibv_devinfo -v`: devices, their ports and (with -v) GID tables.
+
+Structure, not columns: `hca_id:` starts a device, `port: N` a port, `GID[ N]:` a GID of that port.
+Between them: `key: value`, `key = value` and `label<tab or 2+ spaces>value` attributes; lines indented
+deeper than the `key:` line above them continue that key as a flag list (`device_cap_flags`,
+`*_odp_caps`); indented sentences of two or more words (`Multi-Packet RQ is not supported`) are kept as notes.
+Anything else, and anything before the first `hca_id:`, raises ParseError.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from pydantic import Field
+
+from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt, to_int
+
+KIND = "ibv_devinfo"
+
+_HCA = re.compile(r"^hca_id:\s*(?P<name>\S+)$")
+_PORT = re.compile(r"^port:\s*(?P<port>\S+)$")
+_DEVICE_PORTS = re.compile(r"^Device ports:$")
+_GID = re.compile(r"^GID\[\s*(?P<index>[0-9]+)\s*\]:\s*(?P<gid>[^\s,]+)\s*(?:,\s*(?P<type>.+))?$", re.ASCII)
+_KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z_][\w .()/-]*?)\s*:\s*(?P<value>.*)$")
+_KEY_EQUALS = re.compile(r"^(?P<key>[A-Za-z_][\w .()/-]*?)\s*=\s*(?P<value>\S.*)$")
+_KEY_GAP = re.compile(r"^(?P<key>[A-Za-z_][\w .()/-]*?)(?:\t+|\s{2,})(?P<value>\S+)$")
+_NOTE = re.compile(r"^[A-Za-z][\w .,()/+-]*$")
+_STATE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\s*\(\s*(?P<code>[0-9]+)\s*\))?$", re.ASCII)
+_MTU = re.compile(r"^(?P<mtu>[0-9]+)(?:\s*\(\s*[0-9]+\s*\))?$", re.ASCII)
+_NO_DEVICES = re.compile(r"^No IB devices found\.?$", re.IGNORECASE)
+
+
+class Gid(Fact):
+    """`type` is `IB`, `RoCE v1` or `RoCE v2` as printed (IB when the port is InfiniBand and none is)."""
+
+    index: int
+    gid: str
+    type: str | None = None
+
+
+class IbvPort(Fact):
+    port: int
+    state: str
+    state_code: int | None = None
+    max_mtu: int | None = None
+    active_mtu: int | None = None
+    link_layer: str | None = None
+    sm_lid: int | None = None
+    port_lid: int | None = None
+    phys_state: str | None = None
+    active_width: str | None = None
+    active_speed: str | None = None
+    attributes: dict[str, str] = Field(default_factory=dict)
+    gids: list[Gid] = Field(default_factory=list)
+
+
+class IbvDevice(Fact):
+    name: str
+    transport: str | None = None
+    fw_ver: str | None = None
+    node_guid: str | None = None
+    sys_image_guid: str | None = None
+    vendor_id: str | None = None
+    vendor_part_id: int | None = None
+    hw_ver: str | None = None
+    board_id: str | None = None
+    phys_port_cnt: int | None = None
+    attributes: dict[str, str] = Field(default_factory=dict)
+    flags: dict[str, list[str]] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    ports: list[IbvPort]
+
+
+class IbvDevinfo(Fact):
+    devices: list[IbvDevice]
+
+
+class _Port:
+    def __init__(self, line: Line, number: int) -> None:
+        self.line = line
+        self.number = number
+        self.attributes: dict[str, str] = {}
+        self.attribute_lines: dict[str, Line] = {}
+        self.gids: list[Gid] = []
+
+    def build(self, device: str) -> IbvPort:
+        attrs, lines = self.attributes, self.attribute_lines
+        if "state" not in attrs:
+            fail(KIND, f"port {self.number} of {device} has no state line (truncated record?)", self.line)
+        state = _STATE.match(attrs["state"])
+        if not state:
+            fail(KIND, "port state is not like PORT_ACTIVE (4)", lines["state"])
+        phys = _STATE.match(attrs.get("phys_state", ""))
+        return IbvPort(
+            port=self.number,
+            state=state.group("name"),
+            state_code=int(state.group("code")) if state.group("code") else None,
+            max_mtu=self._mtu("max_mtu"),
+            active_mtu=self._mtu("active_mtu"),
+            link_layer=attrs.get("link_layer"),
+            sm_lid=self._int("sm_lid"),
+            port_lid=self._int("port_lid"),
+            phys_state=phys.group("name") if phys else attrs.get("phys_state"),
+            active_width=attrs.get("active_width"),
+            active_speed=attrs.get("active_speed"),
+            attributes=attrs,
+            gids=self.gids,
+        )
+
+    def _mtu(self, key: str) -> int | None:
+        if key not in self.attributes:
+            return None
+        m = _MTU.match(self.attributes[key])
+        if not m:
+            fail(KIND, f"{key} is not like 4096 (5)", self.attribute_lines[key])
+        return int(m.group("mtu"))
+
+    def _int(self, key: str) -> int | None:
+        if key not in self.attributes:
+            return None
+        return to_int(KIND, self.attributes[key], self.attribute_lines[key], key)
+
+
+class _Device:
+    def __init__(self, line: Line, name: str) -> None:
+        self.line = line
+        self.name = name
+        self.attributes: dict[str, str] = {}
+        self.attribute_lines: dict[str, Line] = {}
+        self.flags: dict[str, list[str]] = {}
+        self.notes: list[str] = []
+        self.ports: list[_Port] = []
+
+    def build(self) -> IbvDevice:
+        if not self.ports:
+            fail(KIND, f"device {self.name} lists no ports (truncated record?)", self.line)
+        attrs = self.attributes
+
+        def integer(key: str) -> int | None:
+            return to_int(KIND, attrs[key], self.attribute_lines[key], key) if key in attrs else None
+
+        return IbvDevice(
+            name=self.name,
+            transport=attrs.get("transport"),
+            fw_ver=attrs.get("fw_ver"),
+            node_guid=attrs.get("node_guid"),
+            sys_image_guid=attrs.get("sys_image_guid"),
+            vendor_id=attrs.get("vendor_id"),
+            vendor_part_id=integer("vendor_part_id"),
+            hw_ver=attrs.get("hw_ver"),
+            board_id=attrs.get("board_id"),
+            phys_port_cnt=integer("phys_port_cnt"),
+            attributes=attrs,
+            flags=self.flags,
+            notes=self.notes,
+            ports=[port.build(self.name) for port in self.ports],
+        )
+
+
+def _gid(line: Line, match: re.Match[str], port: _Port) -> Gid:
+    value = match.group("gid")
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        fail(KIND, f"GID is not an IPv6-style address: {value!r}", line)
+    kind = match.group("type")
+    if kind is None and (port.attributes.get("link_layer") or "").lower() == "infiniband":
+        kind = "IB"
+    return Gid(index=int(match.group("index")), gid=value, type=kind.strip() if kind else None)
+
+
+def parse_ibv_devinfo(text: str) -> IbvDevinfo:
+    devices: list[_Device] = []
+    device: _Device | None = None
+    port: _Port | None = None
+    heading: tuple[Line, str] | None = None  # last `key:` line, which deeper lines may continue
+
+    for line in content_lines(text):
+        body = line.stripped
+        if is_prompt(line) or (device is None and _NO_DEVICES.match(body)):
+            continue
+        if m := _HCA.match(body):
+            device = _Device(line, m.group("name"))
+            devices.append(device)
+            port, heading = None, None
+            continue
+        if device is None:
+            fail(KIND, "expected 'hca_id:' to start a device", line)
+        if _DEVICE_PORTS.match(body):
+            heading = None
+            continue
+        if m := _PORT.match(body):
+            port = _Port(line, to_int(KIND, m.group("port"), line, "port number"))
+            device.ports.append(port)
+            heading = None
+            continue
+        if body.startswith("GID["):
+            gid_match = _GID.match(body)
+            if port is None or not gid_match:
+                fail(KIND, "GID line outside a port or not like 'GID[ 0]: fe80:...[, RoCE v2]'", line)
+            port.gids.append(_gid(line, gid_match, port))
+            continue
+        if heading is not None and line.indent > heading[0].indent:
+            device.flags.setdefault(heading[1], []).append(body)
+            continue
+        target = port if port is not None else device
+        m = _KEY_VALUE.match(body) or _KEY_EQUALS.match(body) or _KEY_GAP.match(body)
+        if m:
+            key = m.group("key").strip()
+            target.attributes[key] = m.group("value").strip()
+            target.attribute_lines[key] = line
+            heading = (line, key) if m.re is _KEY_VALUE else None
+            continue
+        if line.indent and " " in body and _NOTE.match(body):
+            device.notes.append(body)
+            heading = None
+            continue
+        fail(KIND, "line fits no ibv_devinfo structure", line)
+    return IbvDevinfo(devices=[d.build() for d in devices])

@@ -1,0 +1,94 @@
+"""Parse `show_gids`: the GID table of every RDMA port, with RoCE version, IPv4 address and netdev.
+
+Columns are told apart by token shape, not position: the IPv4 column is often empty, a long address
+pushes the later columns right, and an InfiniBand-only row has no DEV column. A row is
+`DEV PORT INDEX GID [IPV4] VER [NETDEV]`. When the `n_gids_found=N` trailer is present it must agree
+with the number of rows (a mismatch means lost lines and raises ParseError); it is None when absent,
+e.g. when the output was filtered through grep.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt
+
+KIND = "show_gids"
+
+_TRAILER = re.compile(r"^n_gids_found\s*=\s*(?P<count>[0-9]+)$", re.ASCII)
+_IPV4 = re.compile(r"^[0-9]{1,3}(?:\.[0-9]{1,3}){3}$", re.ASCII)
+_VERSION = re.compile(r"^v[0-9]+$", re.ASCII)
+_SEPARATOR = re.compile(r"^-+$")
+_INT = re.compile(r"^[0-9]+$", re.ASCII)
+
+
+class ShowGid(Fact):
+    device: str
+    port: int
+    index: int
+    gid: str
+    ipv4: str | None = None
+    version: str
+    netdev: str | None = None
+
+
+class ShowGids(Fact):
+    gids: list[ShowGid]
+    n_gids_found: int | None = None
+
+
+def _row(tokens: list[str], line: Line) -> ShowGid:
+    if len(tokens) < 5:
+        fail(KIND, "row has too few columns (expected DEV PORT INDEX GID [IPv4] VER [DEV])", line)
+    device, port, index, gid, *rest = tokens
+    if not _INT.match(port) or not _INT.match(index):
+        fail(KIND, "PORT and INDEX must be integers", line)
+    try:
+        ipaddress.IPv6Address(gid)
+    except ValueError:
+        fail(KIND, f"GID is not an IPv6-style address: {gid!r}", line)
+    ipv4 = None
+    if rest and _IPV4.match(rest[0]):
+        try:
+            ipaddress.IPv4Address(rest[0])
+        except ValueError:
+            fail(KIND, f"invalid IPv4 address {rest[0]!r}", line)
+        ipv4 = rest.pop(0)
+    if not rest or not _VERSION.match(rest[0]):
+        fail(KIND, "missing RoCE version column (v1/v2)", line)
+    version = rest.pop(0)
+    netdev = rest.pop(0) if rest else None
+    if rest:
+        fail(KIND, f"unexpected extra columns: {' '.join(rest)}", line)
+    return ShowGid(device=device, port=int(port), index=int(index), gid=gid, ipv4=ipv4,
+                   version=version, netdev=netdev)
+
+
+def parse_show_gids(text: str) -> ShowGids:
+    gids: list[ShowGid] = []
+    count: int | None = None
+    trailer: Line | None = None
+    seen_any = False
+    for line in content_lines(text):
+        if is_prompt(line):
+            continue
+        tokens = line.stripped.split()
+        if trailer is not None:
+            fail(KIND, "output continues after the n_gids_found trailer", line)
+        if tokens[0] == "DEV" and "GID" in tokens:
+            seen_any = True
+            continue
+        if all(_SEPARATOR.match(t) for t in tokens):
+            continue
+        if m := _TRAILER.match(line.stripped):
+            count, trailer = int(m.group("count")), line
+            seen_any = True
+            continue
+        gids.append(_row(tokens, line))
+        seen_any = True
+    if not seen_any:
+        fail(KIND, "no show_gids header, rows or n_gids_found trailer")
+    if trailer is not None and count != len(gids):
+        fail(KIND, f"trailer says {count} GIDs but {len(gids)} rows were printed", trailer)
+    return ShowGids(gids=gids, n_gids_found=count)

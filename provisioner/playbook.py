@@ -1,0 +1,612 @@
+"""Playbooks: YAML lists of plays -> validated resource specs per host, every error with file:line: key.
+
+Two steps. `load_playbook` checks the structure offline (keys, kinds, types of values written literally,
+template syntax, template files). `resolve` renders the Jinja2 values per host against the inventory
+and validates the result, keeping each resource's playbook line for reports.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from provisioner.errors import ConfigError
+from provisioner.inventory import (
+    ConfigErrors,
+    Host,
+    Inventory,
+    RenderError,
+    VarResolver,
+    check_template_file,
+    check_template_text,
+    has_template,
+    load_inventory,
+    magic_vars,
+)
+from provisioner.specs import KINDS, FileSpec, Int, Spec
+from provisioner.yamlsrc import KeyPath, Origin, Sourced, load_yaml
+
+# ------------------------------------------------------------------------------------------ play models
+
+
+class VerifySpec(BaseModel):
+    """Checks run after the fleet is in the desired state."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    all_reduce: dict[str, Any] | None = Field(
+        None, description="settings of the all-reduce smoke test across the play's hosts (a mapping)"
+    )
+
+
+def _hosts_text(value: Any) -> Any:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
+    return value
+
+
+class PlaySpec(BaseModel):
+    """The keys a play may have besides its resources."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(None, description="a title for reports")
+    hosts: Annotated[str, BeforeValidator(_hosts_text)] = Field(
+        description="host pattern as in Ansible: groups, hosts, globs, !exclude, &intersect (or a list)"
+    )
+    vars: dict[str, Any] = Field(default_factory=dict, description="play variables (override inventory vars)")
+    resources: list[Any] = Field(default_factory=list, description="list of one-key mappings {kind: spec}")
+    verify: VerifySpec | None = Field(None, description="checks after apply; allowed: all_reduce")
+    serial: Int | None = Field(None, ge=1, description="number of hosts changed at a time")
+    max_fail_percentage: Int | None = Field(
+        None, ge=0, le=100, description="percent 0..100 of failed hosts in a batch that stops the run"
+    )
+
+
+# -------------------------------------------------------------------------------------- loaded playbook
+
+
+@dataclass(frozen=True)
+class ResourceDecl:
+    """One resource as written: `spec` still holds unrendered templates."""
+
+    kind: str
+    spec: Mapping[str, Any]
+    origin: Origin
+    path: KeyPath
+    ok: bool = True  # False when offline checks already failed: resolving it would only repeat them
+
+
+@dataclass(frozen=True)
+class Play:
+    index: int
+    name: str | None
+    hosts: str
+    vars: Mapping[str, Any]
+    var_origins: Mapping[str, Origin]
+    resources: tuple[ResourceDecl, ...]
+    verify: VerifySpec | None
+    serial: int | None
+    max_fail_percentage: int | None
+    origin: Origin
+
+    @property
+    def title(self) -> str:
+        return self.name or f"play {self.index + 1} ({self.hosts})"
+
+
+@dataclass
+class Playbook:
+    path: Path
+    plays: list[Play]
+    source: Sourced
+
+
+# ------------------------------------------------------------------------------------- resolved per host
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A rendered, validated resource for one host. For `file` with `template`, `spec.content` holds the
+    rendered text and `spec.template` still names its source."""
+
+    kind: str
+    spec: Spec
+    origin: Origin
+
+    @property
+    def key(self) -> str:
+        return self.origin.key
+
+    @property
+    def target(self) -> str:
+        return self.spec.target()
+
+
+@dataclass
+class HostPlay:
+    play: Play
+    hosts: tuple[str, ...]  # every host of the play after --limit, for fleet-wide checks like mtu_uniform
+    vars: dict[str, Any]  # the play's vars rendered for this host
+    resources: list[Resource] = field(default_factory=list)
+
+
+@dataclass
+class HostPlan:
+    host: Host
+    plays: list[HostPlay] = field(default_factory=list)
+
+    @property
+    def resources(self) -> list[Resource]:
+        return [r for p in self.plays for r in p.resources]
+
+
+# ---------------------------------------------------------------------------------------- error wording
+
+
+def _suggest(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> tuple[type[BaseModel], tuple[Any, ...]]:
+    """The (nested) model that `loc` ends in, and the rest of `loc` inside it."""
+    for depth, part in enumerate(loc):
+        info = model.model_fields.get(part) if isinstance(part, str) else None
+        nested = None
+        if info is not None and depth + 1 < len(loc):
+            candidates = [info.annotation, *typing.get_args(info.annotation)]
+            nested = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if nested is None:
+            return model, tuple(loc[depth:])
+        model = nested
+    return model, ()
+
+
+def _describe(err: Mapping[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
+    """A pydantic error as (location within the model, one clear sentence that says what is allowed)."""
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    model, inner = _model_at(model, loc)
+    fields = model.model_fields
+    name = inner[0] if inner and isinstance(inner[0], str) else None
+    info = fields.get(name) if name else None
+    expected = f"; expected {info.description}" if info is not None and info.description else ""
+    if kind == "extra_forbidden":
+        return loc, f"unknown key; allowed: {', '.join(fields)}" + _suggest(str(loc[-1]), list(fields))
+    if kind == "missing":
+        return loc, f"missing required key{expected}"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    value = err.get("input")
+    if kind == "value_error":
+        expected = ""  # our own validators already say what to write
+    if kind == "string_pattern_mismatch":
+        message = f"invalid value {_short(value)}"
+    elif loc and not isinstance(value, dict | list) and _short(value) not in message:
+        message += f" (got {_short(value)})"
+    if "[key]" in loc:
+        loc = tuple(p for p in loc if p != "[key]")
+        message = f"key {loc[-1]!r}: {message}"
+    return loc, message + (expected if loc else "")
+
+
+def data_path(data: Any, loc: Sequence[Any]) -> KeyPath:
+    """A pydantic location as a key path into the YAML data (mapping keys as text, list indices as int)."""
+    path: list[str | int] = []
+    current = data
+    for part in loc:
+        if isinstance(current, list) and isinstance(part, int):
+            path.append(part)
+            current = current[part] if 0 <= part < len(current) else None
+        else:
+            path.append(str(part))
+            if isinstance(current, dict):
+                keys = {str(k): k for k in current}
+                current = current.get(keys.get(str(part), part))
+            else:
+                current = None
+    return tuple(path)
+
+
+def _templated_at(data: Any, loc: Sequence[Any]) -> bool:
+    """Whether the value at `loc`, or one it sits inside, is a template (so it is checked per host)."""
+    current = data
+    for part in loc:
+        if isinstance(current, str):
+            return has_template(current)
+        if isinstance(current, dict):
+            if part in current:
+                current = current[part]
+            elif str(part) in current:
+                current = current[str(part)]
+            else:
+                keys = {str(k): k for k in current}
+                if str(part) not in keys:
+                    return False
+                current = current[keys[str(part)]]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        else:
+            return False
+    return isinstance(current, str) and has_template(current)
+
+
+def _strings(value: Any, path: KeyPath) -> list[tuple[KeyPath, str]]:
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(v, (*path, str(k)))]
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _strings(v, (*path, i))]
+    return []
+
+
+_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# -------------------------------------------------------------------------------------------- loading
+
+
+def find_template(name: str, playbook_dir: Path) -> Path | None:
+    """Where a `template:` lives: relative to the playbook's directory, then its templates/ directory,
+    then the project's templates/ directory (beside the playbook's directory), then the project root."""
+    path = Path(name)
+    if path.is_absolute():
+        return path if path.is_file() else None
+    project = playbook_dir.parent
+    for candidate in (
+        playbook_dir / path,
+        playbook_dir / "templates" / path,
+        project / "templates" / path,
+        project / path,
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+class _PlaybookLoader:
+    def __init__(self, path: Path, errors: list[ConfigError]) -> None:
+        self.path = path
+        self.errors = errors
+        self.src: Sourced
+
+    def load(self) -> Playbook | None:
+        try:
+            self.src = load_yaml(self.path, root="plays")
+        except ConfigError as exc:
+            self.errors.append(exc)
+            return None
+        data = self.src.data
+        if data is None or data == []:
+            self.errors.append(self.src.error("the playbook has no plays"))
+            return None
+        if not isinstance(data, list):
+            self.errors.append(self.src.error("a playbook is a list of plays (each starting with '- hosts: ...')"))
+            return None
+        plays = []
+        for index, body in enumerate(data):
+            play = self._play(index, body)
+            if play is not None:
+                plays.append(play)
+        return Playbook(path=self.path, plays=plays, source=self.src)
+
+    def _play(self, index: int, body: Any) -> Play | None:
+        path: KeyPath = (index,)
+        if not isinstance(body, dict):
+            self.errors.append(self.src.error("a play is a mapping with hosts, vars, resources ...", path))
+            return None
+        try:
+            spec = PlaySpec.model_validate(body)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc, message = _describe(err, PlaySpec)
+                self.errors.append(self.src.error(message, (*path, *data_path(body, loc))))
+            # Still check the resources, so one pass shows every problem of the play.
+            if isinstance(body.get("resources"), list):
+                for i, item in enumerate(body["resources"]):
+                    self._resource(item, (*path, "resources", i))
+            return None
+        var_origins = {}
+        for name in spec.vars:
+            if not isinstance(name, str) or not _VAR_NAME_RE.match(name):
+                self.errors.append(
+                    self.src.error(
+                        "a variable name must be letters, digits and _, not starting with a digit",
+                        (*path, "vars", str(name)),
+                    )
+                )
+            var_origins[str(name)] = self.src.origin((*path, "vars", str(name)))
+            for sub, text in _strings(spec.vars[name], (*path, "vars", str(name))):
+                self._syntax(text, sub)
+        resources = tuple(
+            decl
+            for i, item in enumerate(spec.resources)
+            if (decl := self._resource(item, (*path, "resources", i))) is not None
+        )
+        return Play(
+            index=index,
+            name=spec.name,
+            hosts=spec.hosts,
+            vars=spec.vars,
+            var_origins=var_origins,
+            resources=resources,
+            verify=spec.verify,
+            serial=spec.serial,
+            max_fail_percentage=spec.max_fail_percentage,
+            origin=self.src.origin(path),
+        )
+
+    def _syntax(self, text: str, path: KeyPath) -> bool:
+        problem = check_template_text(text) if has_template(text) else None
+        if problem:
+            self.errors.append(self.src.error(f"template syntax error: {problem}", path))
+        return problem is None
+
+    def _resource(self, item: Any, path: KeyPath) -> ResourceDecl | None:
+        kinds = ", ".join(KINDS)
+        if not isinstance(item, dict) or len(item) != 1:
+            got = f"keys {', '.join(map(str, item))}" if isinstance(item, dict) else _short(item)
+            self.errors.append(
+                self.src.error(f"a resource is a one-key mapping {{kind: spec}} (kinds: {kinds}); got {got}", path)
+            )
+            return None
+        kind, spec = next(iter(item.items()))
+        kind = str(kind)
+        spec_path = (*path, kind)
+        if kind not in KINDS:
+            self.errors.append(
+                self.src.error(
+                    f"unknown resource kind {kind!r}; allowed kinds: {kinds}" + _suggest(kind, list(KINDS)),
+                    spec_path,
+                )
+            )
+            return None
+        if spec is None:
+            spec = {}
+        if not isinstance(spec, dict):
+            self.errors.append(
+                self.src.error(f"the settings of a {kind} resource are a mapping; got {_short(spec)}", spec_path)
+            )
+            return None
+        ok = all([self._syntax(text, sub) for sub, text in _strings(spec, spec_path)])
+        model = KINDS[kind]
+        try:
+            model.model_validate(spec)
+        except ValidationError as exc:
+            for err in exc.errors():
+                if _templated_at(spec, err["loc"]):
+                    continue  # known only once rendered for a host
+                loc, message = _describe(err, model)
+                self.errors.append(self.src.error(message, (*spec_path, *data_path(spec, loc))))
+                ok = False
+        template = spec.get("template") if model is FileSpec else None
+        if isinstance(template, str) and not has_template(template):
+            ok = self._template_file(template, (*spec_path, "template")) and ok
+        return ResourceDecl(kind=kind, spec=spec, origin=self.src.origin(spec_path), path=spec_path, ok=ok)
+
+    def _template_file(self, name: str, path: KeyPath) -> bool:
+        found = find_template(name, self.path.parent)
+        if found is None:
+            self.errors.append(
+                self.src.error(f"template {name!r} not found next to the playbook or in a templates/ directory", path)
+            )
+            return False
+        problem = check_template_file(found)
+        if problem is not None:
+            self.errors.append(problem)
+            return False
+        return True
+
+
+def load_playbook(path: str | Path) -> Playbook:
+    """Read and check a playbook's structure; templates are not rendered yet. Raises ConfigErrors."""
+    errors: list[ConfigError] = []
+    playbook = _PlaybookLoader(Path(path), errors).load()
+    if errors or playbook is None:
+        raise ConfigErrors(_fold(errors))
+    return playbook
+
+
+# ------------------------------------------------------------------------------------------- resolving
+
+
+def _resolve(
+    playbook: Playbook, inventory: Inventory, limit: str | Sequence[str] | None, errors: list[ConfigError]
+) -> list[HostPlan]:
+    limited: set[str] | None = None
+    if limit:
+        try:
+            limited = set(inventory.select(limit))
+        except ConfigError as exc:
+            errors.append(exc)
+            return []
+    src = playbook.source
+    plans: dict[str, HostPlan] = {}
+    for play in playbook.plays:
+        try:
+            hosts = inventory.select(play.hosts, origin=src.origin((play.index, "hosts")))
+        except ConfigError as exc:
+            errors.append(exc)
+            continue
+        if limited is not None:
+            hosts = [h for h in hosts if h in limited]
+        for name in hosts:
+            host = inventory.hosts[name]
+            host_play = _resolve_play(playbook, play, inventory, host, tuple(hosts), errors)
+            plans.setdefault(name, HostPlan(host)).plays.append(host_play)
+    return [plans[name] for name in inventory.hosts if name in plans]
+
+
+def _resolve_play(
+    playbook: Playbook,
+    play: Play,
+    inventory: Inventory,
+    host: Host,
+    hosts: tuple[str, ...],
+    errors: list[ConfigError],
+) -> HostPlay:
+    src = playbook.source
+    magic = {
+        **magic_vars(inventory, host),
+        "play_hosts": list(hosts),
+        "ansible_play_hosts": list(hosts),
+        "playbook_dir": str(playbook.path.parent),
+    }
+    # Play vars override inventory vars, as in Ansible; both may refer to each other.
+    raw = {**host.vars, **play.vars}
+    origins = {**host.var_origins, **play.var_origins}
+    resolver = VarResolver(host.name, raw, origins, magic)
+    rendered_vars: dict[str, Any] = {}
+    for name in play.vars:
+        try:
+            rendered_vars[name] = resolver.var(name)
+        except ConfigError as exc:
+            errors.append(exc)
+    host_play = HostPlay(play=play, hosts=hosts, vars=rendered_vars)
+    for decl in play.resources:
+        if not decl.ok:
+            continue
+        resource = _resolve_resource(decl, resolver, src, host, playbook.path.parent, errors)
+        if resource is not None:
+            host_play.resources.append(resource)
+    return host_play
+
+
+def _render_tree(
+    value: Any, path: KeyPath, resolver: VarResolver, src: Sourced, errors: list[ConfigError]
+) -> tuple[Any, bool]:
+    if isinstance(value, str):
+        try:
+            return resolver.render_text(value, src.origin(path)), True
+        except ConfigError as exc:
+            errors.append(exc)
+            return value, False
+    if isinstance(value, dict):
+        out, ok = {}, True
+        for key, sub in value.items():
+            out[key], sub_ok = _render_tree(sub, (*path, str(key)), resolver, src, errors)
+            ok = ok and sub_ok
+        return out, ok
+    if isinstance(value, list):
+        items, ok = [], True
+        for index, sub in enumerate(value):
+            item, sub_ok = _render_tree(sub, (*path, index), resolver, src, errors)
+            items.append(item)
+            ok = ok and sub_ok
+        return items, ok
+    return value, True
+
+
+def _resolve_resource(
+    decl: ResourceDecl,
+    resolver: VarResolver,
+    src: Sourced,
+    host: Host,
+    playbook_dir: Path,
+    errors: list[ConfigError],
+) -> Resource | None:
+    rendered, ok = _render_tree(dict(decl.spec), decl.path, resolver, src, errors)
+    if not ok:
+        return None
+    model = KINDS[decl.kind]
+    try:
+        spec = model.model_validate(rendered)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc, message = _describe(err, model)
+            where = src.origin((*decl.path, *data_path(rendered, loc)))
+            errors.append(RenderError(message, host=host.name, file=where.file, line=where.line, key=where.key))
+        return None
+    if isinstance(spec, FileSpec) and spec.template is not None:
+        where = src.origin((*decl.path, "template"))
+        found = find_template(spec.template, playbook_dir)
+        if found is None:
+            errors.append(
+                RenderError(
+                    f"template {spec.template!r} not found next to the playbook or in a templates/ directory",
+                    host=host.name,
+                    file=where.file,
+                    line=where.line,
+                    key=where.key,
+                )
+            )
+            return None
+        try:
+            content = resolver.render_file(found, where)
+        except ConfigError as exc:
+            errors.append(exc)
+            return None
+        spec = spec.model_copy(update={"content": content})
+    return Resource(kind=decl.kind, spec=spec, origin=decl.origin)
+
+
+def _fold(errors: Sequence[ConfigError], shown: int = 3) -> list[ConfigError]:
+    """One line per problem: the same template failing on many hosts is reported once, naming them."""
+    folded: dict[tuple[Any, ...], list[ConfigError]] = {}
+    for error in errors:
+        if isinstance(error, ConfigErrors):
+            for inner in error.errors:
+                folded.setdefault(_fold_key(inner), []).append(inner)
+        else:
+            folded.setdefault(_fold_key(error), []).append(error)
+    result: list[ConfigError] = []
+    for group in folded.values():
+        first = group[0]
+        if not isinstance(first, RenderError) or len(group) == 1:
+            result.append(first)
+            continue
+        hosts = list(dict.fromkeys(e.host for e in group if isinstance(e, RenderError)))
+        named = ", ".join(hosts[:shown]) + (f" and {len(hosts) - shown} more" if len(hosts) > shown else "")
+        result.append(ConfigError(f"{first.detail} (hosts {named})", file=first.file, line=first.line, key=first.key))
+    return result
+
+
+def _fold_key(error: ConfigError) -> tuple[Any, ...]:
+    if isinstance(error, RenderError):
+        return ("render", error.file, error.line, error.key, error.detail)
+    return ("plain", str(error))
+
+
+def resolve(playbook: Playbook, inventory: Inventory, limit: str | Sequence[str] | None = None) -> list[HostPlan]:
+    """Per host (inventory order), per play, the rendered and validated resources. Raises ConfigErrors
+    listing every problem found."""
+    errors: list[ConfigError] = []
+    plans = _resolve(playbook, inventory, limit, errors)
+    if errors:
+        raise ConfigErrors(_fold(errors))
+    return plans
+
+
+def validate(
+    inventory_path: str | Path,
+    playbook_path: str | Path,
+    limit: str | Sequence[str] | None = None,
+    warnings: list[str] | None = None,
+) -> list[ConfigError]:
+    """Every problem in an inventory + playbook pair (structure, then rendering for each host), one line
+    each; empty when all is well. The inventory's warnings are appended to `warnings` when given."""
+    errors: list[ConfigError] = []
+    inventory = None
+    try:
+        inventory = load_inventory(inventory_path)
+    except ConfigError as exc:
+        errors.append(exc)
+    if inventory is not None and warnings is not None:
+        warnings.extend(inventory.warnings)
+    playbook = _PlaybookLoader(Path(playbook_path), errors).load()
+    if inventory is not None and playbook is not None:
+        _resolve(playbook, inventory, limit, errors)
+    return _fold(errors)

@@ -1,0 +1,230 @@
+"""Everything fabnet shows a person or a program: rich tables, progress, JSON. The only place that prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def info(message: str) -> None:
+    console.print(message, highlight=False, soft_wrap=True)
+
+
+def error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+@contextmanager
+def progress_log() -> Iterator[Callable[[str], None]]:
+    """A status spinner on a terminal; plain lines on stderr otherwise (CI logs stay readable)."""
+    if err_console.is_terminal:
+        with err_console.status("starting") as status:
+            def log(message: str) -> None:
+                err_console.print(f"[dim]{message}[/]", highlight=False)
+                status.update(message)
+            yield log
+    else:
+        yield lambda message: print(message, file=sys.stderr, flush=True)
+
+
+def lab_status(state: Any, nodes: list[Any], *, as_json: bool) -> None:
+    if as_json:
+        print_json({
+            "name": state.name,
+            "complete": state.complete,
+            "inventory": str(state.inventory_path),
+            "private_key": str(state.key_path),
+            "known_hosts": str(state.known_hosts_path),
+            "user": "root",
+            "nodes": [
+                {
+                    "name": n.name,
+                    "mgmt_ip": n.mgmt_ip,
+                    "data_interfaces": [{"name": n.data_iface, "ip": n.data_ip}],
+                    "netns": n.netns,
+                    "running": n.running,
+                    "ssh_ready": n.ssh_ready,
+                    "inventory": str(state.inventory_path),
+                    "private_key": str(state.key_path),
+                    "known_hosts": str(state.known_hosts_path),
+                }
+                for n in nodes
+            ],
+        })
+        return
+    table = Table(title=f"lab {state.name}", title_justify="left")
+    for column in ("node", "management (ssh)", "data interface", "running", "ssh"):
+        table.add_column(column)
+    for n in nodes:
+        table.add_row(n.name, n.mgmt_ip, f"{n.data_iface} {n.data_ip}", _yes(n.running), _yes(n.ssh_ready))
+    console.print(table)
+    info(f"inventory:   {state.inventory_path}\nprivate key: {state.key_path}\nknown_hosts: {state.known_hosts_path}")
+
+
+def _yes(flag: bool) -> str:
+    return "[green]yes[/]" if flag else "[red]no[/]"
+
+
+# ---------------------------------------------------------------------------------------------- audit
+
+AUDIT_SCHEMA = "fabnet/audit/v1"
+_STATUS_STYLE = {
+    "in_sync": "green", "drifted": "yellow", "unreachable": "red", "failed": "red",
+    "ok": "green", "drift": "yellow", "error": "red",
+}
+
+
+def audit_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, exit_code: int) -> dict:
+    """The stable `--json` document of `fabnet audit` (schema `fabnet/audit/v1`, see README)."""
+    return {
+        "schema": AUDIT_SCHEMA,
+        "inventory": inventory,
+        "playbook": playbook,
+        "limit": limit,
+        "seconds": round(outcome.seconds, 3),
+        "exit_code": exit_code,
+        "summary": {
+            "hosts": len(outcome.hosts),
+            "in_sync": outcome.count("in_sync"),
+            "drifted": outcome.count("drifted"),
+            "unreachable": outcome.count("unreachable"),
+            "failed": outcome.count("failed"),
+        },
+        "hosts": [
+            {
+                "name": host.name,
+                "address": host.address,
+                "status": host.status,
+                "error": host.error,
+                "seconds": round(host.seconds, 3),
+                "execs": host.execs,
+                "resources": [
+                    {
+                        "kind": res.kind,
+                        "target": res.target,
+                        "source": res.source,
+                        "play": res.play,
+                        "status": res.status,
+                        "checks": [
+                            {"attribute": c.attribute, "desired": c.desired, "actual": c.actual,
+                             "status": c.status, "message": c.message}
+                            for c in res.checks
+                        ],
+                    }
+                    for res in host.resources
+                ],
+            }
+            for host in outcome.hosts
+        ],
+    }
+
+
+def audit_tables(outcome: Any, *, verbose: bool = False) -> None:
+    """One table per host that needs attention (every row with --verbose), then the recap."""
+    for host in outcome.hosts:
+        style = _STATUS_STYLE[host.status]
+        label = host.status.replace("_", " ")
+        if host.status in ("unreachable",) or (host.status == "failed" and not host.resources):
+            console.print(f"[bold]{host.name}[/] ({host.address}): [{style}]{label}[/] — {host.error}", highlight=False)
+            continue
+        rows = [(r, c) for r in host.resources for c in r.checks if verbose or c.status != "ok"]
+        checked = sum(len(r.checks) for r in host.resources)
+        if not rows:
+            console.print(f"[bold]{host.name}[/] ({host.address}): [{style}]{label}[/] — "
+                          f"{len(host.resources)} resources, {checked} checks", highlight=False)
+            continue
+        table = Table(title=f"{host.name} ({host.address}): [{style}]{label}[/]", title_justify="left",
+                      show_lines=False, expand=False)
+        for column in ("resource", "attribute", "desired", "actual", "status", "detail"):
+            table.add_column(column, overflow="fold")
+        for resource, check in rows:
+            table.add_row(
+                resource.target, check.attribute, check.desired, "" if check.actual is None else check.actual,
+                f"[{_STATUS_STYLE[check.status]}]{check.status}[/]", check.message,
+            )
+        console.print(table)
+        if not verbose:
+            hidden = checked - len(rows)
+            console.print(f"  [dim]{hidden} other checks ok (--verbose shows them)[/]", highlight=False)
+    recap(outcome)
+
+
+def recap(outcome: Any) -> None:
+    parts = []
+    for status in ("in_sync", "drifted", "unreachable", "failed"):
+        count = outcome.count(status)
+        style = _STATUS_STYLE[status] if count else "dim"
+        parts.append(f"[{style}]{status.replace('_', ' ')}={count}[/]")
+    console.print(f"\n[bold]recap[/] {len(outcome.hosts)} hosts in {outcome.seconds:.2f} s: " + "  ".join(parts),
+                  highlight=False)
+
+
+def audit_junit(outcome: Any) -> str:
+    """JUnit XML: one test case per checked attribute, so CI dashboards show drift like failing tests."""
+    from xml.etree import ElementTree as ET
+
+    suites = ET.Element("testsuites", name="fabnet audit")
+    for host in outcome.hosts:
+        suite = ET.SubElement(suites, "testsuite", name=host.name, time=f"{host.seconds:.3f}")
+        cases = failures = errors = 0
+        if host.status == "unreachable" or (host.status == "failed" and not host.resources):
+            case = ET.SubElement(suite, "testcase", classname=host.name, name="reach host")
+            ET.SubElement(case, "error", message=host.error or host.status)
+            cases, errors = 1, 1
+        for resource in host.resources:
+            for check in resource.checks:
+                cases += 1
+                case = ET.SubElement(suite, "testcase", classname=f"{host.name}.{resource.target}",
+                                     name=check.attribute, file=resource.source)
+                if check.status == "drift":
+                    failures += 1
+                    failure = ET.SubElement(case, "failure", message=f"desired {check.desired}, actual {check.actual}")
+                    failure.text = check.message
+                elif check.status == "error":
+                    errors += 1
+                    ET.SubElement(case, "error", message=check.message)
+        suite.set("tests", str(cases))
+        suite.set("failures", str(failures))
+        suite.set("errors", str(errors))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+@contextmanager
+def host_progress(total: int, description: str) -> Iterator[Callable[[str, str | None], None]]:
+    """A progress bar over hosts on a terminal (transient); silent otherwise, so pipes and CI logs stay clean."""
+    if not err_console.is_terminal or total < 2:
+        yield lambda host, problem: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task(description, total=total)
+
+        def advance(host: str, problem: str | None) -> None:
+            if problem:
+                progress.console.print(f"[red]{host}: {problem}[/]", highlight=False)
+            progress.advance(task)
+
+        yield advance
+
+
+def config_errors(errors: list[Any]) -> None:
+    for problem in errors:
+        err_console.print(f"[bold red]error:[/] {problem}", highlight=False, soft_wrap=True)
+    if len(errors) > 1:
+        err_console.print(f"{len(errors)} problems found", highlight=False)

@@ -1,0 +1,189 @@
+"""What every resource kind provides: read commands (probes) and a pure evaluation of their output.
+
+A resource never talks to a host. The engine collects the probes of every resource of a host, runs
+them all in one SSH exec, and hands each resource the results of its own probes. Identical commands
+(two resources reading `lsmod`, say) share one probe, because a probe's key is its command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
+
+from provisioner.specs import Spec
+
+Status = Literal["ok", "drift", "error"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One read-only shell command. Build `command` from quoted parts (`sh(...)`), never from raw input."""
+
+    command: str
+    timeout: float = 30.0
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(self.command.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class HostContext:
+    """Per-host facts about where things live, from inventory variables."""
+
+    name: str
+    sysfs_root: str = "/sys"  # fabnet_sysfs_root: where class/net/*/ecn and class/infiniband live
+
+
+@dataclass(frozen=True)
+class Check:
+    """One compared attribute of one resource on one host."""
+
+    attribute: str
+    desired: str
+    actual: str | None
+    status: Status
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Results:
+    """The probe results of one host, looked up by probe."""
+
+    by_key: Mapping[str, ProbeResult] = field(default_factory=dict)
+
+    def __getitem__(self, probe: Probe) -> ProbeResult:
+        return self.by_key[probe.key]
+
+    def get(self, probe: Probe) -> ProbeResult | None:
+        return self.by_key.get(probe.key)
+
+
+S = TypeVar("S", bound=Spec)
+
+
+@dataclass(frozen=True)
+class ResourceType(Generic[S]):
+    """A resource kind: `probes(spec, ctx)` lists what to read; `evaluate(spec, results, ctx)` compares."""
+
+    kind: str
+    probes: Callable[[S, HostContext], Sequence[Probe]]
+    evaluate: Callable[[S, Results, HostContext], list[Check]]
+
+
+def sh(*parts: str) -> str:
+    """A command line from parts, each quoted for the remote POSIX shell."""
+    return " ".join(shlex.quote(part) for part in parts)
+
+
+def ok(attribute: str, desired: object, actual: object, message: str = "") -> Check:
+    return Check(attribute, str(desired), None if actual is None else str(actual), "ok", message)
+
+
+def drift(attribute: str, desired: object, actual: object, message: str = "") -> Check:
+    return Check(attribute, str(desired), None if actual is None else str(actual), "drift", message)
+
+
+def compare(attribute: str, desired: object, actual: object, message: str = "") -> Check:
+    return (ok if desired == actual else drift)(attribute, desired, actual, message)
+
+
+def error(attribute: str, desired: object, message: str) -> Check:
+    return Check(attribute, str(desired), None, "error", message)
+
+
+def failed_probe(result: ProbeResult | None, what: str) -> str | None:
+    """A reason to report if a probe did not run cleanly, else None."""
+    if result is None:
+        return f"{what}: no output (the probe did not run)"
+    if result.exit_code == 127:
+        return f"{what}: command not found on the host"
+    if result.exit_code == 124:
+        return f"{what}: timed out"
+    return None
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line of `text`, stripped ('' when there is none)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def probe_error(result: ProbeResult | None, what: str) -> str | None:
+    """Like `failed_probe`, and also any other non-zero exit, with the first line of stderr."""
+    reason = failed_probe(result, what)
+    if reason is not None or result is None or result.exit_code == 0:
+        return reason
+    detail = first_line(result.stderr) or first_line(result.stdout)
+    return f"{what}: exit code {result.exit_code}" + (f": {detail}" if detail else "")
+
+
+# ------------------------------------------------------------------------------- config file listings
+
+_FILE_HEADER = re.compile(r"^==(?P<mark>[>!]) (?P<path>.+) <==$", re.MULTILINE)
+
+
+def print_files_command(*patterns: str) -> str:
+    """A command printing every existing file matching the glob `patterns`, each after a header line.
+
+    `==> PATH <==` precedes a readable file's text; an unreadable one gets `==! PATH <==` and no text.
+    The patterns are fixed strings of this package (never user input): they stay unquoted so that the
+    remote shell expands them. A pattern that matches nothing, or a missing directory, prints nothing.
+    """
+    return (
+        f"for f in {' '.join(patterns)}; do "
+        'if [ -d "$f" ] || ! [ -e "$f" ]; then :; '
+        "elif [ -r \"$f\" ]; then printf '==> %s <==\\n' \"$f\"; cat -- \"$f\"; echo; "
+        "else printf '==! %s <==\\n' \"$f\"; fi; done; true"
+    )
+
+
+@dataclass(frozen=True)
+class FileListing:
+    """What `print_files_command` printed: path -> text, and the paths that could not be read."""
+
+    files: dict[str, str]
+    unreadable: tuple[str, ...] = ()
+
+
+def parse_file_listing(text: str) -> FileListing:
+    files: dict[str, str] = {}
+    unreadable: list[str] = []
+    headers = list(_FILE_HEADER.finditer(text))
+    for number, header in enumerate(headers):
+        after = headers[number + 1] if number + 1 < len(headers) else None
+        if header["mark"] == "!":
+            unreadable.append(header["path"])
+            continue
+        body = text[header.end() + 1 : after.start() if after else len(text)]
+        # The command adds one line break after each file's text: take exactly that one away.
+        files[header["path"]] = body[:-1] if body.endswith("\n") else body
+    return FileListing(files, tuple(unreadable))
+
+
+class ProbeFailed(Exception):
+    """A probe did not run cleanly, or printed something that cannot be used; the message says which."""
+
+
+def stdout_of(results: Results, probe: Probe, what: str) -> str:
+    """The probe's stdout, or ProbeFailed naming `what` failed and how (exit code, stderr's first line)."""
+    result = results.get(probe)
+    reason = probe_error(result, what)
+    if reason is not None or result is None:
+        raise ProbeFailed(reason or f"{what}: no output")
+    return result.stdout
+
+
+def errors_for(attributes: Sequence[tuple[str, object]], message: str) -> list[Check]:
+    """One error Check per (attribute, desired): what a resource reports when it could not read a fact."""
+    return [error(attribute, desired, message) for attribute, desired in attributes]

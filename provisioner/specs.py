@@ -1,0 +1,387 @@
+"""The desired-state resources a play can declare, as strict pydantic models.
+
+A play lists resources as one-key mappings `{kind: spec}`; `KINDS` maps each kind to its model. Models
+refuse unknown keys, and every field carries a description because `fabnet validate` quotes it to say
+what is allowed. Numbers also arrive as strings (a rendered "{{ mtu }}" is text) and are coerced.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+# ---------------------------------------------------------------------------------------------- values
+
+
+def _no_bool(value: Any) -> Any:
+    # pydantic's lax mode would turn `true` into 1; a boolean where a number belongs is a mistake.
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()}")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_no_bool)]
+Priority = Annotated[Int, Field(ge=0, le=7)]
+Dscp = Annotated[Int, Field(ge=0, le=63)]
+
+
+def _one_of(*allowed: int) -> AfterValidator:
+    def check(value: int) -> int:
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(map(str, allowed))}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _distinct(values: list[int]) -> list[int]:
+    if len(set(values)) != len(values):
+        raise ValueError("lists a priority more than once")
+    return sorted(values)
+
+
+PriorityList = Annotated[list[Priority], AfterValidator(_distinct)]
+
+
+def _sysctl_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("write the number (1 or 0), not true/false")
+    if isinstance(value, int | float):
+        return str(value)
+    return value.strip() if isinstance(value, str) else value
+
+
+def _mode_text(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise ValueError("quote the mode, e.g. mode: '0644' (YAML reads an unquoted 0644 as the number 420)")
+    return value
+
+
+NETDEV_RE = r"^[^\s/:]{1,15}$"  # the kernel's own limits on interface names (IFNAMSIZ, no '/' or ':')
+RDMA_DEV_RE = r"^[A-Za-z0-9_.\-]{1,64}$"
+
+
+# ------------------------------------------------------------------------------------ version constraints
+
+_CLAUSE_RE = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*([0-9][0-9A-Za-z.\-_]*)\s*$")
+
+
+def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Comparable form of a package version: `MLNX_OFED_LINUX-23.10-1.1.9.0` -> (23, 10, 1, 1, 9, 0).
+
+    A leading product name and a `+local` suffix (`2.21.5-1+cuda12.4`) are ignored; letters sort before
+    numbers so `2.0rc1` < `2.0.1`.
+    """
+    core = re.sub(r"^\D*", "", version.strip().rstrip(":")).split("+", 1)[0]
+    return tuple((1, int(tok)) if tok.isdigit() else (0, tok) for tok in re.findall(r"\d+|[A-Za-z]+", core))
+
+
+class VersionConstraint(BaseModel):
+    """A version requirement such as `==23.10-1.1.9.0`, `>=23.07` or `>=23.07,<24.04`.
+
+    Comparisons look only as deep as the constraint is written: `==2.21.5` accepts `2.21.5-1+cuda12.4`,
+    `<24.04` refuses `24.04-0.6.6.0`, `>=23.10` accepts `23.10-1.1.9.0`. A bare version means `==`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    clauses: tuple[tuple[str, str], ...]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, value: Any) -> Any:
+        if isinstance(value, cls | dict):
+            return value
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError("expected a version constraint string such as '>=23.10'")
+        if isinstance(value, float):
+            # YAML reads 23.10 as the number 23.1: the version the user meant is already lost.
+            raise ValueError(f"YAML read the version as the number {value}; quote it, e.g. version: '23.10'")
+        text = str(value).strip()
+        clauses = []
+        for part in text.split(","):
+            match = _CLAUSE_RE.match(part)
+            if not match:
+                raise ValueError(
+                    f"cannot read version constraint {part.strip()!r}; use e.g. '==23.10-1.1.9.0', '>=23.07' "
+                    "or '>=23.07,<24.04'"
+                )
+            clauses.append((match.group(1) or "==", match.group(2)))
+        return {"text": text, "clauses": tuple(clauses)}
+
+    def matches(self, installed: str) -> bool:
+        have = version_key(installed)
+        if not have:
+            return False
+        for op, want_text in self.clauses:
+            want = version_key(want_text)
+            got = have[: len(want)]
+            ok = {
+                "==": got == want,
+                "!=": got != want,
+                ">=": got >= want,
+                "<=": got <= want,
+                ">": got > want,
+                "<": got < want,
+            }[op]
+            if not ok:
+                return False
+        return True
+
+    def __str__(self) -> str:
+        return self.text
+
+
+# ----------------------------------------------------------------------------------------------- specs
+
+
+class Spec(BaseModel):
+    """Base of every resource spec; `kind` is the key a play writes it under."""
+
+    # coerce_numbers_to_str: a rendered "{{ x }}" keeps x's type, and `owner: 0` means uid 0.
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+
+    kind: ClassVar[str]
+
+    def target(self) -> str:
+        """What the resource is about, for reports (`interface[ens1f0]`)."""
+        raise NotImplementedError
+
+
+def _exactly_one(model: BaseModel, *names: str) -> None:
+    given = [n for n in names if getattr(model, n) is not None]
+    if len(given) != 1:
+        raise ValueError(f"set exactly one of {' or '.join(names)}" + (f" (got {', '.join(given)})" if given else ""))
+
+
+_RDMA_DEVICE_DOC = (
+    "RDMA device name such as mlx5_0; the host's netdev for it is looked up with ibdev2netdev / rdma link"
+)
+
+
+class InterfaceSpec(Spec):
+    """MTU and link state of one network interface."""
+
+    kind: ClassVar[str] = "interface"
+
+    name: str | None = Field(None, pattern=NETDEV_RE, description="netdev name such as ens1f0np0 (or use rdma_device)")
+    rdma_device: str | None = Field(None, pattern=RDMA_DEV_RE, description=_RDMA_DEVICE_DOC + " (or use name)")
+    mtu: Int | None = Field(
+        None,
+        ge=1500,
+        le=9216,
+        description="MTU in bytes, 1500..9216; 9000 for RoCE over Ethernet, 4200 where switches stop there",
+    )
+    state: Literal["up", "down"] = Field("up", description="administrative link state: up or down")
+    persistent: bool = Field(
+        True, description="true: the MTU must also be in the boot-time network configuration, not only live"
+    )
+
+    @model_validator(mode="after")
+    def _target(self) -> InterfaceSpec:
+        _exactly_one(self, "name", "rdma_device")
+        return self
+
+    def target(self) -> str:
+        return f"interface[{self.name or self.rdma_device}]"
+
+
+class MtuUniformSpec(Spec):
+    """Fleet-wide check: every host of the play has the same MTU on this interface."""
+
+    kind: ClassVar[str] = "mtu_uniform"
+
+    interface: str | None = Field(None, pattern=NETDEV_RE, description="netdev name (or use rdma_device)")
+    rdma_device: str | None = Field(None, pattern=RDMA_DEV_RE, description=_RDMA_DEVICE_DOC + " (or use interface)")
+
+    @model_validator(mode="after")
+    def _target(self) -> MtuUniformSpec:
+        _exactly_one(self, "interface", "rdma_device")
+        return self
+
+    def target(self) -> str:
+        return f"mtu_uniform[{self.interface or self.rdma_device}]"
+
+
+class ServiceSpec(Spec):
+    """A systemd unit that must be running (or stopped) and enabled (or not) at boot."""
+
+    kind: ClassVar[str] = "service"
+
+    name: str = Field(pattern=r"^[A-Za-z0-9:_.@\-]+$", description="systemd unit name; '.service' may be left out")
+    state: Literal["started", "stopped"] = Field("started", description="started or stopped")
+    enabled: bool | None = Field(True, description="true/false: enabled at boot or not; null: not checked")
+
+    def target(self) -> str:
+        return f"service[{self.name}]"
+
+
+class KernelModuleSpec(Spec):
+    """A kernel module that must be loaded (or absent)."""
+
+    kind: ClassVar[str] = "kernel_module"
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$", description="module name as lsmod shows it, e.g. nvidia_peermem")
+    state: Literal["loaded", "absent"] = Field("loaded", description="loaded or absent")
+    persistent: bool = Field(
+        True,
+        description="true: also listed in /etc/modules-load.d when loaded, and not listed there when absent",
+    )
+
+    def target(self) -> str:
+        return f"kernel_module[{self.name}]"
+
+
+class SysctlSpec(Spec):
+    """A kernel parameter value."""
+
+    kind: ClassVar[str] = "sysctl"
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$",
+        description="dotted sysctl name, e.g. net.ipv4.conf.all.arp_ignore",
+    )
+    value: Annotated[str, BeforeValidator(_sysctl_text)] = Field(
+        description="value as `sysctl -n` prints it; numbers are accepted and kept as text"
+    )
+    persistent: bool = Field(True, description="true: also set in /etc/sysctl.d so it survives a reboot")
+
+    def target(self) -> str:
+        return f"sysctl[{self.name}]"
+
+
+class OfedSpec(Spec):
+    """The installed NVIDIA/Mellanox OFED driver stack (as `ofed_info -s` reports it)."""
+
+    kind: ClassVar[str] = "ofed"
+
+    version: VersionConstraint = Field(
+        description="version constraint: '==23.10-1.1.9.0', '>=23.07', '>=23.07,<24.04'; bare version: =="
+    )
+    flavor: Literal["MLNX_OFED_LINUX", "DOCA", "OFED-internal"] | None = Field(
+        None, description="distribution of the stack: MLNX_OFED_LINUX, DOCA or OFED-internal; null: any"
+    )
+
+    def target(self) -> str:
+        return "ofed"
+
+
+class NcclSpec(Spec):
+    """The installed NCCL library package."""
+
+    kind: ClassVar[str] = "nccl"
+
+    version: VersionConstraint = Field(
+        description="version constraint: '==2.21.5', '>=2.19', '>=2.19,<2.24'; a bare version means =="
+    )
+    package: str = Field("libnccl2", pattern=r"^[A-Za-z0-9][A-Za-z0-9+.\-]*$", description="package that carries NCCL")
+
+    def target(self) -> str:
+        return f"nccl[{self.package}]"
+
+
+class RoceQosSpec(Spec):
+    """Lossless RoCE settings of one NIC port: trust mode, PFC, ECN, DSCP mapping, RoCE traffic class."""
+
+    kind: ClassVar[str] = "roce_qos"
+
+    interface: str | None = Field(None, pattern=NETDEV_RE, description="netdev name of the port (or use rdma_device)")
+    rdma_device: str | None = Field(None, pattern=RDMA_DEV_RE, description=_RDMA_DEVICE_DOC + " (or use interface)")
+    trust: Literal["pcp", "dscp"] | None = Field(None, description="QoS trust mode: pcp or dscp")
+    pfc: PriorityList | None = Field(
+        None, description="priorities 0..7 with PFC enabled; every other priority must have PFC off"
+    )
+    dscp2prio: dict[Dscp, Priority] | None = Field(
+        None, description="mapping DSCP 0..63 -> priority 0..7 that must hold (other DSCPs are not checked)"
+    )
+    ecn: PriorityList | None = Field(None, description="priorities 0..7 with ECN enabled (others must be off)")
+    traffic_class: Int | None = Field(
+        None,
+        ge=0,
+        le=255,
+        description="RoCE traffic class 0..255 in the device's tc/1/traffic_class (DSCP << 2 | ECN bits)",
+    )
+    cnp_dscp: Dscp | None = Field(None, description="DSCP 0..63 of congestion notification packets")
+    roce_tos: Int | None = Field(
+        None, ge=0, le=255, description="default ToS 0..255 of RDMA-CM connections (cma_roce_tos)"
+    )
+    port_state: Literal["active"] | None = Field(None, description="required RDMA port state: active")
+    active_mtu: Annotated[Int, _one_of(256, 512, 1024, 2048, 4096)] | None = Field(
+        None, description="required active RoCE MTU: 256, 512, 1024, 2048 or 4096"
+    )
+    gid_index: Int | None = Field(
+        None, ge=0, le=255, description="GID index that must exist and be a RoCE v2 GID (NCCL_IB_GID_INDEX)"
+    )
+    tsa: list[Literal["ets", "strict", "vendor"]] | None = Field(
+        None,
+        min_length=8,
+        max_length=8,
+        description="transmission selection per traffic class 0..7: ets, strict or vendor",
+    )
+    tcbw: list[Annotated[Int, Field(ge=0, le=100)]] | None = Field(
+        None,
+        min_length=8,
+        max_length=8,
+        description="ETS bandwidth percent per traffic class 0..7, summing to 100",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> RoceQosSpec:
+        _exactly_one(self, "interface", "rdma_device")
+        settings = set(type(self).model_fields) - {"interface", "rdma_device"}
+        if all(getattr(self, name) is None for name in settings):
+            raise ValueError(f"sets nothing to check; give at least one of {', '.join(sorted(settings))}")
+        if self.tcbw is not None and sum(self.tcbw) != 100:
+            raise ValueError(f"tcbw must sum to 100 (got {sum(self.tcbw)})")
+        return self
+
+    def target(self) -> str:
+        return f"roce_qos[{self.interface or self.rdma_device}]"
+
+
+class FileSpec(Spec):
+    """A file whose content, mode and owner must match; content given inline or from a Jinja2 template."""
+
+    kind: ClassVar[str] = "file"
+
+    path: str = Field(pattern=r"^/[^\x00]*[^/\x00]$", description="absolute path of the file on the host")
+    content: str | None = Field(None, description="the file's content (or use template)")
+    template: str | None = Field(
+        None,
+        description="Jinja2 template rendered per host: a path relative to the playbook's directory, its "
+        "templates/ directory or the project's templates/ directory (or use content)",
+    )
+    mode: Annotated[str, BeforeValidator(_mode_text), AfterValidator(lambda m: m.zfill(4))] = Field(
+        "0644",
+        pattern=r"^0?[0-7]{3,4}$",
+        description="permissions as a quoted octal string such as '0644' (an unquoted 0644 is a YAML number)",
+    )
+    owner: str = Field("root", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?$", description="owning user name or uid")
+    group: str = Field("root", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?$", description="owning group name or gid")
+
+    @model_validator(mode="after")
+    def _source(self) -> FileSpec:
+        _exactly_one(self, "content", "template")
+        return self
+
+    def target(self) -> str:
+        return f"file[{self.path}]"
+
+
+KINDS: dict[str, type[Spec]] = {
+    cls.kind: cls
+    for cls in (
+        InterfaceSpec,
+        MtuUniformSpec,
+        ServiceSpec,
+        KernelModuleSpec,
+        SysctlSpec,
+        OfedSpec,
+        NcclSpec,
+        RoceQosSpec,
+        FileSpec,
+    )
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install everything fabnet and its test suite need on a fresh Debian/Ubuntu machine (run as root):
+# the host tools the local lab drives, and a virtualenv in .venv with fabnet installed editable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+  echo "bootstrap: run as root (the local lab creates namespaces, bridges and containers)" >&2
+  exit 1
+fi
+
+need_apt=0
+for tool in systemd-nspawn debootstrap ssh ssh-keygen ip sysctl dpkg-deb dpkg-scanpackages; do
+  command -v "$tool" >/dev/null 2>&1 || need_apt=1
+done
+if [ "$need_apt" = 1 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends \
+    systemd-container debootstrap openssh-client iproute2 procps dpkg-dev python3-venv ca-certificates >/dev/null
+fi
+
+# The host python may be a per-user build that lab nodes cannot see; the venv only runs on the host,
+# so any python3 >= 3.11 works. Prefer the distribution's.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'

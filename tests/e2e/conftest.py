@@ -1,0 +1,73 @@
+"""End-to-end fixtures: a real lab of SSH-reachable nodes, always torn down, and independent oracles.
+
+The oracle is pytest-testinfra over the system `ssh` client with strict host-key checking: it shares
+no code with fabnet's own transport, so a bug there cannot hide itself.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import testinfra
+
+from provisioner.lab import manager
+from provisioner.lab.state import LabState, NodeRecord
+
+E2E_LAB = "e2e"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.geteuid() != 0:
+        skip = pytest.mark.skip(reason="end-to-end tests need root to build the lab")
+        for item in items:
+            if "e2e" in str(item.fspath):
+                item.add_marker(skip)
+
+
+@dataclass
+class Lab:
+    state: LabState
+
+    @property
+    def nodes(self) -> list[NodeRecord]:
+        return self.state.nodes
+
+    def ssh_args(self, record: NodeRecord) -> list[str]:
+        return [
+            "ssh", "-i", str(self.state.key_path),
+            "-o", f"UserKnownHostsFile={self.state.known_hosts_path}",
+            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+            f"root@{record.mgmt_ip}",
+        ]
+
+    def ssh(self, record: NodeRecord, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a command on a node with the system ssh client (not fabnet's transport)."""
+        proc = subprocess.run([*self.ssh_args(record), command], capture_output=True, text=True, timeout=60)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{record.name}: {command!r} failed: {proc.stderr}")
+        return proc
+
+    def host(self, record: NodeRecord) -> testinfra.host.Host:
+        extra = (f"-o UserKnownHostsFile={self.state.known_hosts_path} -o StrictHostKeyChecking=yes "
+                 "-o BatchMode=yes")
+        return testinfra.get_host(
+            f"ssh://root@{record.mgmt_ip}", ssh_identity_file=str(self.state.key_path), ssh_extra_args=extra
+        )
+
+    def node(self, name: str) -> NodeRecord:
+        return next(r for r in self.nodes if r.name == name)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    """The default drifted lab (6 nodes), shared by the whole session and always removed."""
+    manager.down(E2E_LAB)
+    try:
+        state = manager.up(E2E_LAB)
+        yield Lab(state)
+    finally:
+        manager.down(E2E_LAB)

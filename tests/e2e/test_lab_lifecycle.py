@@ -1,0 +1,74 @@
+"""`lab down` leaves nothing behind: after a normal run, and after `lab up` is killed half-way."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from provisioner.lab import manager
+from provisioner.lab.naming import LabNames
+from provisioner.lab.state import LabState, labs_root
+
+
+def _traces(name: str, names: LabNames) -> list[str]:
+    """Everything of lab `name` visible on the host: namespaces, links, mounts, processes."""
+    found = []
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [f"netns {line.split()[0]}" for line in netns.splitlines() if f"fabnet-{name}-" in line]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if f" {names.prefix}-" in line]
+    with open("/proc/self/mounts") as handle:
+        found += [f"mount {line.split()[1]}" for line in handle if f"/{name}/" in line.split()[1] or
+                  line.split()[1].endswith(f"/{name}")]
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if f"fabnet-{name}-" in cmdline or f"/labs/{name}/" in cmdline:
+                found.append(f"process {pid}: {cmdline[:80]}")
+    if (labs_root() / name).exists():
+        found.append(f"directory {labs_root() / name}")
+    return found
+
+
+def test_down_removes_everything_and_two_labs_coexist(lab) -> None:
+    name = "t-down"
+    manager.down(name)
+    state = manager.up(name, nodes=2)
+    try:
+        assert state.slot != lab.state.slot
+        assert _traces(name, state.names), "the lab should be visible before down"
+        # The other lab is unaffected by this one.
+        assert lab.ssh(lab.nodes[0], "true").returncode == 0
+    finally:
+        assert manager.down(name) is True
+    assert _traces(name, state.names) == []
+    assert manager.down(name) is False  # idempotent
+    assert lab.ssh(lab.nodes[0], "true").returncode == 0
+
+
+def test_down_cleans_up_after_lab_up_is_killed_half_way() -> None:
+    name = "t-kill"
+    manager.down(name)
+    proc = subprocess.Popen([sys.executable, "-m", "provisioner", "lab", "up", "--name", name, "--nodes", "3"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Wait until it has created containers (or at least namespaces), then kill it without warning.
+    deadline = time.monotonic() + 60
+    state = None
+    while time.monotonic() < deadline:
+        state = LabState.load(name)
+        if state is not None and any(r.pid for r in state.nodes):
+            break
+        time.sleep(0.05)
+    assert state is not None, "lab up never recorded its state"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert _traces(name, state.names), "the killed lab should have left something to clean"
+    assert manager.down(name) is True
+    assert _traces(name, state.names) == []

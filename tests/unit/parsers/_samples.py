@@ -1,0 +1,69 @@
+"""Where the recorded tool outputs live, and which parser kind each one is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+# Every recorded output in tests/samples and the kind that must parse it.
+SAMPLE_KINDS: dict[str, str] = {
+    "all_reduce_perf-1.txt": "nccl_tests",
+    "all_reduce_perf-2.txt": "nccl_tests",
+    "all_reduce_perf-3.txt": "nccl_tests",
+    "all_reduce_perf-4.txt": "nccl_tests",
+    "all_reduce_perf-5.txt": "nccl_tests",
+    "all_reduce_perf-8-header.txt": "nccl_tests",
+    "hca_self_test-driver-line-1.txt": "ofed_info",
+    "ibdev2netdev-1.txt": "ibdev2netdev",
+    "ibdev2netdev-3.txt": "ibdev2netdev",
+    "ibdev2netdev-4.txt": "ibdev2netdev",
+    "ibstat-1.txt": "ibstat",
+    "ibstat-2.txt": "ibstat",
+    "ibstat-3.txt": "ibstat",
+    "ibstat-6.txt": "ibstat",
+    "ibstat-grep-1.txt": "ibstat",
+    "ibv_devinfo-1.txt": "ibv_devinfo",
+    "ibv_devinfo-2.txt": "ibv_devinfo",
+    "ibv_devinfo-v-1.txt": "ibv_devinfo",
+    "mlnx_qos-1.txt": "mlnx_qos",
+    "mlnx_qos-2.txt": "mlnx_qos",
+    "mlnx_qos-3.txt": "mlnx_qos",
+    "nccl-debug-2.txt": "nccl_debug",
+    "nccl-debug-3.txt": "nccl_debug",
+    "nccl-debug-4.txt": "nccl_debug",
+    "nccl-debug-6.txt": "nccl_debug",
+    "nccl-debug-7.txt": "nccl_debug",
+    "nccl-debug-9.txt": "nccl_debug",
+    "nccl-debug-net-lines-1.txt": "nccl_debug",
+    "nvidia-smi-topo-1.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-2.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-3.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-4.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-6-legend-and-ibstatus.txt": "nvidia_smi_topo",
+    "ofed_info-s-1.txt": "ofed_info",
+    "ofed_info-s-2.txt": "ofed_info",
+    "ofed_info-s-3.txt": "ofed_info",
+    "ofed_info-s-6.txt": "ofed_info",
+    "rdma-link-1.txt": "rdma_link",
+    "rdma-link-3.txt": "rdma_link",
+    "rdma-qos-script-q-1.txt": "rdma_qos_script",
+    "show_gids-1.txt": "show_gids",
+    "show_gids-3.txt": "show_gids",
+    "traffic_class-1.txt": "traffic_class",
+}
+
+
+def read(name: str) -> str:
+    """The sample exactly as recorded: bytes decoded, line endings untouched (CRLF stays CRLF)."""
+    return (SAMPLES / name).read_bytes().decode("utf-8")
+
+
+def ibstatus_tail() -> str:
+    """The ibstatus blocks pasted after the topology legend in one sample, as ibstatus alone prints them."""
+    text = read("nvidia-smi-topo-6-legend-and-ibstatus.txt")
+    return text[text.index("Infiniband device"):]
+
+
+def samples_of(kind: str) -> list[str]:
+    return sorted(name for name, k in SAMPLE_KINDS.items() if k == kind)

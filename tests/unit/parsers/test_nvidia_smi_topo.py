@@ -1,0 +1,128 @@
+"""nvidia-smi topo -m."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.errors import ParseError
+from provisioner.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
+
+from ._samples import read
+
+GPUS8 = [f"GPU{i}" for i in range(8)]
+
+
+def test_topo_1_h100_nv18() -> None:
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-1.txt"))
+    assert topo.gpus == GPUS8
+    assert topo.nics == []
+    assert topo.info_columns == ["CPU Affinity", "NUMA Affinity"]
+    for row in GPUS8:
+        for column in GPUS8:
+            assert topo.matrix[row][column] == ("X" if row == column else "NV18")
+    assert topo.cpu_affinity["GPU0"] == "0-51,104-155"
+    assert topo.cpu_affinity["GPU7"] == "52-103,156-207"
+    assert [topo.numa_affinity[g] for g in GPUS8] == ["0"] * 4 + ["1"] * 4
+    assert topo.legend == {} and topo.nic_legend == {}
+
+
+def test_topo_2_compact_spacing() -> None:
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-2.txt"))
+    assert topo.gpus == GPUS8
+    assert topo.matrix["GPU3"]["GPU5"] == "NV12"
+    assert topo.matrix["GPU3"]["GPU3"] == "X"
+    assert topo.cpu_affinity == {g: ("0-23" if i < 4 else "24-47") for i, g in enumerate(GPUS8)}
+
+
+def test_topo_3_numa_not_available() -> None:
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-3.txt"))
+    assert topo.gpus == ["GPU0", "GPU1"]
+    assert topo.matrix == {"GPU0": {"GPU0": "X", "GPU1": "NV2"}, "GPU1": {"GPU0": "NV2", "GPU1": "X"}}
+    assert topo.numa_affinity == {"GPU0": None, "GPU1": None}
+    assert topo.cpu_affinity == {"GPU0": "0-23", "GPU1": "0-23"}
+
+
+def test_topo_4_nics_gpu_numa_id_and_legends() -> None:
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-4.txt"))
+    assert topo.gpus == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    assert topo.nics == ["NIC0", "NIC1", "NIC2", "NIC3"]
+    assert topo.info_columns == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    assert topo.matrix["GPU0"]["NIC0"] == "NODE"
+    assert topo.matrix["GPU2"]["NIC3"] == "NODE"
+    assert topo.matrix["GPU0"]["NIC3"] == "SYS"
+    assert topo.matrix["NIC0"]["NIC1"] == "PIX"
+    assert topo.matrix["NIC3"]["NIC3"] == "X"
+    assert topo.cpu_affinity == {"GPU0": "0-31,64-95", "GPU1": "0-31,64-95",
+                                 "GPU2": "32-63,96-127", "GPU3": "32-63,96-127"}
+    assert topo.numa_affinity == {"GPU0": "0", "GPU1": "0", "GPU2": "1", "GPU3": "1"}
+    assert topo.gpu_numa_id == dict.fromkeys(["GPU0", "GPU1", "GPU2", "GPU3"])
+    assert "NIC0" not in topo.cpu_affinity  # NIC rows stop after the link columns
+    assert topo.nic_legend == {f"NIC{i}": f"mlx5_{i}" for i in range(4)}
+    assert topo.legend["X"] == "Self"
+    assert topo.legend["PIX"] == "Connection traversing at most a single PCIe bridge"
+    assert len(topo.legend) == 7
+    assert topo.ibstatus == []
+
+
+def test_topo_6_legend_only_with_trailing_ibstatus() -> None:
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-6-legend-and-ibstatus.txt"))
+    assert topo.gpus == [] and topo.matrix == {}
+    assert topo.nic_legend == {f"NIC{i}": f"mlx5_{i}" for i in range(5)}
+    assert set(topo.legend) == {"SYS", "NODE", "PHB", "PXB", "PIX", "NV#"}
+    assert [(p.device, p.port, p.state, p.rate, p.link_layer) for p in topo.ibstatus] == [
+        ("mlx5_0", 1, "ACTIVE", 100, "Ethernet"), ("mlx5_1", 1, "ACTIVE", 100, "Ethernet"),
+    ]
+
+
+TABBED = (
+    "\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\tNUMA Affinity\n"
+    "GPU0\t X \tNV4\tPXB\t0-15\t0\n"
+    "GPU1\tNV4\t X \tPXB\t0-15\t0\n"
+    "mlx5_0\tPXB\tPXB\t X \n"
+)
+
+
+def test_tab_separated_output_with_older_nic_names() -> None:
+    topo = parse_nvidia_smi_topo(TABBED)
+    assert topo.columns == ["GPU0", "GPU1", "mlx5_0"]
+    assert topo.nics == ["mlx5_0"]
+    assert topo.matrix["GPU1"]["mlx5_0"] == "PXB"
+    assert topo.numa_affinity == {"GPU0": "0", "GPU1": "0"}
+
+
+def test_single_space_between_device_headers() -> None:
+    text = "      GPU0 GPU1  CPU Affinity\nGPU0   X   NV2   0-7\nGPU1  NV2   X    0-7\n"
+    topo = parse_nvidia_smi_topo(text)
+    assert topo.columns == ["GPU0", "GPU1"]
+    assert topo.cpu_affinity == {"GPU0": "0-7", "GPU1": "0-7"}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("", None, "empty output"),
+        ("hello world\n", 1, "fits no part"),
+        ("        GPU0    GPU1\nGPU0     X      NV2\nGPU1    NV2\n", 3, "row GPU1 has 1 cells"),
+        ("        GPU0    GPU1\nGPU0     X      nv2\n", 2, "not a link type"),
+        ("        GPU0    GPU1\n", 1, "header without any rows"),
+        ("        GPU0    GPU1\nGPU0     X      NV2\nGPU2    NV2      X\n", 3, "fits no part"),
+        ("        GPU0\nGPU0     X\n\nLegend:\n\n  X    = Self\nsomething odd\n", 7, "fits no part"),
+        ("NIC Legend:\n\n  NIC0: mlx5_0\nInfiniband device 'mlx5_0' port 1 status:\n\tstate: 4: ACTIVE\n", 4,
+         "no rate line"),
+    ],
+)
+def test_malformed_topo(text: str, line: int | None, message: str) -> None:
+    with pytest.raises(ParseError, match=message) as err:
+        parse_nvidia_smi_topo(text)
+    assert err.value.line == line
+    assert err.value.kind == "nvidia_smi_topo"
+
+
+def test_truncated_topo_is_an_error() -> None:
+    lines = read("nvidia-smi-topo-4.txt").splitlines(keepends=True)
+    with pytest.raises(ParseError, match="no rows for NIC1, NIC2, NIC3") as err:
+        parse_nvidia_smi_topo("".join(lines[:6]))  # header + four GPU rows + NIC0
+    assert err.value.line == 1
+    with pytest.raises(ParseError, match="row NIC1 has 2 cells") as err:
+        parse_nvidia_smi_topo("".join(lines[:6]) + lines[6][:20] + "\n")
+    assert err.value.line == 7

@@ -1,0 +1,77 @@
+"""The kind registry, `parse()`, line splitting and prompt detection, and that every recorded sample is covered."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from provisioner.errors import ParseError
+from provisioner.parsers import KINDS, PARSERS, parse
+from provisioner.parsers._text import is_prompt, split_lines
+
+from ._samples import SAMPLE_KINDS, SAMPLES, read
+
+
+def test_kinds_are_sorted_and_match_parsers() -> None:
+    assert sorted(PARSERS) == KINDS
+    assert {
+        "ofed_info", "mlnx_qos", "rdma_qos_script", "ibv_devinfo", "ibstat", "ibstatus", "ibdev2netdev",
+        "show_gids", "rdma_link", "nvidia_smi_topo", "nccl_tests", "nccl_debug", "traffic_class",
+    } == set(KINDS)
+
+
+def test_unknown_kind_lists_known_kinds() -> None:
+    with pytest.raises(ParseError, match="unknown kind; known kinds: ibdev2netdev, ibstat") as err:
+        parse("ethtool", "")
+    assert err.value.kind == "ethtool"
+    assert "traffic_class" in str(err.value)
+
+
+def test_every_sample_file_has_a_kind() -> None:
+    on_disk = {p.name for p in SAMPLES.glob("*.txt")}
+    assert on_disk == set(SAMPLE_KINDS)
+    assert (SAMPLES / "INDEX.md").is_file()
+
+
+def test_every_kind_has_a_sample() -> None:
+    # ibstatus is covered through the blocks pasted after a topology legend (see test_ibstat).
+    assert set(KINDS) - set(SAMPLE_KINDS.values()) == {"ibstatus"}
+
+
+@pytest.mark.parametrize(("name", "kind"), sorted(SAMPLE_KINDS.items()))
+def test_sample_output_is_json_serialisable_and_frozen(name: str, kind: str) -> None:
+    data = parse(kind, read(name))
+    assert json.loads(json.dumps(data)) == data
+    model = PARSERS[kind](read(name))
+    assert isinstance(model, BaseModel)
+    field = next(iter(type(model).model_fields))
+    with pytest.raises(ValidationError):
+        setattr(model, field, None)
+
+
+def test_split_lines_handles_every_line_ending_and_keeps_numbers() -> None:
+    lines = split_lines("a\r\nb\rc\n\nd  \t\n")
+    assert [(line.number, line.text) for line in lines] == [(1, "a"), (2, "b"), (3, "c"), (4, ""), (5, "d")]
+    assert lines[4].raw == "d  \t"
+    assert split_lines("") == []
+    assert [line.text for line in split_lines("x\x0cy\n")] == ["x\x0cy"]  # form feed is not a line break
+    assert split_lines("\ufeffa\n")[0].text == "a"
+    assert split_lines("\t\tx")[0].indent == 16
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("$ ibstat | grep mlx5", True),
+        ("user@node-1:~$ ofed_info -s", True),
+        ("[root@node1 ~]# mlnx_qos -i eth0", True),
+        ("root@gpu01:/tmp# show_gids", True),
+        ("#  Rank  0 Group  0 Pid 1 on host device 0 [0x00] GPU", False),
+        ("# Avg bus bandwidth    : 53.7098", False),
+        ("CA 'mlx5_0'", False),
+    ],
+)
+def test_prompt_detection(text: str, expected: bool) -> None:
+    assert is_prompt(split_lines(text)[0]) is expected
