@@ -9,18 +9,20 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 console = Console()
 err_console = Console(stderr=True)
 
 
 def info(message: str) -> None:
-    console.print(message, highlight=False, soft_wrap=True)
+    console.print(message, highlight=False, soft_wrap=True, markup=False)
 
 
 def error(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
@@ -138,7 +140,8 @@ def audit_tables(outcome: Any, *, verbose: bool = False) -> None:
         style = _STATUS_STYLE[host.status]
         label = host.status.replace("_", " ")
         if host.status in ("unreachable",) or (host.status == "failed" and not host.resources):
-            console.print(f"[bold]{host.name}[/] ({host.address}): [{style}]{label}[/] — {host.error}", highlight=False)
+            console.print(f"[bold]{host.name}[/] ({host.address}): [{style}]{label}[/] — {escape(host.error or '')}",
+                          highlight=False)
             continue
         rows = [(r, c) for r in host.resources for c in r.checks if verbose or c.status != "ok"]
         checked = sum(len(r.checks) for r in host.resources)
@@ -151,9 +154,11 @@ def audit_tables(outcome: Any, *, verbose: bool = False) -> None:
         for column in ("resource", "attribute", "desired", "actual", "status", "detail"):
             table.add_column(column, overflow="fold")
         for resource, check in rows:
+            # Text cells: values such as `interface[eth1]` must never be read as rich markup.
             table.add_row(
-                resource.target, check.attribute, check.desired, "" if check.actual is None else check.actual,
-                f"[{_STATUS_STYLE[check.status]}]{check.status}[/]", check.message,
+                Text(resource.target), Text(check.attribute), Text(check.desired),
+                Text("" if check.actual is None else check.actual),
+                Text(check.status, style=_STATUS_STYLE[check.status]), Text(check.message),
             )
         console.print(table)
         if not verbose:
@@ -217,7 +222,7 @@ def host_progress(total: int, description: str) -> Iterator[Callable[[str, str |
 
         def advance(host: str, problem: str | None) -> None:
             if problem:
-                progress.console.print(f"[red]{host}: {problem}[/]", highlight=False)
+                progress.console.print(f"[red]{escape(host)}: {escape(problem)}[/]", highlight=False)
             progress.advance(task)
 
         yield advance
@@ -225,6 +230,6 @@ def host_progress(total: int, description: str) -> Iterator[Callable[[str, str |
 
 def config_errors(errors: list[Any]) -> None:
     for problem in errors:
-        err_console.print(f"[bold red]error:[/] {problem}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
     if len(errors) > 1:
         err_console.print(f"{len(errors)} problems found", highlight=False)

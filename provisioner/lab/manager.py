@@ -25,6 +25,8 @@ INOTIFY = Path("/proc/sys/fs/inotify/max_user_instances")
 # Each booted container holds a few inotify instances; the kernel default of 128 runs out near 22 nodes.
 INOTIFY_WANTED = 8192
 SSH_READY_TIMEOUT = 90.0
+# What playbooks need to know about a lab node's hardware; the profile's files are rendered with these.
+LAB_PLAYBOOK_VARS = {"data_iface": "eth1", "rdma_device": "mlx5_0"}
 
 
 @dataclass(frozen=True)
@@ -123,8 +125,7 @@ def _write_access_files(state: LabState, profile: Profile, host_keys: list[str])
                 "ansible_ssh_common_args": (
                     f"-o UserKnownHostsFile={state.known_hosts_path} -o StrictHostKeyChecking=yes"
                 ),
-                "data_iface": "eth1",
-                "rdma_device": "mlx5_0",
+                **LAB_PLAYBOOK_VARS,
                 "fabnet_sysfs_root": node.HW_ROOT_IN_NODE + "/sys",
                 "fabnet_lab": state.name,
             },

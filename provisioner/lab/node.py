@@ -85,6 +85,10 @@ def prepare_root(root: Path, record: NodeRecord, state: NodeState, public_key: s
             target.unlink(missing_ok=True)
         else:
             write_atomic(target, content)
+    loaded = sorted(name for name, on in state.modules.items() if on)
+    if loaded:
+        # As on a real node: modules wanted at boot are listed for systemd-modules-load.
+        write_atomic(root / "etc/modules-load.d/fabnet-lab.conf", "".join(f"{name}\n" for name in loaded))
     if state.sysctls:
         lines = "".join(f"{key} = {value}\n" for key, value in state.sysctls.items())
         write_atomic(root / "etc/sysctl.d/90-fabnet-lab.conf", lines)

@@ -1,0 +1,188 @@
+"""gather -> evaluate -> fleet checks, over a bounded worker pool. `audit` stops here; it changes nothing.
+
+Per host: every resource's probes are joined into ONE remote exec (see batch.py), then each resource
+evaluates its own probe results. A host that cannot be reached, or whose exec fails, is reported as
+such and never stops the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Literal
+
+from provisioner import batch, transport
+from provisioner.playbook import HostPlan, Resource
+from provisioner.resources import FLEET_CHECKS, REGISTRY
+from provisioner.resources.base import Check, HostContext, Probe, Results
+
+HostStatus = Literal["in_sync", "drifted", "unreachable", "failed"]
+
+
+@dataclass
+class ResourceOutcome:
+    kind: str
+    target: str
+    source: str  # playbook file:line
+    play: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        statuses = {c.status for c in self.checks}
+        return "error" if "error" in statuses else "drift" if "drift" in statuses else "ok"
+
+
+@dataclass
+class HostOutcome:
+    name: str
+    address: str
+    status: HostStatus
+    error: str | None = None
+    resources: list[ResourceOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    execs: int = 0
+
+
+@dataclass
+class AuditOutcome:
+    hosts: list[HostOutcome]
+    seconds: float
+
+    def count(self, status: HostStatus) -> int:
+        return sum(1 for h in self.hosts if h.status == status)
+
+
+@dataclass(frozen=True)
+class Options:
+    forks: int = 50
+    connect_timeout: float = 10.0
+    command_timeout: float = 120.0
+
+
+Progress = Callable[[str, HostStatus | None], None]
+
+
+def host_context(plan: HostPlan) -> HostContext:
+    return HostContext(name=plan.host.name, sysfs_root=str(plan.host.vars.get("fabnet_sysfs_root", "/sys")))
+
+
+def plan_probes(plan: HostPlan) -> list[Probe]:
+    ctx = host_context(plan)
+    probes: dict[str, Probe] = {}
+    for resource in plan.resources:
+        for probe in REGISTRY[resource.kind].probes(resource.spec, ctx):
+            probes.setdefault(probe.key, probe)
+    return list(probes.values())
+
+
+def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
+    """Run every probe of the host in one exec. Returns the results and the number of execs (1)."""
+    probes = plan_probes(plan)
+    nonce = batch.new_nonce()
+    script = batch.build_script(probes, nonce)
+    if plan.host.become and plan.host.become_user:
+        script = batch.wrap_become(script, plan.host.become_user)
+    conn = transport.connect(plan.host, connect_timeout=options.connect_timeout)
+    try:
+        result = transport.run(conn, script, timeout=options.command_timeout)
+    finally:
+        conn.close()
+    by_key = batch.split_output(result.stdout, nonce)
+    if not by_key and probes:
+        first = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0]
+        raise transport.CommandFailed(f"the fact-gathering script produced no results: {first}")
+    return Results(by_key), 1
+
+
+def evaluate(plan: HostPlan, results: Results) -> list[ResourceOutcome]:
+    ctx = host_context(plan)
+    outcomes = []
+    for host_play in plan.plays:
+        for resource in host_play.resources:
+            outcomes.append(_evaluate_one(resource, results, ctx, host_play.play.title))
+    return outcomes
+
+
+def _evaluate_one(resource: Resource, results: Results, ctx: HostContext, play: str) -> ResourceOutcome:
+    outcome = ResourceOutcome(resource.kind, resource.target, str(resource.origin), play)
+    try:
+        outcome.checks = REGISTRY[resource.kind].evaluate(resource.spec, results, ctx)
+    except Exception as exc:  # a bug in one resource must not hide the others' results
+        outcome.checks = [Check("evaluate", "", None, "error", f"internal error: {type(exc).__name__}: {exc}")]
+    return outcome
+
+
+def audit_host(plan: HostPlan, options: Options) -> HostOutcome:
+    started = time.monotonic()
+    host = plan.host
+    try:
+        results, execs = gather(plan, options)
+    except transport.HostUnreachable as exc:
+        return HostOutcome(host.name, host.address, "unreachable", exc.reason, seconds=time.monotonic() - started)
+    except Exception as exc:
+        return HostOutcome(host.name, host.address, "failed", f"{type(exc).__name__}: {exc}",
+                           seconds=time.monotonic() - started)
+    outcome = HostOutcome(host.name, host.address, "in_sync", resources=evaluate(plan, results), execs=execs)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def apply_fleet_checks(plans: Sequence[HostPlan], outcomes: dict[str, HostOutcome]) -> None:
+    """Checks that need every host's facts (e.g. one MTU across the fleet), per play and resource."""
+    groups: dict[tuple[str, str], list[tuple[str, Resource, ResourceOutcome]]] = {}
+    for plan in plans:
+        host_outcome = outcomes[plan.host.name]
+        if host_outcome.status in ("unreachable", "failed"):
+            continue
+        by_source = {(r.source, r.target): r for r in host_outcome.resources}
+        for host_play in plan.plays:
+            for resource in host_play.resources:
+                if resource.kind in FLEET_CHECKS:
+                    key = (str(resource.origin), resource.target)
+                    groups.setdefault(key, []).append((plan.host.name, resource, by_source[key]))
+    for members in groups.values():
+        spec = members[0][1].spec
+        values = {}
+        for host, _resource, outcome in members:
+            check = outcome.checks[0] if outcome.checks else None
+            values[host] = int(check.actual) if check and check.status == "ok" and check.actual else None
+        fleet = FLEET_CHECKS[members[0][1].kind](spec, values)
+        for host, _resource, outcome in members:
+            if host in fleet:
+                outcome.checks = [fleet[host]]
+
+
+def finish_status(outcome: HostOutcome) -> None:
+    if outcome.status in ("unreachable", "failed"):
+        return
+    statuses = {r.status for r in outcome.resources}
+    # A resource that could not be read leaves the audit of this host incomplete: that is a failure a CI
+    # job must see (exit 4), even though the drift found on its other resources is still reported.
+    if "error" in statuses:
+        outcome.status = "failed"
+        failed = [r.target for r in outcome.resources if r.status == "error"]
+        outcome.error = "could not read: " + ", ".join(failed)
+    else:
+        outcome.status = "drifted" if "drift" in statuses else "in_sync"
+
+
+def audit(plans: Sequence[HostPlan], options: Options, progress: Progress | None = None) -> AuditOutcome:
+    """Read every host (in parallel, at most `options.forks` at once) and compare with its plan."""
+    started = time.monotonic()
+    outcomes: dict[str, HostOutcome] = {}
+    workers = max(1, min(options.forks, len(plans)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host") as pool:
+        futures = {pool.submit(audit_host, plan, options): plan for plan in plans}
+        for future in as_completed(futures):
+            outcome = future.result()
+            outcomes[outcome.name] = outcome
+            if progress:
+                progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
+    apply_fleet_checks(plans, outcomes)
+    for outcome in outcomes.values():
+        finish_status(outcome)
+    ordered = [outcomes[plan.host.name] for plan in plans]
+    return AuditOutcome(ordered, time.monotonic() - started)

@@ -1,0 +1,115 @@
+"""`file`: a file's content, mode, owner and group.
+
+Content never goes into a Check's desired/actual (those end up in reports and logs): both show a
+sha256 prefix and the size. A short diff goes into the message, except for paths that look like they
+hold secrets, and for binary content.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import hashlib
+import re
+import shlex
+
+from provisioner.resources.base import (
+    Check,
+    HostContext,
+    Probe,
+    ProbeFailed,
+    Results,
+    drift,
+    error,
+    errors_for,
+    ok,
+    stdout_of,
+)
+from provisioner.specs import FileSpec
+
+KIND = "file"
+DIFF_LINES = 20
+SECRET_WORDS = re.compile(r"key|secret|token|passw|credential", re.IGNORECASE)
+
+
+def _probe(spec: FileSpec) -> Probe:
+    path = shlex.quote(spec.path)
+    # `stat -L` and `base64 <` follow a symlink, as writing the file through it would.
+    return Probe(
+        f"if [ -e {path} ]; then stat -L -c 'stat %a %u %U %g %G %F' -- {path} && echo content && "
+        f"{{ if [ -f {path} ]; then base64 < {path}; fi; }}; else echo missing; fi"
+    )
+
+
+def probes(spec: FileSpec, ctx: HostContext) -> list[Probe]:
+    return [_probe(spec)]
+
+
+def looks_secret(path: str) -> bool:
+    return bool(SECRET_WORDS.search(path))
+
+
+def fingerprint(data: bytes) -> str:
+    return f"sha256:{hashlib.sha256(data).hexdigest()[:12]} ({len(data)} bytes)"
+
+
+def _diff(path: str, have: bytes, want: bytes) -> str:
+    if looks_secret(path):
+        return "content differs (not shown)"
+    try:
+        old, new = have.decode(), want.decode()
+    except UnicodeDecodeError:
+        return "content differs (binary)"
+    lines = list(difflib.unified_diff(
+        old.splitlines(), new.splitlines(), f"{path} (on host)", f"{path} (desired)", n=1, lineterm=""
+    ))
+    if len(lines) > DIFF_LINES:
+        lines = [*lines[:DIFF_LINES], f"... {len(lines) - DIFF_LINES} more diff lines"]
+    return "\n".join(lines) or "content differs (line endings or final newline)"
+
+
+def _owner(wanted: str, uid: str, name: str) -> tuple[bool, str]:
+    """Whether the owner (or group) matches `wanted`, a name or a numeric id; and how to show it."""
+    shown = name if name != "UNKNOWN" else uid
+    return (uid == wanted if wanted.isdigit() else name == wanted), shown
+
+
+def evaluate(spec: FileSpec, results: Results, ctx: HostContext) -> list[Check]:
+    want = spec.content.encode() if spec.content is not None else None
+    desired_content = fingerprint(want) if want is not None else "rendered template"
+    attributes: list[tuple[str, object]] = [
+        ("content", desired_content), ("mode", spec.mode), ("owner", spec.owner), ("group", spec.group),
+    ]
+    try:
+        text = stdout_of(results, _probe(spec), f"reading {spec.path}")
+    except ProbeFailed as exc:
+        return errors_for(attributes, str(exc))
+    lines = text.splitlines()
+    if lines[:1] == ["missing"]:
+        return [drift("present", "present", "missing", f"{spec.path} does not exist")]
+    head = lines[0].split(maxsplit=6) if lines else []
+    if len(head) != 7 or head[0] != "stat" or "content" not in lines[1:2]:
+        return errors_for(attributes, f"reading {spec.path}: unexpected output {(lines or [''])[0]!r}")
+    _, mode, uid, user, gid, group, file_type = head
+    if not file_type.startswith("regular"):
+        return [drift("present", "regular file", file_type, f"{spec.path} is a {file_type}")]
+    try:
+        have = base64.b64decode("".join(lines[2:]), validate=True)
+    except binascii.Error as exc:
+        return errors_for(attributes, f"reading {spec.path}: content is not base64: {exc}")
+
+    checks: list[Check] = []
+    if want is None:
+        checks.append(error("content", desired_content, "the template was not rendered for this host"))
+    elif have == want:
+        checks.append(ok("content", desired_content, fingerprint(have)))
+    else:
+        checks.append(drift("content", desired_content, fingerprint(have), _diff(spec.path, have, want)))
+    same_mode = mode.isdigit() and int(mode, 8) == int(spec.mode, 8)
+    checks.append((ok if same_mode else drift)("mode", spec.mode, mode.zfill(4)))
+    owner_ok, owner_shown = _owner(spec.owner, uid, user)
+    checks.append((ok if owner_ok else drift)("owner", spec.owner, owner_shown))
+    group_ok, group_shown = _owner(spec.group, gid, group)
+    checks.append((ok if group_ok else drift)("group", spec.group, group_shown))
+    return checks

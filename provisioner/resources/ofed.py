@@ -1,0 +1,49 @@
+"""`ofed`: the installed MLNX_OFED / DOCA driver stack, as `ofed_info -s` reports it.
+
+`ofed_info` missing (exit 127) means no OFED is installed: that is drift, not an error.
+"""
+
+from __future__ import annotations
+
+from provisioner.errors import ParseError
+from provisioner.parsers.ofed_info import parse_ofed_info
+from provisioner.resources.base import (
+    Check,
+    HostContext,
+    Probe,
+    ProbeFailed,
+    Results,
+    compare,
+    drift,
+    errors_for,
+    ok,
+    sh,
+    stdout_of,
+)
+from provisioner.specs import OfedSpec
+
+KIND = "ofed"
+
+OFED_INFO = Probe(sh("ofed_info", "-s"))
+
+
+def probes(spec: OfedSpec, ctx: HostContext) -> list[Probe]:
+    return [OFED_INFO]
+
+
+def evaluate(spec: OfedSpec, results: Results, ctx: HostContext) -> list[Check]:
+    attributes: list[tuple[str, object]] = [("version", spec.version)]
+    if spec.flavor is not None:
+        attributes.append(("flavor", spec.flavor))
+    result = results.get(OFED_INFO)
+    if result is not None and result.exit_code == 127:
+        return [drift(attribute, desired, "not installed", "OFED not installed") for attribute, desired in attributes]
+    try:
+        info = parse_ofed_info(stdout_of(results, OFED_INFO, "ofed_info -s"))
+    except (ProbeFailed, ParseError) as exc:
+        return errors_for(attributes, str(exc))
+    verdict = ok if spec.version.matches(info.version) else drift
+    checks = [verdict("version", spec.version, info.version, "" if verdict is ok else f"installed: {info.package}")]
+    if spec.flavor is not None:
+        checks.append(compare("flavor", spec.flavor, info.flavor))
+    return checks

@@ -1,0 +1,342 @@
+"""`roce_qos`: the lossless-RoCE settings of one NIC port, read with the tools and files that set them.
+
+A spec names the netdev or the RDMA device; the other one is looked up on the host, inside each
+probe's shell (`rdma link show`, then `ibdev2netdev`), so every probe still runs in the one exec.
+Only what the spec sets is probed. ECN is on for a priority when both its notification-point
+(`roce_np`) and reaction-point (`roce_rp`) switches are 1, off when both are 0; anything else is drift.
+Port 1 of the RDMA device is the one read (RoCE NICs have one port per device).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+
+from provisioner.errors import ParseError
+from provisioner.parsers.ibv_devinfo import IbvPort, parse_ibv_devinfo
+from provisioner.parsers.mlnx_qos import MlnxQos, parse_mlnx_qos
+from provisioner.parsers.show_gids import parse_show_gids
+from provisioner.parsers.traffic_class import parse_traffic_class
+from provisioner.resources.base import (
+    Check,
+    HostContext,
+    Probe,
+    ProbeFailed,
+    Results,
+    compare,
+    drift,
+    error,
+    errors_for,
+    ok,
+    sh,
+    stdout_of,
+)
+from provisioner.specs import RoceQosSpec
+
+KIND = "roce_qos"
+PORT = 1
+
+# awk programs reading `rdma link show` / `ibdev2netdev` lines; the names they look for come in through
+# the environment, so no value is ever pasted into program text.
+_NETDEV_OF_DEVICE = '{for (i = 3; i < NF; i++) if ($i == "netdev") {print $(i + 1); exit}}'
+_NETDEV_OF_DEVICE_IBDEV = '$1 == ENVIRON["FABNET_RDMA_DEV"] && $3 == "1" {print $5; exit}'
+_DEVICE_OF_NETDEV = (
+    '{for (i = 3; i < NF; i++) if ($i == "netdev" && $(i + 1) == ENVIRON["FABNET_NETDEV"])'
+    ' {sub("/.*", "", $2); print $2; exit}}'
+)
+_DEVICE_OF_NETDEV_IBDEV = '$5 == ENVIRON["FABNET_NETDEV"] {print $1; exit}'
+
+
+class _Var(str):
+    """A shell word that expands a variable the probe set itself; the only text left unquoted."""
+
+
+NETDEV_VAR = _Var('"$netdev"')
+DEVICE_VAR = _Var('"$dev"')
+
+QOS_ATTRIBUTES = ("trust", "pfc", "dscp2prio", "tsa", "tcbw")
+DEVINFO_ATTRIBUTES = ("port_state", "active_mtu", "gid_index")
+
+
+# ------------------------------------------------------------------------------------- probe commands
+
+
+def _with_netdev(spec: RoceQosSpec, command: Callable[[str], str]) -> str:
+    """`command(netdev)`, where `netdev` is the spec's name or the `"$netdev"` the snippet looks up."""
+    if spec.interface is not None:
+        return command(spec.interface)
+    device = spec.rdma_device
+    assert device is not None
+    port = shlex.quote(f"{device}/{PORT}")
+    return (
+        f"netdev=$(rdma link show {port} 2>/dev/null | awk {shlex.quote(_NETDEV_OF_DEVICE)}); "
+        f'[ -n "$netdev" ] || netdev=$(ibdev2netdev 2>/dev/null | FABNET_RDMA_DEV={shlex.quote(device)} '
+        f"awk {shlex.quote(_NETDEV_OF_DEVICE_IBDEV)}); "
+        f'if [ -z "$netdev" ]; then echo {sh("no netdev found for RDMA device", device)} >&2; exit 1; fi; '
+        + command(NETDEV_VAR)
+    )
+
+
+def _with_device(spec: RoceQosSpec, command: Callable[[str], str]) -> str:
+    """`command(dev)`, where `dev` is the spec's device or the `"$dev"` the snippet looks up."""
+    if spec.rdma_device is not None:
+        return command(spec.rdma_device)
+    netdev = spec.interface
+    assert netdev is not None
+    env = f"FABNET_NETDEV={shlex.quote(netdev)}"
+    return (
+        f"dev=$(rdma link show 2>/dev/null | {env} awk {shlex.quote(_DEVICE_OF_NETDEV)}); "
+        f'[ -n "$dev" ] || dev=$(ibdev2netdev 2>/dev/null | {env} awk {shlex.quote(_DEVICE_OF_NETDEV_IBDEV)}); '
+        f'if [ -z "$dev" ]; then echo {sh("no RDMA device found for netdev", netdev)} >&2; exit 1; fi; '
+        + command(DEVICE_VAR)
+    )
+
+
+def _word(*pieces: str) -> str:
+    """One shell word from pieces: text is quoted, the probe's own `"$var"` words are kept as they are."""
+    return "".join(p if isinstance(p, _Var) else shlex.quote(p) for p in pieces)
+
+
+def _mlnx_qos(spec: RoceQosSpec) -> Probe:
+    return Probe(_with_netdev(spec, lambda netdev: "mlnx_qos -i " + _word(netdev)))
+
+
+def _ecn(spec: RoceQosSpec, ctx: HostContext) -> Probe:
+    def command(netdev: str) -> str:
+        base = (f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/")
+        return (
+            f"grep -r -H . -- {_word(*base, 'roce_np/enable')} {_word(*base, 'roce_rp/enable')}"
+        )
+
+    return Probe(_with_netdev(spec, command))
+
+
+def _cnp_dscp(spec: RoceQosSpec, ctx: HostContext) -> Probe:
+    return Probe(_with_netdev(
+        spec, lambda netdev: "cat -- " + _word(f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/roce_np/cnp_dscp")
+    ))
+
+
+def _traffic_class(spec: RoceQosSpec, ctx: HostContext) -> Probe:
+    return Probe(_with_device(
+        spec,
+        lambda dev: "cat -- " + _word(f"{ctx.sysfs_root}/class/infiniband/", dev, f"/tc/{PORT}/traffic_class"),
+    ))
+
+
+def _roce_tos(spec: RoceQosSpec) -> Probe:
+    return Probe(_with_device(spec, lambda dev: "cma_roce_tos -d " + _word(dev)))
+
+
+def _ibv_devinfo(spec: RoceQosSpec) -> Probe:
+    return Probe(_with_device(spec, lambda dev: "ibv_devinfo -v -d " + _word(dev)))
+
+
+def _show_gids(spec: RoceQosSpec) -> Probe:
+    return Probe(_with_device(spec, lambda dev: "show_gids " + _word(dev)))
+
+
+def probes(spec: RoceQosSpec, ctx: HostContext) -> list[Probe]:
+    found: list[Probe] = []
+    if any(getattr(spec, name) is not None for name in QOS_ATTRIBUTES):
+        found.append(_mlnx_qos(spec))
+    if spec.ecn is not None:
+        found.append(_ecn(spec, ctx))
+    if spec.cnp_dscp is not None:
+        found.append(_cnp_dscp(spec, ctx))
+    if spec.traffic_class is not None:
+        found.append(_traffic_class(spec, ctx))
+    if spec.roce_tos is not None:
+        found.append(_roce_tos(spec))
+    if any(getattr(spec, name) is not None for name in DEVINFO_ATTRIBUTES):
+        found.append(_ibv_devinfo(spec))
+    if spec.gid_index is not None:
+        found.append(_show_gids(spec))  # GID types where ibv_devinfo does not print them
+    return found
+
+
+# ----------------------------------------------------------------------------------------- evaluation
+
+
+def _priorities(values: list[int]) -> str:
+    return ",".join(str(v) for v in sorted(values)) or "none"
+
+
+def _per_tc(values: list[object]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def _qos_checks(spec: RoceQosSpec, qos: MlnxQos) -> list[Check]:
+    checks: list[Check] = []
+    if spec.trust is not None:
+        checks.append(compare("trust", spec.trust, qos.trust or "unknown"))
+    if spec.pfc is not None:
+        checks.append(compare("pfc", _priorities(spec.pfc), _priorities(qos.pfc_enabled)))
+    if spec.dscp2prio is not None:
+        for dscp, prio in sorted(spec.dscp2prio.items()):
+            if dscp in qos.dscp2prio:
+                checks.append(compare(f"dscp2prio[{dscp}]", prio, qos.dscp2prio[dscp]))
+            else:
+                why = f" (trust {qos.trust})" if qos.trust and qos.trust != "dscp" else ""
+                checks.append(drift(f"dscp2prio[{dscp}]", prio, "none", f"mlnx_qos shows no mapping{why}"))
+    by_tc = {tc.tc: tc for tc in qos.tcs}
+    if spec.tsa is not None:
+        actual = [(by_tc[tc].tsa or "?") if tc in by_tc else "?" for tc in range(8)]
+        checks.append(compare("tsa", _per_tc(list(spec.tsa)), _per_tc(actual)))
+    if spec.tcbw is not None:
+        # mlnx_qos prints a bandwidth only for ets classes; any other class gets none (0%).
+        actual_bw = [(by_tc[tc].bw or 0) if tc in by_tc else 0 for tc in range(8)]
+        checks.append(compare("tcbw", _per_tc(list(spec.tcbw)), _per_tc(actual_bw)))
+    return checks
+
+
+def _qos_attributes(spec: RoceQosSpec) -> list[tuple[str, object]]:
+    attributes: list[tuple[str, object]] = []
+    if spec.trust is not None:
+        attributes.append(("trust", spec.trust))
+    if spec.pfc is not None:
+        attributes.append(("pfc", _priorities(spec.pfc)))
+    for dscp, prio in sorted((spec.dscp2prio or {}).items()):
+        attributes.append((f"dscp2prio[{dscp}]", prio))
+    if spec.tsa is not None:
+        attributes.append(("tsa", _per_tc(list(spec.tsa))))
+    if spec.tcbw is not None:
+        attributes.append(("tcbw", _per_tc(list(spec.tcbw))))
+    return attributes
+
+
+_ECN_LINE = re.compile(r"/(?P<point>roce_np|roce_rp)/enable/(?P<prio>[0-7]):(?P<value>.*)$")
+
+
+def parse_ecn(text: str) -> dict[str, dict[int, int]]:
+    """`grep -r -H .` of the ECN enable files -> {"roce_np": {prio: 0|1}, "roce_rp": {...}}."""
+    values: dict[str, dict[int, int]] = {"roce_np": {}, "roce_rp": {}}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        match = _ECN_LINE.search(line.rstrip())
+        if not match or match["value"].strip() not in ("0", "1"):
+            raise ParseError("ecn", "expected 'PATH/roce_np|roce_rp/enable/N:0|1'", line=number, text=line)
+        values[match["point"]][int(match["prio"])] = int(match["value"])
+    for point, by_prio in values.items():
+        missing = [str(p) for p in range(8) if p not in by_prio]
+        if missing:
+            raise ParseError("ecn", f"no {point} value for priorit{'y' if len(missing) == 1 else 'ies'} "
+                                    f"{','.join(missing)}")
+    return values
+
+
+def _ecn_check(spec: RoceQosSpec, values: dict[str, dict[int, int]]) -> Check:
+    assert spec.ecn is not None
+    on = [p for p in range(8) if values["roce_np"][p] == values["roce_rp"][p] == 1]
+    partial = [p for p in range(8) if values["roce_np"][p] != values["roce_rp"][p]]
+    actual = _priorities(on)
+    message = ""
+    if partial:
+        halves = [f"{p} ({'roce_np' if values['roce_np'][p] else 'roce_rp'} only)" for p in partial]
+        actual += "; half on: " + ", ".join(halves)
+        message = "ECN needs both roce_np and roce_rp enabled for a priority"
+    verdict = ok if on == sorted(spec.ecn) and not partial else drift
+    return verdict("ecn", _priorities(spec.ecn), actual, message)
+
+
+def _single_int(text: str, what: str) -> int:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    match = re.search(r"([0-9]+)$", lines[-1]) if lines else None
+    if not match:
+        raise ParseError(what, "expected a number", line=len(lines) or None, text=lines[-1] if lines else None)
+    return int(match[1])
+
+
+def _port(text: str) -> IbvPort:
+    devices = parse_ibv_devinfo(text).devices
+    ports = [port for device in devices[:1] for port in device.ports]
+    if not ports:
+        raise ProbeFailed("ibv_devinfo: no device or port in the output")
+    return next((p for p in ports if p.port == PORT), ports[0])
+
+
+def _gid_check(spec: RoceQosSpec, port: IbvPort, show_gids: str | None) -> Check:
+    index = spec.gid_index
+    assert index is not None
+    desired = f"index {index}: RoCE v2"
+    gid = next((g for g in port.gids if g.index == index), None)
+    kind = gid.type if gid else None
+    if gid is not None and kind is None and show_gids is not None:
+        try:
+            rows = parse_show_gids(show_gids).gids
+        except ParseError:
+            rows = []
+        row = next((r for r in rows if r.index == index and r.port == port.port), None)
+        kind = {"v1": "RoCE v1", "v2": "RoCE v2"}.get(row.version, row.version) if row else None
+    if gid is None:
+        return drift("gid_index", desired, f"no index {index}")
+    if kind is None:
+        return error("gid_index", desired, f"GID index {index} exists but neither ibv_devinfo nor show_gids "
+                                           "says its type")
+    actual = f"index {index}: {kind}"
+    return (ok if kind == "RoCE v2" else drift)("gid_index", desired, actual)
+
+
+def _devinfo_checks(spec: RoceQosSpec, results: Results) -> list[Check]:
+    attributes: list[tuple[str, object]] = []
+    if spec.port_state is not None:
+        attributes.append(("port_state", spec.port_state))
+    if spec.active_mtu is not None:
+        attributes.append(("active_mtu", spec.active_mtu))
+    if spec.gid_index is not None:
+        attributes.append(("gid_index", f"index {spec.gid_index}: RoCE v2"))
+    try:
+        port = _port(stdout_of(results, _ibv_devinfo(spec), "ibv_devinfo -v"))
+    except (ProbeFailed, ParseError) as exc:
+        return errors_for(attributes, str(exc))
+    checks: list[Check] = []
+    if spec.port_state is not None:
+        state = port.state.lower().removeprefix("port_")
+        checks.append(compare("port_state", spec.port_state, state))
+    if spec.active_mtu is not None:
+        checks.append(compare("active_mtu", spec.active_mtu, port.active_mtu or "unknown"))
+    if spec.gid_index is not None:
+        result = results.get(_show_gids(spec))
+        show_gids = result.stdout if result is not None and result.exit_code == 0 else None
+        checks.append(_gid_check(spec, port, show_gids))
+    return checks
+
+
+def evaluate(spec: RoceQosSpec, results: Results, ctx: HostContext) -> list[Check]:
+    checks: list[Check] = []
+    if any(getattr(spec, name) is not None for name in QOS_ATTRIBUTES):
+        try:
+            qos = parse_mlnx_qos(stdout_of(results, _mlnx_qos(spec), "mlnx_qos"))
+        except (ProbeFailed, ParseError) as exc:
+            checks += errors_for(_qos_attributes(spec), str(exc))
+        else:
+            checks += _qos_checks(spec, qos)
+    if spec.ecn is not None:
+        try:
+            checks.append(_ecn_check(spec, parse_ecn(stdout_of(results, _ecn(spec, ctx), "reading ECN switches"))))
+        except (ProbeFailed, ParseError) as exc:
+            checks.append(error("ecn", _priorities(spec.ecn), str(exc)))
+    if spec.cnp_dscp is not None:
+        try:
+            text = stdout_of(results, _cnp_dscp(spec, ctx), "reading cnp_dscp")
+            checks.append(compare("cnp_dscp", spec.cnp_dscp, _single_int(text, "cnp_dscp")))
+        except (ProbeFailed, ParseError) as exc:
+            checks.append(error("cnp_dscp", spec.cnp_dscp, str(exc)))
+    if spec.traffic_class is not None:
+        try:
+            setting = parse_traffic_class(stdout_of(results, _traffic_class(spec, ctx), "reading traffic_class"))
+            actual = "unset" if setting.tclass is None else setting.tclass
+            checks.append(compare("traffic_class", spec.traffic_class, actual))
+        except (ProbeFailed, ParseError) as exc:
+            checks.append(error("traffic_class", spec.traffic_class, str(exc)))
+    if spec.roce_tos is not None:
+        try:
+            text = stdout_of(results, _roce_tos(spec), "cma_roce_tos")
+            checks.append(compare("roce_tos", spec.roce_tos, _single_int(text, "cma_roce_tos")))
+        except (ProbeFailed, ParseError) as exc:
+            checks.append(error("roce_tos", spec.roce_tos, str(exc)))
+    if any(getattr(spec, name) is not None for name in DEVINFO_ATTRIBUTES):
+        checks += _devinfo_checks(spec, results)
+    return checks

@@ -1,0 +1,105 @@
+"""`service`: a systemd unit running (or not) and enabled at boot (or not), from `systemctl show`.
+
+Enabled at boot means a UnitFileState of enabled, enabled-runtime, static (no [Install] section: it
+starts when something needs it and cannot be enabled), generated (made by a generator, as SysV init
+scripts and fstab entries are) or alias. Not enabled: disabled, masked, masked-runtime, linked,
+linked-runtime, indirect (only enabled through Also= or template instances) and transient.
+A static or generated unit cannot be disabled, only masked, so `enabled: false` reports it as drift.
+"""
+
+from __future__ import annotations
+
+from provisioner.resources.base import (
+    Check,
+    HostContext,
+    Probe,
+    ProbeFailed,
+    Results,
+    drift,
+    errors_for,
+    ok,
+    sh,
+    stdout_of,
+)
+from provisioner.specs import ServiceSpec
+
+KIND = "service"
+
+UNIT_SUFFIXES = (
+    ".service", ".socket", ".target", ".timer", ".mount", ".automount", ".path", ".swap", ".slice",
+    ".scope", ".device",
+)
+ENABLED_STATES = frozenset({"enabled", "enabled-runtime", "static", "generated", "alias"})
+PROPERTIES = ("LoadState", "ActiveState", "SubState", "UnitFileState")
+
+
+def unit_name(name: str) -> str:
+    return name if name.endswith(UNIT_SUFFIXES) else f"{name}.service"
+
+
+def _probe(spec: ServiceSpec) -> Probe:
+    return Probe(sh("systemctl", "show", f"--property={','.join(PROPERTIES)}", "--", unit_name(spec.name)))
+
+
+def probes(spec: ServiceSpec, ctx: HostContext) -> list[Probe]:
+    return [_probe(spec)]
+
+
+def parse_show(text: str) -> dict[str, str]:
+    """`KEY=value` lines of `systemctl show` (values may be empty)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _attributes(spec: ServiceSpec) -> list[tuple[str, object]]:
+    desired_active = "active" if spec.state == "started" else "inactive"
+    attributes: list[tuple[str, object]] = [("active", desired_active)]
+    if spec.enabled is not None:
+        attributes.append(("enabled", "enabled" if spec.enabled else "disabled"))
+    return attributes
+
+
+def evaluate(spec: ServiceSpec, results: Results, ctx: HostContext) -> list[Check]:
+    attributes = _attributes(spec)
+    unit = unit_name(spec.name)
+    try:
+        values = parse_show(stdout_of(results, _probe(spec), f"systemctl show {unit}"))
+    except ProbeFailed as exc:
+        return errors_for(attributes, str(exc))
+    missing = [key for key in ("LoadState", "ActiveState") if key not in values]
+    if missing:
+        return errors_for(attributes, f"systemctl show {unit}: no {', '.join(missing)} in its output")
+
+    if values["LoadState"] == "not-found":
+        # Not installed: in sync only where the spec wants it stopped and not enabled.
+        checks = []
+        for attribute, desired in attributes:
+            wanted_off = desired in ("inactive", "disabled")
+            checks.append((ok if wanted_off else drift)(attribute, desired, "not installed", "unit not installed"))
+        return checks
+
+    active_state = values["ActiveState"]
+    sub_state = values.get("SubState", "")
+    running = active_state in ("active", "reloading")
+    actual_active = f"{active_state} ({sub_state})" if sub_state else active_state
+    message = "unit is masked" if values["LoadState"] == "masked" else ""
+    if values["LoadState"] not in ("loaded", "masked"):
+        message = f"unit file not loaded cleanly (LoadState={values['LoadState']})"
+    checks = [
+        (ok if running == (spec.state == "started") else drift)(
+            "active", attributes[0][1], actual_active, message
+        )
+    ]
+    if spec.enabled is not None:
+        state = values.get("UnitFileState", "")
+        enabled = state in ENABLED_STATES
+        message = ""
+        if not spec.enabled and state in ("static", "generated"):
+            message = f"a {state} unit cannot be disabled; mask it to keep it from starting"
+        verdict = ok if enabled == spec.enabled else drift
+        checks.append(verdict("enabled", attributes[1][1], state or "none", message))
+    return checks

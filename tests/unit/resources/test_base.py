@@ -1,0 +1,73 @@
+"""The shared pieces: probe failure messages and the config-file listing (run in a real POSIX shell)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from provisioner.resources.base import (
+    ProbeResult,
+    parse_file_listing,
+    print_files_command,
+    probe_error,
+    sh,
+)
+
+
+def test_sh_quotes_every_part() -> None:
+    assert sh("cat", "--", "/etc/it's here; rm -rf /") == "cat -- '/etc/it'\"'\"'s here; rm -rf /'"
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        (ProbeResult("out", "", 0), None),
+        (None, "lsmod: no output (the probe did not run)"),
+        (ProbeResult("", "sh: 1: lsmod: not found", 127), "lsmod: command not found on the host"),
+        (ProbeResult("", "", 124), "lsmod: timed out"),
+        (ProbeResult("", "lsmod: ERROR: could not open '/proc/modules'\nmore\n", 1),
+         "lsmod: exit code 1: lsmod: ERROR: could not open '/proc/modules'"),
+        (ProbeResult("", "", 3), "lsmod: exit code 3"),
+    ],
+)
+def test_probe_error(result: ProbeResult | None, expected: str | None) -> None:
+    assert probe_error(result, "lsmod") == expected
+
+
+def test_file_listing_round_trips_through_a_real_shell(tmp_path: Path) -> None:
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "10-a.conf").write_text("a = 1\nb = 2\n")
+    (conf / "20-b.conf").write_text("no final newline")
+    (conf / "30-empty.conf").write_text("")
+    (conf / "40-dir.conf").mkdir()  # directories are skipped, not cat'ed
+    (conf / "50-bogus.conf").symlink_to(tmp_path / "nowhere")  # a dangling link is not a file
+    command = print_files_command(f"{conf}/*.conf", f"{tmp_path}/missing-dir/*.conf", f"{tmp_path}/single")
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    listing = parse_file_listing(done.stdout)
+    assert listing.files == {
+        f"{conf}/10-a.conf": "a = 1\nb = 2\n",
+        f"{conf}/20-b.conf": "no final newline",
+        f"{conf}/30-empty.conf": "",
+    }
+    assert listing.unreadable == ()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def test_file_listing_marks_unreadable_files(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.conf"
+    secret.write_text("x\n")
+    secret.chmod(0)
+    done = subprocess.run(["sh", "-c", print_files_command(f"{tmp_path}/*.conf")], capture_output=True, text=True,
+                          check=False)
+    assert parse_file_listing(done.stdout).unreadable == (str(secret),)
+
+
+def test_file_listing_parses_unreadable_marker() -> None:
+    listing = parse_file_listing("==! /etc/NetworkManager/system-connections/a b <==\n==> /etc/x <==\nx\n\n")
+    assert listing.unreadable == ("/etc/NetworkManager/system-connections/a b",)
+    assert listing.files == {"/etc/x": "x\n"}

@@ -1,0 +1,76 @@
+"""nccl: the package version from dpkg-query, or the library file name when there is no package."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from provisioner.resources import nccl
+from provisioner.resources.base import HostContext
+from provisioner.specs import NcclSpec
+
+from ._recorded import failed, run
+
+PROBE = "dpkg-query"
+
+CASES = [
+    pytest.param({"version": "2.21.5"}, "dpkg 2.21.5-1+cuda12.4\n",
+                 [("version", "ok", "2.21.5", "2.21.5-1+cuda12.4")], id="in-sync"),
+    pytest.param({"version": ">=2.21,<2.24"}, "dpkg 2.18.3-1+cuda12.2\n",
+                 [("version", "drift", ">=2.21,<2.24", "2.18.3-1+cuda12.2")], id="too-old"),
+    pytest.param({"version": ">=2.19"},
+                 "files\n/usr/lib/x86_64-linux-gnu/libnccl.so.2\n/usr/lib/x86_64-linux-gnu/libnccl.so.2.19.3\n",
+                 [("version", "ok", ">=2.19", "2.19.3")], id="from-library-file"),
+    pytest.param({"version": ">=2.19"}, "files\n", [("version", "drift", ">=2.19", "not installed")],
+                 id="nowhere"),
+    pytest.param({"version": ">=2.19"}, "\n", [("version", "error", ">=2.19", None)], id="no-output"),
+    pytest.param({"version": ">=2.19"}, failed("sh: 1: Syntax error", 2), [("version", "error", ">=2.19", None)],
+                 id="fails"),
+]
+
+
+@pytest.mark.parametrize(("spec", "output", "expected"), CASES)
+def test_nccl(spec: dict, output: object, expected: list) -> None:
+    assert run("nccl", spec, {PROBE: output}).summary() == expected
+
+
+def test_library_source_is_named() -> None:
+    result = run("nccl", {"version": ">=2.19"}, {PROBE: "files\n/usr/lib64/libnccl.so.2.19.3\n"})
+    assert result.checks[0].message == "package libnccl2 not installed; from /usr/lib64/libnccl.so.2.19.3"
+
+
+def test_package_is_quoted_after_double_dash() -> None:
+    (probe,) = nccl.probes(NcclSpec(version="2.21", package="libnccl2+cuda12.4"), HostContext("h"))
+    query = probe.command.split("$(", 1)[1].split(" 2>/dev/null", 1)[0]
+    assert shlex.split(query) == ["dpkg-query", "-W", "-f=${Status} ${Version}\\n", "--", "libnccl2+cuda12.4"]
+
+
+def _sh(command: str, path: str) -> str:
+    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=False,
+                          env={"PATH": path})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_probe_in_a_real_shell_prefers_the_package(tmp_path: Path) -> None:
+    fake = tmp_path / "dpkg-query"
+    fake.write_text("#!/bin/sh\nprintf 'install ok installed 2.21.5-1+cuda12.4\\n'\n")
+    fake.chmod(0o755)
+    (probe,) = nccl.probes(NcclSpec(version="2.21"), HostContext("h"))
+    assert _sh(probe.command, str(tmp_path)) == "dpkg 2.21.5-1+cuda12.4\n"
+
+
+def test_probe_in_a_real_shell_without_dpkg_lists_files(tmp_path: Path) -> None:
+    (probe,) = nccl.probes(NcclSpec(version="2.21"), HostContext("h"))
+    assert _sh(probe.command, str(tmp_path)).splitlines()[0] == "files"
+
+
+def test_probe_in_a_real_shell_package_removed_falls_back(tmp_path: Path) -> None:
+    fake = tmp_path / "dpkg-query"
+    fake.write_text("#!/bin/sh\nprintf 'deinstall ok config-files 2.21.5-1+cuda12.4\\n'\n")
+    fake.chmod(0o755)
+    (probe,) = nccl.probes(NcclSpec(version="2.21"), HostContext("h"))
+    assert _sh(probe.command, str(tmp_path)).splitlines()[0] == "files"
