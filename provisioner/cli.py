@@ -143,7 +143,11 @@ def lab_down(name: str) -> None:
 @click.option("--nodes", type=click.IntRange(1, 200), default=None, help="Number of nodes (default 6).")
 @click.option("--keep/--no-keep", default=True, show_default=True, help="Leave the lab running afterwards.")
 def demo(name: str, nodes: int | None, keep: bool) -> None:
-    """Bring up the default drifted lab and show the fleet (re-uses a running lab of the same name)."""
+    """Bring up the default drifted lab, show the fleet and audit it against playbooks/site.yml.
+
+    Re-uses a running lab of the same name. Needs root. Run it from the repository's top directory so
+    playbooks/site.yml is found.
+    """
     from provisioner.lab import manager
     from provisioner.lab.state import LabState
 
@@ -155,11 +159,22 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
             manager.up(name, nodes, log=log)
     state, statuses = manager.status(name)
     report.lab_status(state, statuses, as_json=False)
+    if DEFAULT_PLAYBOOK.is_file():
+        from provisioner import engine
+
+        report.info(f"\nAuditing the fleet against {DEFAULT_PLAYBOOK} (read-only):\n")
+        plans = _load_plans(state.inventory_path, DEFAULT_PLAYBOOK, None)
+        with report.host_progress(len(plans), "auditing") as progress:
+            outcome = engine.audit(plans, engine.Options(), progress)
+        report.audit_tables(outcome)
+    drifted_qos_node = state.nodes[min(2, len(state.nodes) - 1)]  # gpu03 has PFC off in the default profile
     report.info(
-        "\nLook at a node the way an operator would:\n"
+        "\nNext steps:\n"
+        f"  fabnet audit {state.inventory_path} --json     the same, for a program\n"
         f"  ssh -i {state.key_path} -o UserKnownHostsFile={state.known_hosts_path} "
-        f"-o StrictHostKeyChecking=yes root@{state.nodes[0].mgmt_ip} mlnx_qos -i eth1\n"
-        f"Remove the lab with: fabnet lab down --name {name}"
+        f"-o StrictHostKeyChecking=yes root@{drifted_qos_node.mgmt_ip} "
+        "mlnx_qos -i eth1\n"
+        f"  fabnet lab down --name {name}                 remove the lab"
     )
     if not keep:
         manager.down(name)
@@ -227,6 +242,10 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
     if errors:
         report.config_errors(errors)
         raise SystemExit(EXIT_INVALID)
+    from provisioner.inventory import load_inventory
+
+    for warning in load_inventory(inventory).warnings:
+        report.warn(warning)
     plans = _load_plans(inventory, playbook, limit)
     resources = sum(len(plan.resources) for plan in plans)
     report.info(f"ok: {inventory} and {playbook} are valid ({len(plans)} hosts, {resources} resources in all)")
@@ -245,9 +264,12 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
               help="Seconds to wait for a host's SSH login.")
 @click.option("--timeout", "command_timeout", type=click.FloatRange(1, 3600), default=120.0, show_default=True,
               help="Seconds for a host's fact gathering once logged in.")
+@click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="OpenSSH client config to use instead of ~/.ssh/config (HostName, User, Port, "
+                   "IdentityFile, ProxyJump).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only those that need attention.")
 def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, junit: Path | None, forks: int,
-          connect_timeout: float, command_timeout: float, verbose: bool) -> None:
+          connect_timeout: float, command_timeout: float, ssh_config: Path | None, verbose: bool) -> None:
     """Report how each host drifted from the playbook. Read-only: nothing on any host is changed.
 
     Each host's live state is read in ONE SSH exec (every resource's read command batched), hosts in
@@ -268,7 +290,8 @@ def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, jun
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
                           file=str(playbook))
-    options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout)
+    options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
+                             ssh_config=ssh_config)
     with report.host_progress(len(plans), "auditing") as progress:
         outcome = engine.audit(plans, options, progress)
     code = audit_exit_code(outcome)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from provisioner import batch, transport
@@ -60,6 +61,7 @@ class Options:
     forks: int = 50
     connect_timeout: float = 10.0
     command_timeout: float = 120.0
+    ssh_config: Path | None = None
 
 
 Progress = Callable[[str, HostStatus | None], None]
@@ -85,7 +87,7 @@ def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
     script = batch.build_script(probes, nonce)
     if plan.host.become and plan.host.become_user:
         script = batch.wrap_become(script, plan.host.become_user)
-    conn = transport.connect(plan.host, connect_timeout=options.connect_timeout)
+    conn = transport.connect(plan.host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
     try:
         result = transport.run(conn, script, timeout=options.command_timeout)
     finally:

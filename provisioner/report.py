@@ -25,6 +25,10 @@ def error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+def warn(message: str) -> None:
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 

@@ -58,8 +58,11 @@ def _harden(conn: Connection, files: list[Path]) -> None:
         keys.load(str(path))
 
 
-def connect(host: Host, *, connect_timeout: float = 10.0) -> Connection:
-    """An open connection to `host`, or HostUnreachable with the reason."""
+def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | None = None) -> Connection:
+    """An open connection to `host`, or HostUnreachable with the reason.
+
+    `ssh_config` replaces ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump are honoured).
+    """
     connect_kwargs: dict[str, object] = {"banner_timeout": connect_timeout, "auth_timeout": connect_timeout}
     if host.key_file:
         connect_kwargs["key_filename"] = [str(host.key_file)]
@@ -70,7 +73,7 @@ def connect(host: Host, *, connect_timeout: float = 10.0) -> Connection:
         port=host.port if "port" in explicit else None,
         connect_timeout=int(max(1, connect_timeout)),
         connect_kwargs=connect_kwargs,
-        config=Config(),
+        config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config(),
     )
     files = _known_hosts_files(host, conn)
     hop: Connection | None = conn

@@ -207,3 +207,45 @@ def test_malformed_inventory_and_missing_files_are_clear_errors(lab: Lab, tmp_pa
     assert proc.returncode == 3 and "nope.yml" in proc.stderr
     proc = fabnet("validate", str(lab.state.inventory_path), "-p", str(SITE))
     assert proc.returncode == 0 and "valid" in proc.stdout
+
+
+def test_ssh_config_is_honoured_including_proxyjump(lab: Lab, tmp_path) -> None:
+    jump, target = lab.node("gpu01"), lab.node("gpu04")
+    key, known_hosts = lab.state.key_path, lab.state.known_hosts_path
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host jumpbox\n  HostName {jump.mgmt_ip}\n  User root\n  IdentityFile {key}\n"
+        f"Host gpu04-behind-jump\n  HostName {target.mgmt_ip}\n  User root\n  IdentityFile {key}\n"
+        f"  ProxyJump jumpbox\n"
+    )
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {
+        "vars": {"fabnet_known_hosts": str(known_hosts), "data_iface": "eth1", "rdma_device": "mlx5_0",
+                 "fabnet_sysfs_root": "/var/lib/fabnet-lab/sys"},
+        "children": {"gpu": {"hosts": {"gpu04": {"ansible_host": "gpu04-behind-jump"}}}}}}))
+    before = sessions(lab)
+    proc = fabnet("audit", str(inventory), "-p", str(SITE), "--ssh-config", str(config), "--json")
+    after = sessions(lab)
+    assert proc.returncode == 2, proc.stderr + proc.stdout
+    report = json.loads(proc.stdout)
+    assert drift_of(report) == {"gpu04": EXPECTED_DRIFT["gpu04"]}
+    # The exec ran on the target; the jump host only forwarded the connection (no session of its own).
+    assert after["gpu04"] - before["gpu04"] == 2 and after["gpu01"] - before["gpu01"] == 1
+
+
+def test_a_failing_read_affects_only_its_own_resource(lab: Lab) -> None:
+    node = lab.node("gpu01")
+    lab.ssh(node, "chmod -x /usr/local/sbin/mlnx_qos")
+    try:
+        proc = fabnet("audit", str(lab.state.inventory_path), "-p", str(SITE), "--limit", "gpu01,gpu02", "--json")
+    finally:
+        lab.ssh(node, "chmod +x /usr/local/sbin/mlnx_qos")
+    assert proc.returncode == 4
+    hosts = {h["name"]: h for h in json.loads(proc.stdout)["hosts"]}
+    assert hosts["gpu01"]["status"] == "failed" and "roce_qos[eth1]" in hosts["gpu01"]["error"]
+    by_target = {r["target"]: r for r in hosts["gpu01"]["resources"]}
+    qos = {c["attribute"]: c["status"] for c in by_target["roce_qos[eth1]"]["checks"]}
+    assert qos["trust"] == "error" and qos["pfc"] == "error"
+    assert qos["traffic_class"] == "ok" and qos["active_mtu"] == "ok"  # read by other probes
+    assert all(r["status"] == "ok" for t, r in by_target.items() if t != "roce_qos[eth1]")
+    assert hosts["gpu02"]["status"] == "drifted"
