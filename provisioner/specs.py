@@ -147,8 +147,8 @@ class Spec(BaseModel):
     kind: ClassVar[str]
 
     def target(self) -> str:
-        """What the resource is about, for reports (`interface[ens1f0]`)."""
-        raise NotImplementedError
+        """What the resource is about, for reports (`interface[ens1f0]`); kinds with a name override it."""
+        return self.kind
 
 
 def _exactly_one(model: BaseModel, *names: str) -> None:

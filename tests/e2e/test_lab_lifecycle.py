@@ -11,6 +11,7 @@ import time
 from provisioner.lab import manager
 from provisioner.lab.naming import LabNames
 from provisioner.lab.state import LabState, labs_root
+from tests.e2e.conftest import Lab
 
 
 def _traces(name: str, names: LabNames) -> list[str]:
@@ -37,13 +38,26 @@ def _traces(name: str, names: LabNames) -> list[str]:
     return found
 
 
-def test_down_removes_everything_and_two_labs_coexist(lab) -> None:
+def test_down_removes_everything_and_two_labs_coexist(lab, tmp_path) -> None:
     name = "t-down"
+    profile = tmp_path / "profile.yml"
+    profile.write_text(
+        "nodes_default: 2\n"
+        "defaults: {data_mtu: 4200, ofed: DOCA-HOST-2.9.1, nccl: 2.23.4-1+cuda12.6}\n"
+        "nodes: {gpu02: {data_link_up: false}}\n"
+    )
     manager.down(name)
-    state = manager.up(name, nodes=2)
+    state = manager.up(name, profile_path=profile)
     try:
         assert state.slot != lab.state.slot
+        assert [r.name for r in state.nodes] == ["gpu01", "gpu02"]
         assert _traces(name, state.names), "the lab should be visible before down"
+        other = Lab(state)
+        host = other.host(state.nodes[0])
+        assert host.check_output("cat /sys/class/net/eth1/mtu") == "4200"
+        assert host.check_output("ofed_info -s") == "DOCA-HOST-2.9.1"
+        assert host.check_output("dpkg-query -W -f '${Version}' libnccl2") == "2.23.4-1+cuda12.6"
+        assert "PORT_DOWN" in other.host(state.nodes[1]).check_output("ibv_devinfo")
         # The other lab is unaffected by this one.
         assert lab.ssh(lab.nodes[0], "true").returncode == 0
     finally:
