@@ -43,5 +43,6 @@ def wrapper_script(command: str, *, python: str = NODE_PYTHON, script: str = INS
     """The text of the `/usr/local/sbin/<command>` wrapper that runs the emulation as `command`."""
     if command not in (*COMMANDS, INIT_COMMAND):
         raise LabError(f"no emulated command {command!r}; known: {', '.join(COMMANDS)}, {INIT_COMMAND}")
-    run = " ".join(shlex.quote(part) for part in (python, script, "--as", command))
+    # -I -S: no site-packages or user paths to scan; start-up time is most of what these commands cost.
+    run = " ".join(shlex.quote(part) for part in (python, "-I", "-S", script, "--as", command))
     return f'#!/bin/sh\nexec {run} "$@"\n'

@@ -485,7 +485,7 @@ def test_every_command_admits_it_is_the_lab_emulation(node: Node, command: str) 
 
 def test_wrapper_runs_the_script_as_the_command(node: Node, tmp_path: Path) -> None:
     text = emulation.wrapper_script("mlnx_qos")
-    assert text == ('#!/bin/sh\nexec /usr/bin/python3 /usr/local/lib/fabnet-lab/labhw.py '
+    assert text == ('#!/bin/sh\nexec /usr/bin/python3 -I -S /usr/local/lib/fabnet-lab/labhw.py '
                     '--as mlnx_qos "$@"\n')
     wrapper = tmp_path / "ofed_info"
     wrapper.write_text(emulation.wrapper_script("ofed_info", python=sys.executable, script=str(LABHW)))
