@@ -134,16 +134,18 @@ def audit_host(plan: HostPlan, options: Options) -> HostOutcome:
 
 def apply_fleet_checks(plans: Sequence[HostPlan], outcomes: dict[str, HostOutcome]) -> None:
     """Checks that need every host's facts (e.g. one MTU across the fleet), per play and resource."""
-    groups: dict[tuple[str, str], list[tuple[str, Resource, ResourceOutcome]]] = {}
+    # Grouped by the playbook line that declared the check, not by the rendered interface name: hosts
+    # whose data port is named differently (another NIC slot) are still on the same fabric.
+    groups: dict[str, list[tuple[str, Resource, ResourceOutcome]]] = {}
     for plan in plans:
         host_outcome = outcomes[plan.host.name]
         if host_outcome.status in ("unreachable", "failed"):
             continue
-        by_source = {(r.source, r.target): r for r in host_outcome.resources}
+        by_source = {r.source: r for r in host_outcome.resources if r.kind in FLEET_CHECKS}
         for host_play in plan.plays:
             for resource in host_play.resources:
                 if resource.kind in FLEET_CHECKS:
-                    key = (str(resource.origin), resource.target)
+                    key = str(resource.origin)
                     groups.setdefault(key, []).append((plan.host.name, resource, by_source[key]))
     for members in groups.values():
         spec = members[0][1].spec
