@@ -1,0 +1,13 @@
+#!/bin/sh
+# Benchmark `fabnet audit` against Ansible and pyinfra on a lab of virtual nodes (run as root).
+# Options: --nodes N (16), --repeat N (5), --warmup N (1), --tools fabnet,ansible,pyinfra,
+# --workloads site,mtu, --skip-install, --lab NAME, --output FILE. See bench/README.md.
+# The Python harness removes the lab when it ends, fails or is interrupted.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+python="$here/../.venv/bin/python"
+if [ ! -x "$python" ]; then
+    echo "error: $python not found: install fabnet into .venv first" >&2
+    exit 1
+fi
+exec "$python" "$here/audit_bench.py" "$@"
