@@ -12,6 +12,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from provisioner.parsers import versions
+
 # ---------------------------------------------------------------------------------------------- values
 
 
@@ -65,30 +67,22 @@ RDMA_DEV_RE = r"^[A-Za-z0-9_.\-]{1,64}$"
 
 # ------------------------------------------------------------------------------------ version constraints
 
-_CLAUSE_RE = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*([0-9][0-9A-Za-z.\-_]*)\s*$")
-
-
-def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
-    """Comparable form of a package version: `MLNX_OFED_LINUX-23.10-1.1.9.0` -> (23, 10, 1, 1, 9, 0).
-
-    A leading product name and a `+local` suffix (`2.21.5-1+cuda12.4`) are ignored; letters sort before
-    numbers so `2.0rc1` < `2.0.1`.
-    """
-    core = re.sub(r"^\D*", "", version.strip().rstrip(":")).split("+", 1)[0]
-    return tuple((1, int(tok)) if tok.isdigit() else (0, tok) for tok in re.findall(r"\d+|[A-Za-z]+", core))
+def installed_version(text: str) -> str:
+    """The version part of what a host reports: `MLNX_OFED_LINUX-23.10-1.1.9.0:` -> `23.10-1.1.9.0`."""
+    return re.sub(r"^\D*", "", text.strip().rstrip(":"))
 
 
 class VersionConstraint(BaseModel):
     """A version requirement such as `==23.10-1.1.9.0`, `>=23.07` or `>=23.07,<24.04`.
 
-    Comparisons look only as deep as the constraint is written: `==2.21.5` accepts `2.21.5-1+cuda12.4`,
-    `<24.04` refuses `24.04-0.6.6.0`, `>=23.10` accepts `23.10-1.1.9.0`. A bare version means `==`.
+    Parsing and matching are `provisioner.parsers.versions`' (one notion of versions in the project):
+    comparisons look only as deep as the constraint is written, so `==2.21.5` accepts
+    `2.21.5-1+cuda12.4` and `<24.04` refuses `24.04-0.6.6.0`. A bare version means `==`.
     """
 
     model_config = ConfigDict(frozen=True)
 
     text: str
-    clauses: tuple[tuple[str, str], ...]
 
     @model_validator(mode="before")
     @classmethod
@@ -101,35 +95,15 @@ class VersionConstraint(BaseModel):
             # YAML reads 23.10 as the number 23.1: the version the user meant is already lost.
             raise ValueError(f"YAML read the version as the number {value}; quote it, e.g. version: '23.10'")
         text = str(value).strip()
-        clauses = []
-        for part in text.split(","):
-            match = _CLAUSE_RE.match(part)
-            if not match:
-                raise ValueError(
-                    f"cannot read version constraint {part.strip()!r}; use e.g. '==23.10-1.1.9.0', '>=23.07' "
-                    "or '>=23.07,<24.04'"
-                )
-            clauses.append((match.group(1) or "==", match.group(2)))
-        return {"text": text, "clauses": tuple(clauses)}
+        versions.parse_constraint(text)  # its ValueError names the bad clause and the operators allowed
+        return {"text": text}
 
     def matches(self, installed: str) -> bool:
-        have = version_key(installed)
-        if not have:
+        """Whether a version as a host reports it (product prefix and all) satisfies the constraint."""
+        try:
+            return versions.matches(installed_version(installed), self.text)
+        except ValueError:
             return False
-        for op, want_text in self.clauses:
-            want = version_key(want_text)
-            got = have[: len(want)]
-            ok = {
-                "==": got == want,
-                "!=": got != want,
-                ">=": got >= want,
-                "<=": got <= want,
-                ">": got > want,
-                "<": got < want,
-            }[op]
-            if not ok:
-                return False
-        return True
 
     def __str__(self) -> str:
         return self.text

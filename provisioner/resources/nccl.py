@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from provisioner.parsers.versions import Version
 from provisioner.resources.base import (
     Check,
     HostContext,
@@ -20,7 +21,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.specs import NcclSpec, version_key
+from provisioner.specs import NcclSpec
 
 KIND = "nccl"
 
@@ -56,7 +57,7 @@ def installed_version(text: str) -> tuple[str | None, str]:
     if not found:
         return None, "no package, no libnccl.so.* in " + ", ".join(LIB_DIRS)
     # libnccl.so.2 is a link to libnccl.so.2.21.5: the longest, highest name says the most.
-    version, path = max(found, key=lambda item: (version_key(item[0]), len(item[0])))
+    version, path = max(found, key=lambda item: (Version(item[0]), len(item[0])))
     return version, path
 
 
