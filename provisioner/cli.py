@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from provisioner import __version__, report
-from provisioner.errors import ConfigError, FabnetError, LabError, ParseError
-from provisioner.inventory import ConfigErrors
+from provisioner.errors import ConfigError, ConfigErrors, FabnetError, LabError, ParseError
 
 if TYPE_CHECKING:
     from provisioner.engine import AuditOutcome

@@ -5,6 +5,9 @@ Library code raises these and never prints or exits; `cli.py` turns them into me
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Sequence
+
 
 class FabnetError(Exception):
     """Base of every error fabnet raises on purpose."""
@@ -32,6 +35,35 @@ class ConfigError(FabnetError):
         return f"{where}{key}{self.message}"
 
 
+class ConfigErrors(ConfigError):
+    """Several problems found in one pass; located like the first, all of them in `errors`."""
+
+    def __init__(self, errors: Sequence[ConfigError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(first.message, file=first.file, line=first.line, key=first.key)
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+
+class RenderError(ConfigError):
+    """A template that did not render for one host. `detail` is the message without the host name."""
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        host: str,
+        file: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.detail = detail
+        self.host = host
+        super().__init__(f"{detail} (host {host})", file=file, line=line, key=key)
+
+
 class ParseError(FabnetError):
     """Tool output that fabnet could not understand. `line` is 1-based; `text` is that line as printed."""
 
@@ -50,3 +82,9 @@ class ParseError(FabnetError):
 
 class LabError(FabnetError):
     """The local lab could not be built, inspected or torn down."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """A hint to append to a message about an unknown name: the closest of `choices`, or ""."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,62 +1,24 @@
 """Ansible's YAML inventory, read the way Ansible reads it, turned into hosts with their variables.
 
 Covers `all`/`children`/`hosts`/`vars` nesting, host ranges (`gpu[01:16]`), `group_vars/` and
-`host_vars/` beside the inventory file with Ansible's variable precedence, the connection variables,
-host patterns (`--limit` and a play's `hosts:`), and the lazy Jinja2 rendering of variables.
+`host_vars/` beside the inventory file with Ansible's variable precedence, and the connection variables.
+Host patterns are matched in `hostpatterns`; variables are rendered with Jinja2 in `templating`.
 """
 
 from __future__ import annotations
 
-import difflib
-import fnmatch
 import getpass
-import ipaddress
 import os
 import re
-import shlex
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
-import jinja2.meta
-from jinja2 import nodes
-from jinja2.sandbox import SandboxedEnvironment
-
-from provisioner.errors import ConfigError
-from provisioner.yamlsrc import KeyPath, Origin, Sourced, format_path, load_yaml
-
-
-class ConfigErrors(ConfigError):
-    """Several problems found in one pass; located like the first, all of them in `errors`."""
-
-    def __init__(self, errors: Sequence[ConfigError]) -> None:
-        self.errors = list(errors)
-        first = self.errors[0]
-        super().__init__(first.message, file=first.file, line=first.line, key=first.key)
-
-    def __str__(self) -> str:
-        return "\n".join(str(e) for e in self.errors)
-
-
-class RenderError(ConfigError):
-    """A template that did not render for one host. `detail` is the message without the host name."""
-
-    def __init__(
-        self,
-        detail: str,
-        *,
-        host: str,
-        file: str | None = None,
-        line: int | None = None,
-        key: str | None = None,
-    ) -> None:
-        self.detail = detail
-        self.host = host
-        super().__init__(f"{detail} (host {host})", file=file, line=line, key=key)
-
+from provisioner.errors import ConfigError, ConfigErrors, did_you_mean
+from provisioner.hostpatterns import match_hosts
+from provisioner.templating import VarResolver, has_template, magic_vars_for
+from provisioner.yamlsrc import KeyPath, Origin, Sourced, load_yaml
 
 # ------------------------------------------------------------------------------------------------ hosts
 
@@ -110,300 +72,12 @@ class Inventory:
         """Host names matching an Ansible host pattern, in inventory order. See `match_hosts`."""
         return match_hosts(self, pattern, origin=origin)
 
-
-# ------------------------------------------------------------------------------------------ templating
-
-_TEMPLATE_MARKERS = ("{{", "{%", "{#")
-
-
-def _bool_filter(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in {"1", "true", "yes", "on", "y", "t"}
-    return bool(value)
-
-
-def _load_template_file(name: str) -> tuple[str, str, Callable[[], bool]] | None:
-    path = Path(name)
-    if not path.is_absolute() or not path.is_file():
-        return None  # TemplateNotFound: templates are addressed by absolute path only
-    mtime = path.stat().st_mtime_ns
-
-    def uptodate() -> bool:
-        try:
-            return path.stat().st_mtime_ns == mtime
-        except OSError:
-            return False
-
-    return path.read_text(encoding="utf-8"), name, uptodate
-
-
-class _Environment(SandboxedEnvironment):
-    def join_path(self, template: str, parent: str) -> str:
-        # `{% include "x.j2" %}` is looked up beside the including template.
-        return template if Path(template).is_absolute() else str(Path(parent).parent / template)
-
-
-def _make_env() -> SandboxedEnvironment:
-    # trim_blocks as in Ansible's template module, so `{% if %}` lines leave no blank line behind.
-    env = _Environment(
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        autoescape=False,
-        loader=jinja2.FunctionLoader(_load_template_file),
-    )
-    env.filters["bool"] = _bool_filter
-    env.filters["quote"] = lambda value: shlex.quote(str(value))
-    return env
-
-
-TEMPLATE_ENV = _make_env()
-
-
-def has_template(text: str) -> bool:
-    return any(marker in text for marker in _TEMPLATE_MARKERS)
-
-
-@dataclass(frozen=True)
-class _Compiled:
-    names: frozenset[str]
-    template: jinja2.Template
-    expression: Any  # compiled single `{{ expr }}`, or None
-
-
-@lru_cache(maxsize=4096)
-def _compile(text: str) -> _Compiled:
-    ast = TEMPLATE_ENV.parse(text)
-    names = frozenset(jinja2.meta.find_undeclared_variables(ast))
-    expression = None
-    body = ast.body
-    if (
-        len(body) == 1
-        and isinstance(body[0], nodes.Output)
-        and len(body[0].nodes) == 1
-        and not isinstance(body[0].nodes[0], nodes.TemplateData)
-        and text.startswith("{{")
-        and text.endswith("}}")
-    ):
-        inner = text[2:-2].lstrip("-+").rstrip("-")
-        try:
-            expression = TEMPLATE_ENV.compile_expression(inner, undefined_to_none=False)
-        except jinja2.TemplateSyntaxError:
-            expression = None
-    return _Compiled(names, TEMPLATE_ENV.from_string(text), expression)
-
-
-def check_template_text(text: str) -> str | None:
-    """The syntax error in a template string, or None."""
-    try:
-        _compile(text)
-    except jinja2.TemplateSyntaxError as exc:
-        return exc.message or str(exc)
-    return None
-
-
-def _undefined_inside(value: Any) -> jinja2.Undefined | None:
-    if isinstance(value, jinja2.Undefined):
-        return value
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list | tuple):
-        for item in value:
-            found = _undefined_inside(item)
-            if found is not None:
-                return found
-    return None
-
-
-def _template_line(exc: BaseException, filename: str) -> int | None:
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
-class VarResolver:
-    """Values for one host. A variable may itself be a template (Ansible resolves them lazily, so group
-    vars can build on host vars); each is rendered once, on first use, with loops reported.
-
-    A string that is exactly one `{{ expr }}` keeps the expression's type (`"{{ mtu }}"` with `mtu: 9000`
-    gives the int 9000, `"{{ prios }}"` a list); any other template renders to a string.
-    """
-
-    def __init__(
-        self, host: str, raw: Mapping[str, Any], origins: Mapping[str, Origin], magic: Mapping[str, Any]
-    ) -> None:
-        self.host = host
-        self.raw = raw
-        self.origins = origins
-        self.magic = magic
-        self._done: dict[str, Any] = {}
-        self._failed: dict[str, ConfigError] = {}
-        self._stack: list[str] = []
-
-    def var(self, name: str) -> Any:
-        if name in self._done:
-            return self._done[name]
-        if name in self._failed:
-            raise self._failed[name]  # the same error again, so one bad variable is reported once
-        origin = self.origins.get(name) or Origin("", None, name)
-        if name in self._stack:
-            loop = " -> ".join([*self._stack[self._stack.index(name) :], name])
-            raise RenderError(
-                f"variables refer to each other in a loop: {loop}",
-                host=self.host,
-                file=origin.file or None,
-                line=origin.line,
-                key=origin.key or name,
-            )
-        self._stack.append(name)
-        try:
-            value = self.render(self.raw[name], origin, what=f"variable {name!r}")
-        except ConfigError as exc:
-            self._failed[name] = exc
-            raise
-        finally:
-            self._stack.pop()
-        self._done[name] = value
-        return value
-
-    def context(self, names: Iterable[str]) -> dict[str, Any]:
-        ctx: dict[str, Any] = {}
-        for name in names:
-            if name in self.raw:
-                ctx[name] = self.var(name)
-            elif name in self.magic:
-                ctx[name] = self.magic[name]
-        return ctx
-
-    def render(self, value: Any, origin: Origin, *, what: str = "") -> Any:
-        """`value` with every string in it rendered; errors point at `origin`."""
-        if isinstance(value, str):
-            return self.render_text(value, origin, what=what)
-        if isinstance(value, dict):
-            return {k: self.render(v, origin, what=what) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.render(v, origin, what=what) for v in value]
-        return value
-
-    def render_text(self, text: str, origin: Origin, *, what: str = "") -> Any:
-        if not has_template(text):
-            return text
-        suffix = f" in {what}" if what else ""
-        try:
-            compiled = _compile(text)
-        except jinja2.TemplateSyntaxError as exc:
-            raise RenderError(
-                f"template syntax error{suffix}: {exc.message}",
-                host=self.host,
-                file=origin.file or None,
-                line=origin.line,
-                key=origin.key or None,
-            ) from None
-        ctx = self.context(compiled.names)
-        try:
-            if compiled.expression is not None:
-                result = compiled.expression(**ctx)
-                undefined = _undefined_inside(result)
-                if undefined is not None:
-                    str(undefined)  # raises UndefinedError naming the variable
-                return result
-            return compiled.template.render(ctx)
-        except (jinja2.TemplateError, ArithmeticError, TypeError, ValueError, LookupError) as exc:
-            message = getattr(exc, "message", None) or str(exc)
-            raise RenderError(
-                f"cannot render {text!r}{suffix}: {message}",
-                host=self.host,
-                file=origin.file or None,
-                line=origin.line,
-                key=origin.key or None,
-            ) from None
-
-    def render_file(self, path: Path, origin: Origin) -> str:
-        """Render a template file; errors name the template's own file and line."""
-        name = str(path)
-        loaded = str(path.absolute())  # the loader's key; messages keep the path as the user gave it
-        try:
-            template = TEMPLATE_ENV.get_template(loaded)
-            names = _file_names(loaded, path.stat().st_mtime_ns)
-        except jinja2.TemplateSyntaxError as exc:
-            raise ConfigError(f"template syntax error: {exc.message}", file=name, line=exc.lineno) from None
-        except (OSError, jinja2.TemplateNotFound) as exc:
-            raise origin.error(f"cannot read template {name}: {exc}") from None
-        ctx = self.context(names)
-        try:
-            return template.render(ctx)
-        except (jinja2.TemplateError, ArithmeticError, TypeError, ValueError, LookupError) as exc:
-            message = getattr(exc, "message", None) or str(exc)
-            if isinstance(exc, jinja2.TemplateNotFound):
-                message = f"template {message} not found"
-            raise RenderError(
-                f"{message} (rendering for {origin.key or origin})",
-                host=self.host,
-                file=name,
-                line=_template_line(exc, loaded),
-            ) from None
-
-
-@lru_cache(maxsize=256)
-def _file_names(name: str, mtime_ns: int) -> frozenset[str]:
-    """Variables a template file (and the files it includes by a literal name) reads; parsed once per
-    version of the file, not once per host."""
-    del mtime_ns  # part of the cache key only
-    names: set[str] = set()
-    todo, seen = [name], set()
-    while todo:
-        current = todo.pop()
-        if current in seen or not Path(current).is_file():
-            continue
-        seen.add(current)
-        ast = TEMPLATE_ENV.parse(Path(current).read_text("utf-8"))
-        names |= jinja2.meta.find_undeclared_variables(ast)
-        for ref in jinja2.meta.find_referenced_templates(ast):
-            if ref is not None:
-                todo.append(TEMPLATE_ENV.join_path(ref, current))
-    return frozenset(names)
-
-
-def check_template_file(path: Path) -> ConfigError | None:
-    """A syntax error in a template file, located in that file, or None."""
-    try:
-        TEMPLATE_ENV.parse(path.read_text(encoding="utf-8"))
-    except jinja2.TemplateSyntaxError as exc:
-        return ConfigError(f"template syntax error: {exc.message}", file=str(path), line=exc.lineno)
-    except (OSError, UnicodeDecodeError) as exc:
-        return ConfigError(f"cannot read template: {exc}", file=str(path))
-    return None
-
-
-def magic_vars(inventory: Inventory, host: Host) -> dict[str, Any]:
-    """The variables Ansible provides without anyone defining them."""
-    if inventory._shared is None:  # built once: every host of a large fleet shares them
-        groups = {g: [h for h in inventory.hosts if h in members] for g, members in inventory.groups.items()}
-        inventory._shared = (groups, {name: h.vars for name, h in inventory.hosts.items()})
-    groups, hostvars = inventory._shared
-    return _magic(host.name, host.groups, groups, hostvars, inventory.source)
-
-
-def _magic(
-    name: str,
-    host_groups: Sequence[str],
-    groups: Mapping[str, list[str]],
-    hostvars: Mapping[str, Mapping[str, Any]],
-    source: Path,
-) -> dict[str, Any]:
-    return {
-        "inventory_hostname": name,
-        "inventory_hostname_short": name.split(".", 1)[0],
-        "group_names": list(host_groups),
-        "groups": groups,
-        "hostvars": hostvars,  # as written: templates inside other hosts' vars are not rendered
-        "inventory_dir": str(source.parent),
-        "inventory_file": str(source),
-    }
+    def shared_vars(self) -> tuple[dict[str, list[str]], dict[str, Mapping[str, Any]]]:
+        """Every group's hosts in inventory order and every host's vars (`groups` and `hostvars` in templates)."""
+        if self._shared is None:  # built once: every host of a large fleet shares them
+            groups = {g: [h for h in self.hosts if h in members] for g, members in self.groups.items()}
+            self._shared = (groups, {name: h.vars for name, h in self.hosts.items()})
+        return self._shared
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -539,7 +213,7 @@ class _Loader:
             if key not in _GROUP_KEYS:
                 raise src.error(
                     f"unknown key in group {name!r}; allowed: {', '.join(_GROUP_KEYS)}"
-                    + _suggest(str(key), _GROUP_KEYS),
+                    + did_you_mean(str(key), _GROUP_KEYS),
                     (*path, str(key)),
                 )
         hosts = body.get("hosts")
@@ -704,7 +378,7 @@ class _Loader:
                     break
             if stem not in known:
                 what = "group" if kind == "group_vars" else "host"
-                hint = _suggest(stem, known) if kind == "group_vars" else ""
+                hint = did_you_mean(stem, known) if kind == "group_vars" else ""
                 self.warnings.append(f"{entry}: no {what} named {stem!r} in the inventory, not used{hint}")
 
     # -- merging
@@ -764,7 +438,7 @@ class _Loader:
                     if var in _CONNECTION_VARS and isinstance(value, str) and has_template(value)
                 ]
                 if templated:
-                    magic = _magic(decl.name, groups, group_lists, hostvars, self.path)
+                    magic = magic_vars_for(decl.name, groups, group_lists, hostvars, self.path)
                     resolver = VarResolver(decl.name, merged.values, merged.origins, magic)
                     for var in templated:
                         connection[var] = resolver.var(var)
@@ -925,9 +599,6 @@ def _type_name(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def _suggest(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def load_inventory(path: str | Path) -> Inventory:
@@ -941,110 +612,4 @@ def load_inventory(path: str | Path) -> Inventory:
     return _Loader(Path(path)).load()
 
 
-# -------------------------------------------------------------------------------------------- patterns
-
-
-def split_pattern(pattern: str | Sequence[str]) -> list[str]:
-    """Split an Ansible host pattern on commas, or on colons when it has none (not inside `[..]` and
-    not through an IPv6 address)."""
-    if not isinstance(pattern, str):
-        return [term for item in pattern for term in split_pattern(str(item))]
-    pattern = pattern.strip()
-    if "," in pattern:
-        return [t for part in pattern.split(",") for t in split_pattern(part)]
-    try:
-        ipaddress.ip_address(pattern.lstrip("!&"))
-        return [pattern] if pattern else []
-    except ValueError:
-        pass
-    return [t.strip() for t in re.findall(r"(?:\[[^\]]*\]|[^:\[])+", pattern) if t.strip()]
-
-
-def _term_hosts(inventory: Inventory, term: str) -> set[str]:
-    if term in ("all", "*"):
-        return set(inventory.hosts)
-    result: set[str] = set()
-    if term.startswith("~"):
-        try:
-            regex = re.compile(term[1:])
-        except re.error as exc:
-            raise ValueError(f"bad regular expression {term[1:]!r}: {exc}") from None
-        for group, members in inventory.groups.items():
-            if regex.search(group):
-                result |= members
-        result |= {h for h in inventory.hosts if regex.search(h)}
-        return result
-    if term in inventory.groups:
-        result |= inventory.groups[term]
-    if term in inventory.hosts:
-        result.add(term)
-    if any(c in term for c in "*?["):
-        for group, members in inventory.groups.items():
-            if fnmatch.fnmatchcase(group, term):
-                result |= members
-        result |= {h for h in inventory.hosts if fnmatch.fnmatchcase(h, term)}
-    return result
-
-
-def match_hosts(
-    inventory: Inventory, pattern: str | Sequence[str] | None, *, origin: Origin | None = None
-) -> list[str]:
-    """Hosts matching an Ansible host pattern, in inventory order.
-
-    Terms are host names, group names, globs (`gpu-*`), `~regex`, `all`; `!term` removes hosts and
-    `&term` keeps only hosts also in that term. As in Ansible, plain terms are applied first, then `&`,
-    then `!`; a pattern of only `!`/`&` terms starts from all hosts. A term that matches nothing is an
-    error (Ansible warns, then fails when nothing is left; a typo in `--limit` should not go unnoticed).
-    """
-    if pattern is None:
-        return list(inventory.hosts)
-    terms = split_pattern(pattern)
-
-    def fail(message: str) -> ConfigError:
-        if origin is not None:
-            return origin.error(message)
-        return ConfigError(message, key="--limit")
-
-    if not terms:
-        raise fail("empty host pattern")
-    plain = [t for t in terms if t[0] not in "!&"]
-    both = [t[1:] for t in terms if t[0] == "&"]
-    minus = [t[1:] for t in terms if t[0] == "!"]
-    names = sorted(set(inventory.groups) | set(inventory.hosts))
-
-    def hosts_of(term: str) -> set[str]:
-        try:
-            found = _term_hosts(inventory, term)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-        if not found and term not in inventory.groups:
-            raise fail(f"could not match host pattern {term!r}: no host or group of that name" + _suggest(term, names))
-        return found
-
-    selected: set[str] = set()
-    for term in plain or ["all"]:
-        selected |= hosts_of(term)
-    for term in both:
-        selected &= hosts_of(term)
-    for term in minus:
-        selected -= hosts_of(term)
-    return [h for h in inventory.hosts if h in selected]
-
-
-__all__ = [
-    "TEMPLATE_ENV",
-    "ConfigErrors",
-    "Host",
-    "Inventory",
-    "RenderError",
-    "VarResolver",
-    "check_template_file",
-    "check_template_text",
-    "expand_host_range",
-    "format_path",
-    "has_template",
-    "load_inventory",
-    "magic_vars",
-    "match_hosts",
-    "split_pattern",
-]
+__all__ = ["Host", "Inventory", "expand_host_range", "load_inventory"]

@@ -7,7 +7,6 @@ and validates the result, keeping each resource's playbook line for reports.
 
 from __future__ import annotations
 
-import difflib
 import re
 import typing
 from collections.abc import Mapping, Sequence
@@ -17,20 +16,16 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from provisioner.errors import ConfigError
-from provisioner.inventory import (
-    ConfigErrors,
-    Host,
-    Inventory,
-    RenderError,
+from provisioner.errors import ConfigError, ConfigErrors, RenderError, did_you_mean
+from provisioner.inventory import Host, Inventory, load_inventory
+from provisioner.specs import KINDS, FileSpec, Int, Spec
+from provisioner.templating import (
     VarResolver,
     check_template_file,
     check_template_text,
     has_template,
-    load_inventory,
     magic_vars,
 )
-from provisioner.specs import KINDS, FileSpec, Int, Spec
 from provisioner.yamlsrc import KeyPath, Origin, Sourced, load_yaml
 
 # ------------------------------------------------------------------------------------------ play models
@@ -151,11 +146,6 @@ class HostPlan:
 # ---------------------------------------------------------------------------------------- error wording
 
 
-def _suggest(word: str, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -185,7 +175,7 @@ def _describe(err: Mapping[str, Any], model: type[BaseModel]) -> tuple[tuple[Any
     info = fields.get(name) if name else None
     expected = f"; expected {info.description}" if info is not None and info.description else ""
     if kind == "extra_forbidden":
-        return loc, f"unknown key; allowed: {', '.join(fields)}" + _suggest(str(loc[-1]), list(fields))
+        return loc, f"unknown key; allowed: {', '.join(fields)}" + did_you_mean(str(loc[-1]), list(fields))
     if kind == "missing":
         return loc, f"missing required key{expected}"
     message = str(err["msg"]).removeprefix("Value error, ")
@@ -369,7 +359,7 @@ class _PlaybookLoader:
         if kind not in KINDS:
             self.errors.append(
                 self.src.error(
-                    f"unknown resource kind {kind!r}; allowed kinds: {kinds}" + _suggest(kind, list(KINDS)),
+                    f"unknown resource kind {kind!r}; allowed kinds: {kinds}" + did_you_mean(kind, list(KINDS)),
                     spec_path,
                 )
             )

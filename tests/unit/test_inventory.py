@@ -8,14 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.errors import ConfigError
-from provisioner.inventory import (
-    ConfigErrors,
-    Inventory,
-    expand_host_range,
-    load_inventory,
-    split_pattern,
-)
+from provisioner.errors import ConfigError, ConfigErrors
+from provisioner.hostpatterns import split_pattern
+from provisioner.inventory import Inventory, expand_host_range, load_inventory
 
 
 def write(root: Path, rel: str, text: str) -> Path:

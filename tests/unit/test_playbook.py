@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.errors import ConfigError
-from provisioner.inventory import ConfigErrors, load_inventory
+from provisioner.errors import ConfigError, ConfigErrors
+from provisioner.inventory import load_inventory
 from provisioner.playbook import HostPlan, load_playbook, resolve, validate
 from provisioner.specs import FileSpec, InterfaceSpec, RoceQosSpec
 
