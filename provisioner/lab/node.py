@@ -15,7 +15,7 @@ from provisioner.errors import LabError
 from provisioner.lab import emulation
 from provisioner.lab.naming import LabNames
 from provisioner.lab.profile import NodeState
-from provisioner.lab.rootfs import REPO_IN_NODE
+from provisioner.lab.rootfs import OPERATOR, REPO_IN_NODE
 from provisioner.lab.state import NodeRecord
 from provisioner.lab.system import run, write_atomic
 
@@ -75,6 +75,7 @@ def prepare_root(root: Path, record: NodeRecord, state: NodeState, public_key: s
     ssh_dir = root / "root/.ssh"
     ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_atomic(ssh_dir / "authorized_keys", public_key, mode=0o600)
+    _authorize_operator(root, public_key)
 
     _install_emulation(root, state, record.index)
     _set_services(root, state.services)
@@ -97,6 +98,18 @@ def prepare_root(root: Path, record: NodeRecord, state: NodeState, public_key: s
         run(["chroot", str(root), "dpkg", "-i", deb], timeout=120)
     key_type, key_data = host_key.with_suffix(".pub").read_text().split()[:2]
     return f"{key_type} {key_data}"
+
+
+def _authorize_operator(root: Path, public_key: str) -> None:
+    """The same lab key logs in as the unprivileged operator account (uid from the node's passwd)."""
+    entry = next(line.split(":") for line in (root / "etc/passwd").read_text().splitlines()
+                 if line.startswith(f"{OPERATOR}:"))
+    uid, gid = int(entry[2]), int(entry[3])
+    ssh_dir = root / "home" / OPERATOR / ".ssh"
+    ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(ssh_dir / "authorized_keys", public_key, mode=0o600)
+    for path in (ssh_dir, ssh_dir / "authorized_keys"):
+        os.chown(path, uid, gid)
 
 
 def _install_emulation(root: Path, state: NodeState, index: int) -> None:

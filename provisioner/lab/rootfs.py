@@ -17,9 +17,12 @@ from provisioner.lab.system import run, write_atomic
 
 SUITE = "bookworm"
 PACKAGES = ("systemd", "systemd-sysv", "dbus", "openssh-server", "iproute2", "python3", "iputils-ping",
-            "procps", "kmod", "apt", "ca-certificates")
+            "procps", "kmod", "apt", "ca-certificates", "sudo")
 # Bump when the additions below change, so caches rebuild.
-LAYOUT_VERSION = "3"
+LAYOUT_VERSION = "4"
+# A non-root operator account with passwordless sudo, as on fleets where tools log in unprivileged and
+# become root (ansible_become).
+OPERATOR = "ops"
 REPO_IN_NODE = "/srv/fabnet-lab-repo"
 
 # Units that only slow a container's boot or reach for the network.
@@ -120,6 +123,8 @@ def _add_lab_layer(root: Path) -> None:
         link.symlink_to("/dev/null")
     for name, text in LAB_UNITS.items():
         write_atomic(root / "etc/systemd/system" / name, text)
+    run(["chroot", str(root), "useradd", "--create-home", "--shell", "/bin/bash", OPERATOR])
+    write_atomic(root / "etc/sudoers.d/fabnet-lab", f"{OPERATOR} ALL=(ALL) NOPASSWD: ALL\n", mode=0o440)
     # Nodes reach no outside mirror: apt sees only the lab's own repository.
     (root / "etc/apt/sources.list").unlink(missing_ok=True)
     repo = root / REPO_IN_NODE.lstrip("/")

@@ -249,3 +249,17 @@ def test_a_failing_read_affects_only_its_own_resource(lab: Lab) -> None:
     assert qos["traffic_class"] == "ok" and qos["active_mtu"] == "ok"  # read by other probes
     assert all(r["status"] == "ok" for t, r in by_target.items() if t != "roce_qos[eth1]")
     assert hosts["gpu02"]["status"] == "drifted"
+
+
+def test_an_unprivileged_login_with_become_reads_the_same_state(lab: Lab, tmp_path, audit_report) -> None:
+    inventory = _inventory_copy(lab, tmp_path)
+    data = yaml.safe_load(inventory.read_text())
+    data["all"]["vars"].update({"ansible_user": "ops", "ansible_become": True})
+    inventory.write_text(yaml.safe_dump(data))
+    proc = fabnet("audit", str(inventory), "-p", str(SITE), "--json")
+    assert proc.returncode == 2, proc.stderr
+    report = json.loads(proc.stdout)
+    assert drift_of(report) == EXPECTED_DRIFT
+    assert all(host["execs"] == 1 for host in report["hosts"])
+    log = lab.ssh(lab.node("gpu01"), "journalctl -u ssh --no-pager -o cat | grep 'Accepted publickey for ops' | wc -l")
+    assert int(log.stdout) >= 1
