@@ -13,6 +13,8 @@ need_apt=0
 for tool in systemd-nspawn debootstrap ssh ssh-keygen ip sysctl dpkg-deb dpkg-scanpackages; do
   command -v "$tool" >/dev/null 2>&1 || need_apt=1
 done
+# Debian splits venv/ensurepip into python3-venv.
+[ -x /usr/bin/python3 ] && ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null && need_apt=1
 if [ "$need_apt" = 1 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
