@@ -11,7 +11,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from provisioner.lab.naming import LabNames, node_name
+from provisioner.errors import LabError
+from provisioner.lab.naming import MAX_SLOT, LabNames, node_name
 from provisioner.lab.system import write_atomic
 
 
@@ -89,9 +90,9 @@ def free_slot() -> int:
     """The lowest slot no other lab holds (and whose addresses no host route already uses)."""
     taken = {lab.slot for lab in all_labs()}
     routes = Path("/proc/net/route").read_text() if Path("/proc/net/route").exists() else ""
-    for slot in range(1, 251):
+    for slot in range(1, MAX_SLOT + 1):
         names = LabNames("probe", slot)
         if slot in taken or f"{names.prefix}-mgmt" in routes:
             continue
         return slot
-    raise RuntimeError("no free lab slot: 250 labs exist")
+    raise LabError(f"no free lab slot: {MAX_SLOT} labs exist; remove one with `fabnet lab down --name NAME`")
