@@ -17,7 +17,16 @@ import testinfra
 from provisioner.lab import manager
 from provisioner.lab.state import LabState, NodeRecord
 
-E2E_LAB = "e2e"
+# FABNET_TEST_LAB_PREFIX keeps the labs of two test runs on one machine (two checkouts) apart.
+LAB_PREFIX = os.environ.get("FABNET_TEST_LAB_PREFIX", "")
+
+
+def lab_name(base: str) -> str:
+    """The name of a test lab, with this run's prefix (lab names are at most 16 characters)."""
+    return f"{LAB_PREFIX}{base}"
+
+
+E2E_LAB = lab_name("e2e")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

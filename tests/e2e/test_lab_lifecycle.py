@@ -11,7 +11,7 @@ import time
 from provisioner.lab import manager
 from provisioner.lab.naming import LabNames
 from provisioner.lab.state import LabState, labs_root
-from tests.e2e.conftest import Lab
+from tests.e2e.conftest import Lab, lab_name
 
 
 def _traces(name: str, names: LabNames) -> list[str]:
@@ -39,7 +39,7 @@ def _traces(name: str, names: LabNames) -> list[str]:
 
 
 def test_down_removes_everything_and_two_labs_coexist(lab, tmp_path) -> None:
-    name = "t-down"
+    name = lab_name("t-down")
     profile = tmp_path / "profile.yml"
     profile.write_text(
         "nodes_default: 2\n"
@@ -68,7 +68,7 @@ def test_down_removes_everything_and_two_labs_coexist(lab, tmp_path) -> None:
 
 
 def test_down_cleans_up_after_lab_up_is_killed_half_way() -> None:
-    name = "t-kill"
+    name = lab_name("t-kill")
     manager.down(name)
     proc = subprocess.Popen([sys.executable, "-m", "provisioner", "lab", "up", "--name", name, "--nodes", "3"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
