@@ -417,9 +417,9 @@ def _resolve(
     playbook: Playbook, inventory: Inventory, limit: str | Sequence[str] | None, errors: list[ConfigError]
 ) -> list[HostPlan]:
     limited: set[str] | None = None
-    if limit:
+    if limit is not None:  # an empty limit is an error, never "every host"
         try:
-            limited = set(inventory.select(limit))
+            limited = set(inventory.select_limit(limit) if isinstance(limit, str) else inventory.select(limit))
         except ConfigError as exc:
             errors.append(exc)
             return []
@@ -591,7 +591,7 @@ def validate(
     errors: list[ConfigError] = []
     inventory = None
     try:
-        inventory = load_inventory(inventory_path)
+        inventory = load_inventory(inventory_path, playbook_dir=Path(playbook_path).parent)
     except ConfigError as exc:
         errors.append(exc)
     if inventory is not None and warnings is not None:

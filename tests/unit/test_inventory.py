@@ -60,7 +60,7 @@ def test_children_nesting_gives_transitive_membership(fleet: Inventory) -> None:
     assert fleet.groups["gpu"] == {"gpu01", "gpu02", "gpu03", "gpu04"}
     assert fleet.groups["rack_a"] == {"gpu01", "gpu02"}
     assert fleet.groups["all"] == set(fleet.hosts)
-    assert fleet.children["gpu"] == {"rack_a", "rack_b"}
+    assert fleet.children["gpu"] == ["rack_a", "rack_b"]
 
 
 def test_host_in_several_groups_lists_them_sorted(fleet: Inventory) -> None:
@@ -294,7 +294,7 @@ def test_hosts_must_be_a_mapping(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_inventory(path)
     assert (info.value.line, info.value.key) == (4, "all.children.gpu.hosts")
-    assert "must be a mapping of host names" in info.value.message
+    assert "must be a mapping" in info.value.message
 
 
 def test_host_entry_must_be_mapping_or_nothing(tmp_path: Path) -> None:
@@ -304,17 +304,16 @@ def test_host_entry_must_be_mapping_or_nothing(tmp_path: Path) -> None:
     assert info.value.line == 3
 
 
-def test_unknown_group_key(tmp_path: Path) -> None:
+def test_unknown_group_key_is_skipped_with_a_warning_as_ansible_does(tmp_path: Path) -> None:
     path = write(tmp_path, "hosts.yml", "all:\n  children:\n    gpu:\n      host:\n        gpu01:\n")
-    with pytest.raises(ConfigError) as info:
-        load_inventory(path)
-    assert (info.value.line, info.value.key) == (4, "all.children.gpu.host")
-    assert "allowed: children, hosts, vars (did you mean 'hosts'?)" in info.value.message
+    inv = load_inventory(path)
+    assert inv.hosts == {}
+    assert any(w.startswith(f"{path}:4: all.children.gpu.host: unknown key") for w in inv.warnings), inv.warnings
 
 
 def test_vars_must_be_a_mapping(tmp_path: Path) -> None:
     path = write(tmp_path, "hosts.yml", "all:\n  vars:\n    - mtu\n")
-    with pytest.raises(ConfigError, match="vars must be a mapping") as info:
+    with pytest.raises(ConfigError, match="must be a mapping") as info:
         load_inventory(path)
     assert info.value.key == "all.vars"
 
@@ -322,14 +321,13 @@ def test_vars_must_be_a_mapping(tmp_path: Path) -> None:
 def test_group_loop(tmp_path: Path) -> None:
     text = "all:\n  children:\n    a:\n      children:\n        b:\n          children:\n            a:\n"
     path = write(tmp_path, "hosts.yml", text)
-    with pytest.raises(ConfigError, match="loop: a -> b -> a"):
+    with pytest.raises(ConfigError, match="contain each other in a loop"):
         load_inventory(path)
 
 
-def test_ini_inventory_is_recognised(tmp_path: Path) -> None:
-    path = write(tmp_path, "hosts", "[gpu]\ngpu01\ngpu02\n")
-    with pytest.raises(ConfigError, match="INI inventory"):
-        load_inventory(path)
+def test_ini_inventory_is_recognised_by_content(tmp_path: Path) -> None:
+    path = write(tmp_path, "hosts.yml", "[gpu]\ngpu01\ngpu02\n")
+    assert load_inventory(path).group_order["gpu"] == ["gpu01", "gpu02"]
 
 
 def test_bad_yaml_in_group_vars_names_that_file(tmp_path: Path) -> None:
@@ -341,7 +339,7 @@ def test_bad_yaml_in_group_vars_names_that_file(tmp_path: Path) -> None:
 
 
 def test_missing_inventory(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="file not found"):
+    with pytest.raises(ConfigError, match="not found"):
         load_inventory(tmp_path / "nope.yml")
 
 
@@ -361,8 +359,9 @@ def test_split_pattern() -> None:
     [
         ("all", ["mgmt01", "gpu01", "gpu02", "gpu03", "gpu04", "nfs01"]),
         ("gpu", ["gpu01", "gpu02", "gpu03", "gpu04"]),
-        ("gpu0[12]", ["gpu01", "gpu02"]),
-        ("gpu-*,nfs*", None),  # gpu-* matches nothing: an error (checked below)
+        ("gpu0[12]", None),  # Ansible: subscript 12 of 'gpu0', which matches nothing
+        ("~gpu0[12]", ["gpu01", "gpu02"]),
+        ("gpu-*,nfs*", ["nfs01"]),  # gpu-* matches nothing: a warning
         ("*01", ["mgmt01", "gpu01", "nfs01"]),
         ("gpu:!rack_a", ["gpu03", "gpu04"]),
         ("gpu:&storage", ["gpu04"]),
@@ -381,10 +380,11 @@ def test_limit_patterns(fleet: Inventory, pattern: str, expected: list[str] | No
         assert fleet.select(pattern) == expected
 
 
-def test_pattern_matching_nothing_is_an_error(fleet: Inventory) -> None:
-    with pytest.raises(ConfigError) as info:
-        fleet.select("gpu:!gpu99")
-    assert "could not match host pattern 'gpu99'" in info.value.message
+def test_unknown_term_warns_and_a_pattern_matching_nothing_is_an_error(fleet: Inventory) -> None:
+    warnings: list[str] = []
+    assert fleet.select("gpu:!gpu99", warnings=warnings) == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("--limit: could not match host pattern 'gpu99', ignored as Ansible ignores it")
     with pytest.raises(ConfigError, match="did you mean 'storage'"):
         fleet.select("storag")
 

@@ -419,7 +419,7 @@ def test_limit_and_play_hosts_intersect(tmp_path: Path, inv_path: Path) -> None:
           resources:
             - sysctl: {name: net.ipv4.conf.all.arp_ignore, value: 1}
         """,
-        limit="gpu0[12],mgmt01",
+        limit="~gpu0[12],mgmt01",
     )
     assert [p.host.name for p in plans] == ["gpu01", "gpu02", "mgmt01"]
     assert plans[0].plays[0].hosts == ("gpu01", "gpu02")

@@ -1,0 +1,89 @@
+"""Ansible's YAML tags `!vault` (an ansible-vault encrypted value) and `!unsafe` (text never templated).
+
+fabnet does not decrypt vaulted values: it carries them as opaque `VaultedValue`s, so an inventory holding
+an encrypted `ansible_become_pass` loads and audits, and only a template that uses such a value fails,
+saying which value is vaulted. The constructors are registered on PyYAML's SafeLoader, the loader
+`yamlsrc` builds every document with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+class VaultedValueError(ValueError):
+    """A vaulted value was needed as text."""
+
+
+class VaultedValue:
+    """An `!vault` value: the ciphertext, never the secret."""
+
+    __slots__ = ("ciphertext",)
+
+    def __init__(self, ciphertext: str) -> None:
+        self.ciphertext = ciphertext
+
+    def _refuse(self, *_: Any) -> Any:
+        raise VaultedValueError(
+            "the value is encrypted with ansible-vault (!vault); fabnet does not decrypt vaulted values: "
+            "put the plain value in a file fabnet reads (e.g. a host_vars file kept out of version control) "
+            "or leave the variable unused"
+        )
+
+    __str__ = _refuse
+    __iter__ = _refuse
+    __len__ = _refuse
+    __format__ = _refuse
+
+    def __repr__(self) -> str:
+        return "<vaulted value>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VaultedValue) and other.ciphertext == self.ciphertext
+
+    def __hash__(self) -> int:
+        return hash(self.ciphertext)
+
+
+class UnsafeText(str):
+    """An `!unsafe` string: Ansible never renders it as a template."""
+
+    __slots__ = ()
+    ansible_unsafe = True
+
+
+def _vault(loader: yaml.SafeLoader, node: yaml.Node) -> VaultedValue:
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(None, None, "!vault needs a scalar (the vault text)",
+                                                node.start_mark)
+    return VaultedValue(str(loader.construct_scalar(node)))
+
+
+def _unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return UnsafeText(loader.construct_scalar(node))
+    if isinstance(node, yaml.SequenceNode):
+        return [UnsafeText(v) if isinstance(v, str) else v for v in loader.construct_sequence(node, deep=True)]
+    return {k: UnsafeText(v) if isinstance(v, str) else v
+            for k, v in loader.construct_mapping(node, deep=True).items()}  # type: ignore[arg-type]
+
+
+def to_json_value(value: Any) -> Any:
+    """A value as `ansible-inventory --list` prints it (vaulted and unsafe values tagged)."""
+    if isinstance(value, VaultedValue):
+        return {"__ansible_vault": value.ciphertext}
+    if isinstance(value, UnsafeText):
+        return {"__ansible_unsafe": str(value)}
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json_value(v) for v in value]
+    return value
+
+
+yaml.add_constructor("!vault", _vault, Loader=yaml.SafeLoader)
+yaml.add_constructor("!unsafe", _unsafe, Loader=yaml.SafeLoader)
+
+__all__ = ["UnsafeText", "VaultedValue", "VaultedValueError", "to_json_value"]
