@@ -70,16 +70,16 @@ def _unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
             for k, v in loader.construct_mapping(node, deep=True).items()}  # type: ignore[arg-type]
 
 
-def to_json_value(value: Any) -> Any:
-    """A value as `ansible-inventory --list` prints it (vaulted and unsafe values tagged)."""
+def to_json_value(value: Any, *, tag_unsafe: bool = True) -> Any:
+    """A value as `ansible-inventory` prints it: vaulted values tagged, unsafe ones too with `tag_unsafe`."""
     if isinstance(value, VaultedValue):
         return {"__ansible_vault": value.ciphertext}
     if isinstance(value, UnsafeText):
-        return {"__ansible_unsafe": str(value)}
+        return {"__ansible_unsafe": str(value)} if tag_unsafe else str(value)
     if isinstance(value, dict):
-        return {str(k): to_json_value(v) for k, v in value.items()}
+        return {str(k): to_json_value(v, tag_unsafe=tag_unsafe) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [to_json_value(v) for v in value]
+        return [to_json_value(v, tag_unsafe=tag_unsafe) for v in value]
     return value
 
 

@@ -1,0 +1,1 @@
+"""fabnet subcommands, one module each."""

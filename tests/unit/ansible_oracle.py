@@ -1,0 +1,109 @@
+"""Run the real Ansible (ansible-core, a test extra) on an inventory: the oracle fabnet is compared with.
+
+Everything Ansible writes goes under a temporary directory, and it runs from an empty working directory
+with an empty config, so no ansible.cfg, group_vars/ or collection on this machine changes its answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def available() -> bool:
+    return (BIN / "ansible-inventory").exists() and (BIN / "ansible-playbook").exists()
+
+
+class Ansible:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        config = workdir / "ansible.cfg"
+        config.write_text("[defaults]\n")
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(workdir),
+            "LANG": "C.UTF-8",
+            "ANSIBLE_CONFIG": str(config),
+            "ANSIBLE_HOME": str(workdir / "ansible-home"),
+            "ANSIBLE_LOCAL_TEMP": str(workdir / "ansible-tmp"),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_DEPRECATION_WARNINGS": "0",
+            "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
+        }
+
+    def run(self, tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(BIN / tool), *args], cwd=self.workdir, env=self.env, capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    @staticmethod
+    def _sources(sources: Sequence[Path]) -> list[str]:
+        return [arg for source in sources for arg in ("-i", str(source))]
+
+    def inventory_list(self, sources: Sequence[Path], *extra: str) -> dict:
+        done = self.run("ansible-inventory", *self._sources(sources), "--list", *extra)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def list_hosts(self, sources: Sequence[Path], patterns: Sequence[str]) -> list[set[str] | None]:
+        """Hosts each pattern selects, as `ansible-playbook --list-hosts` prints them for plays with
+        `hosts: PATTERN` (a set: ansible-playbook prints them in no particular order); None where Ansible
+        reports an error. One process for all patterns, one per pattern when one of them fails."""
+        found = self._plays(sources, patterns)
+        if found is not None:
+            return [set(hosts) for hosts in found]
+        results: list[set[str] | None] = []
+        for pattern in patterns:
+            one = self._plays(sources, [pattern])
+            results.append(None if one is None else set(one[0]))
+        return results
+
+    def _plays(self, sources: Sequence[Path], patterns: Sequence[str]) -> list[list[str]] | None:
+        playbook = self.workdir / "list-hosts.yml"
+        playbook.write_text(json.dumps([{"hosts": p, "gather_facts": False, "tasks": []} for p in patterns]))
+        done = self.run("ansible-playbook", *self._sources(sources), "--list-hosts", str(playbook))
+        if done.returncode != 0:
+            return None
+        plays = _parse_list_hosts(done.stdout)
+        assert len(plays) == len(patterns), done.stdout
+        return plays
+
+    def pattern_hosts(self, sources: Sequence[Path], pattern: str) -> list[str]:
+        """`ansible PATTERN --list-hosts`: the hosts in the order Ansible resolves them."""
+        done = self.run("ansible", pattern, *self._sources(sources), "--list-hosts")
+        assert done.returncode == 0, done.stderr
+        return [line.strip() for line in done.stdout.splitlines()[1:] if line.strip()]
+
+    def limit_hosts(self, sources: Sequence[Path], limit: str) -> tuple[int, list[str], str]:
+        """`ansible all --list-hosts --limit LIMIT`: exit code, hosts, stderr."""
+        done = self.run("ansible", "all", *self._sources(sources), "--list-hosts", "--limit", limit)
+        hosts = [line.strip() for line in done.stdout.splitlines()[1:] if line.strip()]
+        return done.returncode, hosts, done.stderr
+
+
+def _parse_list_hosts(stdout: str) -> list[list[str]]:
+    """Each play's host list from `ansible-playbook --list-hosts` output."""
+    plays: list[list[str]] = []
+    lines = stdout.splitlines()
+    for index, line in enumerate(lines):
+        if re.match(r"\s+hosts \(\d+\):", line):
+            hosts: list[str] = []
+            for host in lines[index + 1 :]:
+                if not host.strip():
+                    break
+                hosts.append(host.strip())
+            plays.append(hosts)
+    return plays
+
+
+def cleanup(workdir: Path) -> None:
+    shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,197 @@
+"""fabnet against the real Ansible on a corpus of real inventories (tests/corpus/inventories/INDEX.md):
+the same hosts, groups, resolved variables and host-pattern results as `ansible-inventory --list`,
+`ansible-playbook --list-hosts` (a play's `hosts:`) and `ansible all --list-hosts --limit`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli import main
+from provisioner.errors import ConfigError
+from provisioner.inventory import load_inventory
+from provisioner.inventory_json import list_json
+from tests.unit.ansible_oracle import Ansible, available
+
+pytestmark = pytest.mark.skipif(not available(), reason="ansible-core (a test extra) is not installed")
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "inventories"
+SLURM = CORPUS / "slurm-appliance" / "environments"
+CASES: dict[str, list[Path]] = {
+    "deepops-config-example": [CORPUS / "deepops/config.example/inventory"],
+    "deepops-virtual": [CORPUS / "deepops/virtual/virtual_inventory"],
+    "deepops-virtual-full": [CORPUS / "deepops/virtual/virtual_inventory_full"],
+    "deepops-virtual-large-slurm": [CORPUS / "deepops/virtual/virtual_inventory_large_slurm"],
+    "kubespray-sample": [CORPUS / "kubespray/inventory/sample/inventory.ini"],
+    "kolla-multinode": [CORPUS / "kolla-ansible/multinode"],
+    "kolla-all-in-one": [CORPUS / "kolla-ansible/all-in-one"],
+    "slurm-appliance-caas": [SLURM / "common/inventory", SLURM / ".caas/inventory"],
+    "slurm-appliance-site": [SLURM / "common/inventory", SLURM / "site/inventory", SLURM / "example/inventory"],
+    "ini-forms": [CORPUS / "fabnet/ini-forms/hosts"],
+    "mixed-directory": [CORPUS / "fabnet/mixed-dir"],
+    "fabnet-example": [CORPUS.parents[2] / "inventories/example/hosts.yml"],
+}
+
+# Patterns whose answer both tools must give identically.
+PATTERNS: dict[str, list[str]] = {
+    "kolla-multinode": [
+        "control", "control[0]", "control[-1]", "control[1:]", "control[0:1]", "control[0:0]", "baremetal[3]",
+        "baremetal[1:4]", "~control", "~c", "~.*0[12]$", "contr*", "*01", "control:network", "control,network",
+        "baremetal:!control", "baremetal:&network", "common:!compute:&baremetal", "all:!localhost",
+        "control01,nosuchhost", "!baremetal", "&control", "compute*:storage", "nova", "neutron:&tls-backend",
+        "deployment", "*", "ba?emetal",
+    ],
+    "deepops-virtual-large-slurm": [
+        "slurm-node", "slurm-node[0]", "slurm-node[-1]", "slurm-node[1:]", "slurm-cluster:!slurm-node",
+        "slurm-cluster[0:3]", "~virtual-gpu0[1-3]", "virtual-gpu0*", "slurm-*",
+    ],
+    "slurm-appliance-site": [
+        "compute", "compute[1]", "compute[-1]", "compute[1:]", "cluster", "login:control", "openhpc:!gpu",
+        "~hpc-(gpu|login)", "hpc-*-0", "openhpc:&standard",
+    ],
+    "ini-forms": [
+        "gpu", "gpu[0]", "gpu[-2]", "gpu[3:5]", "fabric", "fabric:!rack_a", "gpu-b*", "spare*", "~spare0",
+        "storage:&fabric", "ungrouped", "all:!gpu",
+    ],
+    "mixed-directory": ["gpu", "gpu[-1]", "storage", "gpu:storage", "~gpu-a", "rack_b:!gpu-b02"],
+}
+
+# Known groups without hosts: nothing selected, and no error (as in Ansible).
+EMPTY = {"slurm-appliance-site": ["fatimage", "builder"], "kolla-multinode": ["ungrouped"]}
+
+# Patterns where Ansible selects no host (unknown names only) or fails: fabnet refuses them.
+REFUSED = {
+    "kolla-multinode": ["~ontrol", "nosuchgroup", "control[7]", "network0[12]", "nosuch:!control"],
+    "deepops-virtual-large-slurm": ["k8s_cluster:&slurm-node"],
+}
+
+# Patterns whose host ORDER is checked too (`ansible PATTERN --list-hosts` keeps Ansible's order). Only
+# where Ansible defines one: it walks grandchild groups in the iteration order of a set of objects.
+ORDERED = {
+    "kolla-multinode": ["baremetal", "compute*:storage:control[1:]", "~.*0[12]$", "baremetal[1:4]"],
+    "slurm-appliance-site": ["compute", "login:control", "compute[1:]"],
+}
+
+LIMITS = {
+    "kolla-multinode": ["control:&baremetal", "~comp.*,storage01", "common[2:3]:!network02", "@retry"],
+    "slurm-appliance-site": ["compute:!hpc-gpu-1", "@retry"],
+}
+RETRY_FILES = {"kolla-multinode": "control02\nnetwork01\n\n", "slurm-appliance-site": "hpc-gpu-0\nhpc-login-0\n"}
+
+
+@pytest.fixture(scope="module")
+def ansible(tmp_path_factory: pytest.TempPathFactory) -> Ansible:
+    return Ansible(tmp_path_factory.mktemp("ansible"))
+
+
+def _json(data: object) -> object:
+    return json.loads(json.dumps(data, default=str))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_inventory_list_equals_ansible_inventory(case: str, ansible: Ansible) -> None:
+    sources = CASES[case]
+    assert _json(list_json(load_inventory(sources))) == ansible.inventory_list(sources)
+
+
+@pytest.mark.parametrize("case", sorted(PATTERNS))
+def test_host_patterns_select_what_ansible_selects(case: str, ansible: Ansible) -> None:
+    sources = CASES[case]
+    inventory = load_inventory(sources)
+    expected = ansible.list_hosts(sources, PATTERNS[case])
+    for pattern, want in zip(PATTERNS[case], expected, strict=True):
+        assert want, f"{case}: Ansible selects nothing for {pattern!r}: not a useful comparison"
+        assert set(inventory.select(pattern, warnings=[])) == want, pattern
+
+
+@pytest.mark.parametrize("case", sorted(ORDERED))
+def test_host_patterns_keep_ansibles_order(case: str, ansible: Ansible) -> None:
+    sources = CASES[case]
+    inventory = load_inventory(sources)
+    for pattern in ORDERED[case]:
+        assert inventory.select(pattern, warnings=[]) == ansible.pattern_hosts(sources, pattern), pattern
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY))
+def test_known_empty_groups_select_nothing_without_error(case: str, ansible: Ansible) -> None:
+    inventory = load_inventory(CASES[case])
+    assert ansible.list_hosts(CASES[case], EMPTY[case]) == [set()] * len(EMPTY[case])
+    for pattern in EMPTY[case]:
+        assert inventory.select(pattern, warnings=[]) == []
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_patterns_ansible_reads_as_nothing_are_errors(case: str, ansible: Ansible) -> None:
+    sources = CASES[case]
+    inventory = load_inventory(sources)
+    for pattern, want in zip(REFUSED[case], ansible.list_hosts(sources, REFUSED[case]), strict=True):
+        assert not want, f"Ansible selects {want} for {pattern!r}"
+        with pytest.raises(ConfigError):
+            inventory.select(pattern, warnings=[])
+
+
+@pytest.mark.parametrize("case", sorted(LIMITS))
+def test_limits_select_what_ansible_selects(case: str, ansible: Ansible, tmp_path: Path) -> None:
+    sources = CASES[case]
+    inventory = load_inventory(sources)
+    retry = tmp_path / "site.retry"
+    retry.write_text(RETRY_FILES[case])
+    for limit in LIMITS[case]:
+        limit = limit.replace("@retry", f"@{retry}")
+        code, want, stderr = ansible.limit_hosts(sources, limit)
+        assert code == 0 and want, stderr
+        assert set(inventory.select_limit(limit)) == set(want), limit
+
+
+def test_empty_limit_and_broken_regex_select_every_host_in_ansible_but_are_errors_here(
+    ansible: Ansible, tmp_path: Path
+) -> None:
+    sources = CASES["kolla-multinode"]
+    inventory = load_inventory(sources)
+    everyone = set(inventory.hosts)
+    empty = tmp_path / "empty.retry"
+    empty.write_text("\n")
+    for limit in ("", " , ", "~[", f"@{empty}"):
+        code, hosts, _ = ansible.limit_hosts(sources, limit)
+        assert (code, set(hosts)) == (0, everyone), f"Ansible no longer widens {limit!r}: {hosts}"
+        with pytest.raises(ConfigError):
+            inventory.select_limit(limit)
+
+
+@pytest.mark.parametrize("case", ["kolla-multinode", "mixed-directory", "slurm-appliance-site"])
+def test_fabnet_inventory_list_command_equals_ansible_inventory(
+    case: str, ansible: Ansible, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sources = CASES[case]
+    args = [arg for source in sources for arg in (str(source),)]
+    with pytest.raises(SystemExit) as done:
+        main(["inventory", *args, "--list"])
+    assert done.value.code == 0
+    assert json.loads(capsys.readouterr().out) == ansible.inventory_list(sources)
+
+
+def test_fabnet_inventory_limit_equals_ansible_inventory_limit(
+    ansible: Ansible, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sources = CASES["kolla-multinode"]
+    with pytest.raises(SystemExit) as done:
+        main(["inventory", str(sources[0]), "--list", "--limit", "baremetal:!control"])
+    assert done.value.code == 0
+    assert json.loads(capsys.readouterr().out) == ansible.inventory_list(sources, "--limit", "baremetal:!control")
+
+
+def test_fabnet_inventory_host_and_graph_equal_ansible(ansible: Ansible, capsys: pytest.CaptureFixture[str]) -> None:
+    sources = CASES["mixed-directory"]
+    for args in (["--host", "gpu-b02"], ["--graph"], ["--graph", "gpu"]):
+        with pytest.raises(SystemExit) as done:
+            main(["inventory", str(sources[0]), *args])
+        assert done.value.code == 0
+        ours = capsys.readouterr().out
+        theirs = ansible.run("ansible-inventory", "-i", str(sources[0]), *args)
+        assert theirs.returncode == 0, theirs.stderr
+        if args[0] == "--host":
+            assert json.loads(ours) == json.loads(theirs.stdout)
+        else:
+            assert ours.strip() == theirs.stdout.strip()
