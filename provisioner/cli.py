@@ -237,14 +237,13 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
     """
     from provisioner.playbook import validate as validate_files
 
-    errors = validate_files(inventory, playbook, limit)
+    warnings: list[str] = []
+    errors = validate_files(inventory, playbook, limit, warnings)
+    for warning in warnings:
+        report.warn(warning)
     if errors:
         report.config_errors(errors)
         raise SystemExit(EXIT_INVALID)
-    from provisioner.inventory import load_inventory
-
-    for warning in load_inventory(inventory).warnings:
-        report.warn(warning)
     plans = _load_plans(inventory, playbook, limit)
     resources = sum(len(plan.resources) for plan in plans)
     report.info(f"ok: {inventory} and {playbook} are valid ({len(plans)} hosts, {resources} resources in all)")

@@ -38,27 +38,44 @@ def split_host_port(key: str) -> tuple[str, int | None]:
 def expand_host_range(pattern: str, limit: int = MAX_RANGE_HOSTS) -> list[str]:
     """Every host name a pattern stands for, in order, as Ansible's `expand_hostname_range` gives them.
 
-    Raises HostRangeError for a malformed range, one that runs backwards, or one of more than `limit` hosts.
+    Raises HostRangeError for a malformed range, one that runs backwards, or more than `limit` hosts.
     """
+    names: list[str] = []
+    try:
+        _expand(pattern, pattern, names, limit)
+    except _TooMany:
+        raise HostRangeError(f"host range {pattern!r} stands for more than {limit} hosts; at most {limit} are "
+                             "allowed") from None
+    return names
+
+
+class _TooMany(Exception):
+    pass
+
+
+def _expand(whole: str, pattern: str, names: list[str], limit: int) -> None:
     if "[" not in pattern:
-        return [pattern]
+        if len(names) >= limit:
+            raise _TooMany
+        names.append(pattern)
+        return
     parts = pattern.replace("[", "|", 1).replace("]", "|", 1).split("|")
     if len(parts) != 3:
-        raise HostRangeError(f"host range {pattern!r}: expected NAME[BEGIN:END] or NAME[BEGIN:END:STEP]")
+        raise HostRangeError(f"host range {whole!r}: expected NAME[BEGIN:END] or NAME[BEGIN:END:STEP]")
     head, body, tail = parts
     bounds = body.split(":")
     if len(bounds) not in (2, 3):
-        raise HostRangeError(f"host range {pattern!r}: must be begin:end or begin:end:step")
+        raise HostRangeError(f"host range {whole!r}: must be begin:end or begin:end:step")
     beg, end = bounds[0] or "0", bounds[1]
     step_text = bounds[2] if len(bounds) == 3 else "1"
     if not end:
-        raise HostRangeError(f"host range {pattern!r}: the range needs an end value")
+        raise HostRangeError(f"host range {whole!r}: the range needs an end value")
     if not step_text.isdigit() or int(step_text) < 1:
-        raise HostRangeError(f"host range {pattern!r}: the step must be a whole number of at least 1")
+        raise HostRangeError(f"host range {whole!r}: the step must be a whole number of at least 1")
     step = int(step_text)
     width = len(beg) if beg[0] == "0" and len(beg) > 1 else 0
     if width and len(end) != width:
-        raise HostRangeError(f"host range {pattern!r}: a zero-padded range needs begin and end of equal length")
+        raise HostRangeError(f"host range {whole!r}: a zero-padded range needs begin and end of equal length")
     seq: list[str] | range
     if len(beg) == 1 and len(end) == 1 and beg in string.ascii_letters and end in string.ascii_letters:
         first, last = string.ascii_letters.index(beg), string.ascii_letters.index(end)
@@ -67,18 +84,13 @@ def expand_host_range(pattern: str, limit: int = MAX_RANGE_HOSTS) -> list[str]:
         first, last = int(beg), int(end)
         seq = range(first, last + 1, step)
     else:
-        raise HostRangeError(f"host range {pattern!r}: use numbers ([01:16]) or single letters ([a:f])")
+        raise HostRangeError(f"host range {whole!r}: use numbers ([01:16]) or single letters ([a:f])")
     if first > last:
-        raise HostRangeError(f"host range {pattern!r}: the range runs backwards")
-    if len(seq) > limit:
-        raise HostRangeError(f"host range {pattern!r} stands for {len(seq)} hosts; at most {limit} are allowed")
-    names: list[str] = []
+        raise HostRangeError(f"host range {whole!r}: the range runs backwards")
+    if len(names) + len(seq) > limit:  # checked before expanding: gpu[0:99999999] never builds a list
+        raise _TooMany
     for item in seq:
-        text = str(item).zfill(width) if width else str(item)
-        names.extend(expand_host_range(head + text + tail, limit - len(names)))
-        if len(names) > limit:
-            raise HostRangeError(f"host range {pattern!r} stands for more than {limit} hosts")
-    return names
+        _expand(whole, head + (str(item).zfill(width) if width else str(item)) + tail, names, limit)
 
 
 __all__ = ["MAX_RANGE_HOSTS", "HostRangeError", "expand_host_range", "split_host_port"]

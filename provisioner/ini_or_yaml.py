@@ -34,7 +34,8 @@ def read_inventory_text(graph: InventoryGraph, text: str, file: str) -> str:
     except ConfigError as exc:
         if yaml_error is not None and Path(file).suffix in _YAML_EXTENSIONS:
             raise yaml_error from None
-        exc.message += " (read as an INI inventory: the file is not a YAML mapping)"
+        if not looks_like_ini(text):
+            exc.message += " (read as an INI inventory: the file is not a YAML mapping)"
         raise
     return "ini"
 

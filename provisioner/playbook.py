@@ -594,9 +594,9 @@ def validate(
         inventory = load_inventory(inventory_path, playbook_dir=Path(playbook_path).parent)
     except ConfigError as exc:
         errors.append(exc)
-    if inventory is not None and warnings is not None:
-        warnings.extend(inventory.warnings)
     playbook = _PlaybookLoader(Path(playbook_path), errors).load()
     if inventory is not None and playbook is not None:
         _resolve(playbook, inventory, limit, errors)
+    if inventory is not None and warnings is not None:  # after resolving: --limit adds its own
+        warnings.extend(inventory.warnings)
     return _fold(errors)

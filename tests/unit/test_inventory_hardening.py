@@ -1,0 +1,184 @@
+"""Hostile and clumsy inventories: values that could reach a shell or ssh as syntax or options, huge host
+ranges, FIFOs, NUL bytes, and limits that Ansible would widen to every host. Each is a clear error naming
+where it is; nothing runs on this machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli import main
+from provisioner.errors import ConfigError
+from provisioner.inventory import load_inventory
+from provisioner.playbook import load_playbook, resolve
+
+PLAYBOOK = "- hosts: all\n  resources:\n    - sysctl: {name: net.ipv4.ip_forward, value: 0}\n"
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    out, err = capsys.readouterr()
+    return done.value.code, out, err
+
+
+def test_shell_syntax_in_ansible_host_never_reaches_ssh_config_match_exec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "ran"
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text(f'Match exec "touch {marker}-%h"\n  User nobody\n')
+    # The oracle can see a Match exec run: paramiko runs it for an ordinary host name.
+    lookup = f"import paramiko; paramiko.SSHConfig.from_path({str(ssh_config)!r}).lookup('gpu01')"
+    subprocess.run([sys.executable, "-c", lookup], stdin=subprocess.DEVNULL, check=True, timeout=60)
+    assert Path(f"{marker}-gpu01").exists()
+    Path(f"{marker}-gpu01").unlink()
+
+    payload = f"10.0.0.1;touch${{IFS}}{marker}-payload;true"
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(f'all:\n  hosts:\n    gpu01:\n      ansible_host: "{payload}"\n')
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(PLAYBOOK)
+    for command in (["validate", str(inventory), "-p", str(playbook)],
+                    ["audit", str(inventory), "-p", str(playbook), "--ssh-config", str(ssh_config)]):
+        code, _, err = run_cli(command, capsys)
+        assert code == 3
+        assert f"{inventory}:4" in err and "must be a host name or an IP address" in err
+    assert list(tmp_path.glob("ran*")) == []
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "words"),
+    [
+        ("ansible_host", "-oProxyCommand=sh", "host name or an IP address"),
+        ("ansible_host", "gpu01 -p 2", "host name or an IP address"),
+        ("ansible_host", "$(reboot)", "host name or an IP address"),
+        ("ansible_host", "a..b", "host name or an IP address"),
+        ("ansible_user", "-oProxyCommand=sh", "user name"),
+        ("ansible_user", "root;id", "user name"),
+        ("ansible_become_user", "root`id`", "user name"),
+        ("ansible_port", "22;id", "port number"),
+        ("ansible_port", True, "port number"),
+        ("ansible_ssh_private_key_file", "-i/etc/shadow", "file path"),
+        ("ansible_ssh_private_key_file", "~/.ssh/id;rm -rf ~", "file path"),
+        ("fabnet_known_hosts", "/tmp/kh\nMatch exec x", "file path"),
+    ],
+)
+def test_connection_values_are_validated_with_file_and_line(tmp_path: Path, var: str, value: object,
+                                                            words: str) -> None:
+    import yaml
+
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump({"all": {"hosts": {"gpu01": {"ansible_host": "192.0.2.1", var: value}}}}))
+    with pytest.raises(ConfigError) as info:
+        load_inventory(path)
+    assert info.value.file == str(path) and info.value.line is not None
+    assert words in info.value.message
+
+
+@pytest.mark.parametrize("address", ["192.0.2.1", "2001:db8::1", "fe80::1%eth0", "gpu-01.rack_a.example.", "gpu01"])
+def test_ordinary_addresses_are_accepted(tmp_path: Path, address: str) -> None:
+    path = tmp_path / "hosts.yml"
+    path.write_text(f'all:\n  hosts:\n    h:\n      ansible_host: "{address}"\n      ansible_user: svc.ops-1\n')
+    assert load_inventory(path).hosts["h"].address == address
+
+
+def test_a_host_name_used_as_address_is_validated_too(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text("[gpu]\n'a;id'\n")
+    with pytest.raises(ConfigError, match="host's name"):
+        load_inventory(path)
+
+
+def test_huge_host_range_is_refused_quickly(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yml"
+    path.write_text("all:\n  children:\n    gpu:\n      hosts:\n        gpu[0:99999999]:\n")
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        load_inventory(path)
+    assert time.monotonic() - started < 2
+    assert info.value.line == 5 and "at most 100000" in info.value.message
+    nested = tmp_path / "nested"
+    nested.write_text("[gpu]\ngpu[0:999]-[0:999]\n")
+    with pytest.raises(ConfigError, match=r"'gpu\[0:999\]-\[0:999\]' stands for more than 100000") as info:
+        load_inventory(nested)
+    assert info.value.line == 2
+
+
+def _load_in_thread(path: Path) -> BaseException | None:
+    outcome: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            load_inventory(path)
+            outcome.append(None)
+        except BaseException as exc:  # handed back to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert outcome, "loading hung"
+    return outcome[0]
+
+
+def test_an_inventory_that_is_a_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)
+    error = _load_in_thread(fifo)
+    assert isinstance(error, ConfigError) and "not a regular file" in error.message and error.file == str(fifo)
+
+
+def test_a_fifo_in_group_vars_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    gpu01:\n")
+    (tmp_path / "group_vars").mkdir()
+    os.mkfifo(tmp_path / "group_vars" / "all.yml")
+    error = _load_in_thread(tmp_path / "hosts.yml")
+    assert isinstance(error, ConfigError) and "not a regular file" in error.message
+
+
+def test_nul_byte_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_bytes(b"[gpu]\ngpu01\ngpu\x0002\n")
+    with pytest.raises(ConfigError, match="NUL") as info:
+        load_inventory(path)
+    assert info.value.line == 3
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> tuple[Path, Path]:
+    inventory = tmp_path / "hosts"
+    inventory.write_text("[gpu]\ngpu01 ansible_host=192.0.2.1\ngpu02 ansible_host=192.0.2.2\n")
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(PLAYBOOK)
+    return inventory, playbook
+
+
+@pytest.mark.parametrize("limit", ["", " ", ",", "~[", "~", "gpu[", "!", "@EMPTY"])
+def test_limits_ansible_widens_to_every_host_are_exit_3(fleet: tuple[Path, Path], limit: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.retry"
+    empty.write_text("\n\n")
+    limit = limit.replace("@EMPTY", f"@{empty}")
+    inventory, playbook = fleet
+    code, out, err = run_cli(["validate", str(inventory), "-p", str(playbook), "--limit", limit], capsys)
+    assert code == 3, (out, err)
+    assert "--limit" in err
+    with pytest.raises(ConfigError):
+        resolve(load_playbook(playbook), load_inventory(inventory), limit)
+
+
+def test_unknown_limit_names_warn_and_select_the_rest(fleet: tuple[Path, Path],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    inventory, playbook = fleet
+    code, out, err = run_cli(["validate", str(inventory), "-p", str(playbook), "--limit", "gpu01,gpu09"], capsys)
+    assert code == 0 and "(1 hosts" in out
+    assert "could not match host pattern 'gpu09'" in err
+    code, _, err = run_cli(["validate", str(inventory), "-p", str(playbook), "--limit", "gpu09"], capsys)
+    assert code == 3 and "did you mean" in err
