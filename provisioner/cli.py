@@ -11,6 +11,7 @@ Exit codes (stable, for CI jobs):
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -347,4 +348,22 @@ def main(argv: list[str] | None = None) -> None:
     except FabnetError as exc:
         report.error(str(exc))
         code = EXIT_ERROR
+    except Exception as exc:  # the last line of defence: a bug must read as one line, never a traceback
+        if os.environ.get("FABNET_DEBUG"):
+            raise
+        report.error(internal_error(exc))
+        code = EXIT_ERROR
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def internal_error(exc: BaseException) -> str:
+    """One line for an exception fabnet did not expect, with what to do about it."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    first = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in first)  # no terminal escapes
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return (
+        f"internal error ({text}); this is a bug in fabnet: please report it with the command that "
+        "triggered it (FABNET_DEBUG=1 shows the traceback)"
+    )

@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from provisioner import names
 from provisioner.parsers import versions
 
 # ---------------------------------------------------------------------------------------------- values
@@ -61,8 +62,16 @@ def _mode_text(value: Any) -> Any:
     return value
 
 
-NETDEV_RE = r"^[^\s/:]{1,15}$"  # the kernel's own limits on interface names (IFNAMSIZ, no '/' or ':')
-RDMA_DEV_RE = r"^[A-Za-z0-9_.\-]{1,64}$"
+# Names that reach commands on a host: what the kernel, systemd and dpkg allow, minus shell syntax
+# and a leading '-' (see `provisioner.names`).
+NetDev = Annotated[str, AfterValidator(names.netdev)]
+RdmaDevice = Annotated[str, AfterValidator(names.rdma_device)]
+UnitName = Annotated[str, AfterValidator(names.unit)]
+ModuleName = Annotated[str, AfterValidator(names.kernel_module)]
+SysctlName = Annotated[str, AfterValidator(names.sysctl_name)]
+PackageName = Annotated[str, AfterValidator(names.package)]
+HostPath = Annotated[str, AfterValidator(names.file_path)]
+UserName = Annotated[str, AfterValidator(names.user)]
 
 
 # ------------------------------------------------------------------------------------ version constraints
@@ -141,8 +150,8 @@ class InterfaceSpec(Spec):
 
     kind: ClassVar[str] = "interface"
 
-    name: str | None = Field(None, pattern=NETDEV_RE, description="netdev name such as ens1f0np0 (or use rdma_device)")
-    rdma_device: str | None = Field(None, pattern=RDMA_DEV_RE, description=_RDMA_DEVICE_DOC + " (or use name)")
+    name: NetDev | None = Field(None, description="netdev name such as ens1f0np0 (or use rdma_device)")
+    rdma_device: RdmaDevice | None = Field(None, description=_RDMA_DEVICE_DOC + " (or use name)")
     mtu: Int | None = Field(
         None,
         ge=1500,
@@ -168,8 +177,8 @@ class MtuUniformSpec(Spec):
 
     kind: ClassVar[str] = "mtu_uniform"
 
-    interface: str | None = Field(None, pattern=NETDEV_RE, description="netdev name (or use rdma_device)")
-    rdma_device: str | None = Field(None, pattern=RDMA_DEV_RE, description=_RDMA_DEVICE_DOC + " (or use interface)")
+    interface: NetDev | None = Field(None, description="netdev name (or use rdma_device)")
+    rdma_device: RdmaDevice | None = Field(None, description=_RDMA_DEVICE_DOC + " (or use interface)")
 
     @model_validator(mode="after")
     def _target(self) -> MtuUniformSpec:
@@ -185,7 +194,7 @@ class ServiceSpec(Spec):
 
     kind: ClassVar[str] = "service"
 
-    name: str = Field(pattern=r"^[A-Za-z0-9:_.@\-]+$", description="systemd unit name; '.service' may be left out")
+    name: UnitName = Field(description="systemd unit name; '.service' may be left out")
     state: Literal["started", "stopped"] = Field("started", description="started or stopped")
     enabled: bool | None = Field(True, description="true/false: enabled at boot or not; null: not checked")
 
@@ -198,7 +207,7 @@ class KernelModuleSpec(Spec):
 
     kind: ClassVar[str] = "kernel_module"
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$", description="module name as lsmod shows it, e.g. nvidia_peermem")
+    name: ModuleName = Field(description="module name as lsmod shows it, e.g. nvidia_peermem")
     state: Literal["loaded", "absent"] = Field("loaded", description="loaded or absent")
     persistent: bool = Field(
         True,
@@ -214,11 +223,8 @@ class SysctlSpec(Spec):
 
     kind: ClassVar[str] = "sysctl"
 
-    name: str = Field(
-        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$",
-        description="dotted sysctl name, e.g. net.ipv4.conf.all.arp_ignore",
-    )
-    value: Annotated[str, BeforeValidator(_sysctl_text)] = Field(
+    name: SysctlName = Field(description="dotted sysctl name, e.g. net.ipv4.conf.all.arp_ignore")
+    value: Annotated[str, BeforeValidator(_sysctl_text), AfterValidator(names.sysctl_value)] = Field(
         description="value as `sysctl -n` prints it; numbers are accepted and kept as text"
     )
     persistent: bool = Field(True, description="true: also set in /etc/sysctl.d so it survives a reboot")
@@ -251,7 +257,7 @@ class NcclSpec(Spec):
     version: VersionConstraint = Field(
         description="version constraint: '==2.21.5', '>=2.19', '>=2.19,<2.24'; a bare version means =="
     )
-    package: str = Field("libnccl2", pattern=r"^[A-Za-z0-9][A-Za-z0-9+.\-]*$", description="package that carries NCCL")
+    package: PackageName = Field("libnccl2", description="package that carries NCCL")
 
     def target(self) -> str:
         return f"nccl[{self.package}]"
@@ -262,8 +268,8 @@ class RoceQosSpec(Spec):
 
     kind: ClassVar[str] = "roce_qos"
 
-    interface: str | None = Field(None, pattern=NETDEV_RE, description="netdev name of the port (or use rdma_device)")
-    rdma_device: str | None = Field(None, pattern=RDMA_DEV_RE, description=_RDMA_DEVICE_DOC + " (or use interface)")
+    interface: NetDev | None = Field(None, description="netdev name of the port (or use rdma_device)")
+    rdma_device: RdmaDevice | None = Field(None, description=_RDMA_DEVICE_DOC + " (or use interface)")
     trust: Literal["pcp", "dscp"] | None = Field(None, description="QoS trust mode: pcp or dscp")
     pfc: PriorityList | None = Field(
         None, description="priorities 0..7 with PFC enabled; every other priority must have PFC off"
@@ -321,7 +327,7 @@ class FileSpec(Spec):
 
     kind: ClassVar[str] = "file"
 
-    path: str = Field(pattern=r"^/[^\x00]*[^/\x00]$", description="absolute path of the file on the host")
+    path: HostPath = Field(description="absolute path of the file on the host")
     content: str | None = Field(None, description="the file's content (or use template)")
     template: str | None = Field(
         None,
@@ -333,8 +339,8 @@ class FileSpec(Spec):
         pattern=r"^0?[0-7]{3,4}$",
         description="permissions as a quoted octal string such as '0644' (an unquoted 0644 is a YAML number)",
     )
-    owner: str = Field("root", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?$", description="owning user name or uid")
-    group: str = Field("root", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?$", description="owning group name or gid")
+    owner: UserName = Field("root", description="owning user name or uid")
+    group: UserName = Field("root", description="owning group name or gid")
 
     @model_validator(mode="after")
     def _source(self) -> FileSpec:

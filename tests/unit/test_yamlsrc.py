@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
+from provisioner import yamlsrc
 from provisioner.errors import ConfigError
 from provisioner.yamlsrc import Origin, format_path, load_yaml, parse_yaml
 
@@ -122,3 +125,153 @@ def test_int_mapping_keys_are_addressed_as_text() -> None:
     assert src.data == {"dscp2prio": {26: 3, 48: 6}}
     assert src.line(("dscp2prio", "48")) == 3
     assert src.key(("dscp2prio", "48")) == "dscp2prio.48"
+
+
+# ------------------------------------------------------------------------------------ bounded input
+
+
+def bomb(levels: int = 9, width: int = 9) -> str:
+    """The classic 'billion laughs': a few hundred bytes that expand to width**levels values."""
+    lines = ["l0: &l0 [" + ", ".join(['"lol"'] * width) + "]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_alias_bomb_is_refused_where_the_expansion_is_used() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(bomb(), file="x.yml")
+    assert f"expands to more than {yamlsrc.MAX_VALUES:,} values" in info.value.message
+    # l5 (9**6 values) is the first level past the limit: its 7th alias crosses it. The message points
+    # at that use of the alias, not at l0's line where the values were written.
+    assert (info.value.line, info.value.key) == (6, "l5[6]")
+
+
+def test_a_few_aliases_are_fine() -> None:
+    assert parse_yaml(bomb(levels=3, width=3), file="x.yml").data["l3"][2][2][0] == ["lol"] * 3
+
+
+def test_too_many_alias_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(yamlsrc, "MAX_ALIASES", 5)
+    text = "a: &a 1\nb: [" + ", ".join(["*a"] * 6) + "]\n"
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, file="x.yml")
+    assert info.value.line == 2
+    assert "more than 5 alias uses" in info.value.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 5000 + "]" * 5000,
+        "{a: " * 5000 + "1" + "}" * 5000,
+        "".join(f"{'  ' * i}k:\n" for i in range(300)),
+        "".join(f"{'  ' * i}-\n" for i in range(300)),
+    ],
+    ids=["flow-seq", "flow-map", "block-map", "block-seq"],
+)
+def test_deep_nesting_is_refused_not_a_recursion_error(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, file="x.yml")
+    assert f"nested more than {yamlsrc.MAX_DEPTH} levels deep" in info.value.message
+    assert info.value.line is not None
+
+
+def test_nesting_up_to_the_limit_is_fine() -> None:
+    depth = yamlsrc.MAX_DEPTH
+    value = parse_yaml("[" * depth + "1" + "]" * depth, file="x.yml").data
+    for _ in range(depth):
+        value = value[0]
+    assert value == 1
+
+
+def test_aliases_cannot_nest_deeper_than_the_limit() -> None:
+    # Each anchor is written 60 levels deep at most, but every level wraps the one before.
+    lines = ["a0: &a0 1"]
+    for i in range(1, 5):
+        lines.append(f"a{i}: &a{i} " + "[" * 60 + f"*a{i - 1}" + "]" * 60)
+    with pytest.raises(ConfigError) as info:
+        parse_yaml("\n".join(lines) + "\n", file="x.yml")
+    assert "levels deep once aliases are expanded" in info.value.message
+
+
+def test_merge_key_chains_are_bounded() -> None:
+    lines = ["m0: &m0 {x: 1}"] + [f"m{i}: &m{i} {{<<: *m{i - 1}}}" for i in range(1, 300)]
+    with pytest.raises(ConfigError) as info:
+        parse_yaml("\n".join(lines) + "\n", file="x.yml")
+    assert "merge keys (<<) nested more than" in info.value.message
+
+
+def test_tagged_collections_count_towards_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(yamlsrc, "MAX_VALUES", 50)
+    text = "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nb: !!omap [" + ", ".join(f"k{i}: *a" for i in range(6)) + "]\n"
+    with pytest.raises(ConfigError, match="expands to more than 50 values"):
+        parse_yaml(text, file="x.yml")
+
+
+@pytest.mark.parametrize(
+    ("raw", "line", "message"),
+    [
+        (b"a: 1\nb: x\x00y\n", 2, "a NUL byte at column 5"),
+        (b"a: 1\n\nb: \x1b[2J\n", 3, "the control character U+001B at column 4"),
+        (b"a: \x07\n", 1, "the control character U+0007"),
+        (b"a: 1\nb: \xff\xfe\n", 2, "not UTF-8 text: byte 0xff at column 4"),
+        (b"a: caf\xe9\n", 1, "not UTF-8 text: byte 0xe9"),
+    ],
+)
+def test_bytes_yaml_does_not_allow_are_located(tmp_path: Path, raw: bytes, line: int, message: str) -> None:
+    path = tmp_path / "x.yml"
+    path.write_bytes(raw)
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path)
+    assert (info.value.file, info.value.line) == (str(path), line)
+    assert message in info.value.message
+
+
+def test_tabs_crlf_and_a_bom_are_fine(tmp_path: Path) -> None:
+    path = tmp_path / "x.yml"
+    path.write_bytes(b"\xef\xbb\xbfa: 'x\ty'\r\nb: 2\r\n")
+    assert load_yaml(path).data == {"a": "x\ty", "b": 2}
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yml"
+    os.mkfifo(path)
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path)
+    assert time.monotonic() - started < 2
+    assert info.value.message == "is a named pipe (FIFO), expected a regular YAML file"
+
+
+def test_a_device_and_a_directory_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a character device, expected a regular YAML file"):
+        load_yaml("/dev/zero")  # would never end if read
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_yaml(tmp_path)
+
+
+def test_a_symlink_to_a_regular_file_is_fine(tmp_path: Path) -> None:
+    target = write(tmp_path, "a: 1\n")
+    link = tmp_path / "link.yml"
+    link.symlink_to(target)
+    assert load_yaml(link).data == {"a": 1}
+
+
+def test_large_files_are_refused_without_reading_them_whole(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(yamlsrc, "MAX_FILE_BYTES", 1024)
+    path = tmp_path / "big.yml"
+    path.write_text("a: " + "x" * 2000 + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path)
+    assert info.value.message == "larger than the limit of 1024 bytes for a YAML file"
+    path.write_text("a: " + "x" * 1000 + "\n")
+    assert len(load_yaml(path).data["a"]) == 1000
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "a: 1\n")
+    path.chmod(0)
+    if os.access(path, os.R_OK):
+        pytest.skip("root reads every file")
+    with pytest.raises(ConfigError, match="cannot read: Permission denied"):
+        load_yaml(path)

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from provisioner.resources import file as file_kind
 from provisioner.resources.base import HostContext, ProbeResult, Results
@@ -118,7 +119,9 @@ def test_template_not_rendered_is_an_error() -> None:
 
 def test_path_is_quoted() -> None:
     path = "/etc/it's a file; rm -rf ~"
-    (probe,) = file_kind.probes(FileSpec(path=path, content="x"), HostContext("h"))
+    with pytest.raises(ValidationError, match="must not contain"):
+        FileSpec(path=path, content="x")  # refused at validate time; quoting is the second defence
+    (probe,) = file_kind.probes(FileSpec.model_construct(path=path, content="x"), HostContext("h"))
     words = list(shlex.shlex(probe.command, posix=True, punctuation_chars=True))
     assert words.count(path) == 4  # test -e, stat, test -f, base64's input
     assert "rm" not in words
@@ -128,8 +131,8 @@ def test_probe_in_a_real_shell(tmp_path: Path) -> None:
     path = tmp_path / "it's a file; $(touch pwned)"
     path.write_text(NCCL_CONF)
     path.chmod(0o640)
-    spec = FileSpec(path=str(path), content=NCCL_CONF, mode="0640", owner=pwd.getpwuid(os.getuid()).pw_name,
-                    group=str(os.getgid()))
+    spec = FileSpec.model_construct(path=str(path), content=NCCL_CONF, mode="0640",
+                                    owner=pwd.getpwuid(os.getuid()).pw_name, group=str(os.getgid()))
     (probe,) = file_kind.probes(spec, HostContext("h"))
     done = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, check=False, cwd=tmp_path)
     checks = file_kind.evaluate(spec, Results({probe.key: ProbeResult(done.stdout, done.stderr, done.returncode)}),

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from provisioner.resources import roce_qos
 from provisioner.resources.base import HostContext
@@ -240,7 +241,10 @@ def test_sysfs_root_comes_from_the_host_and_is_quoted() -> None:
 
 def test_hostile_interface_name_stays_one_word() -> None:
     name = "e'th;$(x)"
-    assert shlex.split(_probes(interface=name, trust="dscp")[0]) == ["mlnx_qos", "-i", name]
+    with pytest.raises(ValidationError, match="shell character"):
+        RoceQosSpec(interface=name, trust="dscp")  # refused at validate time; quoting is the second defence
+    spec = RoceQosSpec.model_construct(interface=name, trust="dscp")
+    assert shlex.split(roce_qos.probes(spec, HOST)[0].command) == ["mlnx_qos", "-i", name]
 
 
 def test_probes_of_two_resources_on_one_port_are_shared() -> None:
@@ -302,7 +306,8 @@ def test_netdev_not_found_fails_with_a_reason(bin_dir: Path) -> None:
 
 def test_device_found_for_an_interface(bin_dir: Path) -> None:
     _tool(bin_dir, "rdma", f"printf '%s' {shlex.quote(RDMA_LINKS)}\n")
-    (command,) = _probes(interface="e'th;$(x)", roce_tos=106)
+    (probe,) = roce_qos.probes(RoceQosSpec.model_construct(interface="e'th;$(x)", roce_tos=106), HOST)
+    command = probe.command
     assert _shell(command, bin_dir).stdout == "cma_roce_tos\n-d\nmlx5_1\n"
 
 

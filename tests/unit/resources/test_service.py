@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
+from pydantic import ValidationError
 
 from provisioner.resources import service
 from provisioner.resources.base import HostContext
@@ -106,6 +107,8 @@ def test_unit_suffix(name: str, unit: str) -> None:
 
 
 def test_unit_name_is_an_operand_even_when_it_looks_like_an_option() -> None:
-    (probe,) = service.probes(ServiceSpec(name="-H:evil@host"), HostContext("h"))
+    with pytest.raises(ValidationError, match="must not start with '-'"):
+        ServiceSpec(name="-H:evil@host")  # refused at validate time; the `--` is the second defence
+    (probe,) = service.probes(ServiceSpec.model_construct(name="-H:evil@host"), HostContext("h"))
     words = shlex.split(probe.command)
     assert words[-2:] == ["--", "-H:evil@host.service"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
+from pydantic import ValidationError
 
 from provisioner.resources import sysctl
 from provisioner.resources.base import HostContext
@@ -87,10 +88,12 @@ def test_value_probe_is_a_quoted_cat() -> None:
 
 
 def test_name_leaving_proc_sys_is_never_read() -> None:
-    spec = SysctlSpec(name="net/../../etc/shadow", value="1")
+    with pytest.raises(ValidationError, match="must not have empty"):
+        SysctlSpec(name="net/../../etc/shadow", value="1")  # refused at validate time
+    spec = SysctlSpec.model_construct(name="net/../../etc/shadow", value="1", persistent=True)
     probes = sysctl.probes(spec, HostContext("h"))
     assert all("shadow" not in p.command for p in probes)
-    result = run("sysctl", {"name": "net/../../etc/shadow", "value": "1"}, {BOOT: ""})
+    result = run("sysctl", spec, {BOOT: ""})
     assert [c.status for c in result.checks] == ["error", "error"]
 
 
