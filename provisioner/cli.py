@@ -297,7 +297,7 @@ def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, jun
     if junit:
         from provisioner.files import write_atomic
 
-        write_atomic(junit, report.audit_junit(outcome))
+        write_atomic(junit, report.audit_junit(outcome), mode=0o600)  # may hold hashes of secrets, host errors
     if as_json:
         report.print_json(report.audit_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
                                             exit_code=code))

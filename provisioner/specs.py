@@ -341,6 +341,11 @@ class FileSpec(Spec):
     )
     owner: UserName = Field("root", description="owning user name or uid")
     group: UserName = Field("root", description="owning group name or gid")
+    sensitive: bool = Field(
+        False,
+        description="the content is a secret: reports show only its hashes and line counts (as Ansible's "
+        "no_log); key, credential and password files are treated so without it",
+    )
 
     @model_validator(mode="after")
     def _source(self) -> FileSpec:

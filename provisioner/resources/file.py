@@ -1,8 +1,9 @@
 """`file`: a file's content, mode, owner and group.
 
 Content never goes into a Check's desired/actual (those end up in reports and logs): both show a
-sha256 prefix and the size. A short diff goes into the message, except for paths that look like they
-hold secrets, and for binary content.
+sha256 prefix and the size. A short diff goes into the message, except for binary content and for
+sensitive files (see sensitive.py: by path, by either side's content, or `sensitive: true`), whose
+message gives only line counts.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 import difflib
-import hashlib
-import re
 import shlex
 
 from provisioner.resources.base import (
@@ -26,11 +25,11 @@ from provisioner.resources.base import (
     ok,
     stdout_of,
 )
+from provisioner.resources.sensitive import fingerprint, line_count, sensitive_content, sensitive_path
 from provisioner.specs import FileSpec
 
 KIND = "file"
 DIFF_LINES = 20
-SECRET_WORDS = re.compile(r"key|secret|token|passw|credential", re.IGNORECASE)
 
 
 def _probe(spec: FileSpec) -> Probe:
@@ -46,17 +45,22 @@ def probes(spec: FileSpec, ctx: HostContext) -> list[Probe]:
     return [_probe(spec)]
 
 
-def looks_secret(path: str) -> bool:
-    return bool(SECRET_WORDS.search(path))
+def is_sensitive(spec: FileSpec, *contents: bytes | None) -> bool:
+    """Whether reports must show only hashes and line counts of this file's content."""
+    return (spec.sensitive or sensitive_path(spec.path)
+            or any(data is not None and sensitive_content(data) for data in contents))
 
 
-def fingerprint(data: bytes) -> str:
-    return f"sha256:{hashlib.sha256(data).hexdigest()[:12]} ({len(data)} bytes)"
+def _lines(data: bytes) -> str:
+    count = line_count(data)
+    return f"{count} line" + ("" if count == 1 else "s")
 
 
-def _diff(path: str, have: bytes, want: bytes) -> str:
-    if looks_secret(path):
-        return "content differs (not shown)"
+def _diff(spec: FileSpec, have: bytes, want: bytes) -> str:
+    path = spec.path
+    if is_sensitive(spec, have, want):
+        return (f"content differs (sensitive, not shown): {_lines(have)} on the host, {_lines(want)} desired; "
+                "compare the sha256 values")
     try:
         old, new = have.decode(), want.decode()
     except UnicodeDecodeError:
@@ -105,7 +109,7 @@ def evaluate(spec: FileSpec, results: Results, ctx: HostContext) -> list[Check]:
     elif have == want:
         checks.append(ok("content", desired_content, fingerprint(have)))
     else:
-        checks.append(drift("content", desired_content, fingerprint(have), _diff(spec.path, have, want)))
+        checks.append(drift("content", desired_content, fingerprint(have), _diff(spec, have, want)))
     same_mode = mode.isdigit() and int(mode, 8) == int(spec.mode, 8)
     checks.append((ok if same_mode else drift)("mode", spec.mode, mode.zfill(4)))
     owner_ok, owner_shown = _owner(spec.owner, uid, user)
