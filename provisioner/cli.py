@@ -187,7 +187,8 @@ def parse(kind: str, file: str) -> None:
 
     \b
     KIND is one of: ofed_info, mlnx_qos, rdma_qos_script, traffic_class, ibv_devinfo, ibstat,
-    ibstatus, ibdev2netdev, show_gids, rdma_link, nvidia_smi_topo, nccl_tests, nccl_debug.
+    ibstatus, ibdev2netdev, show_gids, rdma_link, nvidia_smi_topo, nccl_tests, nccl_debug,
+    perfquery (perfquery [-x]), port_counters (grep -r -H . of class/infiniband/*/ports/*/counters).
 
     \b
     Example:  ssh gpu01 mlnx_qos -i eth1 | fabnet parse mlnx_qos -
