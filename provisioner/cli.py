@@ -188,12 +188,17 @@ def parse(kind: str, file: str) -> None:
 
     \b
     KIND is one of: ofed_info, mlnx_qos, rdma_qos_script, traffic_class, ibv_devinfo, ibstat,
-    ibstatus, ibdev2netdev, show_gids, rdma_link, nvidia_smi_topo, nccl_tests, nccl_debug.
+    ibstatus, ibdev2netdev, show_gids, rdma_link, nvidia_smi_topo, nccl_tests, nccl_debug,
+    perfquery (perfquery [-x]), port_counters (grep -r -H . of class/infiniband/*/ports/*/counters).
 
     \b
     Example:  ssh gpu01 mlnx_qos -i eth1 | fabnet parse mlnx_qos -
 
-    Output fabnet cannot understand is an error naming the line (exit 3), never a partial result.
+    Terminal escapes and the prefixes launchers and loggers put on every line (srun --label,
+    mpirun rank tags, timestamps, pdsh host labels) are taken off first, as are `# notes` at the
+    end of a line. Output cut short gives what was printed plus "complete": false and "missing";
+    lines that fit nowhere are listed in "unplaced" with their numbers. Text with nothing of the
+    tool's output in it is an error naming the line (exit 3).
     """
     from provisioner import parsers
 

@@ -356,6 +356,44 @@ class FileSpec(Spec):
         return f"file[{self.path}]"
 
 
+_COUNTER_NAME = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
+
+
+class PortCountersSpec(Spec):
+    """Limits on RDMA port error counters (sysfs `counters`/`hw_counters`, or `perfquery -x`)."""
+
+    kind: ClassVar[str] = "port_counters"
+
+    device: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.:-]+$", description="RDMA device such as mlx5_0; every device when unset"
+    )
+    port: Int | None = Field(None, ge=1, le=255, description="port number; every port when unset")
+    max: dict[_COUNTER_NAME, Int] = Field(
+        default_factory=dict,
+        description="counter -> highest allowed value, e.g. {symbol_error: 0, link_downed: 0} (sysfs names)",
+    )
+    max_rate: dict[_COUNTER_NAME, float] = Field(
+        default_factory=dict,
+        description="counter -> highest allowed increase per second, measured over `interval` in the same read",
+    )
+    interval: float = Field(2.0, gt=0, le=30, description="seconds between the two readings of a rate check")
+    source: Literal["sysfs", "perfquery"] = Field(
+        "sysfs", description="sysfs (under fabnet_sysfs_root) or perfquery -x (needs device and port)"
+    )
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> PortCountersSpec:
+        if not self.max and not self.max_rate:
+            raise ValueError("set max or max_rate (or both)")
+        if self.source == "perfquery" and (self.device is None or self.port is None):
+            raise ValueError("source perfquery needs device and port")
+        return self
+
+    def target(self) -> str:
+        where = self.device or "*"
+        return f"port_counters[{where}/{self.port}]" if self.port is not None else f"port_counters[{where}]"
+
+
 KINDS: dict[str, type[Spec]] = {
     cls.kind: cls
     for cls in (
@@ -368,5 +406,6 @@ KINDS: dict[str, type[Spec]] = {
         NcclSpec,
         RoceQosSpec,
         FileSpec,
+        PortCountersSpec,
     )
 }

@@ -78,6 +78,7 @@ def prepare_root(root: Path, record: NodeRecord, state: NodeState, public_key: s
     _authorize_operator(root, public_key)
 
     _install_emulation(root, state, record.index)
+    _write_port_counters(root / HW_ROOT_IN_NODE.lstrip("/") / "sys", state.port_counters)
     _set_services(root, state.services)
     _write_network_config(root, record, state, names)
     for path, content in state.files.items():
@@ -122,6 +123,33 @@ def _install_emulation(root: Path, state: NodeState, index: int) -> None:
     write_atomic(hw_root / "hw.json", json.dumps(hw_json(state, index), indent=2) + "\n")
     run([sys.executable, str(LABHW_SOURCE), "--as", "fabnet-lab-init"],
         env={"FABNET_LAB_HW_ROOT": str(hw_root)})
+
+
+# The counters a ConnectX port has in sysfs: the IB port counters and the mlx5 driver's hw_counters.
+PORT_COUNTERS = (
+    "symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors", "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors", "port_xmit_discards", "port_xmit_constraint_errors",
+    "port_rcv_constraint_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
+    "VL15_dropped", "port_xmit_wait", "port_xmit_data", "port_rcv_data", "port_xmit_packets",
+    "port_rcv_packets", "unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets",
+    "multicast_rcv_packets",
+)
+HW_COUNTERS = (
+    "out_of_buffer", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "rnr_nak_retry_err",
+    "duplicate_request", "implied_nak_seq_err", "roce_adp_retrans", "roce_slow_restart", "np_cnp_sent",
+    "np_ecn_marked_roce_packets", "rp_cnp_handled", "rp_cnp_ignored", "req_cqe_error", "resp_cqe_error",
+)
+
+
+def _write_port_counters(sys_root: Path, values: dict[str, int], device: str = "mlx5_0", port: int = 1) -> None:
+    """The port's counter files, as `class/infiniband/DEV/ports/N/{counters,hw_counters}/NAME` in sysfs."""
+    base = sys_root / "class/infiniband" / device / "ports" / str(port)
+    for group, names in (("counters", PORT_COUNTERS), ("hw_counters", HW_COUNTERS)):
+        for name in names:
+            write_atomic(base / group / name, f"{values.get(name, 0)}\n")
+    for name in set(values) - set(PORT_COUNTERS) - set(HW_COUNTERS):
+        # A counter this list does not know still exists on some NIC: the profile decides.
+        write_atomic(base / "hw_counters" / name, f"{values[name]}\n")
 
 
 def _set_services(root: Path, services: dict[str, bool]) -> None:

@@ -50,6 +50,11 @@ class NodeState(BaseModel):
         default_factory=dict, description="absolute path -> content, or null to make sure it is absent"
     )
     qos: QosState = Field(default_factory=QosState)
+    port_counters: dict[str, int] = Field(
+        default_factory=dict,
+        description="RDMA port counter -> value on mlx5_0 port 1 (sysfs names, e.g. symbol_error: 12); "
+                    "the others read 0",
+    )
     gpus: int = 8
     gpu_model: str = "NVIDIA H100 80GB HBM3"
 

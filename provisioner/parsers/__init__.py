@@ -1,8 +1,9 @@
 """Pure functions from real tool output to typed facts, one module per kind of output.
 
 `parse(kind, text)` is the entry point for callers that want plain data; each module's
-`parse_<kind>(text)` returns a frozen pydantic model for callers that want typed fields. Output
-that cannot be understood raises `provisioner.errors.ParseError` with the 1-based line.
+`parse_<kind>(text)` returns a frozen pydantic model for callers that want typed fields, with
+`complete`, `missing` and `unplaced` saying how much of the tool's output was there. Output with
+nothing of the tool's in it raises `provisioner.errors.ParseError` with the 1-based line.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from provisioner.parsers.nccl_debug import parse_nccl_debug
 from provisioner.parsers.nccl_tests import parse_nccl_tests
 from provisioner.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 from provisioner.parsers.ofed_info import parse_ofed_info
+from provisioner.parsers.port_counters import parse_perfquery, parse_port_counters
 from provisioner.parsers.rdma_link import parse_rdma_link
 from provisioner.parsers.rdma_qos_script import parse_rdma_qos_script
 from provisioner.parsers.show_gids import parse_show_gids
@@ -37,6 +39,8 @@ PARSERS: dict[str, Callable[[str], BaseModel]] = {
     "nccl_tests": parse_nccl_tests,
     "nvidia_smi_topo": parse_nvidia_smi_topo,
     "ofed_info": parse_ofed_info,
+    "perfquery": parse_perfquery,
+    "port_counters": parse_port_counters,
     "rdma_link": parse_rdma_link,
     "rdma_qos_script": parse_rdma_qos_script,
     "show_gids": parse_show_gids,

@@ -1,15 +1,18 @@
-"""Line handling common to every parser: line endings, trailing blanks, 1-based line numbers, typed errors.
+"""Line handling common to every parser: line endings, decorations, 1-based line numbers, completeness.
 
 Every parser works on `Line` objects so that an error can always say which line of the output it is about.
+Before a parser sees a line, `split_lines` takes away what terminals, launchers and people add to real
+output (see `clean_lines`); `Line.raw` keeps the line as printed.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.errors import ParseError
 
@@ -32,6 +35,27 @@ class Fact(BaseModel):
     """Base of every parsed result: immutable, and no field that the parser did not declare."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Unplaced(Fact):
+    """A line the parser could not place in the tool's structure: kept, never silently dropped."""
+
+    line: int
+    text: str
+    reason: str | None = None
+
+
+class Parsed(Fact):
+    """Base of what a `parse_<kind>` returns: the facts plus how complete the output was.
+
+    `complete` is False when the output stops before its structure does (a table without its last rows,
+    a record without its required lines, a run without its footer); `missing` then says what is absent.
+    `unplaced` lists the lines that fit nowhere. Callers that need a fact must check `complete`.
+    """
+
+    complete: bool = True
+    missing: list[str] = Field(default_factory=list)
+    unplaced: list[Unplaced] = Field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +82,70 @@ class Line:
 
 
 def split_lines(text: str) -> list[Line]:
-    """Split on CRLF, CR or LF; a final line break does not start another (empty) line."""
+    """Split on CRLF, CR or LF (a final line break does not start another, empty, line), then clean."""
     if text.startswith("\ufeff"):
         text = text[1:]
     parts = _EOL.split(text)
     if parts and parts[-1] == "":
         parts.pop()
-    return [Line(number, part.rstrip(), part) for number, part in enumerate(parts, start=1)]
+    return clean_lines([Line(number, part.rstrip(), part) for number, part in enumerate(parts, start=1)])
+
+
+# Terminal escapes: CSI sequences (colours, `nvidia-smi`'s underline on/off around its header), OSC
+# titles/links, and lone two-character escapes. nvidia-smi writes them even into files and pipes.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# Prefixes that loggers and launchers put before every line, in the order they nest (outermost first).
+# A timestamp or an Open MPI `--tag-output` tag cannot be mistaken for tool output, so they go wherever
+# they appear. The others are ambiguous one line at a time and go only when most lines carry them.
+_TIMESTAMP = re.compile(
+    r"^\[?(?:\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\]?(?:[ \t]|$)",
+    re.ASCII,
+)
+_MPI_TAG = re.compile(r"^\[\d+,\d+\](?:<\w+>)?:", re.ASCII)  # Open MPI --tag-output: no blank after
+_RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
+_SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)        # srun --label pads the task id on the left
+_HOST_LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*:(?: |$)", re.ASCII)  # pdsh/clush: `gpu07: `
+# A person's note after the output (`  # the slow one`): whitespace, `#`, whitespace. nccl-tests' own
+# comments start the line, and a shell prompt ends in `#` without a blank before it: both stay.
+_TRAILING_COMMENT = re.compile(r"(?<=\S)\s+#(?:\s.*)?$")
+
+
+def _strip_common(lines: list[Line], pattern: re.Pattern[str], share: float, least: int = 1) -> list[Line]:
+    body = [line for line in lines if line.text.strip()]
+    if len(body) < least:
+        return lines
+    hits = sum(1 for line in body if pattern.match(line.text))
+    if hits < len(body) * share:
+        return lines
+    return [Line(line.number, pattern.sub("", line.text, count=1).rstrip(), line.raw) for line in lines]
+
+
+def clean_lines(lines: list[Line]) -> list[Line]:
+    """Lines without terminal escapes, launcher/logger prefixes and trailing `# notes`; numbers kept."""
+    cleaned: list[Line] = []
+    for line in lines:
+        text = _ANSI.sub("", line.text) if "\x1b" in line.text else line.text
+        for pattern in (_TIMESTAMP, _MPI_TAG):
+            text = pattern.sub("", text, count=1)
+        cleaned.append(Line(line.number, text.rstrip(), line.raw))
+    # Most lines of a labelled run carry the label; a wrapped line or a traceback may not.
+    cleaned = _strip_common(cleaned, _SRUN_LABEL, 0.6)
+    cleaned = _strip_common(cleaned, _RANK_TAG, 0.6)
+    # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
+    cleaned = _strip_common(cleaned, _HOST_LABEL, 1.0, least=2)
+    cleaned = [_strip_inner_timestamp(line) for line in cleaned]
+    return [
+        Line(line.number, _TRAILING_COMMENT.sub("", line.text), line.raw)
+        if "#" in line.text and not line.text.lstrip().startswith("#") else line
+        for line in cleaned
+    ]
+
+
+def _strip_inner_timestamp(line: Line) -> Line:
+    # `0: [2026-01-02 03:04:05] ...`: a label outside the timestamp.
+    text = _TIMESTAMP.sub("", line.text, count=1)
+    return line if text == line.text else Line(line.number, text.rstrip(), line.raw)
 
 
 def content_lines(text: str) -> list[Line]:
@@ -75,6 +156,63 @@ def content_lines(text: str) -> list[Line]:
 def is_prompt(line: Line) -> bool:
     """True for an echoed shell command line such as `$ ibstat | grep mlx5`."""
     return bool(_PROMPT.match(line.text))
+
+
+class Collector:
+    """Keeps a parse going past lines it cannot place: each one is recorded in `unplaced` with the reason.
+
+    `attempt(line, handler)` runs a handler that may raise ParseError for a line it does not understand.
+    `result()` gives the completeness fields for the Parsed model, or raises the first error when no line
+    at all was recognised: only output with nothing recognisable is an error.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.recognised = 0
+        self.unplaced: list[Unplaced] = []
+        self.missing: list[str] = []
+        self.first_error: ParseError | None = None
+        self.first_line: Line | None = None
+
+    def attempt(self, line: Line, handler: Callable[[Line], object]) -> bool:
+        if self.first_line is None:
+            self.first_line = line
+        try:
+            handler(line)
+        except ParseError as err:
+            self.place_nowhere(line, err)
+            return False
+        self.recognised += 1
+        return True
+
+    def place_nowhere(self, line: Line, err: ParseError | str) -> None:
+        if isinstance(err, str):
+            err = ParseError(self.kind, err, line=line.number, text=line.raw)
+        if self.first_error is None:
+            self.first_error = err
+        self.unplaced.append(Unplaced(line=line.number, text=line.text, reason=err.message))
+
+    def lack(self, what: str) -> None:
+        """Record that the output stops before `what` (it is then incomplete)."""
+        if what not in self.missing:
+            self.missing.append(what)
+
+    def result(self, empty_message: str = "empty output") -> dict[str, object]:
+        if not self.recognised:
+            if self.first_error is not None:
+                raise self.first_error
+            fail(self.kind, empty_message, self.first_line)
+        return {"complete": not self.missing, "missing": self.missing, "unplaced": self.unplaced}
+
+
+P = TypeVar("P", bound=Parsed)
+
+
+def require_complete(fact: P, kind: str) -> P:
+    """`fact` itself, or ParseError when the output was cut short: a check never passes on half a fact."""
+    if not fact.complete:
+        raise ParseError(kind, f"output is incomplete; missing {'; '.join(fact.missing)}")
+    return fact
 
 
 def fail(kind: str, message: str, line: Line | None = None) -> NoReturn:

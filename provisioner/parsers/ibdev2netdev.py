@@ -3,14 +3,15 @@
     mlx5_0 port 1 ==> ens4f0 (Up)
     0000:3b:00.0 mlx5_0 (MT4119 - MCX516A) CX516A - ConnectX-5 fw 16.28.2006 port 1 (ACTIVE) ==> ens1f0 (Up)
 
-No devices prints nothing, which is an empty list.
+No devices prints nothing, which is an empty list. Lines of another shape are listed in `unplaced`;
+only output where no line is a link raises ParseError.
 """
 
 from __future__ import annotations
 
 import re
 
-from provisioner.parsers._text import Fact, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt
 
 KIND = "ibdev2netdev"
 
@@ -34,32 +35,38 @@ class Ibdev2netdevLink(Fact):
     description: str | None = None
 
 
-class Ibdev2netdev(Fact):
+class Ibdev2netdev(Parsed):
     links: list[Ibdev2netdevLink]
 
 
 def parse_ibdev2netdev(text: str) -> Ibdev2netdev:
     links: list[Ibdev2netdevLink] = []
-    for line in content_lines(text):
-        if is_prompt(line):
-            continue
-        left, sep, right = line.stripped.partition("==>")
-        if not sep:
-            fail(KIND, "expected 'DEVICE port N ==> NETDEV (State)'", line)
-        lm = _LEFT.match(left.strip())
-        rm = _RIGHT.match(right.strip())
-        if not lm or not rm:
-            fail(KIND, "expected 'DEVICE port N ==> NETDEV (State)'", line)
-        description = lm.group("description").strip() or None
-        fw = _FW.search(description or "")
-        links.append(Ibdev2netdevLink(
-            device=lm.group("device"),
-            port=int(lm.group("port")),
-            netdev=rm.group("netdev"),
-            state=rm.group("state").strip() if rm.group("state") is not None else None,
-            pci=lm.group("pci"),
-            port_state=lm.group("port_state"),
-            fw=fw.group("fw") if fw else None,
-            description=description,
-        ))
-    return Ibdev2netdev(links=links)
+    found = Collector(KIND)
+    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    for line in lines:
+        found.attempt(line, lambda line: links.append(_link(line)))
+    if not lines:
+        return Ibdev2netdev(links=[])
+    return Ibdev2netdev(links=links, **found.result())  # type: ignore[arg-type]
+
+
+def _link(line: Line) -> Ibdev2netdevLink:
+    left, sep, right = line.stripped.partition("==>")
+    if not sep:
+        fail(KIND, "expected 'DEVICE port N ==> NETDEV (State)'", line)
+    lm = _LEFT.match(left.strip())
+    rm = _RIGHT.match(right.strip())
+    if not lm or not rm:
+        fail(KIND, "expected 'DEVICE port N ==> NETDEV (State)'", line)
+    description = lm.group("description").strip() or None
+    fw = _FW.search(description or "")
+    return Ibdev2netdevLink(
+        device=lm.group("device"),
+        port=int(lm.group("port")),
+        netdev=rm.group("netdev"),
+        state=rm.group("state").strip() if rm.group("state") is not None else None,
+        pci=lm.group("pci"),
+        port_state=lm.group("port_state"),
+        fw=fw.group("fw") if fw else None,
+        description=description,
+    )

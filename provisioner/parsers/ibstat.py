@@ -2,8 +2,9 @@
 
 `CA 'name'` starts an adapter and `Port N:` one of its ports; every other line is `key: value`.
 Incomplete records are facts too (`ibstat | grep mlx5` leaves only the CA names): they are returned
-with None fields and described in `errors`, as are echoed shell prompt lines. Lines of any other
-shape, or key lines before the first CA, raise ParseError.
+with None fields and described in `errors` (and `missing`: the result is then incomplete), as are echoed
+shell prompt lines. Lines of any other shape, or key lines before the first CA, are listed in `unplaced`;
+only output without any recognisable line raises ParseError.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt, number, to_int
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt, number, to_int
 
 KIND = "ibstat"
 
@@ -50,7 +51,7 @@ class IbstatCa(Fact):
     ports: list[IbstatPort] = Field(default_factory=list)
 
 
-class Ibstat(Fact):
+class Ibstat(Parsed):
     cas: list[IbstatCa]
     errors: list[str] = Field(default_factory=list)
 
@@ -74,12 +75,13 @@ class _Ca(_Record):
         self.ports: list[tuple[int, _Record]] = []
 
 
-def _build_port(ca: _Ca, number_: int, record: _Record, errors: list[str]) -> IbstatPort:
+def _build_port(ca: _Ca, number_: int, record: _Record, errors: list[str], found: Collector) -> IbstatPort:
     attrs = record.attributes
     missing = [key for key in _PORT_REQUIRED if key not in attrs]
     if missing:
         errors.append(f"line {record.line.number}: CA '{ca.name}' port {number_} has no "
                       f"{', '.join(missing)} (incomplete record)")
+        found.lack(f"CA '{ca.name}' port {number_}: {', '.join(missing)}")
     rate = None
     if "Rate" in attrs:
         rate = number(attrs["Rate"])
@@ -100,13 +102,16 @@ def _build_port(ca: _Ca, number_: int, record: _Record, errors: list[str]) -> Ib
     )
 
 
-def _build_ca(ca: _Ca, errors: list[str]) -> IbstatCa:
+def _build_ca(ca: _Ca, errors: list[str], found: Collector) -> IbstatCa:
     count = ca.integer("Number of ports")
     if not ca.ports:
         errors.append(f"line {ca.line.number}: CA '{ca.name}' has no port records (incomplete record)")
+        found.lack(f"CA '{ca.name}': port records")
     elif count is not None and count != len(ca.ports):
         errors.append(f"line {ca.line.number}: CA '{ca.name}' reports {count} ports, "
                       f"found {len(ca.ports)} port records")
+        if count > len(ca.ports):
+            found.lack(f"CA '{ca.name}': {count - len(ca.ports)} of its {count} port records")
     attrs = ca.attributes
     return IbstatCa(
         name=ca.name,
@@ -117,7 +122,7 @@ def _build_ca(ca: _Ca, errors: list[str]) -> IbstatCa:
         node_guid=attrs.get("Node GUID"),
         system_image_guid=attrs.get("System image GUID"),
         attributes=attrs,
-        ports=[_build_port(ca, n, record, errors) for n, record in ca.ports],
+        ports=[_build_port(ca, n, record, errors, found) for n, record in ca.ports],
     )
 
 
@@ -126,30 +131,40 @@ def parse_ibstat(text: str) -> Ibstat:
     errors: list[str] = []
     ca: _Ca | None = None
     port: _Record | None = None
-    for line in content_lines(text):
+    found = Collector(KIND)
+
+    def handle(line: Line) -> None:
+        nonlocal ca, port
         body = line.stripped
-        if is_prompt(line):
-            errors.append(f"line {line.number}: shell prompt line skipped: {body}")
-            continue
-        if _NO_DEVICES.match(body):
-            continue
         if m := _CA.match(body):
             ca = _Ca(line, m.group("name"))
             cas.append(ca)
             port = None
-            continue
+            return
         if ca is None:
             fail(KIND, "expected \"CA 'name'\" to start an adapter record", line)
         if m := _PORT.match(body):
             port = _Record(line)
             ca.ports.append((to_int(KIND, m.group("port"), line, "port number"), port))
-            continue
+            return
         if m := _KEY_VALUE.match(body):
             record = port if port is not None else ca
             key = m.group("key").strip()
             record.attributes[key] = m.group("value").strip()
             record.lines[key] = line
-            continue
+            return
         fail(KIND, "line fits no ibstat structure", line)
-    built = [_build_ca(c, errors) for c in cas]
-    return Ibstat(cas=built, errors=errors)
+
+    lines = content_lines(text)
+    for line in lines:
+        body = line.stripped
+        if is_prompt(line):
+            errors.append(f"line {line.number}: shell prompt line skipped: {body}")
+            continue
+        if _NO_DEVICES.match(body):
+            found.recognised += 1
+            continue
+        found.attempt(line, handle)
+    built = [_build_ca(c, errors, found) for c in cas]
+    completeness = found.result() if found.recognised or found.unplaced else {}
+    return Ibstat(cas=built, errors=errors, **completeness)  # type: ignore[arg-type]

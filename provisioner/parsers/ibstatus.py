@@ -1,6 +1,7 @@
 """Parse `ibstatus`: one block per port, `Infiniband device 'mlx5_0' port 1 status:` then `key: value` lines.
 
-A block without a `state` or `rate` line is a truncated record and raises ParseError.
+A block without a `state` or `rate` line is a truncated record: it is left out and named in `missing`.
+Lines of another shape are listed in `unplaced`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt, number
+from provisioner.errors import ParseError
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt, number
 
 KIND = "ibstatus"
 
@@ -39,7 +41,7 @@ class IbStatusPort(Fact):
     attributes: dict[str, str] = Field(default_factory=dict)
 
 
-class IbStatus(Fact):
+class IbStatus(Parsed):
     ports: list[IbStatusPort]
 
 
@@ -78,21 +80,33 @@ def _build(kind: str, header: Line, device: str, port: int, attrs: dict[str, str
     )
 
 
-def parse_ibstatus_lines(kind: str, lines: list[Line]) -> list[IbStatusPort]:
-    """Parse non-blank ibstatus lines; `kind` names the output in errors (other kinds embed ibstatus)."""
+def parse_ibstatus_lines(kind: str, lines: list[Line], found: Collector | None = None) -> list[IbStatusPort]:
+    """Parse non-blank ibstatus lines; `kind` names the output in errors (other kinds embed ibstatus).
+
+    With a Collector, lines that fit nowhere and truncated blocks are recorded in it instead of raising.
+    """
     ports: list[IbStatusPort] = []
     current: tuple[Line, str, int] | None = None
     attrs: dict[str, str] = {}
     attr_lines: dict[str, Line] = {}
-    for line in lines:
-        if is_prompt(line):
-            continue
+
+    def close() -> None:
+        if current is None:
+            return
+        try:
+            ports.append(_build(kind, *current, attrs, attr_lines))
+        except ParseError as err:
+            if found is None:
+                raise
+            found.lack(f"device {current[1]} port {current[2]}: {err.message}")
+
+    def handle(line: Line) -> None:
+        nonlocal current, attrs, attr_lines
         body = line.stripped
         if m := HEADER.match(body):
-            if current:
-                ports.append(_build(kind, *current, attrs, attr_lines))
+            close()
             current, attrs, attr_lines = (line, m.group("device"), int(m.group("port"))), {}, {}
-            continue
+            return
         if current is None:
             fail(kind, "expected \"Infiniband device 'NAME' port N status:\"", line)
         m = _KEY_VALUE.match(body)
@@ -101,10 +115,21 @@ def parse_ibstatus_lines(kind: str, lines: list[Line]) -> list[IbStatusPort]:
         key = m.group("key").strip().lower()
         attrs[key] = m.group("value").strip()
         attr_lines[key] = line
-    if current:
-        ports.append(_build(kind, *current, attrs, attr_lines))
+
+    for line in lines:
+        if is_prompt(line):
+            continue
+        if found is None:
+            handle(line)
+        else:
+            found.attempt(line, handle)
+    close()
     return ports
 
 
 def parse_ibstatus(text: str) -> IbStatus:
-    return IbStatus(ports=parse_ibstatus_lines(KIND, content_lines(text)))
+    found = Collector(KIND)
+    lines = content_lines(text)
+    ports = parse_ibstatus_lines(KIND, lines, found)
+    completeness = found.result() if lines else {}
+    return IbStatus(ports=ports, **completeness)  # type: ignore[arg-type]

@@ -4,7 +4,9 @@ Structure, not columns: `hca_id:` starts a device, `port: N` a port, `GID[ N]:` 
 Between them: `key: value`, `key = value` and `label<tab or 2+ spaces>value` attributes; lines indented
 deeper than the `key:` line above them continue that key as a flag list (`device_cap_flags`,
 `*_odp_caps`); indented sentences of two or more words (`Multi-Packet RQ is not supported`) are kept as notes.
-Anything else, and anything before the first `hca_id:`, raises ParseError.
+Anything else, and anything before the first `hca_id:`, is listed in `unplaced`. A port without its
+`state` line or a device without ports was cut off: it is left out (or kept without ports) and named in
+`missing`. Only output with nothing recognisable raises ParseError.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt, to_int
+from provisioner.errors import ParseError
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt, to_int
 
 KIND = "ibv_devinfo"
 
@@ -72,7 +75,7 @@ class IbvDevice(Fact):
     ports: list[IbvPort]
 
 
-class IbvDevinfo(Fact):
+class IbvDevinfo(Parsed):
     devices: list[IbvDevice]
 
 
@@ -132,9 +135,9 @@ class _Device:
         self.notes: list[str] = []
         self.ports: list[_Port] = []
 
-    def build(self) -> IbvDevice:
+    def build(self, found: Collector) -> IbvDevice:
         if not self.ports:
-            fail(KIND, f"device {self.name} lists no ports (truncated record?)", self.line)
+            found.lack(f"ports of {self.name}")
         attrs = self.attributes
 
         def integer(key: str) -> int | None:
@@ -154,8 +157,18 @@ class _Device:
             attributes=attrs,
             flags=self.flags,
             notes=self.notes,
-            ports=[port.build(self.name) for port in self.ports],
+            ports=self._ports(found),
         )
+
+
+    def _ports(self, found: Collector) -> list[IbvPort]:
+        ports = []
+        for port in self.ports:
+            try:
+                ports.append(port.build(self.name))
+            except ParseError as err:
+                found.lack(f"port {port.number} of {self.name}: {err.message}")
+        return ports
 
 
 def _gid(line: Line, match: re.Match[str], port: _Port) -> Gid:
@@ -175,35 +188,35 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
     device: _Device | None = None
     port: _Port | None = None
     heading: tuple[Line, str] | None = None  # last `key:` line, which deeper lines may continue
+    found = Collector(KIND)
 
-    for line in content_lines(text):
+    def handle(line: Line) -> None:
+        nonlocal device, port, heading
         body = line.stripped
-        if is_prompt(line) or (device is None and _NO_DEVICES.match(body)):
-            continue
         if m := _HCA.match(body):
             device = _Device(line, m.group("name"))
             devices.append(device)
             port, heading = None, None
-            continue
+            return
         if device is None:
             fail(KIND, "expected 'hca_id:' to start a device", line)
         if _DEVICE_PORTS.match(body):
             heading = None
-            continue
+            return
         if m := _PORT.match(body):
             port = _Port(line, to_int(KIND, m.group("port"), line, "port number"))
             device.ports.append(port)
             heading = None
-            continue
+            return
         if body.startswith("GID["):
             gid_match = _GID.match(body)
             if port is None or not gid_match:
                 fail(KIND, "GID line outside a port or not like 'GID[ 0]: fe80:...[, RoCE v2]'", line)
             port.gids.append(_gid(line, gid_match, port))
-            continue
+            return
         if heading is not None and line.indent > heading[0].indent:
             device.flags.setdefault(heading[1], []).append(body)
-            continue
+            return
         target = port if port is not None else device
         m = _KEY_VALUE.match(body) or _KEY_EQUALS.match(body) or _KEY_GAP.match(body)
         if m:
@@ -211,10 +224,21 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
             target.attributes[key] = m.group("value").strip()
             target.attribute_lines[key] = line
             heading = (line, key) if m.re is _KEY_VALUE else None
-            continue
+            return
         if line.indent and " " in body and _NOTE.match(body):
             device.notes.append(body)
             heading = None
-            continue
+            return
         fail(KIND, "line fits no ibv_devinfo structure", line)
-    return IbvDevinfo(devices=[d.build() for d in devices])
+
+    lines = content_lines(text)
+    for line in lines:
+        if is_prompt(line):
+            continue
+        if device is None and _NO_DEVICES.match(line.stripped):
+            found.recognised += 1
+            continue
+        found.attempt(line, handle)
+    built = [d.build(found) for d in devices]
+    completeness = found.result() if found.recognised or found.unplaced else {}
+    return IbvDevinfo(devices=built, **completeness)  # type: ignore[arg-type]

@@ -2,7 +2,8 @@
 
 Handles the older layout (no receive buffer line, no `buffer` row) and the newer one, and per-tc
 priorities printed either one per line or several on one line. Unknown `key: value` lines are kept
-in `extra`; any other line that fits none of the blocks raises ParseError.
+in `extra`; any other line that fits none of the blocks is listed in `unplaced`. A PFC block without
+its `enabled` row was cut off (`complete` False). Only output with no mlnx_qos line raises ParseError.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_int, is_prompt, to_int
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_int, is_prompt, to_int
 
 KIND = "mlnx_qos"
 
@@ -41,7 +42,7 @@ class QosTrafficClass(Fact):
     attributes: dict[str, str] = Field(default_factory=dict)
 
 
-class MlnxQos(Fact):
+class MlnxQos(Parsed):
     """What `mlnx_qos -i IFACE` reports. `pfc_buffer` is indexed by priority; dict keys are ints."""
 
     dcbx_mode: str | None = None
@@ -176,7 +177,7 @@ class _Builder:
                 fail(self.kind, f"receive buffer size is not a number: {item!r}", line)
         self.receive_buffer = sizes
 
-    def build(self) -> MlnxQos:
+    def build(self, found: Collector) -> MlnxQos:
         tcs = []
         for entry in self.tcs:
             attributes: dict[str, str] = entry["attributes"]
@@ -196,7 +197,7 @@ class _Builder:
         priorities = self.pfc_priorities or []
         enabled = self.pfc_rows.get("enabled")
         if self.pfc_header is not None and enabled is None:
-            fail(self.kind, "PFC block has no 'enabled' row (truncated output?)", self.pfc_header)
+            found.lack("the PFC 'enabled' row")
         buffer = self.pfc_rows.get("buffer")
         return MlnxQos(
             dcbx_mode=self.dcbx_mode,
@@ -206,28 +207,37 @@ class _Builder:
             receive_buffer_attributes=self.receive_buffer_attributes,
             cable_len=self.cable_len,
             pfc_priorities=priorities,
-            pfc_enabled=sorted(p for p, flag in zip(priorities, enabled or [], strict=True) if flag == 1),
+            pfc_enabled=sorted(p for p, flag in zip(priorities, enabled, strict=True) if flag == 1) if enabled else [],
             pfc_buffer=[b for _, b in sorted(zip(priorities, buffer, strict=True))] if buffer else None,
             pfc_rows=self.pfc_rows,
             tcs=tcs,
             ratelimit={tc.tc: tc.ratelimit for tc in tcs if tc.ratelimit is not None},
             extra=self.extra,
+            **found.result("no mlnx_qos line found"),  # type: ignore[arg-type]
         )
 
 
 def parse_mlnx_qos_lines(kind: str, lines: list[Line], *, require_trust_or_pfc: bool = True) -> MlnxQos:
     """Parse the given non-blank lines as one mlnx_qos report; used by other kinds that embed one."""
     builder = _Builder(kind)
-    for line in lines:
-        if is_prompt(line):
-            continue
+    found = Collector(kind)
+
+    def handle(line: Line) -> None:
         if not builder.feed(line):
             fail(kind, "line fits no mlnx_qos block", line)
+
+    for line in lines:
+        if not is_prompt(line):
+            found.attempt(line, handle)
     if require_trust_or_pfc and builder.trust is None and builder.pfc_priorities is None:
         if not lines:
             fail(kind, "empty output")
+        if found.first_error is not None:
+            raise found.first_error  # the first line that is not mlnx_qos output
         fail(kind, "no 'Priority trust state' line and no PFC configuration: not mlnx_qos output")
-    return builder.build()
+    if not require_trust_or_pfc:
+        found.recognised += 1  # an embedded part may be empty or all noise: its container decides
+    return builder.build(found)
 
 
 def parse_mlnx_qos(text: str) -> MlnxQos:

@@ -1,13 +1,15 @@
 """Parse NCCL_DEBUG=INFO logs: NCCL/CUDA versions, the network NCCL chose, its IB devices and interfaces,
-environment it reports, plugin messages and warnings.
+environment it reports, plugin messages, warnings, IB completion errors and communicators.
 
 A log line contains `NCCL INFO|WARN|TRACE|ABORT`, usually after a `host:pid:tid [dev]` prefix (and a
-`file.cc:123` location for WARN); `NCCL version X+cudaY` may stand alone. A line that is not a log line
-and follows a WARN (or its continuation) continues that warning: terminals wrap long lines. nccl-tests
-`#` lines are read for `#  Rank` entries. Logs are noisy, so any other line is recorded in `unparsed`
+`file.cc:123` location for WARN); `NCCL version X+cudaY` may stand alone. A long WARN that a terminal
+wrapped continues on the next line; a traceback or another statement after it does not. nccl-tests
+`#` lines are read for `#  Rank` entries. Logs are noisy, so any other line is recorded in `unplaced`
 with its number, but input without a single NCCL line is not an NCCL log and raises ParseError.
 
-`network` is the last `Using network X`, else the transport of the last `NET/X : Using [...]` line.
+`network` is the last `Using network X`. Logs of NCCL <= 2.5 print no such line: there `NET/Socket :
+Using` names the bootstrap interface, and the network is IB when a `NET/IB : Using` line is present.
+Env values are kept as NCCL applied them (`set by environment to 0.` is `0`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,17 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Fact, content_lines, fail, is_prompt, split_lines, unique
+from provisioner.parsers._text import (
+    Fact,
+    Line,
+    Parsed,
+    Unplaced,
+    content_lines,
+    fail,
+    is_prompt,
+    split_lines,
+    unique,
+)
 from provisioner.parsers.nccl_tests import NcclTestRank, parse_rank, split_nccl_version
 
 KIND = "nccl_debug"
@@ -25,6 +37,10 @@ _LOG = re.compile(r"(?:^|\s)NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<message
 _PREFIX = re.compile(r"(?P<host>[^\s:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[(?P<dev>[^\]]*)\]", re.ASCII)
 _USING_NETWORK = re.compile(r"^Using network (?P<name>\S+)")
 _NET_USING = re.compile(r"^NET/(?P<name>\w+)\s*:\s*Using\s+(?P<rest>\[.*)$")
+# NCCL 2.27+: one line per device, `NET/IB: [2] mlx5_2:uverbs2:1/RoCE provider=Mlx5 speed=400000 ...`.
+_NET_DEVICE = re.compile(
+    r"^NET/IB\s*:\s*\[[0-9]+\]\s*(?P<device>[^\s:]+):(?:uverbs[0-9]+:)?(?P<port>[0-9]+)/(?P<layer>\w+)"
+)
 _NET_ENTRY = re.compile(r"\[[0-9]+\](?P<entry>\S+)")
 _OOB = re.compile(r"\bOOB\s+(?P<iface>\S+)")
 _DRIVER = re.compile(r"^cudaDriverVersion\s+(?P<version>[0-9]+)", re.ASCII)
@@ -32,14 +48,70 @@ _BOOTSTRAP = re.compile(r"^Bootstrap\s*:\s*Using\s+(?P<rest>.*)$")
 _ENV = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*) set (?:by (?P<source>.+?) )?to (?P<value>.*)$")
 _PLUGIN = re.compile(r"plugin", re.IGNORECASE)
 _ADDRESS_TAIL = re.compile(r"<[0-9]+>$")
+_COMPLETION = re.compile(
+    r"Got completion from peer\s+(?P<peer>[^\s<,]+)(?:<(?P<port>[0-9]+)>)?\s*with\s+(?:error|status\s*=)\s*"
+    r"(?P<status>[0-9]+)"
+)
+_OPCODE = re.compile(r"\bopcode\s*[= ]\s*(?P<opcode>[0-9]+)")
+_VENDOR = re.compile(r"\bvendor err(?:or)?\s*[= ]?\s*(?P<vendor>[0-9]+)")
+_HCA = re.compile(r"\b(?:hca|dev(?:ice)?)\s+(?P<hca>[A-Za-z][\w.-]*[0-9])\b")
+_COMM = re.compile(r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>[0-9]+) nr?[Rr]anks (?P<nranks>[0-9]+)")
+# Interface names and addresses that are almost never the path between GPU nodes.
+_SUSPECT_NAME = re.compile(r"^(?:docker[0-9]*|veth\w*|br-\w+|virbr[0-9]*|cni[0-9]*|flannel\S*|lo)$")
+_SUSPECT_ADDRESS = (
+    (re.compile(r"^fe80:", re.IGNORECASE), "link-local IPv6 address"),
+    (re.compile(r"^127\."), "loopback address"),
+    (re.compile(r"^::1$"), "loopback address"),
+    (re.compile(r"^169\.254\."), "link-local IPv4 address"),
+    (re.compile(r"^172\.17\."), "Docker's default bridge network"),
+)
+# What follows a wrapped WARN is a continuation only if it does not start a statement of its own.
+_NEW_STATEMENT = re.compile(
+    r"^(?:Traceback\b|File \"|\w+(?:Error|Exception|Warning)\b|Failed\b|terminate called|\[|[A-Z][a-z]+ [a-z]+ [a-z]+)"
+)
+_WRAP_WIDTH = 70
 
 
-class UnparsedLine(Fact):
+class CompletionError(Fact):
+    """`NET/IB : Got completion from peer ... with error N`: a work request failed on an RDMA queue pair.
+
+    `status` is the ibverbs work-completion status (12 = IBV_WC_RETRY_EXC_ERR, 13 = RNR retry exceeded,
+    5 = flushed, 4 = protection error); `vendor_error` the HCA's own code; `line` where it was printed."""
+
+    host: str | None = None
+    device: str | None = None
+    peer: str
+    peer_port: int | None = None
+    status: int
+    vendor_error: int | None = None
+    opcode: int | None = None
+    direction: str | None = None
     line: int
-    text: str
 
 
-class NcclDebug(Fact):
+class Communicator(Fact):
+    """One communicator as a rank saw it: `network` is what that rank's `Using network` line said."""
+
+    host: str | None = None
+    pid: int | None = None
+    comm: str
+    rank: int
+    nranks: int
+    network: str | None = None
+    line: int
+
+
+class SuspectInterface(Fact):
+    """An interface NCCL chose that rarely connects GPU nodes: a container bridge, loopback, link-local."""
+
+    host: str | None = None
+    interface: str
+    address: str | None = None
+    reason: str
+    line: int
+
+
+class NcclDebug(Parsed):
     """What an NCCL_DEBUG=INFO log says about the communication stack. Lists keep first-seen order."""
 
     nccl_version: str | None = None
@@ -58,7 +130,15 @@ class NcclDebug(Fact):
     hosts: list[str] = Field(default_factory=list)
     ranks: list[NcclTestRank] = Field(default_factory=list)
     log_lines: int = 0
-    unparsed: list[UnparsedLine] = Field(default_factory=list)
+    completion_errors: list[CompletionError] = Field(default_factory=list)
+    communicators: list[Communicator] = Field(default_factory=list)
+    suspect_interfaces: list[SuspectInterface] = Field(default_factory=list)
+    nccl_versions_by_host: dict[str, str] = Field(default_factory=dict)
+    ib_unavailable: list[str] = Field(default_factory=list)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"[0-9]+", version)[:2])
 
 
 def _interfaces(rest: str) -> list[str]:
@@ -82,25 +162,94 @@ class _Log:
         }
         self.env: dict[str, str] = {}
         self.warnings: list[str] = []
+        self.completions: list[CompletionError] = []
+        self.communicators: dict[str, dict[str, object]] = {}
+        self.networks: dict[tuple[str, str, str], str] = {}  # (host, pid, tid) -> last `Using network`
+        self.comm_of: dict[tuple[str, str, str], str] = {}
+        self.suspects: list[SuspectInterface] = []
+        self.versions: dict[str, str] = {}
+        self.ib_unavailable: list[str] = []
 
-    def message(self, level: str, message: str) -> None:
+    def message(self, level: str, message: str, line: Line, who: re.Match[str] | None) -> None:
         message = message.strip()
+        host = who.group("host") if who else None
+        thread = (host or "", who.group("pid"), who.group("tid")) if who else None
         if level == "WARN":
             self.warnings.append(message)
         if version := split_nccl_version(message):
             self.fields["nccl_version"], self.fields["cuda_version"] = version
+            if host:
+                self.versions[host] = version[0]
         elif m := _USING_NETWORK.match(message):
             self.network = m.group("name")
+            if thread:
+                self.networks[thread] = m.group("name")
+                if comm := self.comm_of.get(thread):
+                    self.communicators[comm]["network"] = m.group("name")
+        elif m := _COMM.search(message):
+            record = self.communicators.setdefault(m.group("comm"), {
+                "comm": m.group("comm"), "rank": int(m.group("rank")), "nranks": int(m.group("nranks")),
+                "host": host, "pid": int(who.group("pid")) if who else None, "line": line.number,
+            })
+            if thread:
+                self.comm_of[thread] = m.group("comm")
+                if record.get("network") is None and thread in self.networks:
+                    record["network"] = self.networks[thread]
         elif m := _NET_USING.match(message):
             self._net(m.group("name"), m.group("rest"))
+            self._suspects(m.group("rest"), line, host)
+        elif m := _NET_DEVICE.match(message):
+            self.lists["ib_devices"].append(f"{m.group('device')}:{m.group('port')}/{m.group('layer')}")
+        elif message.startswith("NET/IB") and ("No device found" in message or "disabled" in message.lower()):
+            self.ib_unavailable.append(message)
         elif m := _DRIVER.match(message):
             self.fields["cuda_driver_version"] = int(m.group("version"))
         elif m := _BOOTSTRAP.match(message):
             self.lists["bootstrap"] += _bootstrap(m.group("rest"))
+            self._suspects(m.group("rest"), line, host)
         elif m := _ENV.match(message):
-            self.env[m.group("name")] = m.group("value").strip()
+            # NCCL ends some of these with a period (`set by environment to 0.`): not part of the value.
+            value = m.group("value").strip()
+            self.env[m.group("name")] = value[:-1] if value.endswith(".") and " " not in value else value
         elif _PLUGIN.search(message) and level != "WARN":
             self.lists["plugins"].append(message)
+
+    def finish_warning(self, first: Line, host: str | None) -> None:
+        """Read the structured parts of the warning that started on `first` (now that it is whole)."""
+        message = self.warnings[-1]
+        if m := _COMPLETION.search(message):
+            self._completion(m, message, first, host)
+
+    def _completion(self, m: re.Match[str], message: str, line: Line, host: str | None) -> None:
+        opcode, vendor, hca = _OPCODE.search(message), _VENDOR.search(message), _HCA.search(message)
+        direction = re.search(r"\((Recv|Send|Read|Write)\)", message)
+        self.completions.append(CompletionError(
+            host=host,
+            device=hca.group("hca") if hca else None,
+            peer=m.group("peer"),
+            peer_port=int(m.group("port")) if m.group("port") else None,
+            status=int(m.group("status")),
+            vendor_error=int(vendor.group("vendor")) if vendor else None,
+            opcode=int(opcode.group("opcode")) if opcode else None,
+            direction=direction.group(1) if direction else None,
+            line=line.number,
+        ))
+
+    def _suspects(self, rest: str, line: Line, host: str | None) -> None:
+        for entry in _bootstrap(rest.replace(";", " ")):
+            name, _, address = entry.partition(":")
+            if not name or name.startswith("["):
+                continue
+            reason = "container or virtual bridge interface" if _SUSPECT_NAME.match(name) else None
+            if name == "lo":
+                reason = "loopback interface"
+            for pattern, why in _SUSPECT_ADDRESS:
+                if reason is None and address and pattern.match(address):
+                    reason = why
+            if reason and not any(s.interface == name and s.host == host for s in self.suspects):
+                self.suspects.append(SuspectInterface(
+                    host=host, interface=name, address=address or None, reason=reason, line=line.number,
+                ))
 
     def _net(self, name: str, rest: str) -> None:
         self.last_net = name
@@ -115,53 +264,91 @@ class _Log:
         else:
             self.lists["socket_interfaces"] += entries
 
-    def build(self, ranks: list[NcclTestRank], log_lines: int, unparsed: list[UnparsedLine]) -> NcclDebug:
+    def chosen_network(self) -> str | None:
+        if self.network:
+            return self.network
+        # NCCL <= 2.5 prints no `Using network`, and its NET/Socket line may name only the bootstrap
+        # interface: there IB is the network whenever NET/IB found a device. Otherwise the last NET line.
+        version = self.fields.get("nccl_version")
+        if isinstance(version, str) and _version_tuple(version) <= (2, 5) and "IB" in self.lists["net_transports"]:
+            return "IB"
+        return self.last_net
+
+    def build(self, ranks: list[NcclTestRank], log_lines: int, unparsed: list[Unplaced]) -> NcclDebug:
         lists = {name: unique(values) for name, values in self.lists.items()}
         return NcclDebug(
-            network=self.network or self.last_net,
+            network=self.chosen_network(),
             env=self.env,
             warnings=self.warnings,
             ranks=ranks,
             log_lines=log_lines,
-            unparsed=unparsed,
+            unplaced=unparsed,
+            completion_errors=self.completions,
+            communicators=[Communicator.model_validate(c) for c in self.communicators.values()],
+            suspect_interfaces=self.suspects,
+            nccl_versions_by_host=self.versions,
+            ib_unavailable=unique(self.ib_unavailable),
             **lists,  # type: ignore[arg-type]
             **self.fields,  # type: ignore[arg-type]
         )
 
 
+def _continues(previous: Line, line: Line) -> bool:
+    """Whether `line` is the rest of a WARN a terminal wrapped after `previous`."""
+    return (
+        (len(previous.text) >= _WRAP_WIDTH or not re.search(r"[.!?)\]>]$", previous.text))
+        and not line.text[:1].isspace()
+        and not _NEW_STATEMENT.match(line.stripped)
+        and not line.stripped.startswith("#")
+        and not is_prompt(line)
+    )
+
+
 def parse_nccl_debug(text: str) -> NcclDebug:
     log = _Log()
     ranks: list[NcclTestRank] = []
-    unparsed: list[UnparsedLine] = []
+    unparsed: list[Unplaced] = []
     log_lines = 0
-    continuing_warning = False
+    # The WARN being read: its first line, its host, and its last line so far (a terminal may wrap it).
+    warn: tuple[Line, str | None] | None = None
+    warn_last: Line | None = None
+
+    def end_warning() -> None:
+        nonlocal warn, warn_last
+        if warn is not None:
+            log.finish_warning(*warn)
+        warn, warn_last = None, None
+
     for line in split_lines(text):
         body = line.stripped
         if not body:
-            continuing_warning = False  # a wrapped line never leaves a blank line behind
+            end_warning()  # a wrapped line never leaves a blank line behind
             continue
         if m := _LOG.search(body):
+            end_warning()
             log_lines += 1
-            prefix = body[: m.start()]
-            if host := _PREFIX.search(prefix):
-                log.lists["hosts"].append(host.group("host"))
-            log.message(m.group("level"), m.group("message"))
-            continuing_warning = m.group("level") == "WARN"
+            who = _PREFIX.search(body[: m.start()])
+            if who:
+                log.lists["hosts"].append(who.group("host"))
+            log.message(m.group("level"), m.group("message"), line, who)
+            if m.group("level") == "WARN":
+                warn, warn_last = (line, who.group("host") if who else None), line
             continue
+        if warn_last is not None and _continues(warn_last, line):
+            log.warnings[-1] = f"{log.warnings[-1]} {body}"
+            warn_last = line
+            continue
+        end_warning()
         if body.startswith("NCCL version") and (version := split_nccl_version(body)):
             log_lines += 1
             log.fields["nccl_version"], log.fields["cuda_version"] = version
-            continuing_warning = False
             continue
-        if continuing_warning and not body.startswith("#") and not is_prompt(line):
-            log.warnings[-1] = f"{log.warnings[-1]} {body}"
-            continue
-        continuing_warning = False
         if body.startswith("#"):
             if rank := parse_rank(line):
                 ranks.append(rank)
             continue
-        unparsed.append(UnparsedLine(line=line.number, text=line.text))
+        unparsed.append(Unplaced(line=line.number, text=line.text))
+    end_warning()
     if not log_lines:
         lines = content_lines(text)
         first = lines[0] if lines else None

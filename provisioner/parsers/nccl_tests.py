@@ -1,22 +1,40 @@
-"""Parse nccl-tests output (`all_reduce_perf`, `all_gather_perf`, ...): the result table and its summary.
+"""Parse nccl-tests output (`all_reduce_perf`, `all_gather_perf`, ...): the result table, its summary, versions.
 
 Columns come from the header line (`#  size  count  type  redop  [root]  time  algbw  busbw  error|#wrong
 time ...`), first the out-of-place group then the in-place one. Older nccl-tests print an `error`
 column (max relative error, a float), newer ones `#wrong` (count of wrong elements, an int); both land
-in `oop_wrong`/`ip_wrong`, and `wrong_column` says which it was. `N/A` cells become None.
+in `oop_wrong`/`ip_wrong`, and `wrong_column` says which it was. `N/A` cells become None; integral cells
+printed in exponent notation (`4e+06`, nccl-tests 2.19) are ints.
+
+Since 2.17 the header carries versions as codes (`# nccl-tests version 2.19.6 nccl-headers=22809
+nccl-library=22809`, i.e. NCCL 2.28.9) and the run is framed by `# Collective test starting/concluded`.
+A run ends with `# Out of bounds values` and `# Avg bus bandwidth`: without them the output was cut
+(`complete` False, `verdict` `truncated: no footer`). Several runs in one log are all read (`runs`).
 
 Comment lines (`# ...`) that are not recognised are skipped, as are NCCL log lines interleaved by
-NCCL_DEBUG; `Test NCCL failure` style lines are collected in `failures`. A data row before any header,
-or with the wrong number of cells, and any other line, raise ParseError.
+NCCL_DEBUG; `Test NCCL failure` style lines are collected in `failures`. Lines that fit nowhere (a data
+row with the wrong number of cells, a tuning table NCCL printed between rows) are listed in `unplaced`;
+only output with no header, row or summary at all raises ParseError.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt, to_float, to_int
+from provisioner.parsers._text import (
+    Collector,
+    Fact,
+    Line,
+    Parsed,
+    content_lines,
+    fail,
+    is_prompt,
+    number,
+    to_float,
+)
 
 KIND = "nccl_tests"
 
@@ -32,7 +50,13 @@ LOG_LINE = re.compile(r"(?:^|\s)NCCL (?:INFO|WARN|TRACE|ABORT)\b")
 _OUT_OF_BOUNDS = re.compile(
     r"^#\s*Out of bounds values\s*:\s*(?P<count>[0-9]+)\s*(?P<verdict>\S+)?$", re.ASCII
 )
-_AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)$")
+_AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)(?:\s+(?P<verdict>OK|FAILED))?$")
+_BITWISE = re.compile(r"^#\s*Bitwise mismatches\s*:\s*(?P<count>[0-9]+)", re.ASCII)
+_TESTS_VERSION = re.compile(
+    r"^#\s*nccl-tests version\s+(?P<version>[0-9][\w.]*)(?:\s+\((?P<commit>[0-9a-f]+)\))?(?P<rest>.*)$"
+)
+_CODE = re.compile(r"\bnccl-(?P<what>headers|library)=(?P<code>[0-9]+)\b", re.ASCII)
+_COLLECTIVE = re.compile(r"^#\s*Collective test (?P<event>starting|concluded)\s*:\s*(?P<name>\S+)")
 _PARAMS = re.compile(r"^#\s*nThread\s")
 _FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b", re.IGNORECASE)
 
@@ -71,7 +95,14 @@ class NcclTestRow(Fact):
     ip_wrong: int | float | None = None
 
 
-class NcclTests(Fact):
+Verdict = Literal["ok", "wrong results", "out of bounds", "failed", "truncated: no footer"]
+
+
+class NcclTests(Parsed):
+    """`verdict` sums the run up: `ok`, `wrong results` (a #wrong cell above 0), `out of bounds`,
+    `failed` (a `Test ... failure` line) or `truncated: no footer`."""
+
+    verdict: Verdict = "ok"
     rows: list[NcclTestRow] = Field(default_factory=list)
     avg_busbw: float | None = None
     out_of_bounds: int | None = None
@@ -83,6 +114,19 @@ class NcclTests(Fact):
     devices: list[NcclTestRank] = Field(default_factory=list)
     parameters: dict[str, str] = Field(default_factory=dict)
     failures: list[str] = Field(default_factory=list)
+    nccl_tests_version: str | None = None
+    nccl_headers_version: str | None = None
+    nccl_library_version: str | None = None
+    collective: str | None = None
+    bitwise_mismatches: int | None = None
+    runs: int = 0
+
+
+def version_from_code(code: int) -> str:
+    """NCCL_VERSION_CODE as a version: 22809 -> 2.28.9 (since 2.9: X*10000+Y*100+Z), 2708 -> 2.7.8."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
 def parse_rank(line: Line) -> NcclTestRank | None:
@@ -134,8 +178,17 @@ def _columns(line: Line) -> list[str] | None:
     return columns
 
 
+def _int_cell(cell: str, line: Line, what: str) -> int:
+    value = number(cell)
+    if value is None or (isinstance(value, float) and not value.is_integer()):
+        fail(KIND, f"{what} is not an integer: {cell!r}", line)
+    return int(value)
+
+
 def _row(columns: list[str], line: Line) -> NcclTestRow:
     cells = line.stripped.split()
+    if number(cells[0]) is None:
+        fail(KIND, "not a result row (a row starts with the size in bytes)", line)
     if len(cells) != len(columns):
         fail(KIND, f"data row has {len(cells)} cells but the header names {len(columns)} columns", line)
     values: dict[str, object] = {}
@@ -146,7 +199,7 @@ def _row(columns: list[str], line: Line) -> NcclTestRow:
         elif cell == "N/A":
             values[name] = None
         elif name in ("size", "count", "root") or wrong == "#wrong":
-            values[name] = to_int(KIND, cell, line, name)
+            values[name] = _int_cell(cell, line, name)
         else:
             values[name] = to_float(KIND, cell, line, name)
     if values.get("size") is None or values.get("count") is None:
@@ -154,63 +207,114 @@ def _row(columns: list[str], line: Line) -> NcclTestRow:
     return NcclTestRow.model_validate(values)
 
 
-def parse_nccl_tests(text: str) -> NcclTests:
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
-    columns: list[str] | None = None
-    rows: list[NcclTestRow] = []
-    devices: list[NcclTestRank] = []
-    failures: list[str] = []
-    fields: dict[str, object] = {}
-    recognised = 0
+class _Run:
+    def __init__(self) -> None:
+        self.columns: list[str] | None = None
+        self.rows: list[NcclTestRow] = []
+        self.devices: list[NcclTestRank] = []
+        self.failures: list[str] = []
+        self.fields: dict[str, object] = {}
+        self.runs = 0
+        self.open = False  # a run has started (header, rows) and its footer is not printed yet
+        self.in_table = False  # a column header was printed and its footer was not yet
 
-    for line in lines:
+    def comment(self, line: Line, body: str) -> bool:
+        """Read a `#` line; False when it is an unrecognised comment (skipped, not an error)."""
+        if (header := _columns(line)) is not None:
+            if self.columns != header or not self.in_table:
+                self.runs += 1
+            self.columns, self.open, self.in_table = header, True, True
+        elif rank := parse_rank(line):
+            self.devices.append(rank)
+        elif m := _OUT_OF_BOUNDS.match(body):
+            self.fields["out_of_bounds"] = int(m.group("count"))
+            verdict = (m.group("verdict") or "").upper()
+            self.fields["out_of_bounds_ok"] = verdict == "OK" if verdict else None
+        elif m := _AVG_BUSBW.match(body):
+            self.fields["avg_busbw"] = to_float(KIND, m.group("value"), line, "average bus bandwidth")
+            self.open = self.in_table = False
+        elif m := _BITWISE.match(body):
+            self.fields["bitwise_mismatches"] = int(m.group("count"))
+        elif _PARAMS.match(body):
+            self.fields["parameters"] = _parameters(body)
+        elif m := _TESTS_VERSION.match(body):
+            self.fields["nccl_tests_version"] = m.group("version")
+            for code in _CODE.finditer(m.group("rest")):
+                self.fields[f"nccl_{code.group('what')}_version"] = version_from_code(int(code.group("code")))
+        elif m := _COLLECTIVE.match(body):
+            self.fields["collective"] = m.group("name")
+            if m.group("event") == "starting":
+                self.open = True
+        else:
+            return False
+        return True
+
+    def line(self, line: Line) -> bool:
         body = line.stripped
         if body.startswith("#"):
-            if (header := _columns(line)) is not None:
-                columns = header
-                recognised += 1
-            elif rank := parse_rank(line):
-                devices.append(rank)
-                recognised += 1
-            elif m := _OUT_OF_BOUNDS.match(body):
-                fields["out_of_bounds"] = int(m.group("count"))
-                verdict = (m.group("verdict") or "").upper()
-                fields["out_of_bounds_ok"] = verdict == "OK" if verdict else None
-                recognised += 1
-            elif m := _AVG_BUSBW.match(body):
-                fields["avg_busbw"] = to_float(KIND, m.group("value"), line, "average bus bandwidth")
-                recognised += 1
-            elif _PARAMS.match(body):
-                fields["parameters"] = _parameters(body)
-                recognised += 1
-            continue
+            return self.comment(line, body)
         version = split_nccl_version(body)
         if version and (body.startswith("NCCL version") or LOG_LINE.search(body)):
-            fields["nccl_version"], fields["cuda_version"] = version
-            recognised += 1
-            continue
+            self.fields["nccl_version"], self.fields["cuda_version"] = version
+            return True
         if LOG_LINE.search(body):
-            continue
+            return False
         if _FAILURE.search(body):
-            failures.append(body)
-            recognised += 1
-            continue
-        if columns is None:
+            self.failures.append(body)
+            return True
+        if self.columns is None:
             fail(KIND, "line before the column header (expected '#  size  count  type ...')", line)
-        rows.append(_row(columns, line))
-        recognised += 1
+        self.rows.append(_row(self.columns, line))
+        self.open = True
+        return True
 
-    if not recognised:
-        fail(KIND, "no nccl-tests header, result table or summary found", lines[0] if lines else None)
+    def verdict(self) -> Verdict:
+        wrong = [w for r in self.rows for w in (r.oop_wrong, r.ip_wrong) if isinstance(w, int)]
+        if self.failures:
+            return "failed"
+        if any(w > 0 for w in wrong) or (self.fields.get("bitwise_mismatches") or 0) > 0:
+            return "wrong results"
+        if (self.fields.get("out_of_bounds") or 0) > 0 or self.fields.get("out_of_bounds_ok") is False:
+            return "out of bounds"
+        if self.open or "avg_busbw" not in self.fields:
+            return "truncated: no footer"
+        return "ok"
+
+
+def parse_nccl_tests(text: str) -> NcclTests:
+    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    run = _Run()
+    found = Collector(KIND)
+    for line in lines:
+        found.attempt(line, run.line)
+    # Skipped comments and NCCL log lines count as placed but not as recognised nccl-tests output.
+    found.recognised = _recognised(run)
+    verdict = run.verdict()
+    if verdict == "truncated: no footer" or run.open:
+        if run.columns is not None and not run.rows:
+            found.lack("result table")
+        found.lack("footer (# Out of bounds values, # Avg bus bandwidth)")
+    completeness = found.result("no nccl-tests header, result table or summary found")
+    columns = run.columns
     wrong = next((c.partition(":")[2] for c in columns or [] if ":" in c), None)
+    fields = dict(run.fields)
+    if "nccl_version" not in fields and run.fields.get("nccl_library_version"):
+        fields["nccl_version"] = run.fields["nccl_library_version"]
     return NcclTests(
-        rows=rows,
+        verdict=verdict,
+        rows=run.rows,
         wrong_column=wrong,
         columns=[c.partition(":")[0] for c in columns or []],
-        devices=devices,
-        failures=failures,
+        devices=run.devices,
+        failures=run.failures,
+        runs=run.runs,
         **fields,  # type: ignore[arg-type]
+        **completeness,  # type: ignore[arg-type]
     )
+
+
+def _recognised(run: _Run) -> int:
+    return len(run.rows) + len(run.devices) + len(run.failures) + len(run.fields) + (run.columns is not None)
 
 
 def _parameters(body: str) -> dict[str, str]:

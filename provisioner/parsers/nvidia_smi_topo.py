@@ -4,10 +4,12 @@ The header names the columns; multi-word headers (`CPU Affinity`, `GPU NUMA ID`)
 from their neighbours by a tab or 2+ spaces. Rows are `NAME CELL...`: one link type per device column
 (`X`, `NV18`, `SYS`, `PIX`, ...), then the affinity columns (NIC rows stop after the device columns).
 Then optional `Legend:` (`X = Self`) and `NIC Legend:` (`NIC0: mlx5_0`) blocks. Every device column
-must have its row: a matrix with rows missing is truncated output and raises ParseError.
+must have its row: rows cut off make the result incomplete (`missing: ["rows for NIC1..NIC3"]`).
+Headers re-spaced by `column -t` (`CPU  Affinity`) are put back together.
 
 Captured output may also start mid-legend (no matrix), and may have `ibstatus` blocks appended after
-the legend: those are parsed into `ibstatus`. Any other line raises ParseError.
+the legend: those are parsed into `ibstatus`. Lines that fit nowhere are listed in `unplaced`; output
+with no header, row or legend at all raises ParseError.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_prompt
 from provisioner.parsers.ibstatus import HEADER as IBSTATUS_HEADER
 from provisioner.parsers.ibstatus import IbStatusPort, parse_ibstatus_lines
 
@@ -25,14 +27,15 @@ KIND = "nvidia_smi_topo"
 _DEVICE = re.compile(r"^(?:GPU|NIC|CPU|mlx[0-9]*_|ib|rdma|bnxt_re|irdma|efa|hfi)[\w.:-]*[0-9]$", re.ASCII)
 _CELL_SPLIT = re.compile(r"\t+|\s{2,}")
 _LINK = re.compile(r"^(?:X|NV[0-9]+|[A-Z][A-Z0-9]{1,7}|N/A)$", re.ASCII)
-_LEGEND_TITLE = re.compile(r"^(?P<nic>NIC )?Legend:$")
+_LEGEND_TITLE = re.compile(r"^(?P<nic>NIC\s+)?Legend:$")
 _LEGEND_ENTRY = re.compile(r"^(?P<key>\S+)\s*=\s*(?P<text>\S.*)$")
 _NIC_ENTRY = re.compile(r"^(?P<nic>NIC[0-9]+)\s*:\s*(?P<device>\S+)$", re.ASCII)
 
 _KNOWN_INFO = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
+_PHRASES = sorted(_KNOWN_INFO, key=lambda p: -len(p.split()))
 
 
-class NvidiaSmiTopo(Fact):
+class NvidiaSmiTopo(Parsed):
     """`matrix[row][column]` is the link type; affinity maps hold GPU rows only, None for `N/A`."""
 
     columns: list[str] = Field(default_factory=list)
@@ -49,6 +52,23 @@ class NvidiaSmiTopo(Fact):
     ibstatus: list[IbStatusPort] = Field(default_factory=list)
 
 
+def _join_phrases(cells: list[str]) -> list[str]:
+    # `column -t` splits `CPU Affinity` into two cells: put the known multi-word headers back together.
+    joined: list[str] = []
+    i = 0
+    while i < len(cells):
+        for phrase in _PHRASES:
+            words = phrase.split()
+            if cells[i : i + len(words)] == words:
+                joined.append(phrase)
+                i += len(words)
+                break
+        else:
+            joined.append(cells[i])
+            i += 1
+    return joined
+
+
 def _header_cells(line: Line) -> tuple[list[str], list[str]] | None:
     """(device columns, info columns) when `line` is the matrix header, else None."""
     cells: list[str] = []
@@ -59,6 +79,7 @@ def _header_cells(line: Line) -> tuple[list[str], list[str]] | None:
             cells.extend(words)
         elif words:
             cells.append(" ".join(words))
+    cells = _join_phrases(cells)
     devices: list[str] = []
     for cell in cells:
         if not _DEVICE.match(cell):
@@ -73,74 +94,99 @@ def _header_cells(line: Line) -> tuple[list[str], list[str]] | None:
     return devices, info
 
 
+def _ranges(names: list[str]) -> str:
+    """`NIC5, NIC6, NIC7, NIC8` -> `NIC5..NIC8` when they run in order; else the names joined."""
+    if len(names) > 2:
+        stems = {re.sub(r"[0-9]+$", "", n) for n in names}
+        numbers = [int(m.group()) for n in names if (m := re.search(r"[0-9]+$", n))]
+        if len(stems) == 1 and numbers == list(range(numbers[0], numbers[0] + len(names))):
+            return f"{names[0]}..{names[-1]}"
+    return ", ".join(names)
+
+
+class _Topo:
+    def __init__(self) -> None:
+        self.devices: list[str] = []
+        self.info: list[str] = []
+        self.matrix: dict[str, dict[str, str]] = {}
+        self.info_values: dict[str, dict[str, str | None]] = {}
+        self.legend: dict[str, str] = {}
+        self.nic_legend: dict[str, str] = {}
+        self.in_nic_legend = False
+
+    def row(self, line: Line) -> bool:
+        tokens = line.stripped.split()
+        devices, info = self.devices, self.info
+        if not (devices and tokens[0] in devices and tokens[0] not in self.matrix
+                and not _LEGEND_ENTRY.match(line.stripped)):
+            return False
+        name, cells = tokens[0], tokens[1:]
+        if not len(devices) <= len(cells) <= len(devices) + len(info):
+            fail(KIND, f"row {name} has {len(cells)} cells; expected {len(devices)} link types "
+                       f"plus up to {len(info)} affinity columns", line)
+        links = cells[: len(devices)]
+        for column, cell in zip(devices, links, strict=True):
+            if not _LINK.match(cell):
+                fail(KIND, f"{name}/{column}: {cell!r} is not a link type (X, NV#, SYS, NODE, PHB, "
+                           "PXB, PIX, ...)", line)
+        self.matrix[name] = dict(zip(devices, links, strict=True))
+        for column, cell in zip(info, cells[len(devices):], strict=False):
+            self.info_values.setdefault(column, {})[name] = None if cell == "N/A" else cell
+        return True
+
+    def other(self, line: Line) -> None:
+        body = line.stripped
+        if m := _LEGEND_TITLE.match(body):
+            self.in_nic_legend = bool(m.group("nic"))
+        elif m := _NIC_ENTRY.match(body):
+            self.nic_legend[m.group("nic")] = m.group("device")
+        elif not self.in_nic_legend and (m := _LEGEND_ENTRY.match(body)):
+            self.legend[m.group("key")] = " ".join(m.group("text").split())  # prose: re-spacing is noise
+        else:
+            fail(KIND, "line fits no part of nvidia-smi topo output (header, matrix row, legend)", line)
+
+
 def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
+    """The matrix, affinities and legends; rows cut off are named in `missing`, stray lines in `unplaced`."""
     lines = [line for line in content_lines(text) if not is_prompt(line)]
     if not lines:
         fail(KIND, "empty output")
-    devices: list[str] = []
-    info: list[str] = []
-    matrix: dict[str, dict[str, str]] = {}
-    info_values: dict[str, dict[str, str | None]] = {}
-    legend: dict[str, str] = {}
-    nic_legend: dict[str, str] = {}
+    topo = _Topo()
+    found = Collector(KIND)
     ibstatus: list[IbStatusPort] = []
-    in_nic_legend = False
-    header_line: Line | None = None
+
+    def handle(line: Line) -> None:
+        if not topo.devices and not topo.legend and not topo.nic_legend and (header := _header_cells(line)):
+            topo.devices, topo.info = header
+        elif not topo.row(line):
+            topo.other(line)
 
     for position, line in enumerate(lines):
-        body = line.stripped
-        tokens = body.split()
-        if not devices and not legend and not nic_legend and (header := _header_cells(line)):
-            devices, info = header
-            header_line = line
-            continue
-        if devices and tokens[0] in devices and tokens[0] not in matrix and not _LEGEND_ENTRY.match(body):
-            name, cells = tokens[0], tokens[1:]
-            if not len(devices) <= len(cells) <= len(devices) + len(info):
-                fail(KIND, f"row {name} has {len(cells)} cells; expected {len(devices)} link types "
-                           f"plus up to {len(info)} affinity columns", line)
-            links = cells[: len(devices)]
-            for column, cell in zip(devices, links, strict=True):
-                if not _LINK.match(cell):
-                    fail(KIND, f"{name}/{column}: {cell!r} is not a link type (X, NV#, SYS, NODE, PHB, "
-                               "PXB, PIX, ...)", line)
-            matrix[name] = dict(zip(devices, links, strict=True))
-            for column, cell in zip(info, cells[len(devices):], strict=False):
-                info_values.setdefault(column, {})[name] = None if cell == "N/A" else cell
-            continue
-        if m := _LEGEND_TITLE.match(body):
-            in_nic_legend = bool(m.group("nic"))
-            continue
-        if m := _NIC_ENTRY.match(body):
-            nic_legend[m.group("nic")] = m.group("device")
-            continue
-        if not in_nic_legend and (m := _LEGEND_ENTRY.match(body)):
-            legend[m.group("key")] = m.group("text")
-            continue
-        if IBSTATUS_HEADER.match(body):
-            ibstatus = parse_ibstatus_lines(KIND, lines[position:])
+        if IBSTATUS_HEADER.match(line.stripped):
+            ibstatus = parse_ibstatus_lines(KIND, lines[position:], found)
+            found.recognised += 1
             break
-        fail(KIND, "line fits no part of nvidia-smi topo output (header, matrix row, legend)", line)
+        found.attempt(line, handle)
 
-    if devices and not matrix:
-        fail(KIND, "matrix header without any rows", header_line)
-    if missing := [d for d in devices if d not in matrix]:
-        fail(KIND, f"matrix has no rows for {', '.join(missing)} (truncated output?)", header_line)
-    if not matrix and not legend and not nic_legend:
-        fail(KIND, "no topology matrix or legend found", lines[0])
-    rows = list(matrix)
-    gpus = [r for r in rows if r.startswith("GPU")]
+    if not topo.matrix and not topo.legend and not topo.nic_legend and not topo.devices and not ibstatus:
+        found.recognised = 0
+    if missing := [d for d in topo.devices if d not in topo.matrix]:
+        found.lack(f"rows for {_ranges(missing)}")
+    completeness = found.result("no topology matrix or legend found")
+    rows = list(topo.matrix)
+    info_values = topo.info_values
     return NvidiaSmiTopo(
-        columns=devices,
-        info_columns=info,
-        gpus=gpus,
+        columns=topo.devices,
+        info_columns=topo.info,
+        gpus=[r for r in rows if r.startswith("GPU")],
         nics=[r for r in rows if not r.startswith("GPU")],
-        matrix=matrix,
+        matrix=topo.matrix,
         cpu_affinity=info_values.get("CPU Affinity", {}),
         numa_affinity=info_values.get("NUMA Affinity", {}),
         gpu_numa_id=info_values.get("GPU NUMA ID", {}),
         other_columns={k: v for k, v in info_values.items() if k not in _KNOWN_INFO},
-        legend=legend,
-        nic_legend=nic_legend,
+        legend=topo.legend,
+        nic_legend=topo.nic_legend,
         ibstatus=ibstatus,
+        **completeness,  # type: ignore[arg-type]
     )

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt
+from provisioner.errors import ParseError
+from provisioner.parsers._text import Line, Parsed, Unplaced, content_lines, fail, is_prompt
 from provisioner.parsers.versions import Version
 
 KIND = "ofed_info"
@@ -40,7 +41,7 @@ _DOCA = re.compile(
 _DRIVER_NAMES = re.compile(r"ofed|doca|mlnx|mlx", re.IGNORECASE)
 
 
-class OfedInfo(Fact):
+class OfedInfo(Parsed):
     """The driver stack: `flavor` (MLNX_OFED_LINUX, OFED-internal, DOCA, ...) and its `version`."""
 
     flavor: str
@@ -80,9 +81,22 @@ def parse_ofed_info(text: str) -> OfedInfo:
     lines = [line for line in content_lines(text) if not is_prompt(line)]
     if not lines:
         fail(KIND, "no version line (ofed_info -s prints one, e.g. MLNX_OFED_LINUX-23.10-1.1.9.0:)")
-    if len(lines) > 1:
-        fail(KIND, "expected a single version line, found more", lines[1])
-    line = lines[0]
+    # The version is one line; whatever else was captured (a banner, a second tool) is listed, not read.
+    first_error: ParseError | None = None
+    for candidate in lines:
+        try:
+            info = _parse_line(candidate)
+        except ParseError as err:
+            first_error = first_error or err
+            continue
+        others = [Unplaced(line=o.number, text=o.text, reason="not a version line")
+                  for o in lines if o is not candidate]
+        return info.model_copy(update={"unplaced": others})
+    assert first_error is not None
+    raise first_error
+
+
+def _parse_line(line: Line) -> OfedInfo:
     body = line.stripped
     host = _HOST_DRIVER.fullmatch(body)
     if host:

@@ -12,7 +12,8 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt, to_int
+from provisioner.errors import ParseError
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt, to_int
 from provisioner.parsers.mlnx_qos import MlnxQos, parse_mlnx_qos_lines
 from provisioner.parsers.traffic_class import parse_traffic_class_value
 
@@ -43,7 +44,7 @@ class RdmaQosDevice(Fact):
     traffic_class: int | None = None
 
 
-class RdmaQosScript(Fact):
+class RdmaQosScript(Parsed):
     devices: list[RdmaQosDevice]
 
 
@@ -89,14 +90,17 @@ def parse_rdma_qos_script(text: str) -> RdmaQosScript:
         fail(KIND, "empty output")
     sections: list[_Section] = []
     current: _Section | None = None
-    for line in lines:
+    found = Collector(KIND)
+
+    def handle(line: Line) -> None:
+        nonlocal current
         body = line.stripped
         if m := _BANNER.match(body):
             names = _BANNER_DEVICE.search(m.group("title"))
             current = _Section(line, names.group("netdev") if names else None,
                                names.group("device") if names else None)
             sections.append(current)
-            continue
+            return
         if current is None:
             current = _Section(None, None, None)
             sections.append(current)
@@ -113,6 +117,25 @@ def parse_rdma_qos_script(text: str) -> RdmaQosScript:
             current.traffic_class = parse_traffic_class_value(KIND, m.group("value"), line).tclass
         else:
             current.qos_lines.append(line)
-            continue
+            return
         current.script_lines += 1
-    return RdmaQosScript(devices=[section.build() for section in sections])
+
+    for line in lines:
+        found.attempt(line, handle)
+    devices = []
+    for section in sections:
+        try:
+            device = section.build()
+        except ParseError as err:
+            found.lack(f"section {section.netdev or ''}/{section.device or ''}: {err.message}")
+            continue
+        found.unplaced += device.qos.unplaced
+        found.missing += [m for m in device.qos.missing if m not in found.missing]
+        devices.append(device)
+    # Lines handed to the mlnx_qos part were accepted here; they count only if that part understood them.
+    understood = sum(1 for s in sections if s.banner is not None) + sum(s.script_lines for s in sections)
+    understood += sum(len(s.qos_lines) for s in sections) - len(found.unplaced)
+    if understood <= 0 and found.unplaced:
+        u = found.unplaced[0]
+        raise ParseError(KIND, u.reason or "line fits no part of the report", line=u.line, text=u.text)
+    return RdmaQosScript(devices=devices, **found.result())  # type: ignore[arg-type]

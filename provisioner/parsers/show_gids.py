@@ -3,8 +3,9 @@
 Columns are told apart by token shape, not position: the IPv4 column is often empty, a long address
 pushes the later columns right, and an InfiniBand-only row has no DEV column. A row is
 `DEV PORT INDEX GID [IPV4] VER [NETDEV]`. When the `n_gids_found=N` trailer is present it must agree
-with the number of rows (a mismatch means lost lines and raises ParseError); it is None when absent,
-e.g. when the output was filtered through grep.
+with the number of rows: a mismatch means lost lines, and the result is incomplete. `n_gids_found` is
+None when absent, e.g. when the output was filtered through grep. Lines of another shape are listed in
+`unplaced`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt
 
 KIND = "show_gids"
 
@@ -33,7 +34,7 @@ class ShowGid(Fact):
     netdev: str | None = None
 
 
-class ShowGids(Fact):
+class ShowGids(Parsed):
     gids: list[ShowGid]
     n_gids_found: int | None = None
 
@@ -69,26 +70,28 @@ def parse_show_gids(text: str) -> ShowGids:
     gids: list[ShowGid] = []
     count: int | None = None
     trailer: Line | None = None
-    seen_any = False
-    for line in content_lines(text):
-        if is_prompt(line):
-            continue
+    found = Collector(KIND)
+
+    def handle(line: Line) -> None:
+        nonlocal count, trailer
         tokens = line.stripped.split()
         if trailer is not None:
             fail(KIND, "output continues after the n_gids_found trailer", line)
         if tokens[0] == "DEV" and "GID" in tokens:
-            seen_any = True
-            continue
+            return
         if all(_SEPARATOR.match(t) for t in tokens):
-            continue
+            found.recognised -= 1  # a rule alone says nothing
+            return
         if m := _TRAILER.match(line.stripped):
             count, trailer = int(m.group("count")), line
-            seen_any = True
-            continue
+            return
         gids.append(_row(tokens, line))
-        seen_any = True
-    if not seen_any:
-        fail(KIND, "no show_gids header, rows or n_gids_found trailer")
-    if trailer is not None and count != len(gids):
-        fail(KIND, f"trailer says {count} GIDs but {len(gids)} rows were printed", trailer)
-    return ShowGids(gids=gids, n_gids_found=count)
+
+    for line in content_lines(text):
+        if not is_prompt(line):
+            found.attempt(line, handle)
+    if trailer is not None and count is not None and count != len(gids):
+        found.lack(f"{count - len(gids)} GID rows (the trailer says {count}, {len(gids)} were printed)"
+                   if count > len(gids) else f"nothing: {len(gids)} rows but the trailer says {count}")
+    completeness = found.result("no show_gids header, rows or n_gids_found trailer")
+    return ShowGids(gids=gids, n_gids_found=count, **completeness)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.parsers._text import Fact, Line, content_lines, fail, is_prompt
+from provisioner.parsers._text import Line, Parsed, Unplaced, content_lines, fail, is_prompt
 
 KIND = "traffic_class"
 
@@ -16,7 +16,7 @@ _TCLASS = re.compile(
 )
 
 
-class TrafficClassSetting(Fact):
+class TrafficClassSetting(Parsed):
     """`tclass` is the IP traffic class (DSCP << 2 | ECN) RDMA connections use; None when unset."""
 
     tclass: int | None = None
@@ -46,6 +46,8 @@ def parse_traffic_class(text: str) -> TrafficClassSetting:
     lines = [line for line in content_lines(text) if not is_prompt(line)]
     if not lines:
         return TrafficClassSetting()
+    setting = parse_traffic_class_value(KIND, lines[0].stripped, lines[0])
     if len(lines) > 1:
-        fail(KIND, "expected a single line", lines[1])
-    return parse_traffic_class_value(KIND, lines[0].stripped, lines[0])
+        others = [Unplaced(line=o.number, text=o.text, reason="the file holds one line") for o in lines[1:]]
+        setting = setting.model_copy(update={"unplaced": others})
+    return setting

@@ -16,6 +16,7 @@ from provisioner.resources import (
     mtu_uniform,
     nccl,
     ofed,
+    port_counters,
     roce_qos,
     service,
     sysctl,
@@ -24,7 +25,9 @@ from provisioner.resources.base import Check, ResourceType
 
 REGISTRY: dict[str, ResourceType[Any]] = {
     module.KIND: ResourceType(module.KIND, module.probes, module.evaluate)
-    for module in (interface, mtu_uniform, service, kernel_module, sysctl, ofed, nccl, roce_qos, file)
+    for module in (
+        interface, mtu_uniform, service, kernel_module, sysctl, ofed, nccl, roce_qos, file, port_counters,
+    )
 }
 
 FLEET_CHECKS: dict[str, Callable[[Any, dict[str, int | None]], dict[str, Check]]] = {

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from provisioner.errors import ParseError
+from provisioner.parsers._text import require_complete
 from provisioner.parsers.ibdev2netdev import parse_ibdev2netdev
 from provisioner.parsers.rdma_link import parse_rdma_link
 from provisioner.resources.base import (
@@ -71,13 +72,14 @@ def netdev_probes(name: str | None, rdma_device: str | None) -> list[Probe]:
 
 
 def _netdev_from_rdma_link(text: str, device: str) -> str | None:
-    ports = [link for link in parse_rdma_link(text).links if link.device == device and link.netdev]
+    links = require_complete(parse_rdma_link(text), "rdma_link").links
+    ports = [link for link in links if link.device == device and link.netdev]
     ports.sort(key=lambda link: link.port != 1)  # port 1 first: the one RoCE uses on single-port NICs
     return ports[0].netdev if ports else None
 
 
 def _netdev_from_ibdev2netdev(text: str, device: str) -> str | None:
-    ports = [link for link in parse_ibdev2netdev(text).links if link.device == device]
+    ports = [link for link in require_complete(parse_ibdev2netdev(text), "ibdev2netdev").links if link.device == device]
     ports.sort(key=lambda link: link.port != 1)
     return ports[0].netdev if ports else None
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from provisioner.errors import ParseError
+from provisioner.parsers._text import require_complete
 from provisioner.parsers.ofed_info import parse_ofed_info
 from provisioner.resources.base import (
     Check,
@@ -39,7 +40,7 @@ def evaluate(spec: OfedSpec, results: Results, ctx: HostContext) -> list[Check]:
     if result is not None and result.exit_code == 127:
         return [drift(attribute, desired, "not installed", "OFED not installed") for attribute, desired in attributes]
     try:
-        info = parse_ofed_info(stdout_of(results, OFED_INFO, "ofed_info -s"))
+        info = require_complete(parse_ofed_info(stdout_of(results, OFED_INFO, "ofed_info -s")), "ofed_info")
     except (ProbeFailed, ParseError) as exc:
         return errors_for(attributes, str(exc))
     verdict = ok if spec.version.matches(info.version) else drift

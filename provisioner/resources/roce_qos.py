@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Callable
 
 from provisioner.errors import ParseError
+from provisioner.parsers._text import require_complete
 from provisioner.parsers.ibv_devinfo import IbvPort, parse_ibv_devinfo
 from provisioner.parsers.mlnx_qos import MlnxQos, parse_mlnx_qos
 from provisioner.parsers.show_gids import parse_show_gids
@@ -250,7 +251,7 @@ def _single_int(text: str, what: str) -> int:
 
 
 def _port(text: str) -> IbvPort:
-    devices = parse_ibv_devinfo(text).devices
+    devices = require_complete(parse_ibv_devinfo(text), "ibv_devinfo").devices
     ports = [port for device in devices[:1] for port in device.ports]
     if not ports:
         raise ProbeFailed("ibv_devinfo: no device or port in the output")
@@ -265,7 +266,7 @@ def _gid_check(spec: RoceQosSpec, port: IbvPort, show_gids: str | None) -> Check
     kind = gid.type if gid else None
     if gid is not None and kind is None and show_gids is not None:
         try:
-            rows = parse_show_gids(show_gids).gids
+            rows = require_complete(parse_show_gids(show_gids), "show_gids").gids
         except ParseError:
             rows = []
         row = next((r for r in rows if r.index == index and r.port == port.port), None)
@@ -308,7 +309,7 @@ def evaluate(spec: RoceQosSpec, results: Results, ctx: HostContext) -> list[Chec
     checks: list[Check] = []
     if any(getattr(spec, name) is not None for name in QOS_ATTRIBUTES):
         try:
-            qos = parse_mlnx_qos(stdout_of(results, _mlnx_qos(spec), "mlnx_qos"))
+            qos = require_complete(parse_mlnx_qos(stdout_of(results, _mlnx_qos(spec), "mlnx_qos")), "mlnx_qos")
         except (ProbeFailed, ParseError) as exc:
             checks += errors_for(_qos_attributes(spec), str(exc))
         else:

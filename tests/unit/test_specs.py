@@ -36,6 +36,7 @@ def test_kinds_registry() -> None:
         "sysctl",
         "ofed",
         "nccl",
+        "port_counters",
         "roce_qos",
         "file",
     }

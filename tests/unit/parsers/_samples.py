@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from provisioner.errors import ParseError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
@@ -14,6 +18,12 @@ SAMPLE_KINDS: dict[str, str] = {
     "all_reduce_perf-4.txt": "nccl_tests",
     "all_reduce_perf-5.txt": "nccl_tests",
     "all_reduce_perf-8-header.txt": "nccl_tests",
+    "all_gather_perf-9-two-runs.txt": "nccl_tests",
+    "nccl-debug-10-no-socket-interface.txt": "nccl_debug",
+    "nccl-debug-11-connect-no-route.txt": "nccl_debug",
+    "nccl-debug-12-duplicate-gpu.txt": "nccl_debug",
+    "nccl-debug-13-timestamped-2.27.txt": "nccl_debug",
+    "nccl-debug-14-per-device-2.27.txt": "nccl_debug",
     "hca_self_test-driver-line-1.txt": "ofed_info",
     "ibdev2netdev-1.txt": "ibdev2netdev",
     "ibdev2netdev-3.txt": "ibdev2netdev",
@@ -45,6 +55,9 @@ SAMPLE_KINDS: dict[str, str] = {
     "ofed_info-s-2.txt": "ofed_info",
     "ofed_info-s-3.txt": "ofed_info",
     "ofed_info-s-6.txt": "ofed_info",
+    "perfquery-x-1.txt": "perfquery",
+    "perfquery-2.txt": "perfquery",
+    "port-counters-sysfs-1.txt": "port_counters",
     "rdma-link-1.txt": "rdma_link",
     "rdma-link-3.txt": "rdma_link",
     "rdma-qos-script-q-1.txt": "rdma_qos_script",
@@ -67,3 +80,21 @@ def ibstatus_tail() -> str:
 
 def samples_of(kind: str) -> list[str]:
     return sorted(name for name, k in SAMPLE_KINDS.items() if k == kind)
+
+
+def rejected(parse: Callable[[str], Any], text: str) -> tuple[int | None, str]:
+    """Where and why a parser refused a line: its ParseError, else its first unplaced line or missing part.
+
+    Parsers keep going past lines they cannot place; a test of bad input checks that the line is named
+    either way, and fails when the parser accepted everything silently.
+    """
+    try:
+        result = parse(text)
+    except ParseError as err:
+        return err.line, err.message
+    if result.unplaced:
+        return result.unplaced[0].line, result.unplaced[0].reason or ""
+    if result.missing:
+        assert result.complete is False
+        return None, result.missing[0]
+    raise AssertionError(f"{text!r} was accepted whole")

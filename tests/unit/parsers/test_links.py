@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from provisioner.errors import ParseError
 from provisioner.parsers.ibdev2netdev import parse_ibdev2netdev
 from provisioner.parsers.rdma_link import parse_rdma_link
 from provisioner.parsers.show_gids import parse_show_gids
 
-from ._samples import read
+from ._samples import read, rejected
 
 
 def test_ibdev2netdev_1_mixed_ethernet_and_ib_crlf() -> None:
@@ -67,9 +68,17 @@ def test_ibdev2netdev_no_devices_is_empty() -> None:
     ],
 )
 def test_malformed_ibdev2netdev(text: str, line: int) -> None:
-    with pytest.raises(ParseError, match="expected 'DEVICE port N ==> NETDEV") as err:
-        parse_ibdev2netdev(text)
-    assert err.value.line == line
+    found_line, reason = rejected(parse_ibdev2netdev, text)
+    assert reason.startswith("expected 'DEVICE port N ==> NETDEV")
+    assert found_line == line
+
+
+def test_ibdev2netdev_keeps_the_good_lines_around_a_bad_one() -> None:
+    text = "mlx5_0 port 1 ==> ens4f0 (Up)\nmlx5_1 port 1 -> ens4f1 (Up)\nmlx5_2 port 1 ==> x (Up)\n"
+    result = parse_ibdev2netdev(text)
+    assert [link.device for link in result.links] == ["mlx5_0", "mlx5_2"]
+    assert [(u.line, u.text) for u in result.unplaced] == [(2, "mlx5_1 port 1 -> ens4f1 (Up)")]
+    assert result.complete is True
 
 
 def test_rdma_link_samples() -> None:
@@ -106,9 +115,9 @@ def test_rdma_link_empty_is_no_links() -> None:
     ],
 )
 def test_malformed_rdma_link(text: str, line: int, message: str) -> None:
-    with pytest.raises(ParseError, match=message) as err:
-        parse_rdma_link(text)
-    assert err.value.line == line
+    found_line, reason = rejected(parse_rdma_link, text)
+    assert re.search(message, reason)
+    assert found_line == line
 
 
 def test_show_gids_1_shifted_columns_and_ib_only_row() -> None:
@@ -151,9 +160,10 @@ def test_show_gids_filtered_through_grep_has_no_trailer() -> None:
 
 def test_show_gids_truncated_output_disagrees_with_trailer() -> None:
     lines = read("show_gids-3.txt").splitlines(keepends=True)
-    with pytest.raises(ParseError, match="trailer says 5 GIDs but 4 rows") as err:
-        parse_show_gids("".join(lines[:6] + lines[7:]))
-    assert err.value.line == 7
+    result = parse_show_gids("".join(lines[:6] + lines[7:]))
+    assert result.complete is False
+    assert result.missing == ["1 GID rows (the trailer says 5, 4 were printed)"]
+    assert len(result.gids) == 4
 
 
 @pytest.mark.parametrize(
@@ -170,7 +180,6 @@ def test_show_gids_truncated_output_disagrees_with_trailer() -> None:
     ],
 )
 def test_malformed_show_gids(text: str, line: int | None, message: str) -> None:
-    with pytest.raises(ParseError, match=message) as err:
-        parse_show_gids(text)
-    assert err.value.line == line
-    assert err.value.kind == "show_gids"
+    found_line, reason = rejected(parse_show_gids, text)
+    assert re.search(message, reason)
+    assert found_line == line

@@ -22,7 +22,7 @@ def test_net_lines_sample_four_transports() -> None:
     assert len(log.socket_interfaces) == 9
     assert log.log_lines == 4
     assert log.hosts == []  # bare `NCCL INFO` lines carry no host prefix
-    assert log.unparsed == []
+    assert log.unplaced == []
 
 
 def test_debug_2_mixed_ib_roce_and_wrapped_warning() -> None:
@@ -34,7 +34,7 @@ def test_debug_2_mixed_ib_roce_and_wrapped_warning() -> None:
         "NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, opcode 0, len 0, vendor err 129 (Recv)"
     ]
     assert log.hosts == ["node-2"]
-    assert log.unparsed == []  # the wrapped tail is part of the warning
+    assert log.unplaced == []  # the wrapped tail is part of the warning
     assert log.log_lines == 5
 
 
@@ -103,14 +103,14 @@ def test_using_network_wins_and_noise_is_kept_with_line_numbers() -> None:
     assert (log.nccl_version, log.cuda_version, log.network) == ("2.21.5", "12.4", "IB")
     assert log.ib_relaxed_ordering is None
     assert log.env == {"NCCL_IB_HCA": "mlx5_0,mlx5_1"}
-    assert [(u.line, u.text) for u in log.unparsed] == [(1, "Starting training..."), (6, "epoch 1 loss 0.5")]
+    assert [(u.line, u.text) for u in log.unplaced] == [(1, "Starting training..."), (6, "epoch 1 loss 0.5")]
 
 
 def test_blank_line_ends_a_wrapped_warning() -> None:
     text = "h:1:2 [0] misc/socket.cc:50 NCCL WARN Net : Connection closed by\nremote peer\n\ntraining done\n"
     log = parse_nccl_debug(text)
     assert log.warnings == ["Net : Connection closed by remote peer"]
-    assert [(u.line, u.text) for u in log.unparsed] == [(4, "training done")]
+    assert [(u.line, u.text) for u in log.unplaced] == [(4, "training done")]
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ def test_kinds_are_sorted_and_match_parsers() -> None:
     assert {
         "ofed_info", "mlnx_qos", "rdma_qos_script", "ibv_devinfo", "ibstat", "ibstatus", "ibdev2netdev",
         "show_gids", "rdma_link", "nvidia_smi_topo", "nccl_tests", "nccl_debug", "traffic_class",
+        "perfquery", "port_counters",
     } == set(KINDS)
 
 

@@ -68,8 +68,10 @@ VARIANTS: dict[str, Callable[[str], str]] = {
 
 def _shift_back(kind: str, facts: dict, by: int) -> dict:
     """Undo the shift that leading blank lines cause in the line numbers some kinds report."""
+    facts["unplaced"] = [{**u, "line": u["line"] - by} for u in facts["unplaced"]]
     if kind == "nccl_debug":
-        facts["unparsed"] = [{**u, "line": u["line"] - by} for u in facts["unparsed"]]
+        for records in ("completion_errors", "communicators", "suspect_interfaces"):
+            facts[records] = [{**r, "line": r["line"] - by} for r in facts[records]]
     if kind == "ibstat":
         facts["errors"] = [re.sub(r"^line (\d+)", lambda m: f"line {int(m[1]) - by}", e) for e in facts["errors"]]
     return facts

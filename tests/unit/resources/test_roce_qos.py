@@ -315,3 +315,11 @@ def test_device_found_with_ibdev2netdev_fallback(bin_dir: Path) -> None:
     _tool(bin_dir, "ibdev2netdev", "echo 'mlx5_0 port 1 ==> ens1f0np0 (Up)'; echo 'mlx5_3 port 1 ==> eth1 (Up)'\n")
     (command,) = _probes(interface="eth1", roce_tos=106)
     assert _shell(command, bin_dir).stdout == "cma_roce_tos\n-d\nmlx5_3\n"
+
+
+def test_mlnx_qos_cut_before_the_pfc_enabled_row_is_an_error_not_ok() -> None:
+    lines = sample("mlnx_qos-1.txt").splitlines(keepends=True)
+    cut = "".join(lines[:14])  # trust is printed, the PFC block stops before its `enabled` row
+    result = run("roce_qos", {"rdma_device": "mlx5_0", "trust": "dscp", "pfc": [3]}, {QOS: cut})
+    assert [(c.attribute, c.status) for c in result.checks] == [("trust", "error"), ("pfc", "error")]
+    assert "incomplete; missing the PFC 'enabled' row" in result.checks[0].message
