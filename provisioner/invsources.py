@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 
+from provisioner import yamlsrc
 from provisioner.errors import ConfigError
 from provisioner.ini_or_yaml import read_inventory_text
 from provisioner.invgraph import InventoryGraph
@@ -26,38 +26,14 @@ _IGNORED = re.compile(
 
 def read_text(path: Path) -> str:
     """A file's text; a FIFO, device or directory, a file over MAX_FILE_BYTES, NUL bytes or non-UTF-8
-    text are ConfigErrors naming the file (never a hang: a FIFO is refused before it is opened)."""
-    file = str(path)
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=file) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=file) from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ConfigError("is a directory, expected a file", file=file)
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigError("not a regular file (a FIFO, socket or device); an inventory must be a file", file=file)
-    if info.st_size > MAX_FILE_BYTES:
-        raise ConfigError(f"file is {info.st_size} bytes; at most {MAX_FILE_BYTES} are read", file=file)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # replaced since stat(): refuse it too
-                raise ConfigError("not a regular file", file=file)
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=file) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(f"file is over {MAX_FILE_BYTES} bytes", file=file)
-    if b"\0" in data:
-        line = data[: data.index(b"\0")].count(b"\n") + 1
-        raise ConfigError("contains a NUL byte; this is not a text file", file=file, line=line)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"not UTF-8 text: {exc.reason}", file=file, line=line) from None
+    text are ConfigErrors naming the file (never a hang: a FIFO is refused before it is read)."""
+    text = yamlsrc.read_text(path, what="inventory file", limit=MAX_FILE_BYTES)
+    if "\0" in text:  # INI files too: a NUL is never part of an inventory
+        start = text.index("\0")
+        column = start - text.rfind("\n", 0, start)
+        raise ConfigError(f"a NUL byte at column {column}; this is not a text file", file=str(path),
+                          line=text.count("\n", 0, start) + 1)
+    return text
 
 
 def source_files(source: Path) -> list[Path]:

@@ -132,7 +132,7 @@ def test_an_inventory_that_is_a_fifo_is_an_error_not_a_hang(tmp_path: Path) -> N
     fifo = tmp_path / "hosts"
     os.mkfifo(fifo)
     error = _load_in_thread(fifo)
-    assert isinstance(error, ConfigError) and "not a regular file" in error.message and error.file == str(fifo)
+    assert isinstance(error, ConfigError) and "named pipe (FIFO)" in error.message and error.file == str(fifo)
 
 
 def test_a_fifo_in_group_vars_is_an_error_not_a_hang(tmp_path: Path) -> None:
@@ -140,7 +140,7 @@ def test_a_fifo_in_group_vars_is_an_error_not_a_hang(tmp_path: Path) -> None:
     (tmp_path / "group_vars").mkdir()
     os.mkfifo(tmp_path / "group_vars" / "all.yml")
     error = _load_in_thread(tmp_path / "hosts.yml")
-    assert isinstance(error, ConfigError) and "not a regular file" in error.message
+    assert isinstance(error, ConfigError) and "named pipe (FIFO)" in error.message
 
 
 def test_nul_byte_names_the_line(tmp_path: Path) -> None:
