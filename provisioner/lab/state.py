@@ -40,6 +40,8 @@ class LabState:
     nodes: list[NodeRecord] = field(default_factory=list)
     inotify_before: int | None = None
     complete: bool = False
+    rtt_ms: float = 0.0
+    delay_pid: int | None = None
 
     @property
     def dir(self) -> Path:
@@ -60,6 +62,10 @@ class LabState:
     @property
     def known_hosts_path(self) -> Path:
         return self.dir / "known_hosts"
+
+    @property
+    def delay_config_path(self) -> Path:
+        return self.dir / "delay.json"
 
     def node_dir(self, index: int) -> Path:
         return self.dir / "nodes" / node_name(index)

@@ -13,7 +13,7 @@ import pytest
 
 from provisioner.lab import emulation
 from tests.unit.lab.test_labhw import Node
-from tests.unit.lab.test_labhw import node as node  # noqa: F401 (the fixture)
+from tests.unit.lab.test_labhw import node as node  # the fixture, used by name
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (scripts/bootstrap.sh)")
 
