@@ -124,11 +124,9 @@ def _install_emulation(root: Path, state: NodeState, index: int) -> None:
     for command in emulation.COMMANDS:
         wrapper = root / emulation.WRAPPER_DIR.lstrip("/") / command
         wrapper.unlink(missing_ok=True)
-        if runner is not None:
-            # argv[0] names the tool: the compiled fast path answers, and runs Python only when it must.
-            wrapper.symlink_to(emulation.RUNNER)
-        else:
-            write_atomic(wrapper, emulation.wrapper_script(command), mode=0o755)
+        # The compiled fast path answers, and runs Python only when it must.
+        text = emulation.fast_wrapper_script(command) if runner else emulation.wrapper_script(command)
+        write_atomic(wrapper, text, mode=0o755)
     hw_root = root / HW_ROOT_IN_NODE.lstrip("/")
     write_atomic(hw_root / "hw.json", json.dumps(hw_json(state, index), indent=2) + "\n")
     run([sys.executable, str(LABHW_SOURCE), "--as", "fabnet-lab-init"],

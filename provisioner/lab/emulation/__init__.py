@@ -2,11 +2,11 @@
 
 `labhw/` (next to this file) is a stdlib-only package, one module per tool, that the lab copies to
 INSTALL_PATH on each node. `labhw-run.c` is its fast path, compiled once per host (`fast_path_binary`)
-and installed as RUNNER; every command in COMMANDS is then a link to RUNNER in WRAPPER_DIR, so a read-only
-call costs what a real C tool costs (about a millisecond) and only calls whose inputs changed, setters and
-`mlnx_qos` run Python. Without a C compiler each command gets a two-line wrapper running
-`python3 INSTALL_PATH --as COMMAND "$@"` instead. INIT_COMMAND writes a node's sysfs-style files from its
-`hw.json` at build time. The package's docstring holds the `hw.json` schema and what each command does.
+and installed as RUNNER, so a read-only call costs what a real C tool costs (one to two milliseconds);
+only calls whose inputs changed, setters and `mlnx_qos` run Python. Each command in WRAPPER_DIR is a
+two-line wrapper running RUNNER (or, without a C compiler, `python3 INSTALL_PATH --as COMMAND "$@"`).
+INIT_COMMAND writes a node's sysfs-style files from its `hw.json` at build time. The package's docstring
+holds the `hw.json` schema and what each command does.
 """
 
 from __future__ import annotations
@@ -56,6 +56,17 @@ def wrapper_script(command: str, *, python: str = NODE_PYTHON, script: str = INS
     # -I -S: no site-packages or user paths to scan; start-up time is most of what these commands cost.
     run = " ".join(shlex.quote(part) for part in (python, "-I", "-S", script, "--as", command))
     return f'#!/bin/sh\nexec {run} "$@"\n'
+
+
+def fast_wrapper_script(command: str, *, runner: str = RUNNER) -> str:
+    """The `/usr/local/sbin/<command>` wrapper that runs the compiled fast path as `command`.
+
+    A file per tool, not a link to one binary: `chmod -x` of one tool (a test of a broken tool) must
+    leave the others working, as on a real node. The shell adds about half a millisecond.
+    """
+    if command not in COMMANDS:
+        raise LabError(f"no emulated command {command!r}; known: {', '.join(COMMANDS)}")
+    return f'#!/bin/sh\nexec {shlex.quote(runner)} --as {shlex.quote(command)} "$@"\n'
 
 
 def fast_path_binary(cache_dir: Path) -> Path | None:

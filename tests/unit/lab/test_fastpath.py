@@ -94,3 +94,15 @@ def test_init_drops_kept_output(node: Node, runner: Path) -> None:
     assert kept(node)
     node.out("fabnet-lab-init")
     assert kept(node) == []
+
+
+def test_each_tool_is_its_own_wrapper_file(node: Node, runner: Path, tmp_path: Path) -> None:
+    wrapper = tmp_path / "ibdev2netdev"
+    wrapper.write_text(emulation.fast_wrapper_script("ibdev2netdev", runner=str(runner)))
+    wrapper.chmod(0o755)
+    env = {**os.environ, "FABNET_LAB_HW_ROOT": str(node.root), "FABNET_LAB_NET_SYSFS": str(node.net),
+           "FABNET_LAB_PYTHON": sys.executable, "FABNET_LAB_PACKAGE": str(emulation.LABHW_SOURCE)}
+    proc = subprocess.run([str(wrapper)], capture_output=True, text=True, env=env, check=True)
+    assert proc.stdout == "mlx5_0 port 1 ==> eth1 (Up)\n"
+    with pytest.raises(emulation.LabError):
+        emulation.fast_wrapper_script("rm -rf /")
