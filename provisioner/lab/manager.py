@@ -60,7 +60,7 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
         raise LabError(f"lab {name!r} already exists: run `fabnet lab down --name {name}` first")
 
     base = rootfs.ensure_rootfs(log)
-    state = LabState(name=name, slot=free_slot(), profile=str(profile_path or DEFAULT_PROFILE), rtt_ms=rtt_ms)
+    state = LabState(name=name, slot=free_slot(), profile=str(profile_path or DEFAULT_PROFILE))
     names = state.names
     state.nodes = [
         NodeRecord(index=i, name=node_name(i), netns=names.netns(i), mgmt_ip=names.mgmt_ip(i), data_ip=names.data_ip(i))
@@ -78,7 +78,7 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"fabnet-lab-{name}", "-f", str(state.key_path)])
         public_key = state.key_path.with_suffix(".pub").read_text()
         network.create_bridges(names)
-        _start_delay(state, profile, log)
+        _start_delay(state, profile, rtt_ms, log)
         log(f"preparing {count} nodes")
 
         def prepare(record: NodeRecord) -> str:
@@ -108,25 +108,24 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
     return state
 
 
-def _start_delay(state: LabState, profile: Profile, log: Log) -> None:
+def _start_delay(state: LabState, profile: Profile, rtt_ms: float, log: Log) -> None:
     """Start the management path's delay line when the lab or any node has a round-trip time."""
     per_node = {}
     for record in state.nodes:
         own = profile.node_state(record.name).mgmt_rtt_ms
-        if own is not None and own != state.rtt_ms:
+        if own is not None and own != rtt_ms:
             per_node[record.mgmt_ip] = own
-    if state.rtt_ms <= 0 and not any(ms > 0 for ms in per_node.values()):
+    if rtt_ms <= 0 and not any(ms > 0 for ms in per_node.values()):
         return
     names = state.names
     network.create_delay_path(names)
-    config = DelayConfig(names.rtt_tun, names.rtt_netns, "rtt0", state.rtt_ms, per_node)
+    config = DelayConfig(names.rtt_tun, names.rtt_netns, "rtt0", rtt_ms, per_node)
     write_atomic(state.delay_config_path, config.to_json())
     log_path = state.dir / "delay.log"
     with open(log_path, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "provisioner.lab.delay", str(state.delay_config_path)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    state.delay_pid = proc.pid
-    state.save()
+    write_atomic(state.delay_pid_path, f"{proc.pid}\n")
     carrier = Path("/sys/class/net") / names.rtt_tun / "carrier"
     deadline = time.monotonic() + 10
     # The host's TUN has carrier once the delay line holds it.
@@ -136,7 +135,7 @@ def _start_delay(state: LabState, profile: Profile, log: Log) -> None:
             raise LabError(f"the management delay line did not start:\n{tail}")
         time.sleep(0.02)
     differ = f" ({len(per_node)} nodes differ)" if per_node else ""
-    log(f"management path round-trip time {state.rtt_ms:g} ms{differ}")
+    log(f"management path round-trip time {rtt_ms:g} ms{differ}")
 
 
 def _raise_inotify_limit(state: LabState) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from provisioner.errors import LabError
@@ -40,8 +40,6 @@ class LabState:
     nodes: list[NodeRecord] = field(default_factory=list)
     inotify_before: int | None = None
     complete: bool = False
-    rtt_ms: float = 0.0
-    delay_pid: int | None = None
 
     @property
     def dir(self) -> Path:
@@ -63,9 +61,29 @@ class LabState:
     def known_hosts_path(self) -> Path:
         return self.dir / "known_hosts"
 
+    # The management delay line (lab up --rtt) keeps its own files beside state.json, whose fields stay
+    # as they are: code that predates a field could not load the state of a lab that has it.
     @property
     def delay_config_path(self) -> Path:
         return self.dir / "delay.json"
+
+    @property
+    def delay_pid_path(self) -> Path:
+        return self.dir / "delay.pid"
+
+    @property
+    def delay_pid(self) -> int | None:
+        try:
+            return int(self.delay_pid_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def rtt_ms(self) -> float:
+        try:
+            return float(json.loads(self.delay_config_path.read_text())["rtt_ms"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0.0
 
     def node_dir(self, index: int) -> Path:
         return self.dir / "nodes" / node_name(index)
@@ -80,8 +98,11 @@ class LabState:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        nodes = [NodeRecord(**node) for node in data.pop("nodes", [])]
-        return cls(**data, nodes=nodes)
+        known = {f.name for f in fields(NodeRecord)}
+        nodes = [NodeRecord(**{k: v for k, v in node.items() if k in known}) for node in data.pop("nodes", [])]
+        # Fields a newer fabnet added are skipped, so labs of two versions on one machine see each other.
+        mine = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in mine}, nodes=nodes)
 
 
 def all_labs() -> list[LabState]:
@@ -98,7 +119,8 @@ def free_slot() -> int:
     routes = Path("/proc/net/route").read_text() if Path("/proc/net/route").exists() else ""
     for slot in range(1, MAX_SLOT + 1):
         names = LabNames("probe", slot)
-        if slot in taken or f"{names.prefix}-mgmt" in routes:
+        # A bridge of that name on the host means a lab this machine's records do not show holds the slot.
+        if slot in taken or f"{names.prefix}-mgmt" in routes or Path(f"/sys/class/net/{names.mgmt_bridge}").exists():
             continue
         return slot
     raise LabError(f"no free lab slot: {MAX_SLOT} labs exist; remove one with `fabnet lab down --name NAME`")

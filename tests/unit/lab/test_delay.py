@@ -42,3 +42,22 @@ def test_profile_sets_a_nodes_round_trip_time() -> None:
     assert profile.node_state("gpu02").mgmt_rtt_ms == 60
     with pytest.raises(ValueError):
         Profile.model_validate({"defaults": {"mgmt_rtt_ms": -1}})
+
+
+def test_state_files_with_fields_this_version_lacks_still_load(tmp_path, monkeypatch) -> None:
+    import json
+
+    from provisioner.lab.state import LabState
+
+    monkeypatch.setenv("FABNET_LAB_ROOT", str(tmp_path))
+    (tmp_path / "x").mkdir()
+    state = {"name": "x", "slot": 3, "profile": "p.yml", "from_the_future": 1,
+             "nodes": [{"index": 1, "name": "gpu01", "netns": "n", "mgmt_ip": "198.18.3.1", "data_ip": "198.19.3.1",
+                        "counters": "later"}]}
+    (tmp_path / "x" / "state.json").write_text(json.dumps(state))
+    loaded = LabState.load("x")
+    assert loaded is not None and loaded.slot == 3 and loaded.nodes[0].name == "gpu01"
+    assert loaded.rtt_ms == 0.0 and loaded.delay_pid is None
+    (tmp_path / "x" / "delay.json").write_text(json.dumps({"rtt_ms": 20}))
+    (tmp_path / "x" / "delay.pid").write_text("4242\n")
+    assert loaded.rtt_ms == 20.0 and loaded.delay_pid == 4242
