@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from provisioner import batch, transport
+from provisioner import batch, transport, workers
 from provisioner.playbook import HostPlan, Resource
 from provisioner.resources import FLEET_CHECKS, REGISTRY
 from provisioner.resources.base import Check, HostContext, Probe, Results
@@ -177,14 +176,15 @@ def audit(plans: Sequence[HostPlan], options: Options, progress: Progress | None
     """Read every host (in parallel, at most `options.forks` at once) and compare with its plan."""
     started = time.monotonic()
     outcomes: dict[str, HostOutcome] = {}
-    workers = max(1, min(options.forks, len(plans)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host") as pool:
-        futures = {pool.submit(audit_host, plan, options): plan for plan in plans}
-        for future in as_completed(futures):
-            outcome = future.result()
-            outcomes[outcome.name] = outcome
-            if progress:
-                progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
+
+    def done(outcome: HostOutcome) -> None:
+        outcomes[outcome.name] = outcome
+        if progress:
+            progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
+
+    # Threads, or for a large fleet a few worker processes each with its own threads (see workers.py).
+    workers.run(plans, lambda plan: audit_host(plan, options), options.forks, done,
+                lambda plan, why: HostOutcome(plan.host.name, plan.host.address, "failed", why))
     apply_fleet_checks(plans, outcomes)
     for outcome in outcomes.values():
         finish_status(outcome)

@@ -10,16 +10,19 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 need_apt=0
-for tool in systemd-nspawn debootstrap ssh ssh-keygen ip sysctl dpkg-deb dpkg-scanpackages; do
+for tool in systemd-nspawn debootstrap ssh ssh-keygen ip sysctl dpkg-deb dpkg-scanpackages cc ping; do
   command -v "$tool" >/dev/null 2>&1 || need_apt=1
 done
+# The lab's emulated tools have a C fast path, linked statically (libc6-dev has libc.a).
+[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ -f /usr/lib/aarch64-linux-gnu/libc.a ] || need_apt=1
 # Debian splits venv/ensurepip into python3-venv.
 [ -x /usr/bin/python3 ] && ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null && need_apt=1
 if [ "$need_apt" = 1 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
-    systemd-container debootstrap openssh-client iproute2 procps dpkg-dev python3-venv ca-certificates >/dev/null
+    systemd-container debootstrap openssh-client iproute2 procps dpkg-dev python3-venv ca-certificates \
+    gcc libc6-dev iputils-ping >/dev/null
 fi
 
 # The host python may be a per-user build that lab nodes cannot see; the venv only runs on the host,
@@ -29,4 +32,5 @@ PY=/usr/bin/python3
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# compat: a plain path entry; the default import-hook finder costs every fabnet start ~8 ms.
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' --config-settings editable_mode=compat

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +17,7 @@ import yaml
 
 from provisioner.errors import LabError
 from provisioner.lab import network, node, rootfs
+from provisioner.lab.delay import DelayConfig
 from provisioner.lab.naming import MAX_NODES, check_lab_name, node_name
 from provisioner.lab.profile import DEFAULT_PROFILE, Profile, load_profile
 from provisioner.lab.state import LabState, NodeRecord, all_labs, free_slot, labs_root
@@ -40,8 +43,12 @@ class NodeStatus:
     ssh_ready: bool
 
 
-def up(name: str, nodes: int | None = None, profile_path: Path | None = None, log: Log = lambda m: None) -> LabState:
-    """Create lab `name` with `nodes` nodes from the profile; returns once every node answers SSH."""
+def up(name: str, nodes: int | None = None, profile_path: Path | None = None, log: Log = lambda m: None,
+       rtt_ms: float = 0.0) -> LabState:
+    """Create lab `name` with `nodes` nodes from the profile; returns once every node answers SSH.
+
+    `rtt_ms` (and a node's `mgmt_rtt_ms` in the profile) delays the management path: see `delay.py`.
+    """
     check_lab_name(name)
     require_root_and_tools()
     profile = load_profile(profile_path)
@@ -71,6 +78,7 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"fabnet-lab-{name}", "-f", str(state.key_path)])
         public_key = state.key_path.with_suffix(".pub").read_text()
         network.create_bridges(names)
+        _start_delay(state, profile, rtt_ms, log)
         log(f"preparing {count} nodes")
 
         def prepare(record: NodeRecord) -> str:
@@ -98,6 +106,36 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
         down(name)
         raise
     return state
+
+
+def _start_delay(state: LabState, profile: Profile, rtt_ms: float, log: Log) -> None:
+    """Start the management path's delay line when the lab or any node has a round-trip time."""
+    per_node = {}
+    for record in state.nodes:
+        own = profile.node_state(record.name).mgmt_rtt_ms
+        if own is not None and own != rtt_ms:
+            per_node[record.mgmt_ip] = own
+    if rtt_ms <= 0 and not any(ms > 0 for ms in per_node.values()):
+        return
+    names = state.names
+    network.create_delay_path(names)
+    config = DelayConfig(names.rtt_tun, names.rtt_netns, "rtt0", rtt_ms, per_node)
+    write_atomic(state.delay_config_path, config.to_json())
+    log_path = state.dir / "delay.log"
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "provisioner.lab.delay", str(state.delay_config_path)],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    write_atomic(state.delay_pid_path, f"{proc.pid}\n")
+    carrier = Path("/sys/class/net") / names.rtt_tun / "carrier"
+    deadline = time.monotonic() + 10
+    # The host's TUN has carrier once the delay line holds it.
+    while not (carrier.exists() and carrier.read_text().strip() == "1"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log_path.read_text(errors="replace")[-800:]
+            raise LabError(f"the management delay line did not start:\n{tail}")
+        time.sleep(0.02)
+    differ = f" ({len(per_node)} nodes differ)" if per_node else ""
+    log(f"management path round-trip time {rtt_ms:g} ms{differ}")
 
 
 def _raise_inotify_limit(state: LabState) -> None:
@@ -199,6 +237,8 @@ def down(name: str, log: Log = lambda m: None) -> bool:
             found = True
             node.kill_cgroup(directory)
     pids = [r.pid for r in (state.nodes if state else []) if r.pid]
+    if state is not None and state.delay_pid:
+        pids.append(state.delay_pid)
     for pid in pids:
         try:
             os.kill(pid, 9)

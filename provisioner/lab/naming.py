@@ -64,6 +64,23 @@ class LabNames:
     def mgmt_gateway(self) -> str:
         return f"198.18.{self.slot}.254"
 
+    @property
+    def mgmt_router(self) -> str:
+        """The delay router's leg on the management bridge (only in a lab with a round-trip time)."""
+        return f"198.18.{self.slot}.253"
+
+    @property
+    def rtt_tun(self) -> str:
+        return f"{self.prefix}-rtt"
+
+    @property
+    def rtt_port(self) -> str:
+        return f"{self.prefix}-mr"
+
+    @property
+    def rtt_netns(self) -> str:
+        return f"fabnet-{self.lab}-rtt"
+
     def data_ip(self, index: int) -> str:
         return f"198.19.{self.slot}.{index}"
 

@@ -51,6 +51,40 @@ def create_node_network(names: LabNames, index: int, data_mtu: int, data_up: boo
     run([*ns, "link", "set", "eth1", "up" if data_up else "down"])
 
 
+def create_delay_path(names: LabNames) -> None:
+    """Route the host's management traffic through the delay line (see `delay.py`): the host's .254 moves
+    from the bridge to a TUN device, and a router namespace on the bridge answers ARP for it."""
+    ns = names.rtt_netns
+    if run(["ip", "netns", "add", ns], check=False).returncode != 0:
+        run(["ip", "netns", "del", ns], check=False)
+        run(["ip", "netns", "add", ns])
+    if link_exists(names.rtt_port):
+        run(["ip", "link", "del", names.rtt_port])
+    run(["ip", "link", "add", names.rtt_port, "address", names.mac(5, 0), "type", "veth",
+         "peer", "name", "eth0", "address", names.mac(6, 0), "netns", ns])
+    run(["ip", "link", "set", names.rtt_port, "mtu", str(SWITCH_PORT_MTU), "master", names.mgmt_bridge, "up"])
+    ip = ["ip", "-n", ns]
+    run([*ip, "link", "set", "lo", "up"])
+    run([*ip, "addr", "add", f"{names.mgmt_router}/24", "dev", "eth0"])
+    run([*ip, "link", "set", "eth0", "up"])
+    run([*ip, "tuntap", "add", "dev", "rtt0", "mode", "tun"])
+    run([*ip, "link", "set", "rtt0", "mtu", "1500", "up"])
+    run([*ip, "route", "add", f"{names.mgmt_gateway}/32", "dev", "rtt0"])
+    run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1",
+         "net.ipv4.conf.eth0.proxy_arp=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.eth0.rp_filter=0",
+         "net.ipv4.conf.rtt0.rp_filter=0", "net.ipv6.conf.all.disable_ipv6=1"])
+    run(["ip", "addr", "del", f"{names.mgmt_gateway}/24", "dev", names.mgmt_bridge], check=False)
+    # The host would otherwise answer ARP for .254 on the bridge (its address, on another device) and
+    # the nodes' replies would bypass the delay line.
+    run(["sysctl", "-q", "-w", f"net.ipv4.conf.{names.mgmt_bridge}.arp_ignore=8"])
+    if link_exists(names.rtt_tun):
+        run(["ip", "link", "del", names.rtt_tun])
+    run(["ip", "tuntap", "add", "dev", names.rtt_tun, "mode", "tun"])
+    run(["sysctl", "-q", "-w", f"net.ipv6.conf.{names.rtt_tun}.disable_ipv6=1"], check=False)
+    run(["ip", "link", "set", names.rtt_tun, "mtu", "1500", "up"])
+    run(["ip", "addr", "replace", f"{names.mgmt_gateway}/24", "dev", names.rtt_tun])
+
+
 def set_sysctls(netns: str, values: dict[str, str]) -> None:
     """Live values of per-namespace (net.*) sysctls; a node's /etc/sysctl.d holds the boot-time ones.
 

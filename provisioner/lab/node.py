@@ -15,13 +15,13 @@ from provisioner.errors import LabError
 from provisioner.lab import emulation
 from provisioner.lab.naming import LabNames
 from provisioner.lab.profile import NodeState
-from provisioner.lab.rootfs import OPERATOR, REPO_IN_NODE
+from provisioner.lab.rootfs import OPERATOR, REPO_IN_NODE, cache_dir
 from provisioner.lab.state import NodeRecord
 from provisioner.lab.system import run, write_atomic
 
 HW_ROOT_IN_NODE = "/var/lib/fabnet-lab"
-LABHW_IN_NODE = "/usr/local/lib/fabnet-lab/labhw.py"
-LABHW_SOURCE = Path(emulation.__file__).with_name("labhw.py")
+LABHW_IN_NODE = emulation.INSTALL_PATH
+LABHW_SOURCE = emulation.LABHW_SOURCE
 WANTS = "etc/systemd/system/multi-user.target.wants"
 
 
@@ -116,9 +116,18 @@ def _authorize_operator(root: Path, public_key: str) -> None:
 def _install_emulation(root: Path, state: NodeState, index: int) -> None:
     target = root / LABHW_IN_NODE.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(LABHW_SOURCE, target)
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(LABHW_SOURCE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    runner = emulation.fast_path_binary(cache_dir())
+    if runner is not None:
+        shutil.copyfile(runner, root / emulation.RUNNER.lstrip("/"))
+        os.chmod(root / emulation.RUNNER.lstrip("/"), 0o755)
     for command in emulation.COMMANDS:
-        write_atomic(root / "usr/local/sbin" / command, emulation.wrapper_script(command), mode=0o755)
+        wrapper = root / emulation.WRAPPER_DIR.lstrip("/") / command
+        wrapper.unlink(missing_ok=True)
+        # The compiled fast path answers, and runs Python only when it must.
+        text = emulation.fast_wrapper_script(command) if runner else emulation.wrapper_script(command)
+        write_atomic(wrapper, text, mode=0o755)
     hw_root = root / HW_ROOT_IN_NODE.lstrip("/")
     write_atomic(hw_root / "hw.json", json.dumps(hw_json(state, index), indent=2) + "\n")
     run([sys.executable, str(LABHW_SOURCE), "--as", "fabnet-lab-init"],

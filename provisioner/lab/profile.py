@@ -57,6 +57,8 @@ class NodeState(BaseModel):
     )
     gpus: int = 8
     gpu_model: str = "NVIDIA H100 80GB HBM3"
+    mgmt_rtt_ms: float | None = Field(
+        None, ge=0, le=10000, description="round-trip time to the control machine; null: the lab's --rtt")
 
 
 class Profile(BaseModel):

@@ -61,6 +61,30 @@ class LabState:
     def known_hosts_path(self) -> Path:
         return self.dir / "known_hosts"
 
+    # The management delay line (lab up --rtt) keeps its own files beside state.json, whose fields stay
+    # as they are: code that predates a field could not load the state of a lab that has it.
+    @property
+    def delay_config_path(self) -> Path:
+        return self.dir / "delay.json"
+
+    @property
+    def delay_pid_path(self) -> Path:
+        return self.dir / "delay.pid"
+
+    @property
+    def delay_pid(self) -> int | None:
+        try:
+            return int(self.delay_pid_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def rtt_ms(self) -> float:
+        try:
+            return float(json.loads(self.delay_config_path.read_text())["rtt_ms"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0.0
+
     def node_dir(self, index: int) -> Path:
         return self.dir / "nodes" / node_name(index)
 
@@ -94,7 +118,8 @@ def free_slot() -> int:
     routes = Path("/proc/net/route").read_text() if Path("/proc/net/route").exists() else ""
     for slot in range(1, MAX_SLOT + 1):
         names = LabNames("probe", slot)
-        if slot in taken or f"{names.prefix}-mgmt" in routes:
+        # A bridge of that name on the host means a lab this machine's records do not show holds the slot.
+        if slot in taken or f"{names.prefix}-mgmt" in routes or Path(f"/sys/class/net/{names.mgmt_bridge}").exists():
             continue
         return slot
     raise LabError(f"no free lab slot: {MAX_SLOT} labs exist; remove one with `fabnet lab down --name NAME`")

@@ -9,43 +9,45 @@ nothing of the tool's in it raises `provisioner.errors.ParseError` with the 1-ba
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-from pydantic import BaseModel
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from provisioner.errors import ParseError
-from provisioner.parsers.ibdev2netdev import parse_ibdev2netdev
-from provisioner.parsers.ibstat import parse_ibstat
-from provisioner.parsers.ibstatus import parse_ibstatus
-from provisioner.parsers.ibv_devinfo import parse_ibv_devinfo
-from provisioner.parsers.mlnx_qos import parse_mlnx_qos
-from provisioner.parsers.nccl_debug import parse_nccl_debug
-from provisioner.parsers.nccl_tests import parse_nccl_tests
-from provisioner.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
-from provisioner.parsers.ofed_info import parse_ofed_info
-from provisioner.parsers.port_counters import parse_perfquery, parse_port_counters
-from provisioner.parsers.rdma_link import parse_rdma_link
-from provisioner.parsers.rdma_qos_script import parse_rdma_qos_script
-from provisioner.parsers.show_gids import parse_show_gids
-from provisioner.parsers.traffic_class import parse_traffic_class
 
-PARSERS: dict[str, Callable[[str], BaseModel]] = {
-    "ibdev2netdev": parse_ibdev2netdev,
-    "ibstat": parse_ibstat,
-    "ibstatus": parse_ibstatus,
-    "ibv_devinfo": parse_ibv_devinfo,
-    "mlnx_qos": parse_mlnx_qos,
-    "nccl_debug": parse_nccl_debug,
-    "nccl_tests": parse_nccl_tests,
-    "nvidia_smi_topo": parse_nvidia_smi_topo,
-    "ofed_info": parse_ofed_info,
-    "perfquery": parse_perfquery,
-    "port_counters": parse_port_counters,
-    "rdma_link": parse_rdma_link,
-    "rdma_qos_script": parse_rdma_qos_script,
-    "show_gids": parse_show_gids,
-    "traffic_class": parse_traffic_class,
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+# kind -> (module, function). A parser's module (and its pydantic models) is imported when first used:
+# `fabnet parse KIND` then loads one parser, not all of them.
+_WHERE: dict[str, tuple[str, str]] = {
+    "ibdev2netdev": ("ibdev2netdev", "parse_ibdev2netdev"),
+    "ibstat": ("ibstat", "parse_ibstat"),
+    "ibstatus": ("ibstatus", "parse_ibstatus"),
+    "ibv_devinfo": ("ibv_devinfo", "parse_ibv_devinfo"),
+    "mlnx_qos": ("mlnx_qos", "parse_mlnx_qos"),
+    "nccl_debug": ("nccl_debug", "parse_nccl_debug"),
+    "nccl_tests": ("nccl_tests", "parse_nccl_tests"),
+    "nvidia_smi_topo": ("nvidia_smi_topo", "parse_nvidia_smi_topo"),
+    "ofed_info": ("ofed_info", "parse_ofed_info"),
+    "perfquery": ("port_counters", "parse_perfquery"),
+    "port_counters": ("port_counters", "parse_port_counters"),
+    "rdma_link": ("rdma_link", "parse_rdma_link"),
+    "rdma_qos_script": ("rdma_qos_script", "parse_rdma_qos_script"),
+    "show_gids": ("show_gids", "parse_show_gids"),
+    "traffic_class": ("traffic_class", "parse_traffic_class"),
 }
+
+
+def _lazily(module: str, function: str) -> Callable[[str], BaseModel]:
+    def parse_with(text: str) -> BaseModel:
+        parser: Callable[[str], BaseModel] = getattr(import_module(f"provisioner.parsers.{module}"), function)
+        return parser(text)
+
+    parse_with.__name__ = function
+    return parse_with
+
+
+PARSERS: dict[str, Callable[[str], BaseModel]] = {kind: _lazily(*where) for kind, where in _WHERE.items()}
 
 KINDS: list[str] = sorted(PARSERS)
 

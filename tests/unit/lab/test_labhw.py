@@ -485,7 +485,7 @@ def test_every_command_admits_it_is_the_lab_emulation(node: Node, command: str) 
 
 def test_wrapper_runs_the_script_as_the_command(node: Node, tmp_path: Path) -> None:
     text = emulation.wrapper_script("mlnx_qos")
-    assert text == ('#!/bin/sh\nexec /usr/bin/python3 -I -S /usr/local/lib/fabnet-lab/labhw.py '
+    assert text == ('#!/bin/sh\nexec /usr/bin/python3 -I -S /usr/local/lib/fabnet-lab/labhw '
                     '--as mlnx_qos "$@"\n')
     wrapper = tmp_path / "ofed_info"
     wrapper.write_text(emulation.wrapper_script("ofed_info", python=sys.executable, script=str(LABHW)))
@@ -505,11 +505,15 @@ def test_argv0_names_the_command_too(node: Node, tmp_path: Path) -> None:
     assert proc.stdout == "mlx5_0 port 1 ==> eth1 (Up)\n"
 
 
-def test_the_script_is_standalone() -> None:
-    source = LABHW.read_text()
-    assert "import provisioner" not in source and "from provisioner" not in source
-    assert source.startswith("#!/usr/bin/python3\n")
-    assert os.access(LABHW, os.X_OK)
+def test_the_package_is_standalone_with_one_module_per_tool() -> None:
+    for module in LABHW.glob("*.py"):
+        source = module.read_text()
+        assert "import provisioner" not in source and "from provisioner" not in source, module
+        assert len(source.splitlines()) < 400, module
+    assert (LABHW / "__main__.py").read_text().startswith("#!/usr/bin/python3\n")
+    tools = {path.stem for path in LABHW.glob("*.py")}
+    assert {"ofed_info", "mlnx_qos", "ibv_devinfo", "ibstat", "ibdev2netdev", "show_gids", "rdma", "nvidia_smi",
+            "cma_roce_tos", "lsmod"} <= tools
 
 
 # --- round trips through fabnet's own parsers -------------------------------------------------------

@@ -1,0 +1,129 @@
+"""Run one function per host over a bounded pool: threads in this process, or, for a large fleet on a
+machine with several cores, a few worker processes with a bounded thread pool each.
+
+Each host costs the controller some CPU (SSH key exchange and ciphers, parsing, evaluation) and that
+work holds Python's interpreter lock, so one process tops out at one core: about 1000 hosts at ~10 ms
+each is 10 s of CPU whatever the parallelism. Worker processes are forked (no re-import, no pickling of
+the work; the results come back pickled over a pipe as each host finishes), one per HOSTS_PER_PROCESS
+hosts, at most one per core. `forks` bounds the threads of all workers together, and so the number of
+connections open at once and their file descriptors and threads (paramiko adds one per connection).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from multiprocessing.connection import Connection, wait
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+HOSTS_PER_PROCESS = 128
+MAX_PROCESSES = 8
+WORKERS_ENV = "FABNET_WORKERS"
+# Per open connection: its socket, and a margin for the key and known_hosts files being read.
+FDS_PER_CONNECTION = 2
+FDS_RESERVED = 64
+
+
+def process_count(hosts: int, forks: int) -> int:
+    """How many worker processes to use; 1 means threads in this process only.
+
+    FABNET_WORKERS=N overrides the choice (the benchmark and tests use it); it is still bounded by the
+    number of hosts and by `forks`.
+    """
+    wanted = os.environ.get(WORKERS_ENV, "").strip()
+    if wanted.isdigit() and int(wanted) > 0:
+        count = int(wanted)
+    else:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        count = min(cores, MAX_PROCESSES, hosts // HOSTS_PER_PROCESS)
+    return max(1, min(count, hosts, forks))
+
+
+def ensure_fd_limit(forks: int) -> None:
+    """Raise the soft open-files limit (up to the hard one) so `forks` connections fit."""
+    needed = forks * FDS_PER_CONNECTION + FDS_RESERVED
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def run(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Callable[[R], None],
+        lost: Callable[[T, str], R]) -> None:
+    """Call `work(item)` for every item, at most `forks` at once, and `on_result` with each result in
+    this process as it arrives. `work` must not raise. An item whose worker process died is reported as
+    `lost(item, reason)`.
+    """
+    if not items:
+        return
+    ensure_fd_limit(forks)
+    processes = process_count(len(items), forks)
+    if processes == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        _threads(items, work, forks, on_result)
+        return
+    _processes(items, work, forks, processes, on_result, lost)
+
+
+def _threads(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Callable[[R], None]) -> None:
+    workers = max(1, min(forks, len(items)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host") as pool:
+        futures = [pool.submit(work, item) for item in items]
+        for future in as_completed(futures):
+            on_result(future.result())
+
+
+def _child(items: Sequence[T], indices: list[int], work: Callable[[T], R], threads: int, conn: Connection) -> None:
+    def numbered(index: int) -> tuple[int, R]:
+        return index, work(items[index])
+
+    def send(result: tuple[int, R]) -> None:
+        conn.send((True, result))
+
+    try:
+        _threads(indices, numbered, threads, send)
+    finally:
+        conn.send((False, None))
+        conn.close()
+
+
+def _processes(items: Sequence[T], work: Callable[[T], R], forks: int, processes: int,
+               on_result: Callable[[R], None], lost: Callable[[T, str], R]) -> None:
+    context = multiprocessing.get_context("fork")
+    # Round-robin shares: neighbouring hosts (same rack, same state) spread over the workers.
+    shares = [list(range(i, len(items), processes)) for i in range(processes)]
+    running: dict[Connection, tuple[multiprocessing.process.BaseProcess, list[int]]] = {}
+    for number, share in enumerate(shares):
+        threads = forks // processes + (1 if number < forks % processes else 0)
+        receiver, sender = context.Pipe(duplex=False)
+        process = context.Process(target=_child, args=(items, share, work, max(1, threads), sender),
+                                  name=f"fabnet-worker-{number}", daemon=True)
+        process.start()
+        sender.close()
+        running[receiver] = (process, share)
+    done: set[int] = set()
+    while running:
+        for ready in wait(list(running)):
+            assert isinstance(ready, Connection)
+            process, share = running[ready]
+            try:
+                more, payload = ready.recv()
+            except (EOFError, OSError):
+                more, payload = False, None
+            if more:
+                index, result = payload
+                done.add(index)
+                on_result(result)
+                continue
+            process.join()
+            del running[ready]
+            ready.close()
+            reason = f"worker process ended early (exit code {process.exitcode})"
+            for index in share:
+                if index not in done:
+                    on_result(lost(items[index], reason))
