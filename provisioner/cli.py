@@ -92,7 +92,10 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
 @click.option("--profile", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Lab profile YAML: each node's starting state (default: a realistically drifted fleet).")
 @json_option
-def lab_up(nodes: int | None, name: str, profile: Path | None, as_json: bool) -> None:
+@click.option("--share-python/--no-share-python", default=True, show_default=True,
+              help="Bind this virtualenv's packages (torch, for `fabnet smoke`) read-only into every node, "
+                   "usable through the inventory's fabnet_python.")
+def lab_up(nodes: int | None, name: str, profile: Path | None, as_json: bool, share_python: bool) -> None:
     """Create a lab and wait until every node answers SSH; then show how to reach the nodes.
 
     The first run builds a Debian root filesystem with debootstrap (about a minute, cached).
@@ -100,7 +103,7 @@ def lab_up(nodes: int | None, name: str, profile: Path | None, as_json: bool) ->
     from provisioner.lab import manager
 
     with report.progress_log() as log:
-        manager.up(name, nodes, profile, log=log)
+        manager.up(name, nodes, profile, log=log, share_python=share_python)
     _print_status(name, as_json)
 
 
