@@ -317,6 +317,11 @@ def audit_exit_code(outcome: AuditOutcome) -> int:
     return EXIT_OK
 
 
+from provisioner.commands.smoke import smoke as smoke_command  # noqa: E402
+
+app.add_command(smoke_command)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning typed errors into one clear message and an exit code."""
     try:
