@@ -37,6 +37,7 @@ class Ping:
     small_ok: bool
     large_ok: bool
     size: int  # the payload of the full-size ping
+    path_mtu: int = 0  # the largest common MTU that did pass, when full-size frames did not (0: unknown)
 
 
 @dataclass
@@ -75,15 +76,23 @@ def ping_peers(names: Sequence[str]) -> dict[str, list[str]]:
     return {names[i]: [names[(i + 1) % n]] for i in range(n)}
 
 
+COMMON_MTUS = (9000, 4200, 1500, 1280)  # tried downwards when full-size frames fail, to report the path's MTU
+
+
 def _ping_command(iface: str, peers: Sequence[tuple[str, str]]) -> str:
-    """Both pings to every peer at once; one line per peer: `peer small_rc large_rc size`."""
+    """Pings to every peer at once; one line per peer: `peer small_rc large_rc size path_mtu`
+    (path_mtu 0 when not probed or not found)."""
     mtu = "$(cat " + sh(f"/sys/class/net/{iface}/mtu") + " 2>/dev/null || echo 1500)"
     lines = [f"s=$(( {mtu} - {IP_HEADERS} ))"]
     for name, ip in peers:
         small = sh("ping", "-n", "-q", "-c", "2", "-i", "0.2", "-W", "1", "-I", iface, ip)
         large = "ping -n -q -M do -s \"$s\" -c 2 -i 0.2 -W 1 -I " + sh(iface, ip)
-        lines.append(f"( {small} >/dev/null 2>&1; a=$?; {large} >/dev/null 2>&1; "
-                     f"printf '%s %s %s %s\\n' {sh(name)} \"$a\" \"$?\" \"$s\" ) &")
+        lower = ("ping -n -q -M do -s $((m - " + str(IP_HEADERS) + ")) -c 1 -W 1 -I " + sh(iface, ip)
+                 + " >/dev/null 2>&1 && { p=$m; break; }")
+        search = (f"if [ $a = 0 ] && [ $b != 0 ]; then for m in {' '.join(map(str, COMMON_MTUS))}; do "
+                  f"if [ $((m - {IP_HEADERS})) -lt \"$s\" ]; then {lower}; fi; done; fi")
+        lines.append(f"( p=0; {small} >/dev/null 2>&1; a=$?; {large} >/dev/null 2>&1; b=$?; {search}; "
+                     f"printf '%s %s %s %s %s\\n' {sh(name)} \"$a\" \"$b\" \"$s\" \"$p\" ) &")
     lines.append("wait")
     return "\n".join(lines)
 
@@ -124,8 +133,9 @@ def parse_pings(text: str) -> list[Ping]:
     pings = []
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 4 and all(p.lstrip("-").isdigit() for p in parts[1:]):
-            pings.append(Ping(parts[0], parts[1] == "0", parts[2] == "0", int(parts[3])))
+        if len(parts) in (4, 5) and all(p.lstrip("-").isdigit() for p in parts[1:]):
+            path = int(parts[4]) if len(parts) == 5 else 0
+            pings.append(Ping(parts[0], parts[1] == "0", parts[2] == "0", int(parts[3]), path))
     return pings
 
 
@@ -223,19 +233,30 @@ def check_mtu(targets: Sequence[Target], facts: Mapping[str, HostFacts]) -> list
                     "fabnet apply)")]
 
 
+def _mtu_of(target: Target, facts: Mapping[str, HostFacts]) -> int | None:
+    live = facts[target.name].ifaces.get(target.data_iface or "")
+    return live.mtu if live else None
+
+
 def check_path_mtu(targets: Sequence[Target], facts: Mapping[str, HostFacts]) -> list[Finding]:
     findings: list[Finding] = []
-    blocked: list[tuple[str, str, int]] = []
+    blocked: list[tuple[str, str, int, int]] = []
     unreachable: list[tuple[str, str]] = []
     tested: dict[str, int] = {}
+    mtus = {t.name: _mtu_of(t, facts) for t in targets}
     for target in targets:
         for ping in facts[target.name].pings:
+            if ping.peer not in mtus:
+                continue
+            # Hosts with different MTUs fail full-size pings by construction; check_mtu names them.
+            if ping.small_ok and not ping.large_ok and mtus[target.name] != mtus[ping.peer]:
+                continue
             for name in (target.name, ping.peer):
                 tested[name] = tested.get(name, 0) + 1
             if not ping.small_ok:
                 unreachable.append((target.name, ping.peer))
             elif not ping.large_ok:
-                blocked.append((target.name, ping.peer, ping.size))
+                blocked.append((target.name, ping.peer, ping.size, ping.path_mtu))
     for kind, pairs in (("blocked", blocked), ("unreachable", unreachable)):
         if not pairs:
             continue
@@ -249,13 +270,16 @@ def check_path_mtu(targets: Sequence[Target], facts: Mapping[str, HostFacts]) ->
         if kind == "blocked":
             size = max(p[2] for p in blocked)
             mtu = size + IP_HEADERS
+            paths = sorted({p[3] for p in blocked if p[3]})
+            path = f"; the path carries {'/'.join(map(str, paths))}-byte frames" if paths else ""
+            host_mtus = ", ".join(f"{h} MTU {mtus[h]}" for h in suspects)
             findings.append(Finding(
                 "path_mtu", suspects,
-                f"full-size frames (MTU {mtu}: ping -M do -s {size}) do not pass between {links}, small packets "
-                f"do: a hop on the path of {_names(suspects)} has a smaller MTU than the hosts (an all-reduce "
-                "would hang after the rendezvous)",
-                f"raise the MTU of the switch ports of {_names(suspects)} to at least {mtu}, or lower the hosts' "
-                "MTU to the path's"))
+                f"full-size frames (ping -M do -s {size}, MTU {mtu}) do not pass between {links} while small "
+                f"packets do ({host_mtus}{path}): a hop on the path of {_names(suspects)} (switch port) has a "
+                "smaller MTU than the hosts, and an all-reduce would hang after the rendezvous",
+                f"raise the MTU of the switch ports of {_names(suspects)} to at least {mtu}, or set the hosts' MTU "
+                f"to the path's{' (' + str(min(paths)) + ')' if paths else ''}"))
         else:
             findings.append(Finding(
                 "path_mtu", suspects,
