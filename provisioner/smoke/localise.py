@@ -60,6 +60,12 @@ def verdict(round1: Mapping[Pair, float | None], round2: Mapping[Pair, float | N
     slow1, fast1 = slow_pairs(round1, threshold)
     reference = _median([v for p, v in round1.items() if p in fast1 and v is not None])
     result = Verdict(reference=reference)
+    below = [p for p, v in round1.items() if v is None or v < threshold]
+    if round1 and len(below) == len(round1) and not slow1:
+        result.undecided = [h for pair in round1 for h in pair]
+        result.message = "every pair is below the threshold and none stands out: the fleet as a whole is slow, " \
+                         "not one host"
+        return result
     if not slow1 and not leftover:
         result.message = "every pair reaches the threshold on its own: no single host is slow (the fleet-wide " \
                          "run is limited elsewhere, e.g. a shared uplink or CPU)"
