@@ -76,7 +76,6 @@ def rank_env(job: Job, target: Target) -> dict[str, str]:
         env["GLOO_SOCKET_IFNAME"] = target.data_iface
     env.update(job.extra_env)
     env["PYTHONWARNINGS"] = "ignore"
-    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")
     return env
 
 
