@@ -169,6 +169,9 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
         with report.host_progress(len(plans), "auditing") as progress:
             outcome = engine.audit(plans, engine.Options(), progress)
         report.audit_tables(outcome)
+        from provisioner.commands.smoke import demo_smoke
+
+        demo_smoke(state.inventory_path, DEFAULT_PLAYBOOK)
     drifted_qos_node = state.nodes[min(2, len(state.nodes) - 1)]  # gpu03 has PFC off in the default profile
     report.info(
         "\nNext steps:\n"
