@@ -133,9 +133,15 @@ def explain(job: Job, progress: Sequence[RankProgress], ifaces: Mapping[str, str
         return broken, "; ".join(words) + f"; the run {ended}"
     if not_joined and len(not_joined) < len(hosts):
         errors = "; ".join(f"{p.host}: {p.error}" for p in progress if p.error and p.host in not_joined)
-        return not_joined, (f"{', '.join(not_joined)} never joined the rendezvous on {job.master}:{job.port}: "
-                            "its path over the data network, or a firewall dropping the rendezvous or gloo/NCCL "
-                            f"ports; the run {ended}" + (f" [{errors}]" if errors else ""))
+        errors = f" [{errors}]" if errors else ""
+        names = ", ".join(not_joined)
+        if all(_level(p.stage) >= _level("connected") for h in not_joined for p in by_host[h]):
+            # They reached the rendezvous store, then failed to open the collective's own connections.
+            return not_joined, (f"{names} reached the rendezvous but could not connect to their peers (the "
+                                "gloo/NCCL connections): a route or firewall on the data network between them; "
+                                f"the run {ended}{errors}")
+        return not_joined, (f"{names} never joined the rendezvous on {job.master}:{job.port}: its path over the "
+                            f"data network, or a firewall dropping the rendezvous port; the run {ended}{errors}")
     never = [h for h in hosts if all(p.stage == "not_started" for p in by_host[h])]
     if never:
         return never, f"{', '.join(never)}: the rank never started (its output is in the JSON report)"

@@ -54,7 +54,7 @@ class HostFacts:
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # interface, mtu, path_mtu, env, python, gpus, address
+    check: str  # interface, address, mtu, data_path, path_mtu, env, python, gpus
     hosts: tuple[str, ...]
     message: str
     fix: str
@@ -282,7 +282,7 @@ def check_path_mtu(targets: Sequence[Target], facts: Mapping[str, HostFacts]) ->
                 f"to the path's{' (' + str(min(paths)) + ')' if paths else ''}"))
         else:
             findings.append(Finding(
-                "path_mtu", suspects,
+                "data_path", suspects,
                 f"no packet passes over the data network between {links}",
                 f"check {_names(suspects)}: data interface, address, cabling, firewall (ICMP and the rendezvous "
                 "port)"))

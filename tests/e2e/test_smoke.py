@@ -232,9 +232,17 @@ def test_rate_limited_node_is_named_slow(lab8: Lab, count: int) -> None:
 # ----------------------------------------------------------------------------------- bounded failure
 
 
-def test_interface_down_after_preflight_fails_in_time_and_leaves_nothing(lab8: Lab) -> None:
+@pytest.mark.parametrize("fault", ["interface_down", "rendezvous_blocked"])
+def test_fault_after_preflight_fails_in_time_names_the_node_and_leaves_nothing(lab8: Lab, fault: str) -> None:
     nodes = lab8.nodes[:4]
     victim = nodes[2]
+    master = nodes[0].data_ip
+    # Either the data interface goes down, or the node's own routing rejects the rendezvous address
+    # (what a host firewall rejecting that traffic does to it).
+    break_it, undo = {
+        "interface_down": ("ip link set eth1 down", "ip link set eth1 up"),
+        "rendezvous_blocked": (f"ip route add prohibit {master}/32", f"ip route del prohibit {master}/32"),
+    }[fault]
     timeout = 25
     proc = subprocess.Popen(
         [sys.executable, "-m", "provisioner", "smoke", str(lab8.state.inventory_path), "-p", str(PLAYBOOK),
@@ -250,24 +258,32 @@ def test_interface_down_after_preflight_fails_in_time_and_leaves_nothing(lab8: L
             stderr.append(line)
             if "pre-flight passed" in line:
                 # The fault happens between the pre-flight and the rendezvous.
-                lab8.ssh(victim, "ip link set eth1 down")
+                lab8.ssh(victim, break_it)
                 passed.set()
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
+    # stderr belongs to the watcher; stdout is read here. The timer is the test's own safety net.
+    guard = threading.Timer(timeout + 60, proc.kill)
+    guard.start()
     try:
         started = time.monotonic()
-        out, _ = proc.communicate(timeout=timeout + 60)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.wait()
         elapsed = time.monotonic() - started
         watcher.join(timeout=5)
     finally:
-        lab8.ssh(victim, "ip link set eth1 up")
+        guard.cancel()
+        lab8.ssh(victim, undo, check=False)
     assert passed.is_set(), "".join(stderr)
     data = json.loads(out)
     assert proc.returncode == 2 and data["verdict"] == "failed"
     # Within --timeout for the collective, plus the pre-flight and the kill round trip.
     assert elapsed < timeout + data["preflight_seconds"] + 8, elapsed
-    assert victim.name in data["reason"] and "eth1 is down" in data["reason"], data["reason"]
+    expected = "its data interface eth1 is down" if fault == "interface_down" else "never joined the rendezvous"
+    assert data["reason"].startswith(f"{victim.name} "), data["reason"]
+    assert expected in data["reason"], data["reason"]
     assert [h["name"] for h in data["hosts"] if h["failed"]] == [victim.name]
     stages = {p["host"]: p["stage"] for p in data["progress"]}
     assert stages[victim.name] in ("not_started", "started")

@@ -95,3 +95,15 @@ def test_iface_state() -> None:
     assert diagnose.iface_state("") is None
     healthy = json.loads((HERE / "ip-j-addr-healthy.json").read_text())
     assert diagnose.iface_state(json.dumps([e for e in healthy if e["ifname"] == "eth1"])) == "up"
+
+
+def test_hosts_that_reached_the_store_but_not_their_peers() -> None:
+    """A route or firewall between two hosts: both reach the rendezvous, neither builds its connections."""
+    j = four()
+    events = {0: ev("started", "connected", "joined"), 1: ev("started", "connected"),
+              2: ev("started", "connected", error="RuntimeError: connect: Permission denied"),
+              3: ev("started", "connected", "joined", error="Connection reset by peer")}
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=False, unreachable={},
+                                    deadline=20)
+    assert hosts == ["gpu02", "gpu03"]
+    assert "reached the rendezvous but could not connect to their peers" in cause and "Permission denied" in cause

@@ -95,7 +95,7 @@ def test_interface_down_and_unreachable_peer() -> None:
     findings = preflight.evaluate(targets, found, runner="torch", backend="auto")
     assert findings[0].check == "interface" and findings[0].hosts == ("gpu04",)
     assert "eth1 is down" in findings[0].message
-    unreachable = [f for f in findings if f.check == "path_mtu" and "no packet" in f.message]
+    unreachable = [f for f in findings if f.check == "data_path" and "no packet" in f.message]
     assert unreachable and unreachable[0].hosts == ("gpu04",)
 
 
