@@ -119,7 +119,10 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
                    "e.g. 20ms; ping and SSH see it, the data network does not. A node's mgmt_rtt_ms in the "
                    "profile overrides it.")
 @json_option
-def lab_up(nodes: int | None, name: str, profile: Path | None, rtt: str, as_json: bool) -> None:
+@click.option("--share-python/--no-share-python", default=True, show_default=True,
+              help="Bind this virtualenv's packages (torch, for `fabnet smoke`) read-only into every node, "
+                   "usable through the inventory's fabnet_python.")
+def lab_up(nodes: int | None, name: str, profile: Path | None, rtt: str, as_json: bool, share_python: bool) -> None:
     """Create a lab and wait until every node answers SSH; then show how to reach the nodes.
 
     The first run builds a Debian root filesystem with debootstrap (about a minute, cached).
@@ -137,7 +140,7 @@ def lab_up(nodes: int | None, name: str, profile: Path | None, rtt: str, as_json
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--rtt") from exc
     with report.progress_log() as log:
-        manager.up(name, nodes, profile, log=log, rtt_ms=rtt_ms)
+        manager.up(name, nodes, profile, log=log, rtt_ms=rtt_ms, share_python=share_python)
     _print_status(name, as_json)
 
 
@@ -203,6 +206,9 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
         with report.host_progress(len(plans), "auditing") as progress:
             outcome = engine.audit(plans, engine.Options(), progress)
         report.audit_tables(outcome)
+        from provisioner.commands.smoke import demo_smoke
+
+        demo_smoke(state.inventory_path, DEFAULT_PLAYBOOK)
     drifted_qos_node = state.nodes[min(2, len(state.nodes) - 1)]  # gpu03 has PFC off in the default profile
     report.info(
         "\nNext steps:\n"
@@ -358,6 +364,9 @@ def audit_exit_code(outcome: AuditOutcome) -> int:
 from provisioner.commands.inventory import inventory as inventory_command  # noqa: E402
 
 app.add_command(inventory_command)
+from provisioner.commands.smoke import smoke as smoke_command  # noqa: E402
+
+app.add_command(smoke_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from provisioner.errors import ConfigError, ConfigErrors, RenderError, did_you_mean
 from provisioner.inventory import Host, Inventory, load_inventory
+from provisioner.smoke.settings import AllReduceSpec
 from provisioner.specs import KINDS, FileSpec, Int, Spec
 from provisioner.templating import (
     VarResolver,
@@ -36,7 +37,7 @@ class VerifySpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    all_reduce: dict[str, Any] | None = Field(
+    all_reduce: AllReduceSpec | None = Field(
         None, description="settings of the all-reduce smoke test across the play's hosts (a mapping)"
     )
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from provisioner.errors import LabError
-from provisioner.lab import network, node, rootfs
+from provisioner.lab import network, node, nodepython, rootfs
 from provisioner.lab.delay import DelayConfig
 from provisioner.lab.naming import MAX_NODES, check_lab_name, node_name
 from provisioner.lab.profile import DEFAULT_PROFILE, Profile, load_profile
@@ -44,10 +44,12 @@ class NodeStatus:
 
 
 def up(name: str, nodes: int | None = None, profile_path: Path | None = None, log: Log = lambda m: None,
-       rtt_ms: float = 0.0) -> LabState:
+       rtt_ms: float = 0.0, share_python: bool = True) -> LabState:
     """Create lab `name` with `nodes` nodes from the profile; returns once every node answers SSH.
 
     `rtt_ms` (and a node's `mgmt_rtt_ms` in the profile) delays the management path: see `delay.py`.
+    `share_python`: make this virtualenv's packages (torch, for `fabnet smoke`) usable on every node,
+    read-only, through the interpreter the inventory names in `fabnet_python` (see nodepython.py).
     """
     check_lab_name(name)
     require_root_and_tools()
@@ -60,6 +62,7 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
         raise LabError(f"lab {name!r} already exists: run `fabnet lab down --name {name}` first")
 
     base = rootfs.ensure_rootfs(log)
+    shared_site = nodepython.host_site_packages(base) if share_python else None
     state = LabState(name=name, slot=free_slot(), profile=str(profile_path or DEFAULT_PROFILE))
     names = state.names
     state.nodes = [
@@ -87,15 +90,19 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
             network.set_sysctls(record.netns, node_state.sysctls)
             node_dir = state.node_dir(record.index)
             root = node.mount_root(node_dir, base)
+            if shared_site is not None:
+                nodepython.prepare_root(root)
             return node.prepare_root(root, record, node_state, public_key, names, state.nodes)
 
         with ThreadPoolExecutor(max_workers=min(8, count)) as pool:
             host_keys = list(pool.map(prepare, state.nodes))
         for record in state.nodes:
             record.pid = node.spawn(record, state.node_dir(record.index) / "root", name,
-                                    state.node_dir(record.index) / "console.log")
+                                    state.node_dir(record.index) / "console.log",
+                                    extra_args=nodepython.nspawn_args(shared_site) if shared_site else ())
             state.save()
-        _write_access_files(state, profile, host_keys)
+        _write_access_files(state, profile, host_keys,
+                            {"fabnet_python": nodepython.PYTHON_IN_NODE} if shared_site else {})
         log(f"booting {count} nodes")
         _wait_for_ssh(state)
         state.complete = True
@@ -150,7 +157,8 @@ def _raise_inotify_limit(state: LabState) -> None:
         INOTIFY.write_text(str(INOTIFY_WANTED))
 
 
-def _write_access_files(state: LabState, profile: Profile, host_keys: list[str]) -> None:
+def _write_access_files(state: LabState, profile: Profile, host_keys: list[str],
+                        extra_vars: dict[str, str] | None = None) -> None:
     known = "".join(f"{record.mgmt_ip} {key}\n" for record, key in zip(state.nodes, host_keys, strict=True))
     write_atomic(state.known_hosts_path, known)
     inventory = {
@@ -166,6 +174,7 @@ def _write_access_files(state: LabState, profile: Profile, host_keys: list[str])
                 **LAB_PLAYBOOK_VARS,
                 "fabnet_sysfs_root": node.HW_ROOT_IN_NODE + "/sys",
                 "fabnet_lab": state.name,
+                **(extra_vars or {}),
             },
             "children": {
                 "gpu": {

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from provisioner.errors import LabError
@@ -182,7 +183,7 @@ def _write_network_config(root: Path, record: NodeRecord, state: NodeState, name
     )
 
 
-def spawn(record: NodeRecord, root: Path, lab: str, log_path: Path) -> int:
+def spawn(record: NodeRecord, root: Path, lab: str, log_path: Path, extra_args: Sequence[str] = ()) -> int:
     """Boot the node's container in its namespace; returns the systemd-nspawn pid."""
     cgroups = cgroup_dirs(lab, record.name)
     for directory in cgroups:
@@ -198,7 +199,7 @@ def spawn(record: NodeRecord, root: Path, lab: str, log_path: Path) -> int:
         "systemd-nspawn", "--quiet", "-D", str(root), "--boot", "--register=no", "--keep-unit",
         f"--network-namespace-path=/run/netns/{record.netns}", "--capability=CAP_NET_ADMIN",
         "--console=passive", f"--hostname={record.name}", f"--machine=fabnet-{lab}-{record.name}",
-        "--link-journal=no", "--resolv-conf=off", "--timezone=off",
+        "--link-journal=no", "--resolv-conf=off", "--timezone=off", *extra_args,
     ]
     # Lets the node change its own net.* sysctls, as a real host can; the rest of /proc/sys stays read-only.
     env = {**os.environ, "SYSTEMD_NSPAWN_API_VFS_WRITABLE": "network"}

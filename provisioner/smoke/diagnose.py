@@ -1,0 +1,165 @@
+"""From the ranks' events to figures, or to a named cause (pure).
+
+Every rank leaves a trail: started, connected (reached the rendezvous), joined (process group
+built), one event per message size, done, or an error. When a job fails or runs out of time, the
+furthest point each rank reached tells which host held the others up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from provisioner.smoke.busbw import SizeResult, size_result
+from provisioner.smoke.plan import Job
+
+
+@dataclass(frozen=True)
+class RankProgress:
+    rank: int
+    host: str
+    stage: str  # the furthest point reached: not_started, started, connected, joined, done
+    sizes_done: int
+    error: str | None = None
+    missing: tuple[int, ...] = ()  # rank 0 only: the ranks it never saw at the rendezvous
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "host": self.host, "stage": self.stage, "sizes_done": self.sizes_done,
+                "error": self.error}
+
+
+@dataclass
+class JobResult:
+    hosts: tuple[str, ...]
+    ok: bool
+    rows: list[SizeResult] = field(default_factory=list)
+    progress: list[RankProgress] = field(default_factory=list)
+    failed_hosts: list[str] = field(default_factory=list)
+    cause: str | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    left_running: dict[str, list[int]] = field(default_factory=dict)  # host -> pids still alive after the kill
+
+
+_ORDER = ("not_started", "started", "connected", "joined", "done")
+
+
+def rank_progress(job: Job, events: Mapping[int, Sequence[dict]]) -> list[RankProgress]:
+    """How far each rank got (`stage` is the furthest point reached, even when it then failed)."""
+    progress = []
+    for rank in job.ranks():
+        stage, sizes, error, missing = 0, 0, None, []
+        for event in events.get(rank.rank, []):
+            kind = event.get("event")
+            if kind in _ORDER:
+                stage = max(stage, _ORDER.index(kind))
+            elif kind == "size":
+                sizes += 1
+            elif kind == "error":
+                error = str(event.get("message", "error"))
+                missing = [int(r) for r in event.get("missing") or [] if isinstance(r, int)]
+        progress.append(RankProgress(rank.rank, rank.host, _ORDER[stage], sizes, error, tuple(missing)))
+    return progress
+
+
+def figures(job: Job, events: Mapping[int, Sequence[dict]]) -> list[SizeResult]:
+    """Per size: the slowest rank's time (the collective is done when the last rank is), with its
+    bandwidths; the count of wrong elements summed over ranks."""
+    times: dict[int, list[float]] = {}
+    wrong: dict[int, int] = {}
+    for rank_events in events.values():
+        for event in rank_events:
+            if event.get("event") == "size":
+                size = int(event["bytes"])
+                times.setdefault(size, []).append(float(event["seconds"]))
+                wrong[size] = wrong.get(size, 0) + int(event.get("wrong", 0))
+    return [size_result(size, max(times[size]), job.world, wrong[size])
+            for size in sorted(times) if len(times[size]) == job.world]
+
+
+def iface_state(text: str) -> str | None:
+    """'down', 'missing' or 'up' from `ip -j addr show dev X` output; None when unknown."""
+    text = text.strip()
+    if not text:
+        return None
+    if "does not exist" in text:
+        return "missing"
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return None
+    if not entries:
+        return "missing"
+    flags = set(entries[0].get("flags", []))
+    return "up" if "UP" in flags and "LOWER_UP" in flags else "down"
+
+
+def _level(stage: str) -> int:
+    return _ORDER.index(stage)
+
+
+def explain(job: Job, progress: Sequence[RankProgress], ifaces: Mapping[str, str | None], *, timed_out: bool,
+            unreachable: Mapping[str, str], deadline: float) -> tuple[list[str], str]:
+    """The hosts to blame and the most likely cause, in words an operator can act on."""
+    hosts = list(job.host_names)
+    by_host: dict[str, list[RankProgress]] = {h: [] for h in hosts}
+    for p in progress:
+        by_host[p.host].append(p)
+    iface = {t.name: t.data_iface or "the data interface" for t in job.hosts}
+    ended = f"ran out of time ({deadline:.0f} s)" if timed_out else "failed"
+    if unreachable:
+        return list(unreachable), "; ".join(f"{h} could not be reached over SSH: {r}" for h, r in unreachable.items())
+
+    # Who never made it into the process group: rank 0's own list when it has one, else the hosts
+    # that stayed behind while another host got further.
+    missing = {r for p in progress for r in p.missing}
+    if missing:
+        not_joined = [h for h in hosts if any(p.rank in missing for p in by_host[h])]
+    else:
+        furthest = max((_level(p.stage) for p in progress), default=0)
+        not_joined = [h for h in hosts if furthest >= _level("connected")
+                      and all(_level(p.stage) < _level("joined") for p in by_host[h])
+                      and max(_level(p.stage) for p in by_host[h]) < furthest]
+
+    broken = [h for h in hosts if ifaces.get(h) in ("down", "missing")]
+    if broken:
+        words = []
+        for h in broken:
+            state = "is down" if ifaces.get(h) == "down" else "does not exist"
+            joined = any(_level(p.stage) >= _level("joined") for p in by_host[h])
+            what = "stopped during the all-reduce" if joined else "never joined the rendezvous"
+            words.append(f"{h} {what}: its data interface {iface[h]} {state}")
+        return broken, "; ".join(words) + f"; the run {ended}"
+    if not_joined and len(not_joined) < len(hosts):
+        errors = "; ".join(f"{p.host}: {p.error}" for p in progress if p.error and p.host in not_joined)
+        errors = f" [{errors}]" if errors else ""
+        names = ", ".join(not_joined)
+        if all(_level(p.stage) >= _level("connected") for h in not_joined for p in by_host[h]):
+            # They reached the rendezvous store, then failed to open the collective's own connections.
+            return not_joined, (f"{names} reached the rendezvous but could not connect to their peers (the "
+                                "gloo/NCCL connections): a route or firewall on the data network between them; "
+                                f"the run {ended}{errors}")
+        return not_joined, (f"{names} never joined the rendezvous on {job.master}:{job.port}: its path over the "
+                            f"data network, or a firewall dropping the rendezvous port; the run {ended}{errors}")
+    never = [h for h in hosts if all(p.stage == "not_started" for p in by_host[h])]
+    if never:
+        return never, f"{', '.join(never)}: the rank never started (its output is in the JSON report)"
+    done = [p.sizes_done for p in progress]
+    if all(_level(p.stage) >= _level("joined") for p in progress) and max(done) > min(done):
+        behind = sorted({p.host for p in progress if p.sizes_done == min(done)}, key=hosts.index)
+        if len(behind) < len(hosts):
+            return behind, (f"{', '.join(behind)} fell behind in the sweep (stuck at size {min(done) + 1} of "
+                            f"{len(job.sizes)}) while the others went on; the run {ended}")
+    errored = [h for h in hosts if any(p.error for p in by_host[h])]
+    if errored and len(errored) < len(hosts):
+        first = next(p for p in progress if p.error)
+        return errored, f"rank {first.rank} on {first.host} failed: {first.error}"
+    if all(_level(p.stage) >= _level("joined") for p in progress):
+        size = job.sizes[min(min(done), len(job.sizes) - 1)]
+        return hosts, (f"every rank joined, then the all-reduce of {size} bytes {ended}: typical of a hop with a "
+                       "smaller MTU on the data path, or a firewall dropping the collective's connections")
+    first = next((p for p in progress if p.error), None)
+    if first is not None:
+        return hosts, f"rank {first.rank} on {first.host} failed: {first.error}"
+    return hosts, f"the run {ended} before every rank joined"

@@ -1,0 +1,133 @@
+"""fabnet smoke, node side: one rank of an all-reduce sweep with torch.distributed.
+
+Uploaded by fabnet and run with the node's Python; it needs only the standard library and torch (it
+never imports fabnet). It appends one JSON object per line to --events as it goes (started, joined,
+one per message size, done, or error), so the launcher can tell how far every rank got even when
+the run is killed at its deadline.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import threading
+import time
+import warnings
+
+
+class Events:
+    def __init__(self, path, rank):
+        self.path = path
+        self.rank = rank
+
+    def emit(self, event, **fields):
+        record = {"event": event, "rank": self.rank, "t": round(time.time(), 3), **fields}
+        # One write per line, flushed at once: a rank killed a moment later still leaves a readable file.
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def watchdog(events, seconds):
+    def expire():
+        events.emit("error", stage="deadline", message=f"own deadline of {seconds:g} s reached")
+        os._exit(3)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+
+
+def sweep(args, events, torch, dist, device):
+    world = dist.get_world_size()
+    expected = world * (world + 1) / 2
+    for size in args.sizes:
+        count = max(1, size // 4)
+        # Zeros in the timed loop: the sum stays zero however many iterations run, so values never
+        # grow into infinities or denormals that would change the timing.
+        data = torch.zeros(count, dtype=torch.float32, device=device)
+        events.emit("size_start", bytes=count * 4)
+        for _ in range(args.warmup):
+            dist.all_reduce(data)
+        dist.barrier()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        for _ in range(args.iters):
+            dist.all_reduce(data)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = (time.perf_counter() - started) / args.iters
+        # Correctness: every rank contributes rank+1, so each element must be 1+2+...+world exactly.
+        data.fill_(float(dist.get_rank() + 1))
+        dist.all_reduce(data)
+        wrong = int((data != expected).sum().item())
+        events.emit("size", bytes=count * 4, seconds=seconds, wrong=wrong)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--local-rank", type=int, default=0)
+    parser.add_argument("--master", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--backend", choices=("gloo", "nccl"), required=True)
+    parser.add_argument("--sizes", type=lambda text: [int(s) for s in text.split(",")], required=True)
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--timeout", type=float, required=True, help="rendezvous and per-collective timeout")
+    parser.add_argument("--deadline", type=float, required=True, help="seconds after which this rank exits")
+    parser.add_argument("--events", required=True)
+    args = parser.parse_args(argv)
+
+    events = Events(args.events, args.rank)
+    events.emit("started", pid=os.getpid(), pgid=os.getpgid(0), host=os.uname().nodename)
+    watchdog(events, args.deadline)
+    try:
+        warnings.filterwarnings("ignore")
+        import torch
+        import torch.distributed as dist
+
+        if args.backend == "nccl":
+            torch.cuda.set_device(args.local_rank)
+            device = torch.device("cuda", args.local_rank)
+        else:
+            device = torch.device("cpu")
+        timeout = datetime.timedelta(seconds=args.timeout)
+        # The rendezvous in two steps, so a failure can say which ranks never arrived: every rank marks
+        # itself in the store before the process group (and gloo's mesh) is built.
+        try:
+            store = dist.TCPStore(args.master, args.port, args.world, is_master=args.rank == 0, timeout=timeout,
+                                  wait_for_workers=False)
+        except Exception as exc:
+            events.emit("error", stage="connect", message=f"cannot reach the rendezvous {args.master}:{args.port}: "
+                        f"{type(exc).__name__}: {str(exc)[:300]}")
+            return 2
+        events.emit("connected")
+        store.set(f"fabnet/joined/{args.rank}", "1")
+        try:
+            # Our own timeout on the rendezvous and on every collective (gloo's default is 30 minutes).
+            dist.init_process_group(args.backend, store=store, rank=args.rank, world_size=args.world,
+                                    timeout=timeout)
+        except Exception as exc:
+            missing = []
+            if args.rank == 0:
+                missing = [r for r in range(args.world) if not store.check([f"fabnet/joined/{r}"])]
+            events.emit("error", stage="rendezvous", missing=missing,
+                        message=f"{type(exc).__name__}: {str(exc)[:300]}")
+            return 2
+        events.emit("joined", torch=torch.__version__)
+        sweep(args, events, torch, dist, device)
+        dist.barrier()
+        events.emit("done")
+        dist.destroy_process_group()
+    except Exception as exc:  # every failure becomes an event the launcher can explain
+        events.emit("error", stage="run", message=f"{type(exc).__name__}: {str(exc)[:500]}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    os._exit(main())

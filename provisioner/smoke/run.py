@@ -1,0 +1,305 @@
+"""The smoke run from end to end: pre-flight -> fleet all-reduce -> localisation -> drain -> outcome.
+
+Library code: it reports progress through a callback and returns a `SmokeOutcome`; the CLI decides
+how to show it and which exit code it means.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fabric import Connection
+
+from provisioner import batch, transport
+from provisioner.errors import ParseError
+from provisioner.smoke import drain, localise, nccltests, plan, preflight
+from provisioner.smoke.busbw import SizeResult, average_busbw
+from provisioner.smoke.diagnose import JobResult
+from provisioner.smoke.launcher import run_job
+from provisioner.smoke.settings import Settings
+from provisioner.smoke.targets import Target
+
+Log = Callable[[str], None]
+
+# Verdicts, and the exit code each one means for CI.
+EXIT = {"pass": 0, "below_threshold": 2, "wrong_result": 2, "failed": 2, "preflight_failed": 2, "unreachable": 4}
+
+
+@dataclass(frozen=True)
+class Options:
+    connect_timeout: float = 10.0
+    ssh_config: Path | None = None
+    drain_cmd: str | None = None
+    # Called once the pre-flight has passed, before any rank starts (tests use it to break things).
+    after_preflight: Callable[[], None] | None = None
+
+
+@dataclass
+class SmokeOutcome:
+    hosts: list[str]
+    settings: Settings
+    verdict: str = "pass"
+    reason: str = ""
+    backend: str | None = None
+    ranks_per_host: int = 1
+    findings: list[preflight.Finding] = field(default_factory=list)
+    mtus: dict[str, int | None] = field(default_factory=dict)
+    unreachable: dict[str, str] = field(default_factory=dict)
+    job: JobResult | None = None
+    rows: list[SizeResult] = field(default_factory=list)
+    avg_busbw: float | None = None
+    pairs: list[dict] = field(default_factory=list)
+    localisation: localise.Verdict | None = None
+    failed_hosts: dict[str, str] = field(default_factory=dict)  # host -> reason
+    drained: list[drain.Drained] = field(default_factory=list)
+    seconds: float = 0.0
+    preflight_seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT[self.verdict]
+
+
+def _connector(options: Options) -> Callable[[Target], Connection]:
+    def connect(target: Target) -> Connection:
+        return transport.connect(target.host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
+    return connect
+
+
+# ------------------------------------------------------------------------------------------ pre-flight
+
+
+def _probe_host(target: Target, probes: dict, connect: Callable[[Target], Connection]) -> dict | str:
+    nonce = batch.new_nonce()
+    script = preflight.build_script(probes, nonce)
+    if target.host.become and target.host.become_user:
+        script = batch.wrap_become(script, target.host.become_user)
+    try:
+        conn = connect(target)
+    except transport.HostUnreachable as exc:
+        return exc.reason
+    try:
+        result = transport.run(conn, script, timeout=60)
+    except transport.CommandFailed as exc:
+        return f"pre-flight exec failed: {exc}"
+    finally:
+        conn.close()
+    return batch.split_output(result.stdout, nonce)
+
+
+def run_preflight(targets: Sequence[Target], settings: Settings, options: Options,
+                  outcome: SmokeOutcome) -> dict[str, preflight.HostFacts]:
+    """One exec per host (a second one only for the pings when the inventory gives no data addresses)."""
+    connect = _connector(options)
+    names = [t.name for t in targets]
+    peers_of = preflight.ping_peers(names)
+    known_ips = {t.name: t.data_ip for t in targets}
+
+    def peers(target: Target, ips: dict[str, str | None]) -> list[tuple[str, str]] | None:
+        wanted = peers_of[target.name]
+        if any(not ips.get(p) for p in wanted):
+            return None
+        return [(p, str(ips[p])) for p in wanted]
+
+    all_known = all(known_ips.values())
+    plans = {t.name: preflight.probes(t, peers(t, known_ips) if all_known else None) for t in targets}
+    with ThreadPoolExecutor(max_workers=min(64, len(targets))) as pool:
+        raw = dict(zip(names, pool.map(lambda t: _probe_host(t, plans[t.name], connect), targets), strict=True))
+    facts: dict[str, preflight.HostFacts] = {}
+    for target in targets:
+        got = raw[target.name]
+        if isinstance(got, str):
+            outcome.unreachable[target.name] = got
+        else:
+            facts[target.name] = preflight.parse_facts(target.name, plans[target.name], got)
+    if outcome.unreachable or all_known:
+        return facts
+    ips = {t.name: preflight.data_address(t, facts[t.name]) for t in targets}
+    ping_plans = {t.name: preflight.probes(t, peers(t, ips), facts=False) for t in targets}
+    with ThreadPoolExecutor(max_workers=min(64, len(targets))) as pool:
+        raw = dict(zip(names, pool.map(lambda t: _probe_host(t, ping_plans[t.name], connect), targets), strict=True))
+    for target in targets:
+        got = raw[target.name]
+        if isinstance(got, str):
+            outcome.unreachable[target.name] = got
+        elif "ping" in ping_plans[target.name]:
+            facts[target.name].pings = preflight.parse_facts(target.name, ping_plans[target.name], got).pings
+    return facts
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+
+def _job(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], settings: Settings, backend: str,
+         ranks_per_host: int, port: int) -> plan.Job:
+    master = preflight.data_address(targets[0], facts.get(targets[0].name)) or targets[0].host.address
+    # Each rank gives up a little before fabnet's deadline, so its own error (with the ranks it
+    # waited for) reaches the report; the launcher's kill is the backstop.
+    return plan.Job(run_id=secrets.token_hex(6), hosts=tuple(targets), master=master, port=port, backend=backend,
+                    ranks_per_host=ranks_per_host, sizes=settings.sizes, iters=settings.iters,
+                    warmup=settings.warmup, timeout=max(3.0, settings.timeout * 0.7),
+                    deadline=max(4.0, settings.timeout * 0.85))
+
+
+def _pair_round(pairs: Sequence[localise.Pair], by_name: dict[str, Target], facts: dict[str, preflight.HostFacts],
+                settings: Settings, backend: str, ranks: int, port: int, options: Options,
+                records: list[dict], round_no: int) -> dict[localise.Pair, float | None]:
+    connect = _connector(options)
+
+    def one(pair: localise.Pair) -> tuple[localise.Pair, JobResult]:
+        job = _job([by_name[pair[0]], by_name[pair[1]]], facts, settings, backend, ranks, port)
+        return pair, run_job(job, connect, settings.timeout)
+
+    results: dict[localise.Pair, float | None] = {}
+    with ThreadPoolExecutor(max_workers=max(1, len(pairs))) as pool:
+        for pair, result in pool.map(one, pairs):
+            value = average_busbw(result.rows) if result.ok else None
+            results[pair] = value
+            records.append({"round": round_no, "hosts": list(pair), "busbw": value, "ok": result.ok,
+                            "cause": result.cause})
+    return results
+
+
+def _localise(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], settings: Settings, backend: str,
+              ranks: int, threshold: float, options: Options, outcome: SmokeOutcome, log: Log) -> None:
+    by_name = {t.name: t for t in targets}
+    pairs, leftover = localise.first_round([t.name for t in targets])
+    log(f"localising: {len(pairs)} pairs in parallel")
+    round1 = _pair_round(pairs, by_name, facts, settings, backend, ranks, settings.port + 1, options,
+                         outcome.pairs, 1)
+    slow, fast = localise.slow_pairs(round1, threshold)
+    round2_pairs = localise.second_round(slow, leftover, fast) if fast else []
+    round2: dict[localise.Pair, float | None] = {}
+    if round2_pairs:
+        log(f"localising: {len(round2_pairs)} suspects, each with a good host")
+        round2 = _pair_round(round2_pairs, by_name, facts, settings, backend, ranks, settings.port + 2, options,
+                             outcome.pairs, 2)
+    outcome.localisation = localise.verdict(round1, round2, threshold, leftover)
+
+
+def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, options: Options,
+                    outcome: SmokeOutcome) -> None:
+    first = targets[0]
+    env = plan.rank_env(plan.Job("nccl-tests", tuple(targets), "", settings.port, "nccl", ranks, settings.sizes,
+                                 settings.iters, settings.warmup, settings.timeout, settings.timeout), first)
+    env.pop("PYTHONWARNINGS", None)
+    line = nccltests.command(settings.launch, hosts=[t.host.address for t in targets], ranks_per_host=ranks,
+                             binary=settings.binary, sizes=settings.sizes, iters=settings.iters, env=env)
+    script = line + " 2>&1"
+    if first.host.become and first.host.become_user:
+        script = batch.wrap_become(script, first.host.become_user)
+    try:
+        conn = _connector(options)(first)
+    except transport.HostUnreachable as exc:
+        outcome.unreachable[first.name] = exc.reason
+        outcome.verdict, outcome.reason = "unreachable", f"{first.name}: {exc.reason}"
+        return
+    try:
+        result = transport.run(conn, script, timeout=settings.timeout)
+    except transport.CommandFailed as exc:
+        outcome.verdict, outcome.reason = "failed", f"nccl-tests did not finish within {settings.timeout:g} s: {exc}"
+        return
+    finally:
+        conn.close()
+    try:
+        rows, avg = nccltests.rows(result.stdout, len(targets) * ranks)
+    except ParseError as exc:
+        outcome.verdict, outcome.reason = "failed", f"nccl-tests output: {exc}"
+        return
+    if result.exit_code != 0 or not rows:
+        tail = result.stdout.strip().splitlines()[-3:]
+        outcome.verdict = "failed"
+        outcome.reason = f"nccl-tests exited {result.exit_code}: " + " | ".join(tail)
+        return
+    outcome.rows = rows
+    outcome.avg_busbw = avg if avg is not None else average_busbw(rows)
+
+
+# ----------------------------------------------------------------------------------------------- main
+
+
+def smoke(targets: Sequence[Target], settings: Settings, options: Options, log: Log = lambda m: None) -> SmokeOutcome:
+    started = time.monotonic()
+    outcome = SmokeOutcome(hosts=[t.name for t in targets], settings=settings)
+    try:
+        _smoke(targets, settings, options, log, outcome)
+    finally:
+        outcome.seconds = time.monotonic() - started
+    if outcome.verdict not in ("pass", "unreachable") and options.drain_cmd:
+        for host, reason in outcome.failed_hosts.items():
+            busbw = outcome.localisation.slow_hosts.get(host) if outcome.localisation else None
+            outcome.drained.append(drain.run(options.drain_cmd, host, reason, busbw))
+    return outcome
+
+
+def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log: Log, outcome: SmokeOutcome) -> None:
+    log(f"pre-flight on {len(targets)} hosts")
+    t0 = time.monotonic()
+    facts = run_preflight(targets, settings, options, outcome)
+    outcome.preflight_seconds = time.monotonic() - t0
+    outcome.mtus = {t.name: (facts[t.name].ifaces[t.data_iface].mtu
+                             if t.name in facts and t.data_iface in facts[t.name].ifaces else None) for t in targets}
+    if outcome.unreachable:
+        outcome.verdict = "unreachable"
+        outcome.reason = "; ".join(f"{h}: {r}" for h, r in outcome.unreachable.items())
+        outcome.failed_hosts = dict(outcome.unreachable)
+        return
+    backend, ranks = preflight.resolve_backend(settings.backend, facts)
+    outcome.backend, outcome.ranks_per_host = backend, ranks
+    outcome.findings = preflight.evaluate(targets, facts, runner=settings.runner, backend=settings.backend)
+    if outcome.findings:
+        outcome.verdict = "preflight_failed"
+        outcome.reason = "; ".join(f.message for f in outcome.findings)
+        for finding in outcome.findings:
+            for host in finding.hosts:
+                outcome.failed_hosts.setdefault(host, finding.message)
+        return
+    log(f"pre-flight passed in {outcome.preflight_seconds:.1f} s")
+    if options.after_preflight:
+        options.after_preflight()
+    if len(targets) < 2:
+        outcome.verdict, outcome.reason = "failed", "an all-reduce across the fabric needs at least two hosts"
+        return
+    if settings.runner == "nccl-tests":
+        log(f"all_reduce_perf on {len(targets)} hosts x {ranks} ranks")
+        _run_nccl_tests(targets, settings, ranks, options, outcome)
+        if outcome.verdict != "pass":
+            outcome.failed_hosts = {t.name: outcome.reason for t in targets}
+            return
+    else:
+        log(f"all-reduce on {len(targets)} hosts x {ranks} ranks ({backend}), deadline {settings.timeout:g} s")
+        job = _job(targets, facts, settings, backend, ranks, settings.port)
+        result = run_job(job, _connector(options), settings.timeout)
+        outcome.job = result
+        outcome.rows = result.rows
+        if not result.ok:
+            outcome.verdict, outcome.reason = "failed", result.cause or "the all-reduce failed"
+            outcome.failed_hosts = {h: outcome.reason for h in result.failed_hosts}
+            return
+        outcome.avg_busbw = average_busbw(result.rows)
+        wrong = [r for r in result.rows if r.wrong]
+        if wrong:
+            outcome.verdict = "wrong_result"
+            outcome.reason = f"wrong all-reduce results at {', '.join(str(r.size) for r in wrong)} bytes"
+            return
+    threshold = settings.min_busbw
+    if threshold is None or (outcome.avg_busbw or 0.0) >= threshold:
+        outcome.verdict = "pass"
+        outcome.reason = f"average busbw {outcome.avg_busbw:.3f} GB/s" + (
+            f" >= {threshold:g} GB/s" if threshold is not None else " (no threshold set)")
+        return
+    outcome.verdict = "below_threshold"
+    outcome.reason = f"average busbw {outcome.avg_busbw:.3f} GB/s < {threshold:g} GB/s"
+    if settings.runner == "torch" and settings.localise and len(targets) >= 3:
+        _localise(targets, facts, settings, backend, ranks, threshold, options, outcome, log)
+        verdict = outcome.localisation
+        if verdict is not None:
+            outcome.reason += "; " + verdict.message
+            for host, value in verdict.slow_hosts.items():
+                shown = "failed" if value is None else f"{value:.3f} GB/s"
+                outcome.failed_hosts[host] = f"slow all-reduce: {shown} with a good host, threshold {threshold:g} GB/s"

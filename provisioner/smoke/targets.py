@@ -1,0 +1,121 @@
+"""Which hosts a smoke run uses and what fabnet knows about each before touching it (pure).
+
+From the inventory: the node's Python (`fabnet_python`, default python3), its data interfaces
+(`fabnet_data_ifaces`, else `data_iface`, the variable playbooks/site.yml uses) and, when given,
+its data address (`fabnet_data_ip` or `data_ip`). From the playbook: the NCCL environment the
+play renders into /etc/nccl.conf or an /etc/profile.d script, which the ranks are started with.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner.inventory import Host
+from provisioner.playbook import HostPlan
+from provisioner.smoke.settings import AllReduceSpec
+
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?(?P<key>(?:NCCL|GLOO)_[A-Z0-9_]+)=(?P<value>.*?)\s*$")
+ENV_FILES = re.compile(r"^(/etc/nccl\.conf|/etc/profile\.d/[^/]+\.sh|/etc/environment)$")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    host: Host
+    python: str = "python3"
+    data_ifaces: tuple[str, ...] = ()
+    data_ip: str | None = None
+    sysfs_root: str = "/sys"
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def data_iface(self) -> str | None:
+        return self.data_ifaces[0] if self.data_ifaces else None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    # An unrendered template is no use for addressing a host; the probe finds the real value instead.
+    return text if text and "{{" not in text and "{%" not in text else None
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def parse_env_file(content: str) -> dict[str, str]:
+    """NCCL_*/GLOO_* assignments of an nccl.conf (KEY=VALUE) or a shell profile (export KEY=VALUE)."""
+    env: dict[str, str] = {}
+    for line in content.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        match = _ASSIGN.match(line)
+        if match:
+            env[match["key"]] = _unquote(match["value"])
+    return env
+
+
+def rendered_env(plan: HostPlan) -> dict[str, str]:
+    """The NCCL environment the playbook renders for this host. Environment-variable files win over
+    /etc/nccl.conf, as they do for NCCL itself."""
+    conf: dict[str, str] = {}
+    exported: dict[str, str] = {}
+    for resource in plan.resources:
+        if resource.kind != "file":
+            continue
+        path = str(getattr(resource.spec, "path", ""))
+        content = getattr(resource.spec, "content", None)
+        if not isinstance(content, str) or not ENV_FILES.match(path):
+            continue
+        (conf if path == "/etc/nccl.conf" else exported).update(parse_env_file(content))
+    return {**conf, **exported}
+
+
+def _ifaces(vars: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:
+    listed = vars.get("fabnet_data_ifaces")
+    if isinstance(listed, list | tuple):
+        names = [n for n in (_text(v) for v in listed) if n]
+    else:
+        names = [n.strip() for n in (_text(listed) or "").split(",") if n.strip()]
+    if not names and (single := _text(vars.get("data_iface"))):
+        names = [single]
+    if not names:
+        # An exact NCCL_SOCKET_IFNAME (=eth1) or a plain one names the interface too.
+        socket = env.get("NCCL_SOCKET_IFNAME", "")
+        if socket and not socket.startswith("^"):
+            names = [n for n in socket.removeprefix("=").split(",") if n]
+    return tuple(dict.fromkeys(names))
+
+
+def targets_from_plans(plans: Sequence[HostPlan]) -> list[Target]:
+    targets = []
+    for plan in plans:
+        host = plan.host
+        env = rendered_env(plan)
+        targets.append(Target(
+            name=host.name,
+            host=host,
+            python=_text(host.vars.get("fabnet_python")) or "python3",
+            data_ifaces=_ifaces(host.vars, env),
+            data_ip=_text(host.vars.get("fabnet_data_ip")) or _text(host.vars.get("data_ip")),
+            sysfs_root=_text(host.vars.get("fabnet_sysfs_root")) or "/sys",
+            env=env,
+        ))
+    return targets
+
+
+def verify_spec(plans: Sequence[HostPlan]) -> AllReduceSpec | None:
+    """The first play's `verify: all_reduce:` settings among the targeted hosts' plays."""
+    for plan in plans:
+        for host_play in plan.plays:
+            verify = host_play.play.verify
+            if verify is not None and verify.all_reduce is not None:
+                return verify.all_reduce
+    return None

@@ -1,0 +1,305 @@
+"""`fabnet smoke` on a real lab: gloo over the lab's data network, faults made with real kernel settings.
+
+Oracles independent of fabnet: a hand-run torch.distributed all-reduce started with the system ssh
+client, and `ps`/`ls` on every node over the system ssh client to prove nothing was left running.
+The machine is small and shared: sizes are small and sweeps short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from provisioner.lab import manager, nodepython
+from provisioner.lab.profile import DEFAULT_PROFILE
+from provisioner.lab.state import NodeRecord
+from tests.e2e.conftest import Lab, lab_name
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOK = ROOT / "playbooks" / "site.yml"
+SMOKE_LAB = lab_name("smoke")
+FOUR = "gpu01,gpu02,gpu03,gpu04"
+SIZES = "4M:16M"
+
+
+@pytest.fixture(scope="module")
+def lab8(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """Eight healthy nodes (the default profile without its drifts); four-node tests use --limit."""
+    profile = yaml.safe_load(DEFAULT_PROFILE.read_text())
+    profile.pop("nodes", None)
+    profile["nodes_default"] = 8
+    path = tmp_path_factory.mktemp("smoke") / "healthy.yml"
+    path.write_text(yaml.safe_dump(profile))
+    manager.down(SMOKE_LAB)
+    try:
+        state = manager.up(SMOKE_LAB, 8, path)
+        yield Lab(state)
+    finally:
+        manager.down(SMOKE_LAB)
+
+
+def fabnet(lab: Lab, *args: str, timeout: float = 300) -> tuple[int, dict, str]:
+    """Run `fabnet smoke --json` as a user would; returns (exit code, JSON, stderr)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "provisioner", "smoke", str(lab.state.inventory_path), "-p", str(PLAYBOOK),
+         "--json", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+    )
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"no JSON (exit {proc.returncode}): {proc.stdout[-2000:]}\n"
+                             f"{proc.stderr[-2000:]}") from None
+    return proc.returncode, data, proc.stderr
+
+
+def smoke_leftovers(lab: Lab, nodes: list[NodeRecord]) -> dict[str, str]:
+    """Per node, any process or directory a smoke run could have left (checked with the system ssh)."""
+    found = {}
+    for record in nodes:
+        out = lab.ssh(record, "ps -eo pid,args | grep -E 'fabnet-smoke|node\\.py' | grep -v grep; "
+                              "ls -d /tmp/fabnet-smoke-* 2>/dev/null; true").stdout.strip()
+        if out:
+            found[record.name] = out
+    return found
+
+
+def data_port(lab: Lab, record: NodeRecord) -> str:
+    return lab.state.names.data_port(record.index)
+
+
+# ----------------------------------------------------------------------------------- healthy + oracle
+
+ORACLE = r"""
+import datetime, sys, time, warnings
+warnings.filterwarnings("ignore")
+import torch, torch.distributed as dist
+rank, world, master, port, iters = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[6])
+dist.init_process_group("gloo", init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
+                        timeout=datetime.timedelta(seconds=60))
+for size in [int(s) for s in sys.argv[5].split(",")]:
+    t = torch.zeros(size // 4)
+    dist.all_reduce(t)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(t)
+    print(size, (time.perf_counter() - start) / iters, flush=True)
+dist.destroy_process_group()
+"""
+
+
+def hand_run(lab: Lab, nodes: list[NodeRecord], sizes: list[int], iters: int, port: int) -> float:
+    """An all-reduce started by hand over ssh, as an engineer would; returns the average busbw (GB/s)."""
+    procs = []
+    for rank, record in enumerate(nodes):
+        command = (f"GLOO_SOCKET_IFNAME=eth1 {nodepython.PYTHON_IN_NODE} -c {shlex.quote(ORACLE)} {rank} "
+                   f"{len(nodes)} {nodes[0].data_ip} {port} {','.join(map(str, sizes))} {iters}")
+        procs.append(subprocess.Popen([*lab.ssh_args(record), command], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    times: dict[int, float] = {}
+    for proc in procs:
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err[-1000:]
+        for line in out.split("\n"):
+            if line.strip():
+                size, seconds = line.split()
+                times[int(size)] = max(times.get(int(size), 0.0), float(seconds))
+    n = len(nodes)
+    # nccl-tests' definition: busbw = size / time * 2(n-1)/n
+    return statistics.mean(size / times[size] / 1e9 * 2 * (n - 1) / n for size in sizes)
+
+
+def test_healthy_four_nodes_pass_and_agree_with_a_hand_run(lab8: Lab, tmp_path: Path) -> None:
+    nodes = lab8.nodes[:4]
+    junit = tmp_path / "smoke.xml"
+    sizes = [4 << 20, 8 << 20, 16 << 20]
+    # The machine is shared and gloo here is CPU-bound, so single runs drift by themselves: fabnet and the
+    # hand-run alternate five times and their medians are compared.
+    ours: list[float] = []
+    theirs: list[float] = []
+    for attempt in range(5):
+        theirs.append(hand_run(lab8, nodes, sizes, 10, 29600 + attempt))
+        code, data, _ = fabnet(lab8, "--limit", FOUR, "--sizes", SIZES, "--iters", "10", "--timeout", "90",
+                               "--junit", str(junit))
+        assert code == 0, data["reason"]
+        ours.append(data["avg_busbw"])
+    assert data["verdict"] == "pass" and data["ranks"] == 4 and data["settings"]["backend"] == "gloo"
+    assert [r["size"] for r in data["results"]] == sizes
+    for row in data["results"]:
+        assert row["wrong"] == 0 and row["busbw"] == pytest.approx(row["algbw"] * 1.5, rel=1e-3)
+    assert statistics.median(ours) == pytest.approx(statistics.median(theirs), rel=0.10), (ours, theirs)
+    xml = junit.read_text()
+    assert 'name="verdict"' in xml and 'name="all_reduce 4194304 bytes"' in xml
+    assert smoke_leftovers(lab8, nodes) == {}
+
+
+def test_human_report_prints_the_table_and_average(lab8: Lab) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "provisioner", "smoke", str(lab8.state.inventory_path), "-p", str(PLAYBOOK),
+         "--limit", "gpu01,gpu02", "--sizes", "1M", "--iters", "2", "--timeout", "60"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "COLUMNS": "150"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "busbw (GB/s)" in proc.stdout and "Avg bus bandwidth:" in proc.stdout and "PASS" in proc.stdout
+
+
+# ------------------------------------------------------------------------------------------ pre-flight
+
+
+def test_jumbo_nodes_behind_1500_switch_ports_fail_preflight(lab8: Lab) -> None:
+    nodes = lab8.nodes[:4]
+    ports = [data_port(lab8, r) for r in nodes[:2]]
+    try:
+        for port in ports:
+            subprocess.run(["ip", "link", "set", port, "mtu", "1500"], check=True)
+        started = time.monotonic()
+        code, data, _ = fabnet(lab8, "--limit", FOUR, "--sizes", SIZES, "--timeout", "60")
+        elapsed = time.monotonic() - started
+    finally:
+        for port in ports:
+            subprocess.run(["ip", "link", "set", port, "mtu", "9216"], check=True)
+    assert code == 2 and data["verdict"] == "preflight_failed"
+    findings = data["preflight"]["findings"]
+    assert [f["check"] for f in findings] == ["path_mtu"]
+    assert sorted(findings[0]["hosts"]) == ["gpu01", "gpu02"]
+    assert "MTU 9000" in findings[0]["message"] and "1500" in findings[0]["message"]
+    # No collective: no rank ever reported, no figures, and nothing on the nodes.
+    assert data["results"] == [] and data["progress"] == []
+    assert elapsed < 30
+    assert smoke_leftovers(lab8, nodes) == {}
+
+
+def test_one_node_with_a_different_mtu_fails_preflight(lab8: Lab) -> None:
+    nodes = lab8.nodes[:4]
+    odd = nodes[2]
+    lab8.ssh(odd, "ip link set eth1 mtu 1500")
+    try:
+        code, data, _ = fabnet(lab8, "--limit", FOUR, "--sizes", SIZES, "--timeout", "60")
+    finally:
+        lab8.ssh(odd, "ip link set eth1 mtu 9000")
+    assert code == 2 and data["verdict"] == "preflight_failed"
+    mtu = [f for f in data["preflight"]["findings"] if f["check"] == "mtu"]
+    assert mtu and mtu[0]["hosts"] == [odd.name]
+    assert f"{odd.name} at 1500" in mtu[0]["message"] and "at 9000" in mtu[0]["message"]
+    assert {h["name"]: h["mtu"] for h in data["hosts"]}[odd.name] == 1500
+    assert data["results"] == [] and data["progress"] == []
+    assert smoke_leftovers(lab8, nodes) == {}
+
+
+# ---------------------------------------------------------------------------------------- slow node
+
+
+@pytest.mark.parametrize("count", [4, 8])
+def test_rate_limited_node_is_named_slow(lab8: Lab, count: int) -> None:
+    nodes = lab8.nodes[:count]
+    slow = nodes[2]
+    limit = ",".join(r.name for r in nodes)
+    code, healthy, _ = fabnet(lab8, "--limit", limit, "--sizes", SIZES, "--iters", "3", "--timeout", "120")
+    assert code == 0, healthy["reason"]
+    # Half the healthy figure: far above what the rate-limited link allows (~0.03 GB/s), far below healthy.
+    threshold = healthy["avg_busbw"] / 2
+    lab8.ssh(slow, "tc qdisc replace dev eth1 root tbf rate 200mbit burst 32kb latency 50ms")
+    try:
+        code, data, _ = fabnet(lab8, "--limit", limit, "--sizes", SIZES, "--iters", "3", "--timeout", "120",
+                               "--min-busbw", f"{threshold:.4f}", "--drain-cmd", "echo drain {host}: {reason}")
+    finally:
+        lab8.ssh(slow, "tc qdisc del dev eth1 root", check=False)
+    assert code == 2 and data["verdict"] == "below_threshold", data["reason"]
+    assert data["avg_busbw"] < threshold
+    assert list(data["localisation"]["slow_hosts"]) == [slow.name], data["localisation"]
+    assert data["localisation"]["slow_hosts"][slow.name] < data["localisation"]["reference_busbw"] / 2
+    assert [h["name"] for h in data["hosts"] if h["failed"]] == [slow.name]
+    assert len(data["localisation"]["pairs"]) <= count  # two rounds of disjoint pairs, never all pairs
+    assert [d["host"] for d in data["drained"]] == [slow.name]
+    assert data["drained"][0]["output"].startswith(f"drain {slow.name}: slow all-reduce")
+    assert smoke_leftovers(lab8, nodes) == {}
+
+
+# ----------------------------------------------------------------------------------- bounded failure
+
+
+@pytest.mark.parametrize("fault", ["interface_down", "rendezvous_blocked"])
+def test_fault_after_preflight_fails_in_time_names_the_node_and_leaves_nothing(lab8: Lab, fault: str) -> None:
+    nodes = lab8.nodes[:4]
+    victim = nodes[2]
+    master = nodes[0].data_ip
+    # Either the data interface goes down, or the node's own routing rejects the rendezvous address
+    # (what a host firewall rejecting that traffic does to it).
+    break_it, undo = {
+        "interface_down": ("ip link set eth1 down", "ip link set eth1 up"),
+        "rendezvous_blocked": (f"ip route add prohibit {master}/32", f"ip route del prohibit {master}/32"),
+    }[fault]
+    timeout = 25
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner", "smoke", str(lab8.state.inventory_path), "-p", str(PLAYBOOK),
+         "--limit", FOUR, "--sizes", SIZES, "--timeout", str(timeout), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    assert proc.stderr is not None
+    stderr: list[str] = []
+    passed = threading.Event()
+
+    def watch() -> None:
+        for line in proc.stderr:  # type: ignore[union-attr]
+            stderr.append(line)
+            if "pre-flight passed" in line:
+                # The fault happens between the pre-flight and the rendezvous.
+                lab8.ssh(victim, break_it)
+                passed.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    # stderr belongs to the watcher; stdout is read here. The timer is the test's own safety net.
+    guard = threading.Timer(timeout + 60, proc.kill)
+    guard.start()
+    try:
+        started = time.monotonic()
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.wait()
+        elapsed = time.monotonic() - started
+        watcher.join(timeout=5)
+    finally:
+        guard.cancel()
+        lab8.ssh(victim, undo, check=False)
+    assert passed.is_set(), "".join(stderr)
+    data = json.loads(out)
+    assert proc.returncode == 2 and data["verdict"] == "failed"
+    # Within --timeout for the collective, plus the pre-flight and the kill round trip.
+    assert elapsed < timeout + data["preflight_seconds"] + 8, elapsed
+    expected = "its data interface eth1 is down" if fault == "interface_down" else "never joined the rendezvous"
+    assert data["reason"].startswith(f"{victim.name} "), data["reason"]
+    assert expected in data["reason"], data["reason"]
+    assert [h["name"] for h in data["hosts"] if h["failed"]] == [victim.name]
+    stages = {p["host"]: p["stage"] for p in data["progress"]}
+    assert stages[victim.name] in ("not_started", "started")
+    assert data["left_running"] == {}
+    assert smoke_leftovers(lab8, nodes) == {}
+
+
+def test_unreachable_host_exits_4(lab8: Lab, tmp_path: Path) -> None:
+    inventory = yaml.safe_load(lab8.state.inventory_path.read_text())
+    hosts = inventory["all"]["children"]["gpu"]["hosts"]
+    # An address on the lab's own management bridge that no node has: the connection times out there.
+    hosts["gpu02"]["ansible_host"] = lab8.state.names.mgmt_ip(250)
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    proc = subprocess.run(
+        [sys.executable, "-m", "provisioner", "smoke", str(path), "-p", str(PLAYBOOK), "--limit", "gpu01,gpu02",
+         "--connect-timeout", "2", "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 4 and data["verdict"] == "unreachable" and "gpu02" in data["preflight"]["unreachable"]

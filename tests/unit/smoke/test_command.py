@@ -1,0 +1,50 @@
+"""`fabnet smoke` argument handling: bad input is refused before anything is contacted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+INVENTORY = ROOT / "inventories/example/hosts.yml"
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--sizes", "lots"], "not a size"),
+    (["--sizes", "8M:1M"], "maximum is below the minimum"),
+    (["--drain-cmd", "scontrol {node}"], "unknown field {node}"),
+    (["--backend", "mpi"], "mpi"),
+])
+def test_bad_options_are_usage_errors(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(["smoke", str(INVENTORY), *args], capsys)
+    assert code == 64 and message in err
+
+
+def test_bad_verify_section_is_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("- hosts: gpu\n  verify:\n    all_reduce:\n      runner: mpi\n")
+    code, _out, err = run_cli(["smoke", str(INVENTORY), "-p", str(playbook)], capsys)
+    assert code == 3 and "site.yml:4" in err and "plays[0].verify.all_reduce.runner" in err
+
+
+def test_limit_selecting_nothing_is_invalid_input(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(["smoke", str(INVENTORY), "-p", str(ROOT / "playbooks/site.yml"), "--limit",
+                               "login01"], capsys)
+    assert code == 3 and "no host selected" in err
+
+
+def test_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run_cli(["smoke", "--help"], capsys)
+    assert code == 0
+    for line in ("0  the all-reduce passed", "2  below the threshold", "4  a host unreachable"):
+        assert line in out

@@ -1,0 +1,109 @@
+"""From ranks' events to figures or to a named cause."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from provisioner.smoke import diagnose
+from tests.unit.smoke._helpers import HERE
+from tests.unit.smoke.test_plan import job
+
+SIZES = (1 << 20, 2 << 20)
+
+
+def ev(*kinds: str, sizes: int = 0, error: str | None = None, missing: list[int] | None = None) -> list[dict]:
+    events = [{"event": k} for k in kinds]
+    events += [{"event": "size", "bytes": s, "seconds": 0.01 * (i + 1), "wrong": 0}
+               for i, s in enumerate(SIZES[:sizes])]
+    if error:
+        events.append({"event": "error", "message": error, "missing": missing or []})
+    return events
+
+
+def four() -> object:
+    from tests.unit.smoke._helpers import target
+    return job(hosts=tuple(target(f"gpu0{i}") for i in range(1, 5)), ranks_per_host=1, sizes=SIZES)
+
+
+def test_figures_take_the_slowest_rank() -> None:
+    j = four()
+    events = {r: ev("started", "connected", "joined", "done", sizes=2) for r in range(4)}
+    events[2][4]["seconds"] = 0.05  # rank 2 was slower on the first size
+    rows = diagnose.figures(j, events)
+    assert [r.size for r in rows] == list(SIZES)
+    assert rows[0].time_us == pytest.approx(50_000)
+    assert rows[0].busbw == pytest.approx((1 << 20) / 0.05 / 1e9 * 1.5)
+
+
+def test_figures_skip_sizes_not_every_rank_finished() -> None:
+    j = four()
+    events = {r: ev("started", "joined", sizes=2 if r else 1) for r in range(4)}
+    assert [r.size for r in diagnose.figures(j, events)] == [SIZES[0]]
+
+
+def test_progress_keeps_the_furthest_stage_and_the_error() -> None:
+    j = four()
+    progress = diagnose.rank_progress(j, {0: ev("started", "connected", error="boom", missing=[2]), 1: ev("started")})
+    assert (progress[0].stage, progress[0].error, progress[0].missing) == ("connected", "boom", (2,))
+    assert progress[1].stage == "started" and progress[2].stage == "not_started"
+
+
+def test_interface_down_is_named() -> None:
+    j = four()
+    events = {0: ev("started", "connected", error="DistStoreError: wait timeout", missing=[2]),
+              1: ev("started", "connected"), 2: ev("started"), 3: ev("started", "connected")}
+    down = (HERE / "ip-j-addr-eth1-down.json").read_text()
+    eth1_only = json.dumps([e for e in json.loads(down) if e["ifname"] == "eth1"])
+    ifaces = {"gpu01": "up", "gpu02": "up", "gpu03": diagnose.iface_state(eth1_only), "gpu04": "up"}
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), ifaces, timed_out=False, unreachable={},
+                                    deadline=20)
+    assert hosts == ["gpu03"]
+    assert cause.startswith("gpu03 never joined the rendezvous: its data interface eth1 is down")
+
+
+def test_never_joined_without_interface_fault_points_at_the_path() -> None:
+    j = four()
+    events = {0: ev("started", "connected", error="timeout", missing=[3]), 1: ev("started", "connected"),
+              2: ev("started", "connected"), 3: ev("started", error="cannot reach the rendezvous")}
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=True, unreachable={},
+                                    deadline=30)
+    assert hosts == ["gpu04"] and "never joined the rendezvous on 198.19.1.1:29500" in cause
+    assert "firewall" in cause and "ran out of time (30 s)" in cause
+
+
+def test_a_host_behind_in_the_sweep_is_named() -> None:
+    j = four()
+    events = {r: ev("started", "connected", "joined", sizes=2) for r in range(4)}
+    events[1] = ev("started", "connected", "joined", sizes=1)
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=True, unreachable={},
+                                    deadline=30)
+    assert hosts == ["gpu02"] and "fell behind" in cause
+
+
+def test_everyone_stuck_in_the_same_collective_suggests_mtu_or_firewall() -> None:
+    j = four()
+    events = {r: ev("started", "connected", "joined", sizes=1) for r in range(4)}
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=True, unreachable={},
+                                    deadline=30)
+    assert len(hosts) == 4 and "smaller MTU" in cause and str(SIZES[1]) in cause
+
+
+def test_iface_state() -> None:
+    assert diagnose.iface_state('Device "eth9" does not exist.') == "missing"
+    assert diagnose.iface_state("") is None
+    healthy = json.loads((HERE / "ip-j-addr-healthy.json").read_text())
+    assert diagnose.iface_state(json.dumps([e for e in healthy if e["ifname"] == "eth1"])) == "up"
+
+
+def test_hosts_that_reached_the_store_but_not_their_peers() -> None:
+    """A route or firewall between two hosts: both reach the rendezvous, neither builds its connections."""
+    j = four()
+    events = {0: ev("started", "connected", "joined"), 1: ev("started", "connected"),
+              2: ev("started", "connected", error="RuntimeError: connect: Permission denied"),
+              3: ev("started", "connected", "joined", error="Connection reset by peer")}
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=False, unreachable={},
+                                    deadline=20)
+    assert hosts == ["gpu02", "gpu03"]
+    assert "reached the rendezvous but could not connect to their peers" in cause and "Permission denied" in cause

@@ -1,0 +1,58 @@
+"""Runner nccl-tests: the launch command, and every recorded all_reduce_perf output read right."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from provisioner.errors import ParseError
+from provisioner.parsers.nccl_tests import parse_nccl_tests
+from provisioner.smoke import nccltests
+from provisioner.smoke.settings import DEFAULT_LAUNCH
+from tests.unit.parsers._samples import SAMPLE_KINDS, SAMPLES
+
+NCCL_SAMPLES = sorted(name for name, kind in SAMPLE_KINDS.items() if kind == "nccl_tests")
+
+
+@pytest.mark.parametrize("name", NCCL_SAMPLES)
+def test_every_sample_gives_the_printed_figures(name: str) -> None:
+    text = (SAMPLES / name).read_text()
+    parsed = parse_nccl_tests(text)
+    rows, avg = nccltests.rows(text, max(2, len(parsed.devices)))
+    assert avg == parsed.avg_busbw
+    assert [r.size for r in rows] == [r.size for r in parsed.rows if r.oop_time_us is not None or
+                                      r.ip_time_us is not None]
+    for row, source in zip(rows, [r for r in parsed.rows if r.oop_algbw is not None or r.ip_algbw is not None],
+                           strict=True):
+        assert row.busbw == (source.oop_busbw if source.oop_busbw is not None else source.ip_busbw)
+
+
+def test_header_only_output_has_no_rows() -> None:
+    rows, _avg = nccltests.rows((SAMPLES / "all_reduce_perf-8-header.txt").read_text(), 8)
+    assert rows == []
+
+
+def test_garbage_is_a_parse_error() -> None:
+    with pytest.raises(ParseError):
+        nccltests.rows("#  size count type redop time algbw busbw error time algbw busbw error\n 8 2 x\n", 2)
+
+
+def test_default_mpirun_command() -> None:
+    line = nccltests.command(DEFAULT_LAUNCH, hosts=["10.0.0.1", "10.0.0.2"], ranks_per_host=8,
+                             binary="/opt/nccl-tests/build/all_reduce_perf", sizes=[1 << 20, 1 << 30], iters=20,
+                             env={"NCCL_SOCKET_IFNAME": "eth1"})
+    words = shlex.split(line)
+    assert words[:2] == ["env", "NCCL_SOCKET_IFNAME=eth1"]
+    assert words[2] == "mpirun" and "-np" in words and words[words.index("-np") + 1] == "16"
+    assert words[words.index("-H") + 1] == "10.0.0.1:8,10.0.0.2:8"
+    assert words[words.index("/opt/nccl-tests/build/all_reduce_perf"):] == [
+        "/opt/nccl-tests/build/all_reduce_perf", "-b", "1048576", "-e", "1073741824", "-f", "2", "-g", "1", "-n", "20"]
+
+
+def test_srun_template_and_hostile_host_names() -> None:
+    line = nccltests.command("srun -N {nodes} -w {hostlist} {binary} -n {iters}", hosts=["a;reboot", "b"],
+                             ranks_per_host=1, binary="all_reduce_perf", sizes=[4], iters=5, env={})
+    assert shlex.split(line) == ["srun", "-N", "2", "-w", "a;reboot,b", "all_reduce_perf", "-n", "5"]
+    with pytest.raises(ValueError, match="unknown field"):
+        nccltests.command("srun {gpus}", hosts=["a"], ranks_per_host=1, binary="x", sizes=[4], iters=1, env={})

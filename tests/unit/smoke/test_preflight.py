@@ -1,0 +1,132 @@
+"""Pre-flight: parsing recorded `ip -j addr`, ping plans, and the verdicts that name hosts and values."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner import batch
+from provisioner.resources.base import ProbeResult
+from provisioner.smoke import preflight
+from provisioner.smoke.preflight import Ping
+from tests.unit.smoke._helpers import HERE, facts, target
+
+NAMES = ["gpu01", "gpu02", "gpu03", "gpu04"]
+
+
+def test_parse_recorded_ip_addr() -> None:
+    healthy = preflight.parse_addr((HERE / "ip-j-addr-healthy.json").read_text())
+    assert healthy["eth1"].mtu == 9000 and healthy["eth1"].up
+    assert healthy["eth1"].ipv4 == ("198.19.1.1",)
+    assert healthy["lo"].up and healthy["eth0"].ipv4 == ("198.18.1.1",)
+    down = preflight.parse_addr((HERE / "ip-j-addr-eth1-down.json").read_text())
+    assert not down["eth1"].up and down["eth0"].up
+
+
+def test_ping_plan_all_pairs_then_ring() -> None:
+    small = preflight.ping_peers(NAMES)
+    pairs = {(a, b) for a, peers in small.items() for b in peers}
+    assert len(pairs) == 6 and all((b, a) not in pairs for a, b in pairs)
+    big = [f"n{i:02d}" for i in range(12)]
+    ring = preflight.ping_peers(big)
+    assert all(len(peers) == 1 for peers in ring.values())
+    assert ring["n11"] == ["n00"]
+
+
+def test_probe_script_quotes_and_splits() -> None:
+    t = target("gpu01", python="/opt/my venv/bin/python3; rm -rf /")
+    found = preflight.probes(t, [("gpu02", "198.19.1.2")])
+    assert "'/opt/my venv/bin/python3; rm -rf /'" in found["python"].command
+    assert "ping -n -q -M do" in found["ping"].command and "198.19.1.2" in found["ping"].command
+    nonce = batch.new_nonce()
+    assert set(found) == {"addr", "ib", "gpus", "python", "ping"}
+    assert preflight.build_script(found, nonce).count(f"@@fabnet:{nonce}:begin:") == 5
+
+
+def test_parse_facts_from_probe_results() -> None:
+    found = preflight.probes(target("gpu01"), [("gpu02", "198.19.1.2")])
+    results = {
+        found["addr"].key: ProbeResult((HERE / "ip-j-addr-healthy.json").read_text(), "", 0),
+        found["ib"].key: ProbeResult("mlx5_0\nmlx5_1\n", "", 0),
+        found["gpus"].key: ProbeResult("/dev/nvidia0\n/dev/nvidia1\n", "", 0),
+        found["python"].key: ProbeResult("3.11.2\n1\n", "", 0),
+        found["ping"].key: ProbeResult("gpu02 0 1 8972 1500\n", "", 0),
+    }
+    got = preflight.parse_facts("gpu01", found, results)
+    assert got.ib_devices == ("mlx5_0", "mlx5_1") and got.gpus == 2 and got.torch and got.python == "3.11.2"
+    assert got.pings == [Ping("gpu02", True, False, 8972, 1500)]
+    missing = preflight.parse_facts("gpu01", found, {})
+    assert missing.errors and missing.python is None
+
+
+def test_healthy_fleet_has_no_findings() -> None:
+    targets = [target(n) for n in NAMES]
+    pings = {n: [Ping(p, True, True, 8972) for p in preflight.ping_peers(NAMES)[n]] for n in NAMES}
+    found = {n: facts(n, pings=pings[n]) for n in NAMES}
+    assert preflight.evaluate(targets, found, runner="torch", backend="auto") == []
+
+
+def test_one_node_with_another_mtu_is_named_with_values() -> None:
+    targets = [target(n) for n in NAMES]
+    found = {n: facts(n, mtu=1500 if n == "gpu03" else 9000,
+                      pings=[Ping(p, True, n != "gpu03" and p != "gpu03", 8972 if n != "gpu03" else 1472)
+                             for p in preflight.ping_peers(NAMES)[n]]) for n in NAMES}
+    findings = preflight.evaluate(targets, found, runner="torch", backend="auto")
+    assert [f.check for f in findings] == ["mtu"]  # the failed pings are explained by the MTU mismatch
+    assert findings[0].hosts == ("gpu03",)
+    assert "gpu03 at 1500" in findings[0].message and "other 3 at 9000" in findings[0].message
+
+
+def test_two_nodes_behind_small_switch_ports() -> None:
+    targets = [target(n) for n in NAMES]
+    behind = {"gpu01", "gpu02"}
+    found = {n: facts(n, pings=[Ping(p, True, not ({n, p} & behind), 8972, 1500 if {n, p} & behind else 0)
+                                for p in preflight.ping_peers(NAMES)[n]]) for n in NAMES}
+    findings = preflight.evaluate(targets, found, runner="torch", backend="auto")
+    assert [f.check for f in findings] == ["path_mtu"]
+    assert set(findings[0].hosts) == behind
+    assert "8972" in findings[0].message and "1500" in findings[0].message and "MTU 9000" in findings[0].message
+
+
+def test_interface_down_and_unreachable_peer() -> None:
+    targets = [target(n) for n in NAMES]
+    found = {n: facts(n, up=n != "gpu04",
+                      pings=[Ping(p, "gpu04" not in (n, p), False, 8972) for p in preflight.ping_peers(NAMES)[n]])
+             for n in NAMES}
+    findings = preflight.evaluate(targets, found, runner="torch", backend="auto")
+    assert findings[0].check == "interface" and findings[0].hosts == ("gpu04",)
+    assert "eth1 is down" in findings[0].message
+    unreachable = [f for f in findings if f.check == "data_path" and "no packet" in f.message]
+    assert unreachable and unreachable[0].hosts == ("gpu04",)
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"NCCL_SOCKET_IFNAME": "ens1f0"}, "NCCL_SOCKET_IFNAME names interface 'ens1f0'"),
+    ({"NCCL_SOCKET_IFNAME": "=eth"}, "NCCL_SOCKET_IFNAME names interface 'eth'"),
+    ({"NCCL_IB_HCA": "mlx5_3:1"}, "NCCL_IB_HCA names RDMA device 'mlx5_3:1'"),
+    ({"GLOO_SOCKET_IFNAME": "eth1,ib0"}, "GLOO_SOCKET_IFNAME names interface 'ib0'"),
+])
+def test_env_names_must_exist(env: dict[str, str], expected: str) -> None:
+    targets = [target(n, env=env) for n in NAMES[:2]]
+    findings = preflight.check_env(targets, {n: facts(n) for n in NAMES[:2]})
+    assert len(findings) == 1 and expected in findings[0].message
+    assert findings[0].hosts == ("gpu01", "gpu02")
+
+
+@pytest.mark.parametrize("env", [{"NCCL_SOCKET_IFNAME": "eth"}, {"NCCL_SOCKET_IFNAME": "^docker,lo"},
+                                 {"NCCL_SOCKET_IFNAME": "=eth1"}, {"NCCL_IB_HCA": "=mlx5_0:1"},
+                                 {"NCCL_IB_HCA": "mlx5"}, {"NCCL_IB_HCA": "^mlx5_9"}])
+def test_env_prefix_exact_and_exclude_forms(env: dict[str, str]) -> None:
+    assert preflight.check_env([target("gpu01", env=env)], {"gpu01": facts("gpu01")}) == []
+
+
+def test_runtime_checks_and_backend() -> None:
+    targets = [target(n) for n in NAMES[:2]]
+    no_torch = {"gpu01": facts("gpu01"), "gpu02": facts("gpu02", torch=False)}
+    findings = preflight.check_runtime(targets, no_torch, "torch", "auto")
+    assert findings[0].hosts == ("gpu02",) and "torch" in findings[0].message
+    assert preflight.check_runtime(targets, no_torch, "nccl-tests", "auto") == []
+    cpu = {n: facts(n) for n in NAMES[:2]}
+    assert preflight.resolve_backend("auto", cpu) == ("gloo", 1)
+    gpu = {n: facts(n, gpus=8) for n in NAMES[:2]}
+    assert preflight.resolve_backend("auto", gpu) == ("nccl", 8)
+    assert preflight.check_runtime(targets, cpu, "torch", "nccl")[0].check == "gpus"
