@@ -63,6 +63,12 @@ def _mode_text(value: Any) -> Any:
 
 NETDEV_RE = r"^[^\s/:]{1,15}$"  # the kernel's own limits on interface names (IFNAMSIZ, no '/' or ':')
 RDMA_DEV_RE = r"^[A-Za-z0-9_.\-]{1,64}$"
+UNIT_RE = r"^[A-Za-z0-9:_.@][A-Za-z0-9:_.@\-]*$"  # systemd unit names, never starting with '-'
+
+Notify = Annotated[
+    list[Annotated[str, Field(pattern=UNIT_RE)]],
+    Field(description="systemd units to restart once, after the run's other changes, when this resource changed"),
+]
 
 
 # ------------------------------------------------------------------------------------ version constraints
@@ -204,6 +210,7 @@ class KernelModuleSpec(Spec):
         True,
         description="true: also listed in /etc/modules-load.d when loaded, and not listed there when absent",
     )
+    notify: Notify = []
 
     def target(self) -> str:
         return f"kernel_module[{self.name}]"
@@ -335,6 +342,7 @@ class FileSpec(Spec):
     )
     owner: str = Field("root", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?$", description="owning user name or uid")
     group: str = Field("root", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?$", description="owning group name or gid")
+    notify: Notify = []
 
     @model_validator(mode="after")
     def _source(self) -> FileSpec:
