@@ -314,6 +314,11 @@ def audit_exit_code(outcome: AuditOutcome) -> int:
     return EXIT_OK
 
 
+from provisioner.commands.apply import apply_command  # noqa: E402
+
+app.add_command(apply_command)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning typed errors into one clear message and an exit code."""
     try:
