@@ -76,9 +76,10 @@ def recap(outcome: Any) -> None:
         unreachable = 1 if host.status == "unreachable" else 0
         style = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "dim"}[
             host.status]
-        console.print(f"[{style}]{host.name:<20}[/] : ok={ok:<4} changed={host.count('changed'):<4} "
-                      f"unreachable={unreachable:<4} failed={host.count('failed') or int(host.status == 'failed'):<4}"
-                      f" skipped={int(host.status == 'skipped'):<4} execs={host.execs}", highlight=False)
+        failed = host.count("failed") or int(host.status == "failed")
+        console.print(f"[{style}]{escape(host.name):<20}[/] : ok={ok:<4} changed={host.count('changed'):<4} "
+                      f"unreachable={unreachable:<4} failed={failed:<4} skipped={int(host.status == 'skipped'):<4} "
+                      f"execs={host.execs}", highlight=False, soft_wrap=True)
     if outcome.stopped:
         console.print(f"[red]stopped:[/] {escape(outcome.stopped)}", highlight=False)
 

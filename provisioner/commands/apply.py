@@ -107,7 +107,8 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
         apply_report.plan_text(planned, diff=diff)
     pending = any(host.steps for host in planned)
     if check:
-        outcome = converge.ApplyOutcome("check", [converge.unchanged_host(h) for h in planned], 0.0, check=True)
+        hosts = [converge.unchanged_host(h, check=True) for h in planned]
+        outcome = converge.ApplyOutcome("check", hosts, 0.0, check=True)
         code = exit_code(outcome)
         if code == EXIT_OK and pending:
             code = EXIT_NOT_CONVERGED

@@ -51,6 +51,7 @@ class Step:
     writes: tuple[str, ...] = ()
     lockout: bool = False
     diff: str | None = None  # a unified diff of a file change, for --diff (None for secret paths)
+    possible: bool = True  # False: no automatic fix; the step only reports why (see `impossible`)
 
     @property
     def id(self) -> str:
@@ -59,7 +60,8 @@ class Step:
 
 def impossible(resource: str, action: str, reason: str, phase: int = PHASE_FILES) -> Step:
     """A step that cannot be done automatically: it fails on the host with `reason`, so the report says it."""
-    return Step(resource, action, f"echo {shlex.quote(reason)} >&2; exit 3", f"cannot fix: {reason}", phase=phase)
+    return Step(resource, action, f"echo {shlex.quote(reason)} >&2; exit 3", f"cannot fix: {reason}", phase=phase,
+                possible=False)
 
 
 def backup_path(path: str) -> str:
