@@ -367,6 +367,9 @@ app.add_command(inventory_command)
 from provisioner.commands.smoke import smoke as smoke_command  # noqa: E402
 
 app.add_command(smoke_command)
+from provisioner.commands.apply import apply_command  # noqa: E402
+
+app.add_command(apply_command)
 
 
 def main(argv: list[str] | None = None) -> None:

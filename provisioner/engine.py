@@ -67,7 +67,16 @@ Progress = Callable[[str, HostStatus | None], None]
 
 
 def host_context(plan: HostPlan) -> HostContext:
-    return HostContext(name=plan.host.name, sysfs_root=str(plan.host.vars.get("fabnet_sysfs_root", "/sys")))
+    variables = plan.host.vars
+    management = variables.get("fabnet_management_interfaces") or []
+    return HostContext(
+        name=plan.host.name,
+        sysfs_root=str(variables.get("fabnet_sysfs_root", "/sys")),
+        package_manager=str(variables.get("fabnet_package_manager", "apt")),
+        ofed_install_command=str(variables["fabnet_ofed_install_command"])
+        if variables.get("fabnet_ofed_install_command") else None,
+        management_interfaces=tuple(str(m) for m in (management if isinstance(management, list) else [management])),
+    )
 
 
 def plan_probes(plan: HostPlan) -> list[Probe]:

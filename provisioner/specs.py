@@ -73,6 +73,11 @@ PackageName = Annotated[str, AfterValidator(names.package)]
 HostPath = Annotated[str, AfterValidator(names.file_path)]
 UserName = Annotated[str, AfterValidator(names.user)]
 
+Notify = Annotated[
+    list[UnitName],
+    Field(description="systemd units to restart once, after the run's other changes, when this resource changed"),
+]
+
 
 # ------------------------------------------------------------------------------------ version constraints
 
@@ -213,6 +218,7 @@ class KernelModuleSpec(Spec):
         True,
         description="true: also listed in /etc/modules-load.d when loaded, and not listed there when absent",
     )
+    notify: Notify = []
 
     def target(self) -> str:
         return f"kernel_module[{self.name}]"
@@ -346,6 +352,7 @@ class FileSpec(Spec):
         description="the content is a secret: reports show only its hashes and line counts (as Ansible's "
         "no_log); key, credential and password files are treated so without it",
     )
+    notify: Notify = []
 
     @model_validator(mode="after")
     def _source(self) -> FileSpec:

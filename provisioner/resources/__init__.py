@@ -12,19 +12,28 @@ from typing import Any
 from provisioner.resources import (
     file,
     interface,
+    interface_fix,
     kernel_module,
     mtu_uniform,
     nccl,
     ofed,
     port_counters,
+    roce_fix,
     roce_qos,
     service,
     sysctl,
 )
 from provisioner.resources.base import Check, ResourceType
 
+# Remedies of the larger kinds live in a module of their own beside the kind's probes and evaluation.
+_REMEDIES: dict[str, Callable[..., list[Any]]] = {
+    interface.KIND: interface_fix.remedy,
+    roce_qos.KIND: roce_fix.remedy,
+}
+
 REGISTRY: dict[str, ResourceType[Any]] = {
-    module.KIND: ResourceType(module.KIND, module.probes, module.evaluate)
+    module.KIND: ResourceType(module.KIND, module.probes, module.evaluate,
+                              _REMEDIES.get(module.KIND, getattr(module, "remedy", None)))
     for module in (
         interface, mtu_uniform, service, kernel_module, sysctl, ofed, nccl, roce_qos, file, port_counters,
     )

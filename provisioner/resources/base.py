@@ -12,7 +12,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from provisioner.specs import Spec
 
@@ -44,6 +44,9 @@ class HostContext:
 
     name: str
     sysfs_root: str = "/sys"  # fabnet_sysfs_root: where class/net/*/ecn and class/infiniband live
+    package_manager: str = "apt"  # fabnet_package_manager: apt or dnf (for remedies)
+    ofed_install_command: str | None = None  # fabnet_ofed_install_command: the site's OFED installer
+    management_interfaces: tuple[str, ...] = ()  # netdevs the SSH session may arrive on (lockout guard)
 
 
 @dataclass(frozen=True)
@@ -75,11 +78,14 @@ S = TypeVar("S", bound=Spec)
 
 @dataclass(frozen=True)
 class ResourceType(Generic[S]):
-    """A resource kind: `probes(spec, ctx)` lists what to read; `evaluate(spec, results, ctx)` compares."""
+    """A resource kind: `probes(spec, ctx)` lists what to read; `evaluate(spec, results, ctx)` compares;
+    `remedy` (when the kind can change anything) says which steps remove the drift."""
 
     kind: str
     probes: Callable[[S, HostContext], Sequence[Probe]]
     evaluate: Callable[[S, Results, HostContext], list[Check]]
+    # `remedy(spec, results, ctx, checks)`: the steps removing the drift in `checks` (resources/steps.py).
+    remedy: Callable[[S, Results, HostContext, list[Check]], list[Any]] | None = None
 
 
 def sh(*parts: str) -> str:

@@ -26,6 +26,7 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.sensitive import fingerprint, line_count, sensitive_content, sensitive_path
+from provisioner.resources.steps import PHASE_FILES, Step, command_step, file_step, impossible
 from provisioner.specs import FileSpec
 
 KIND = "file"
@@ -117,3 +118,38 @@ def evaluate(spec: FileSpec, results: Results, ctx: HostContext) -> list[Check]:
     group_ok, group_shown = _owner(spec.group, gid, group)
     checks.append((ok if group_ok else drift)("group", spec.group, group_shown))
     return checks
+
+
+# ---------------------------------------------------------------------------------------------- remedy
+
+
+def remedy(spec: FileSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
+    """The whole file written atomically when it is missing or its content differs; else chmod / chown."""
+    target = spec.target()
+    drifted = {c.attribute: c for c in checks if c.status == "drift"}
+    if not drifted:
+        return []
+    notify = tuple(spec.notify)
+    if spec.content is None:
+        return [impossible(target, "render", "the template was not rendered for this host")]
+    want = spec.content.encode()
+    if "present" in drifted or "content" in drifted:
+        # Both diffs come from _diff, which shows only hashes and line counts of sensitive content.
+        diff = None
+        if "content" in drifted:
+            diff = drifted["content"].message
+        elif drifted["present"].actual == "missing":
+            diff = _diff(spec, b"", want)
+        return [file_step(target, "write", spec.path, want, mode=spec.mode, owner=spec.owner, group=spec.group,
+                          notify=notify, diff=diff)]
+    steps: list[Step] = []
+    if "owner" in drifted or "group" in drifted:
+        old = f"{drifted['owner'].actual if 'owner' in drifted else spec.owner}:" \
+              f"{drifted['group'].actual if 'group' in drifted else spec.group}"
+        steps.append(command_step(target, "chown", ("chown", "--", f"{spec.owner}:{spec.group}", spec.path),
+                                  undo=["chown", "--", old, spec.path], phase=PHASE_FILES, notify=notify))
+    if "mode" in drifted:
+        old_mode = drifted["mode"].actual or spec.mode
+        steps.append(command_step(target, "chmod", ("chmod", "--", spec.mode, spec.path),
+                                  undo=["chmod", "--", old_mode, spec.path], phase=PHASE_FILES, notify=notify))
+    return steps

@@ -26,6 +26,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
+from provisioner.resources.steps import PHASE_MODULES, Step, command_step, file_step
 from provisioner.specs import KernelModuleSpec
 
 KIND = "kernel_module"
@@ -106,3 +107,42 @@ def evaluate(spec: KernelModuleSpec, results: Results, ctx: HostContext) -> list
     verdict = ok if (source is not None) == (spec.state == "loaded") else drift
     message = "" if verdict is ok else f"{spec.name} {'is' if source else 'is not'} loaded at boot"
     return [*checks, verdict("persistent", desired, actual, message)]
+
+
+# ---------------------------------------------------------------------------------------------- remedy
+
+MODULES_LOAD_DIR = "/etc/modules-load.d/"
+
+
+def _without(text: str, name: str) -> str:
+    """`text` of a boot list with every line loading `name` removed."""
+    kept = [raw for raw in text.splitlines(keepends=True)
+            if not (raw.strip() and raw.strip()[0] not in "#;" and _norm(raw.split()[0]) == _norm(name))]
+    return "".join(kept)
+
+
+def remedy(spec: KernelModuleSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
+    """modprobe (or modprobe -r) now; at boot, a modules-load.d file of its own, or the line removed."""
+    target = spec.target()
+    drifted = {c.attribute for c in checks if c.status == "drift"}
+    notify = tuple(spec.notify)
+    steps: list[Step] = []
+    if "loaded" in drifted:
+        if spec.state == "loaded":
+            steps.append(command_step(target, "load", ("modprobe", "--", spec.name),
+                                      undo=["modprobe", "-r", "--", spec.name], phase=PHASE_MODULES, notify=notify))
+        else:
+            steps.append(command_step(target, "unload", ("modprobe", "-r", "--", spec.name),
+                                      undo=["modprobe", "--", spec.name], phase=PHASE_MODULES, notify=notify))
+    if "persistent" in drifted:
+        if spec.state == "loaded":
+            path = f"{MODULES_LOAD_DIR}{spec.name}.conf"
+            steps.append(file_step(target, "persist", path, f"{spec.name}\n".encode(), phase=PHASE_MODULES,
+                                   mode="0644", owner="root", group="root"))
+        else:
+            listing = parse_file_listing(stdout_of(results, BOOT_LISTS, "reading modules-load.d"))
+            while (source := boot_listed(listing.files, spec.name)) is not None:
+                steps.append(file_step(target, f"unlist:{source}", source,
+                                       _without(listing.files[source], spec.name).encode(), phase=PHASE_MODULES))
+                listing.files.pop(source)
+    return steps

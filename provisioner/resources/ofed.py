@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from provisioner.errors import ParseError
 from provisioner.parsers._text import require_complete
 from provisioner.parsers.ofed_info import parse_ofed_info
@@ -21,6 +23,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
+from provisioner.resources.steps import PHASE_PACKAGES, Step, impossible
 from provisioner.specs import OfedSpec
 
 KIND = "ofed"
@@ -48,3 +51,26 @@ def evaluate(spec: OfedSpec, results: Results, ctx: HostContext) -> list[Check]:
     if spec.flavor is not None:
         checks.append(compare("flavor", spec.flavor, info.flavor))
     return checks
+
+
+# ---------------------------------------------------------------------------------------------- remedy
+
+INSTALL_VARIABLE = "fabnet_ofed_install_command"
+
+
+def remedy(spec: OfedSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
+    """The site's own installer (OFED is installed many ways): the inventory variable
+    `fabnet_ofed_install_command`, run with FABNET_OFED_VERSION set to the wanted constraint. The
+    re-check after the run says whether it worked."""
+    if not any(c.status == "drift" for c in checks):
+        return []
+    target = spec.target()
+    if not ctx.ofed_install_command:
+        return [impossible(target, "install", f"set {INSTALL_VARIABLE} in the inventory to say how this site "
+                                              "installs OFED", PHASE_PACKAGES)]
+    # The command is the operator's own shell text, as trusted as the inventory it comes from; only the
+    # version reaches it, through the environment and quoted.
+    command = (f"FABNET_OFED_VERSION={shlex.quote(spec.version.text)}; export FABNET_OFED_VERSION; "
+               f"sh -c {shlex.quote(ctx.ofed_install_command)}")
+    return [Step(target, "install", command, f"{INSTALL_VARIABLE} (FABNET_OFED_VERSION={spec.version.text})",
+                 phase=PHASE_PACKAGES)]

@@ -21,6 +21,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
+from provisioner.resources.steps import PHASE_HANDLERS, PHASE_SERVICES, Step, command_step, impossible
 from provisioner.specs import ServiceSpec
 
 KIND = "service"
@@ -103,3 +104,33 @@ def evaluate(spec: ServiceSpec, results: Results, ctx: HostContext) -> list[Chec
         verdict = ok if enabled == spec.enabled else drift
         checks.append(verdict("enabled", attributes[1][1], state or "none", message))
     return checks
+
+
+# ---------------------------------------------------------------------------------------------- remedy
+
+
+def remedy(spec: ServiceSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
+    """systemctl start/stop and enable/disable for what drifted; a unit that is not installed cannot be."""
+    unit = unit_name(spec.name)
+    target = spec.target()
+    drifted = {c.attribute: c for c in checks if c.status == "drift"}
+    steps: list[Step] = []
+    if any(c.actual == "not installed" for c in drifted.values()):
+        return [impossible(target, "install", f"unit {unit} is not installed on this host", PHASE_SERVICES)]
+    if "enabled" in drifted:
+        verb, back = ("enable", "disable") if spec.enabled else ("disable", "enable")
+        steps.append(command_step(target, verb, ("systemctl", verb, "--", unit), undo=["systemctl", back, "--", unit],
+                                  phase=PHASE_SERVICES))
+    if "active" in drifted:
+        verb, back = ("start", "stop") if spec.state == "started" else ("stop", "start")
+        steps.append(command_step(target, verb, ("systemctl", verb, "--", unit), undo=["systemctl", back, "--", unit],
+                                  phase=PHASE_SERVICES))
+    return steps
+
+
+def restart_handler(unit: str, notifiers: tuple[str, ...]) -> Step:
+    """Restart `unit` once because a file or module it depends on changed (run only if one did)."""
+    name = unit_name(unit)
+    return Step(f"handler[{name}]", "restart", sh("systemctl", "restart", "--", name),
+                f"systemctl restart {name} (notified by {', '.join(notifiers)})", phase=PHASE_HANDLERS,
+                needs=notifiers)

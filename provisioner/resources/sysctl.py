@@ -25,6 +25,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
+from provisioner.resources.steps import PHASE_SYSCTL, Step, command_step, file_step
 from provisioner.specs import SysctlSpec
 
 KIND = "sysctl"
@@ -130,3 +131,52 @@ def evaluate(spec: SysctlSpec, results: Results, ctx: HostContext) -> list[Check
         return [*checks, drift("persistent", desired, "not set at boot", f"no sysctl.d file sets {spec.name}")]
     verdict = ok if normalise(value) == desired else drift
     return [*checks, verdict("persistent", desired, f"{normalise(value)} in {source}")]
+
+
+# ---------------------------------------------------------------------------------------------- remedy
+
+
+def set_in_text(text: str, name: str, value: str) -> str:
+    """`text` of a sysctl file with every explicit assignment of `name` set to `value` (or one appended)."""
+    wanted = canonical(name)
+    lines = text.splitlines(keepends=True)
+    found = False
+    for index, raw in enumerate(lines):
+        line = raw.strip()
+        if not line or line[0] in "#;" or "=" not in line:
+            continue
+        key = line.partition("=")[0].strip()
+        if canonical(key.lstrip("-").strip()) == wanted:
+            lines[index] = f"{key} = {value}\n"
+            found = True
+    if not found:
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        lines.append(f"{name} = {value}\n")
+    return "".join(lines)
+
+
+def remedy(spec: SysctlSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
+    """`sysctl -w` now; at boot, the file that sets it edited, or a sysctl.d file of fabnet's own.
+
+    A file in /etc is edited in place; a packaged one (/usr/lib, /run) is never touched: an /etc file
+    named after the key, sorted last, wins over it.
+    """
+    target = spec.target()
+    drifted = {c.attribute: c for c in checks if c.status == "drift"}
+    steps: list[Step] = []
+    if "value" in drifted:
+        old = drifted["value"].actual
+        steps.append(command_step(target, "set", ("sysctl", "-w", f"{canonical(spec.name)}={spec.value}"),
+                                  undo=["sysctl", "-w", f"{canonical(spec.name)}={old}"] if old is not None else None,
+                                  phase=PHASE_SYSCTL))
+    if "persistent" in drifted:
+        listing = parse_file_listing(stdout_of(results, BOOT_FILES, "reading sysctl.d"))
+        _, source = boot_value(listing.files, spec.name)
+        if source is not None and (source == SYSCTL_CONF or source.startswith("/etc/")):
+            path, text = source, set_in_text(listing.files[source], spec.name, spec.value)
+        else:
+            path = f"/etc/sysctl.d/99-fabnet-{canonical(spec.name).replace('/', '_')}.conf"
+            text = f"{canonical(spec.name)} = {spec.value}\n"
+        steps.append(file_step(target, "persist", path, text.encode(), phase=PHASE_SYSCTL))
+    return steps

@@ -13,6 +13,7 @@ from typing import Any
 
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import Check, HostContext, Probe, ProbeResult, Results
+from provisioner.resources.steps import Step
 from provisioner.specs import KINDS, Spec
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -102,6 +103,8 @@ def final_command(probe: Probe) -> str:
 class Run:
     probes: list[Probe]
     checks: list[Check]
+    results: Results | None = None
+    spec: Any = None
 
     def by_attribute(self) -> dict[str, Check]:
         return {check.attribute: check for check in self.checks}
@@ -131,4 +134,14 @@ def run(kind: str, spec: Mapping[str, Any] | Spec, outputs: Mapping[str, str | P
             continue
         by_key[probe.key] = value if isinstance(value, ProbeResult) else ProbeResult(value, "", 0)
     assert used == set(outputs), f"outputs never probed: {sorted(set(outputs) - used)}"
-    return Run(probes, rtype.evaluate(model, Results(by_key), ctx))
+    results = Results(by_key)
+    return Run(probes, rtype.evaluate(model, results, ctx), results, model)
+
+
+def fix(kind: str, spec: Mapping[str, Any], outputs: Mapping[str, str | ProbeResult | None],
+        ctx: HostContext = CTX) -> list[Step]:
+    """The remedy steps for `spec` on a host whose probes printed `outputs` (evaluated first, as apply does)."""
+    evaluated = run(kind, spec, outputs, ctx)
+    remedy = REGISTRY[kind].remedy
+    assert remedy is not None, f"{kind} has no remedy"
+    return remedy(evaluated.spec, evaluated.results, ctx, evaluated.checks)

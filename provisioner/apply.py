@@ -1,0 +1,381 @@
+"""gather -> plan -> change -> re-check: converge hosts to the playbook.
+
+Per host: ONE exec gathers the facts (engine.gather, shared with audit), the resources' remedies make
+the plan, ONE exec runs every step of it (changes.py) and ONE exec re-reads the host; each resource is
+then ok / changed / failed from what is really there. A host with nothing to change costs one exec.
+Hosts run in parallel (bounded by --forks) within rolling batches (--serial); no new batch starts once
+more than --max-fail-percent of the hosts so far failed. A failing host never stops the others.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import secrets
+import socket
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from provisioner import batch, changes, engine, transport
+from provisioner.engine import HostOutcome, Options, ResourceOutcome
+from provisioner.playbook import HostPlan
+from provisioner.resources import REGISTRY
+from provisioner.resources.base import Check, Results
+from provisioner.resources.steps import Step
+
+HostApplyStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
+ResourceStatus = Literal["ok", "changed", "failed"]
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def control_machine() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry (containers): the uid still says who
+        user = "uid" + str(__import__("os").getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+# ------------------------------------------------------------------------------------------------ plan
+
+
+@dataclass
+class ResourcePlan:
+    outcome: ResourceOutcome  # the evaluation before any change
+    steps: list[Step] = field(default_factory=list)
+
+
+@dataclass
+class HostPlanned:
+    """What gathering found on a host and what would change it."""
+
+    plan: HostPlan
+    audit: HostOutcome
+    resources: list[ResourcePlan] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)  # ordered, handlers included
+    digest: str = ""  # of the facts the plan was made from (saved plans refuse a host that changed)
+
+    @property
+    def name(self) -> str:
+        return self.plan.host.name
+
+
+def facts_digest(results: Results) -> str:
+    payload = json.dumps({k: [v.stdout, v.exit_code] for k, v in sorted(results.by_key.items())})
+    return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()
+
+
+def remedies(plan: HostPlan, results: Results, outcomes: list[ResourceOutcome]) -> list[ResourcePlan]:
+    ctx = engine.host_context(plan)
+    planned = []
+    for resource, outcome in zip(plan.resources, outcomes, strict=True):
+        steps: list[Step] = []
+        remedy = REGISTRY[resource.kind].remedy
+        if outcome.status == "drift" and remedy is not None:
+            try:
+                steps = remedy(resource.spec, results, ctx, outcome.checks)
+            except Exception as exc:  # a bug in one remedy must not hide the others' plans
+                from provisioner.resources.steps import impossible
+                steps = [impossible(resource.target, "plan", f"internal error: {type(exc).__name__}: {exc}")]
+        planned.append(ResourcePlan(outcome, steps))
+    return planned
+
+
+def _gather_one(plan: HostPlan, options: Options) -> tuple[HostOutcome, Results | None]:
+    started = time.monotonic()
+    host = plan.host
+    try:
+        results, execs = engine.gather(plan, options)
+    except transport.HostUnreachable as exc:
+        return HostOutcome(host.name, host.address, "unreachable", exc.reason, seconds=time.monotonic() - started), None
+    except Exception as exc:
+        return HostOutcome(host.name, host.address, "failed", f"{type(exc).__name__}: {exc}",
+                           seconds=time.monotonic() - started), None
+    outcome = HostOutcome(host.name, host.address, "in_sync", resources=engine.evaluate(plan, results), execs=execs)
+    outcome.seconds = time.monotonic() - started
+    return outcome, results
+
+
+def gather_all(plans: Sequence[HostPlan], options: Options,
+               progress: engine.Progress | None = None) -> tuple[dict[str, HostOutcome], dict[str, Results]]:
+    outcomes: dict[str, HostOutcome] = {}
+    facts: dict[str, Results] = {}
+    workers = max(1, min(options.forks, len(plans)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host") as pool:
+        futures = {pool.submit(_gather_one, plan, options): plan for plan in plans}
+        for future in as_completed(futures):
+            outcome, results = future.result()
+            outcomes[outcome.name] = outcome
+            if results is not None:
+                facts[outcome.name] = results
+            if progress:
+                progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
+    engine.apply_fleet_checks(plans, outcomes)
+    for outcome in outcomes.values():
+        engine.finish_status(outcome)
+    return outcomes, facts
+
+
+def make_plan(plans: Sequence[HostPlan], options: Options,
+              progress: engine.Progress | None = None) -> list[HostPlanned]:
+    """Gather every host (one exec each) and work out its steps. Changes nothing."""
+    outcomes, facts = gather_all(plans, options, progress)
+    planned = []
+    for plan in plans:
+        outcome = outcomes[plan.host.name]
+        results = facts.get(plan.host.name)
+        host = HostPlanned(plan, outcome)
+        if results is not None:
+            host.digest = facts_digest(results)
+            host.resources = remedies(plan, results, outcome.resources)
+            host.steps = changes.order([(rp.outcome.kind, rp.outcome.target, rp.steps) for rp in host.resources])
+        planned.append(host)
+    return planned
+
+
+# ----------------------------------------------------------------------------------------------- apply
+
+
+@dataclass
+class StepRun:
+    step: Step
+    result: changes.StepResult
+
+
+@dataclass
+class ResourceApplied:
+    before: ResourceOutcome
+    after: ResourceOutcome | None
+    steps: list[StepRun] = field(default_factory=list)
+    pending: bool = False  # --check: steps would run
+
+    @property
+    def status(self) -> ResourceStatus:
+        if self.pending:
+            return "changed"
+        if self.after is None:
+            return "failed" if self.before.status != "ok" else "ok"
+        if self.after.status != "ok" or any(s.result.status == "failed" for s in self.steps):
+            return "failed"
+        return "ok" if self.before.status == "ok" else "changed"
+
+
+@dataclass
+class HostApplied:
+    name: str
+    address: str
+    status: HostApplyStatus
+    error: str | None = None
+    resources: list[ResourceApplied] = field(default_factory=list)
+    handlers: list[StepRun] = field(default_factory=list)
+    execs: int = 0
+    seconds: float = 0.0
+    digest: str = ""
+
+    def count(self, status: ResourceStatus) -> int:
+        return sum(1 for r in self.resources if r.status == status)
+
+
+@dataclass
+class ApplyOutcome:
+    run_id: str
+    hosts: list[HostApplied]
+    seconds: float
+    batches: list[list[str]] = field(default_factory=list)
+    stopped: str | None = None  # why no further batch started (max-fail-percent), if so
+    check: bool = False
+
+    def count(self, status: HostApplyStatus) -> int:
+        return sum(1 for h in self.hosts if h.status == status)
+
+
+Journal = Callable[[dict[str, object]], None]
+
+
+def _states(planned: HostPlanned) -> dict[str, tuple[str | None, str | None]]:
+    """step id -> (before, after) for the journals: the checks' actual and desired values (never content:
+    file checks hold fingerprints only)."""
+    states: dict[str, tuple[str | None, str | None]] = {}
+    for rp in planned.resources:
+        drifted: list[Check] = [c for c in rp.outcome.checks if c.status != "ok"]
+        before = "; ".join(f"{c.attribute}={c.actual}" for c in drifted) or None
+        after = "; ".join(f"{c.attribute}={c.desired}" for c in drifted) or None
+        for step in rp.steps:
+            states[step.id] = (before, after)
+    return states
+
+
+def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: changes.Holder,
+               journal: Journal | None = None) -> HostApplied:
+    """Change one host in one exec, then re-read it in one more. Only for a host that has steps."""
+    started = time.monotonic()
+    host = planned.plan.host
+    applied = HostApplied(host.name, host.address, "ok", execs=planned.audit.execs, digest=planned.digest)
+    steps = planned.steps
+    nonce = batch.new_nonce()
+    script = changes.build_script(steps, nonce, run_id, host.name, holder, _states(planned))
+    for step in steps:
+        if journal:
+            journal({"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
+                     "command": step.shown, "outcome": "started"})
+    try:
+        conn = transport.connect(host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
+        try:
+            result = transport.run_stdin(conn, script, timeout=options.command_timeout,
+                                         become_user=host.become_user if host.become else None)
+        finally:
+            conn.close()
+        applied.execs += 1
+    except transport.HostUnreachable as exc:
+        applied.status, applied.error = "unreachable", exc.reason
+        return _finish(applied, planned, None, None, started)
+    except Exception as exc:
+        applied.status, applied.error = "failed", f"{type(exc).__name__}: {exc}"
+        return _finish(applied, planned, None, None, started)
+    parsed = changes.parse_output(result.stdout, nonce, len(steps))
+    if journal:
+        for step, outcome in zip(steps, parsed.steps, strict=True):
+            journal({"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
+                     "command": step.shown, "outcome": outcome.status, "rc": outcome.exit_code,
+                     "writes": list(step.writes)})
+    if parsed.locked_by is not None:
+        applied.status = "failed"
+        applied.error = f"another fabnet run holds this host ({parsed.locked_by}); nothing was changed"
+        return _finish(applied, planned, parsed, None, started)
+    if not parsed.finished and not any(s.status != "not_run" for s in parsed.steps):
+        detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0]
+        applied.status, applied.error = "failed", f"the change script did not run: {detail}"
+    after = None
+    try:
+        results, execs = engine.gather(planned.plan, options)
+        applied.execs += execs
+        after = engine.evaluate(planned.plan, results)
+    except transport.HostUnreachable as exc:
+        applied.status, applied.error = "unreachable", f"re-check: {exc.reason}"
+    except Exception as exc:
+        applied.status, applied.error = "failed", f"re-check: {type(exc).__name__}: {exc}"
+    return _finish(applied, planned, parsed, after, started)
+
+
+def _finish(applied: HostApplied, planned: HostPlanned, parsed: changes.ScriptResult | None,
+            after: list[ResourceOutcome] | None, started: float) -> HostApplied:
+    step_results = dict(zip((s.id for s in planned.steps), parsed.steps, strict=True)) if parsed else {}
+    for index, rp in enumerate(planned.resources):
+        runs = [StepRun(s, step_results.get(s.id, changes.StepResult("not_run"))) for s in rp.steps]
+        applied.resources.append(ResourceApplied(rp.outcome, after[index] if after is not None else None, runs))
+    applied.handlers = [StepRun(s, step_results.get(s.id, changes.StepResult("not_run")))
+                        for s in planned.steps if s.resource.startswith("handler[")]
+    if applied.status == "ok":
+        statuses = {r.status for r in applied.resources}
+        failed_handler = any(h.result.status == "failed" for h in applied.handlers)
+        applied.status = "failed" if "failed" in statuses or failed_handler else \
+            "changed" if "changed" in statuses else "ok"
+        if applied.status == "failed" and applied.error is None:
+            applied.error = "not converged: " + ", ".join(r.before.target for r in applied.resources
+                                                          if r.status == "failed")
+    applied.seconds += time.monotonic() - started
+    return applied
+
+
+def unchanged_host(planned: HostPlanned, check: bool = False) -> HostApplied:
+    """A host not changed: its gathered state is the result (no further exec). With `check`, resources
+    whose steps would run count as changed (what apply would do), as Ansible's check mode reports."""
+    audit = planned.audit
+    applied = HostApplied(planned.name, audit.address, "ok", audit.error, execs=audit.execs, seconds=audit.seconds,
+                          digest=planned.digest)
+    if audit.status == "unreachable":
+        applied.status = "unreachable"
+        return applied
+    host_changes = any(s.possible for s in planned.steps)
+    for rp in planned.resources:
+        # A drifted resource without steps of its own (an RDMA MTU that follows the netdev's) is left
+        # to the other steps of its host; the real run's re-check decides.
+        pending = check and rp.outcome.status == "drift" and (
+            all(s.possible for s in rp.steps) if rp.steps else host_changes)
+        applied.resources.append(ResourceApplied(rp.outcome, rp.outcome if rp.outcome.status == "ok" else None,
+                                                 pending=pending))
+    if check and any(r.pending for r in applied.resources):
+        applied.status = "changed"
+    if audit.status == "failed" or any(r.status == "failed" for r in applied.resources):
+        applied.status = "failed"
+        applied.error = audit.error or "not converged: " + ", ".join(
+            r.before.target for r in applied.resources if r.status == "failed")
+    return applied
+
+
+def batches(names: Sequence[str], serial: Sequence[str] | None) -> list[list[str]]:
+    """Rolling batches as Ansible's `serial`: numbers, percentages of all hosts, or a list of them,
+    the last size repeating until every host is in a batch."""
+    total = len(names)
+    if not serial:
+        return [list(names)] if names else []
+    sizes = []
+    for item in serial:
+        text = str(item).strip()
+        size = int(total * float(text[:-1]) / 100) if text.endswith("%") else int(text)
+        sizes.append(max(1, size))
+    result: list[list[str]] = []
+    start = 0
+    index = 0
+    while start < total:
+        size = sizes[min(index, len(sizes) - 1)]
+        result.append(list(names[start:start + size]))
+        start += size
+        index += 1
+    return result
+
+
+HostDone = Callable[[HostApplied], None]
+
+
+def apply(planned: Sequence[HostPlanned], options: Options, *, run_id: str | None = None,
+          serial: Sequence[str] | None = None, max_fail_percent: float | None = None,
+          journal: Journal | None = None, on_host: HostDone | None = None) -> ApplyOutcome:
+    """Run every host's plan, batch by batch. Hosts without steps are reported from their gathered state."""
+    started = time.monotonic()
+    run_id = run_id or new_run_id()
+    holder = changes.Holder(run_id, control_machine(), datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    by_name = {p.name: p for p in planned}
+    done: dict[str, HostApplied] = {}
+    outcome = ApplyOutcome(run_id, [], 0.0)
+    seen = 0
+    failed = 0
+    for group in batches([p.name for p in planned], serial):
+        if outcome.stopped is not None:
+            for name in group:
+                done[name] = HostApplied(name, by_name[name].audit.address, "skipped",
+                                         "not started: " + outcome.stopped, digest=by_name[name].digest)
+            continue
+        outcome.batches.append(group)
+        workers = max(1, min(options.forks, len(group)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-apply") as pool:
+            futures = {}
+            for name in group:
+                host = by_name[name]
+                if host.steps and host.audit.status not in ("unreachable",):
+                    futures[pool.submit(apply_host, host, options, run_id, holder, journal)] = name
+                else:
+                    done[name] = unchanged_host(host)
+                    if on_host:
+                        on_host(done[name])
+            for future in as_completed(futures):
+                result = future.result()
+                done[result.name] = result
+                if on_host:
+                    on_host(result)
+        seen += len(group)
+        failed += sum(1 for name in group if done[name].status in ("failed", "unreachable"))
+        if max_fail_percent is not None and seen and 100.0 * failed / seen > max_fail_percent:
+            outcome.stopped = (f"{failed} of {seen} hosts failed ({100.0 * failed / seen:.0f}%), more than "
+                               f"--max-fail-percent {max_fail_percent:g}")
+    outcome.hosts = [done[p.name] for p in planned]
+    outcome.seconds = time.monotonic() - started
+    return outcome

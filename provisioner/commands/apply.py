@@ -1,0 +1,146 @@
+"""`fabnet apply`: converge hosts to the playbook (plan, confirm, one change exec and one re-check per host)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from provisioner import apply_report, report
+from provisioner.errors import ConfigError
+
+EXIT_OK, EXIT_NOT_CONVERGED, EXIT_UNREACHABLE, EXIT_USAGE = 0, 2, 4, 64
+
+
+def _serial(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    for item in items:
+        number = item[:-1] if item.endswith("%") else item
+        if not number.isdigit() or int(number) < 1 or (item.endswith("%") and int(number) > 100):
+            raise click.BadParameter(f"{item!r}: expected a number of hosts (N), a percentage (N%) or a list "
+                                     "such as 1,10%,100%", param_hint="--serial")
+    return items
+
+
+def exit_code(outcome: object) -> int:
+    from provisioner.apply import ApplyOutcome
+
+    assert isinstance(outcome, ApplyOutcome)
+    if outcome.count("unreachable"):
+        return EXIT_UNREACHABLE
+    if outcome.count("failed") or outcome.count("skipped"):
+        return EXIT_NOT_CONVERGED
+    return EXIT_OK
+
+
+@click.command("apply")
+@click.argument("inventory", type=click.Path(path_type=Path))
+@click.option("-p", "--playbook", type=click.Path(path_type=Path), default=Path("playbooks/site.yml"),
+              show_default=True, help="Playbook: the desired state, as YAML plays.")
+@click.option("-l", "--limit", default=None, help="Only these hosts: Ansible host patterns, e.g. 'gpu01,gpu02'.")
+@click.option("-C", "--check", is_flag=True, help="Show the plan and change nothing (exit 2 if anything would change).")
+@click.option("-D", "--diff", is_flag=True, help="Show unified diffs of the files that change (not secret paths).")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask before changing hosts.")
+@click.option("--serial", default=None, metavar="N|N%|LIST",
+              help="Rolling batches: hosts per batch, a percentage, or a list such as 1,10%,100% (canary first).")
+@click.option("--max-fail-percent", type=click.FloatRange(0, 100), default=None,
+              help="Start no new batch once more than this percentage of the hosts so far failed.")
+@click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True,
+              help="Hosts changed in parallel within a batch.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/apply/v1).")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a JUnit XML report (one test case per resource).")
+@click.option("--journal", "journal_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Local journal of changes (JSON lines); default $XDG_STATE_HOME/fabnet/journal.jsonl.")
+@click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
+              help="Seconds to wait for a host's SSH login.")
+@click.option("--timeout", "command_timeout", type=click.FloatRange(1, 7200), default=900.0, show_default=True,
+              help="Seconds for one host's exec (package installs included).")
+@click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="OpenSSH client config to use instead of ~/.ssh/config.")
+@click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
+def apply_command(inventory: Path, playbook: Path, limit: str | None, check: bool, diff: bool, yes: bool,
+                  serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
+                  journal_path: Path | None, connect_timeout: float, command_timeout: float,
+                  ssh_config: Path | None, verbose: bool) -> None:
+    """Converge hosts to the playbook: gather, show the plan, ask, change, re-check.
+
+    Per host: ONE exec reads the facts (as audit does); the plan lists every step and its command;
+    ONE exec runs all of the host's steps (a failing step stops only the steps that need it); ONE exec
+    re-reads the host, and each resource is reported ok / changed / failed from what is there now.
+    A host already in sync costs one exec. Files are replaced atomically after a backup on the host
+    (/var/backups/fabnet/RUN); every step is journaled locally and on the host (/var/log/fabnet); a
+    per-host lock refuses a second concurrent run and names its holder.
+
+    \b
+    Examples:
+      fabnet apply inventories/prod.yml --check --diff      what would change, nothing changed
+      fabnet apply inventories/prod.yml --yes --serial 1,100% --max-fail-percent 0   canary first
+      fabnet apply inventories/prod.yml --limit gpu01 --yes --json
+
+    \b
+    Exit codes:
+      0  every host converged (--check: nothing to change)
+      2  some host failed or did not converge, or a batch was not started (--check: changes pending)
+      3  invalid inventory or playbook (nothing was contacted)
+      4  some host unreachable (wins over 2)
+    """
+    from provisioner import apply as converge
+    from provisioner import engine
+    from provisioner.inventory import load_inventory
+    from provisioner.journal import Journal, default_path
+    from provisioner.playbook import load_playbook, resolve
+
+    serial_items = _serial(serial)
+    plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
+    if not plans:
+        raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
+                          file=str(playbook))
+    options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
+                             ssh_config=ssh_config)
+    with report.host_progress(len(plans), "gathering") as progress:
+        planned = converge.make_plan(plans, options, progress)
+    if not as_json:
+        apply_report.plan_text(planned, diff=diff)
+    pending = any(host.steps for host in planned)
+    if check:
+        hosts = [converge.unchanged_host(h, check=True) for h in planned]
+        outcome = converge.ApplyOutcome("check", hosts, 0.0, check=True)
+        code = exit_code(outcome)
+        if code == EXIT_OK and pending:
+            code = EXIT_NOT_CONVERGED
+        _emit(outcome, code, as_json, junit, inventory, playbook, limit, planned, verbose, show_results=False)
+        raise SystemExit(code)
+    if pending and not yes:
+        if not sys.stdin.isatty():
+            report.error("changes pending and no terminal to confirm them: pass --yes (or --check to only look)")
+            raise SystemExit(EXIT_USAGE)
+        if not click.confirm("Apply these changes?", default=False, err=True):
+            report.error("nothing changed")
+            raise SystemExit(EXIT_NOT_CONVERGED)
+    journal = Journal(journal_path or default_path())
+    outcome = converge.apply(planned, options, serial=serial_items, max_fail_percent=max_fail_percent,
+                             journal=journal, on_host=None if as_json else apply_report.host_line)
+    code = exit_code(outcome)
+    _emit(outcome, code, as_json, junit, inventory, playbook, limit, planned, verbose, show_results=True)
+    raise SystemExit(code)
+
+
+def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, inventory: Path, playbook: Path,
+          limit: str | None, planned: list, verbose: bool, show_results: bool) -> None:
+    if junit:
+        from provisioner.files import write_atomic
+
+        write_atomic(junit, apply_report.junit(outcome))
+    if as_json:
+        data = apply_report.to_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
+                                    exit_code=code)
+        data["plan"] = apply_report.plan_json(planned)
+        report.print_json(data)
+        return
+    if show_results:
+        apply_report.results(outcome, verbose=verbose)
+    apply_report.recap(outcome)

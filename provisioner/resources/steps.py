@@ -1,0 +1,137 @@
+"""Change steps: what a resource's remedy returns, and the command builders remedies share.
+
+A step is one shell command that removes one piece of drift, the command that undoes it, and what
+the engine needs to order and report it. Building steps is pure: no step is run here. Commands are
+built from quoted parts only; the one unquoted word they may use is `"$FABNET_BACKUP_DIR"`, which the
+engine's change script sets to this run's backup directory on the host.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shlex
+from dataclasses import dataclass
+
+from provisioner.resources.base import sh
+
+# Phases order a host's steps: packages and drivers, then modules, then runtime network and QoS,
+# then kernel parameters, then files, then services (which read the files), then handlers.
+PHASE_PACKAGES = 10
+PHASE_MODULES = 20
+PHASE_NETWORK = 30
+PHASE_QOS = 40
+PHASE_SYSCTL = 50
+PHASE_FILES = 60
+PHASE_SERVICES = 70
+PHASE_HANDLERS = 80
+
+BACKUP_DIR_VAR = '"$FABNET_BACKUP_DIR"'
+
+
+@dataclass(frozen=True)
+class Step:
+    """One change on one host.
+
+    `shown` is what plans, reports and journals print: it never carries file contents (which may be
+    secret). `needs` names resources (targets) whose steps must all succeed before this one runs;
+    earlier steps of the same resource are always needed. `notify` lists service units to restart
+    once, after everything else, if this step ran. `writes` lists host files the step replaces (each
+    is backed up first). `lockout` marks a change that can cut the management path.
+    """
+
+    resource: str
+    action: str
+    command: str
+    shown: str
+    undo: str | None = None
+    phase: int = PHASE_FILES
+    needs: tuple[str, ...] = ()
+    notify: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    lockout: bool = False
+    diff: str | None = None  # a unified diff of a file change, for --diff (None for secret paths)
+    possible: bool = True  # False: no automatic fix; the step only reports why (see `impossible`)
+
+    @property
+    def id(self) -> str:
+        return f"{self.resource}:{self.action}"
+
+
+def impossible(resource: str, action: str, reason: str, phase: int = PHASE_FILES) -> Step:
+    """A step that cannot be done automatically: it fails on the host with `reason`, so the report says it."""
+    return Step(resource, action, f"echo {shlex.quote(reason)} >&2; exit 3", f"cannot fix: {reason}", phase=phase,
+                possible=False)
+
+
+def backup_path(path: str) -> str:
+    """Where the engine's backup of `path` goes, below the run's backup directory (a shell word)."""
+    return BACKUP_DIR_VAR + shlex.quote(path)
+
+
+def fingerprint(data: bytes) -> str:
+    return f"sha256:{hashlib.sha256(data).hexdigest()[:12]} ({len(data)} bytes)"
+
+
+def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | None = None,
+               group: str | None = None) -> str:
+    """Replace `path` atomically with `data`, after a backup of what was there.
+
+    A temporary file in the same directory gets the content, owner and mode, is fsynced and renamed
+    over the target, then the directory is fsynced: a reader (or a crash) sees the old file or the new
+    one, never a part. Without `mode`/`owner`, an existing file's are kept (new files: 0644 root).
+    The backup is `$FABNET_BACKUP_DIR/PATH`, or `PATH.absent` when there was no file (rollback removes it).
+    """
+    p = shlex.quote(path)
+    backup = backup_path(path)
+    encoded = base64.b64encode(data).decode()
+    keep_meta = (
+        f"if [ -e {p} ]; then chown --reference={p} \"$t\"; chmod --reference={p} \"$t\"; "
+        f"else chmod 0644 \"$t\"; fi; "
+    )
+    meta = ""
+    if owner is not None or group is not None:
+        meta += f"chown {shlex.quote((owner or '') + ':' + (group or ''))} \"$t\"; "
+    if mode is not None:
+        meta += f"chmod {shlex.quote(mode)} \"$t\"; "
+    return (
+        f"d=$(dirname -- {p}); mkdir -p -- \"$d\"; "
+        f"b={backup}; mkdir -p -- \"$(dirname -- \"$b\")\"; "
+        f"if [ -e \"$b\" ] || [ -e \"$b.absent\" ]; then :; "  # first write of this run keeps the true original
+        f"elif [ -e {p} ]; then cp -p -- {p} \"$b\"; else : > \"$b.absent\"; fi; "
+        f"t=$(mktemp \"$d/.fabnet.XXXXXXXX\"); trap 'rm -f -- \"$t\"' EXIT; "
+        f"printf %s {shlex.quote(encoded)} | base64 -d > \"$t\"; "
+        + keep_meta + meta
+        + f"sync -- \"$t\"; mv -f -- \"$t\" {p}; trap - EXIT; sync -- \"$d\""
+    )
+
+
+def restore_file(path: str) -> str:
+    """Undo of `write_file`: put the backup back (atomically), or remove a file that did not exist."""
+    p = shlex.quote(path)
+    backup = backup_path(path)
+    return (
+        f"b={backup}; if [ -e \"$b\" ]; then t=$(mktemp \"$(dirname -- {p})/.fabnet.XXXXXXXX\") && "
+        f"cp -p -- \"$b\" \"$t\" && sync -- \"$t\" && mv -f -- \"$t\" {p}; "
+        f"elif [ -e \"$b.absent\" ]; then rm -f -- {p}; fi"
+    )
+
+
+def file_step(resource: str, action: str, path: str, data: bytes, *, phase: int = PHASE_FILES,
+              mode: str | None = None, owner: str | None = None, group: str | None = None,
+              notify: tuple[str, ...] = (), needs: tuple[str, ...] = (), diff: str | None = None,
+              lockout: bool = False) -> Step:
+    meta = " ".join(x for x in (mode, f"{owner or ''}:{group or ''}" if owner or group else None) if x)
+    shown = f"write {path} ({fingerprint(data)}{', ' + meta if meta else ''}; atomic, backed up)"
+    return Step(resource, action, write_file(path, data, mode=mode, owner=owner, group=group), shown,
+                undo=restore_file(path), phase=phase, notify=notify, needs=needs, writes=(path,), diff=diff,
+                lockout=lockout)
+
+
+def command_step(resource: str, action: str, parts: tuple[str, ...] | list[str], *, undo: list[str] | None = None,
+                 phase: int, needs: tuple[str, ...] = (), notify: tuple[str, ...] = (),
+                 lockout: bool = False) -> Step:
+    """A step running one command given as parts (each quoted)."""
+    command = sh(*parts)
+    return Step(resource, action, command, command, undo=sh(*undo) if undo else None, phase=phase, needs=needs,
+                 notify=notify, lockout=lockout)

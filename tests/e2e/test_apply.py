@@ -1,0 +1,241 @@
+"""`fabnet apply` against a drifted lab of its own: every node converged (checked with testinfra over
+the system ssh client, not fabnet's probes), one change exec and one re-check exec per drifted host,
+nothing run on a second apply, backups and journals, the per-host lock, rolling batches."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from provisioner.lab import manager
+from provisioner.lab.emulation.ofed_install import INSTALL_COMMAND
+from tests.e2e.conftest import Lab, lab_name
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = ROOT / "playbooks" / "site.yml"
+APPLY_LAB = lab_name("apply")
+OLD_NCCL = "2.18.3-1+cuda12.2"
+NCCL_CONF = (ROOT / "provisioner/lab/profiles/default.yml")
+
+
+def fabnet(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "provisioner", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def sessions(lab: Lab) -> dict[str, int]:
+    """SSH exec sessions each node's sshd has logged (the counting session included)."""
+    counts = {}
+    for node in lab.nodes:
+        out = lab.ssh(node, "journalctl -u ssh --no-pager -o cat | grep -c 'Starting session: command'").stdout
+        counts[node.name] = int(out.strip())
+    return counts
+
+
+def execs_between(lab: Lab, before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {name: after[name] - before[name] - 1 for name in after}
+
+
+@pytest.fixture(scope="module")
+def alab() -> Iterator[Lab]:
+    """The default drifted lab, plus libnccl2 downgraded on gpu06 so NCCL drifts too."""
+    manager.down(APPLY_LAB)
+    try:
+        lab = Lab(manager.up(APPLY_LAB))
+        lab.ssh(lab.node("gpu06"), f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades "
+                                   f"libnccl2={OLD_NCCL} >/dev/null")
+        yield lab
+    finally:
+        manager.down(APPLY_LAB)
+
+
+@pytest.fixture(scope="module")
+def inventory(alab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lab's inventory with the site's OFED installer set (here, the lab's stand-in)."""
+    directory = tmp_path_factory.mktemp("inventory")
+    (directory / "group_vars").mkdir()
+    (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump({"fabnet_ofed_install_command": INSTALL_COMMAND}))
+    path = directory / "hosts.yml"
+    path.write_text(alab.state.inventory_path.read_text())
+    return path
+
+
+@pytest.fixture(scope="module")
+def first_apply(alab: Lab, inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    journal = tmp_path_factory.mktemp("journal") / "journal.jsonl"
+    before = sessions(alab)
+    proc = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--json", "--journal", str(journal))
+    after = sessions(alab)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"report": json.loads(proc.stdout), "execs": execs_between(alab, before, after), "journal": journal}
+
+
+def test_apply_converges_every_host_and_reports_what_changed(first_apply: dict) -> None:
+    report = first_apply["report"]
+    assert report["schema"] == "fabnet/apply/v1" and report["exit_code"] == 0
+    statuses = {h["name"]: h["status"] for h in report["hosts"]}
+    assert statuses == {"gpu01": "ok", **{f"gpu0{i}": "changed" for i in range(2, 7)}}
+    changed = {h["name"]: {r["target"] for r in h["resources"] if r["status"] == "changed"} for h in report["hosts"]}
+    assert changed["gpu02"] >= {"interface[eth1]", "mtu_uniform[eth1]", "roce_qos[eth1]"}
+    assert changed["gpu03"] == {"roce_qos[eth1]"}
+    assert changed["gpu04"] == {"ofed"}
+    assert changed["gpu05"] == {"service[rdma_cm]"}
+    assert changed["gpu06"] == {"file[/etc/nccl.conf]", "nccl[libnccl2]"}
+
+
+def test_a_drifted_host_costs_one_change_exec_and_one_recheck(first_apply: dict) -> None:
+    # gather + change + re-check for drifted hosts; gather only for the host in sync.
+    assert first_apply["execs"] == {"gpu01": 1, **{f"gpu0{i}": 3 for i in range(2, 7)}}
+    assert {h["name"]: h["execs"] for h in first_apply["report"]["hosts"]} == first_apply["execs"]
+
+
+def test_testinfra_sees_every_node_converged(alab: Lab, first_apply: dict) -> None:
+    wanted_conf = yaml.safe_load(NCCL_CONF.read_text())["defaults"]["files"]["/etc/nccl.conf"]
+    ecn = "/var/lib/fabnet-lab/sys/class/net/eth1/ecn"
+    for node in alab.nodes:
+        host = alab.host(node)
+        link = json.loads(host.check_output("ip -j link show eth1"))[0]
+        assert link["mtu"] == 9000 and "UP" in link["flags"], node.name
+        network = host.file("/etc/systemd/network/10-data.network").content_string
+        assert "MTUBytes=9000" in network and f"Address={node.data_ip}/24" in network, node.name
+        qos = host.check_output("mlnx_qos -i eth1")
+        assert "Priority trust state: dscp" in qos, node.name
+        assert next(line.split()[1:] for line in qos.splitlines() if line.strip().startswith("enabled")) == \
+            ["0", "0", "0", "1", "0", "0", "0", "0"], node.name
+        for point in ("roce_np", "roce_rp"):
+            assert host.file(f"{ecn}/{point}/enable/3").content_string.strip() == "1", node.name
+        assert host.file(f"{ecn}/roce_np/cnp_dscp").content_string.strip() == "48"
+        tclass = host.file("/var/lib/fabnet-lab/sys/class/infiniband/mlx5_0/tc/1/traffic_class").content_string
+        assert "106" in tclass, node.name
+        assert host.package("libnccl2").version.startswith("2.21.5"), node.name
+        assert host.check_output("ofed_info -s").startswith("MLNX_OFED_LINUX-23.10"), node.name
+        for unit in ("rdma_cm", "openibd"):
+            assert host.service(unit).is_running and host.service(unit).is_enabled, (node.name, unit)
+        assert "nvidia_peermem" in host.check_output("lsmod"), node.name
+        assert host.sysctl("net.ipv4.conf.all.arp_ignore") == 1 and host.sysctl("net.ipv4.conf.all.arp_announce") == 2
+        conf = host.file("/etc/nccl.conf")
+        assert conf.content_string == wanted_conf and conf.mode == 0o644 and conf.user == "root", node.name
+    gpu06 = alab.host(alab.node("gpu06"))
+    assert "libnccl2" in gpu06.check_output("apt-mark showhold").split()
+    assert "2.21.5" in gpu06.file("/etc/apt/preferences.d/fabnet-libnccl2").content_string
+    gpu03 = alab.host(alab.node("gpu03"))
+    assert gpu03.service("fabnet-roce-qos").is_enabled  # the QoS settings are replayed at boot
+
+
+def test_backups_and_journals_say_what_happened(alab: Lab, first_apply: dict) -> None:
+    run_id = first_apply["report"]["run_id"]
+    gpu02 = alab.host(alab.node("gpu02"))
+    backup = gpu02.file(f"/var/backups/fabnet/{run_id}/etc/systemd/network/10-data.network")
+    assert backup.exists and "MTUBytes" not in backup.content_string  # the file as it was before
+    gpu06 = alab.host(alab.node("gpu06"))
+    assert gpu06.file(f"/var/backups/fabnet/{run_id}/etc/nccl.conf.absent").exists  # rollback removes it
+    host_journal = [json.loads(line)
+                    for line in gpu06.file("/var/log/fabnet/journal.jsonl").content_string.splitlines()]
+    assert {(j["run"], j["resource"], j["outcome"]) for j in host_journal} >= {
+        (run_id, "file[/etc/nccl.conf]", "ok"), (run_id, "nccl[libnccl2]", "ok")}
+    wanted = yaml.safe_load(NCCL_CONF.read_text())["defaults"]["files"]["/etc/nccl.conf"]
+    for line in wanted.splitlines():  # no file content in any journal
+        assert line not in gpu06.file("/var/log/fabnet/journal.jsonl").content_string
+        assert line not in first_apply["journal"].read_text()
+    local = [json.loads(line) for line in first_apply["journal"].read_text().splitlines()]
+    assert {(j["host"], j["resource"], j["outcome"]) for j in local} >= {
+        ("gpu05", "service[rdma_cm]", "started"), ("gpu05", "service[rdma_cm]", "ok")}
+
+
+def test_audit_after_apply_exits_0(alab: Lab, inventory: Path, first_apply: dict) -> None:
+    proc = fabnet("audit", str(inventory), "-p", str(SITE))
+    assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_second_apply_changes_nothing_in_one_exec_per_host(alab: Lab, inventory: Path, first_apply: dict) -> None:
+    journal_lines = {n.name: alab.ssh(n, "wc -l < /var/log/fabnet/journal.jsonl 2>/dev/null || echo 0").stdout
+                     for n in alab.nodes}
+    before = sessions(alab)
+    proc = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--json",
+                  "--journal", str(first_apply["journal"]))
+    after = sessions(alab)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["summary"]["resources_changed"] == 0 and report["summary"]["changed"] == 0
+    assert all(not host["steps"] for host in report["plan"])
+    assert execs_between(alab, before, after) == {n.name: 1 for n in alab.nodes}
+    # No remedy command ran: the hosts' journals did not grow.
+    assert {n.name: alab.ssh(n, "wc -l < /var/log/fabnet/journal.jsonl 2>/dev/null || echo 0").stdout
+            for n in alab.nodes} == journal_lines
+
+
+def test_a_second_concurrent_apply_refuses_and_names_the_holder(alab: Lab, inventory: Path, tmp_path: Path) -> None:
+    node = alab.node("gpu04")
+    alab.ssh(node, "sed -i 's/MLNX_OFED_LINUX-23.10-1.1.9.0/MLNX_OFED_LINUX-5.8-2.0.3.0/' /var/lib/fabnet-lab/hw.json")
+    slow = tmp_path / "slow"
+    (slow / "group_vars").mkdir(parents=True)
+    (slow / "group_vars" / "all.yml").write_text(
+        yaml.safe_dump({"fabnet_ofed_install_command": "sleep 6; " + INSTALL_COMMAND}))
+    (slow / "hosts.yml").write_text(inventory.read_text())
+    args = ("apply", str(slow / "hosts.yml"), "-p", str(SITE), "--limit", "gpu04", "--yes", "--json",
+            "--journal", str(tmp_path / "j.jsonl"))
+    first = subprocess.Popen([sys.executable, "-m", "provisioner", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while alab.ssh(node, "test -d /run/fabnet.lock", check=False).returncode != 0:
+            assert time.monotonic() < deadline and first.poll() is None, "the first apply never took the lock"
+            time.sleep(0.2)
+        second = fabnet(*args)
+        out, _ = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    first_report = json.loads(out)
+    assert first.returncode == 0 and first_report["hosts"][0]["status"] == "changed"
+    assert second.returncode == 2
+    refused = json.loads(second.stdout)["hosts"][0]
+    assert refused["status"] == "failed"
+    assert f"run={first_report['run_id']}" in refused["error"] and "control=" in refused["error"]
+    assert "since=" in refused["error"]
+    assert alab.host(node).check_output("ofed_info -s").startswith("MLNX_OFED_LINUX-23.10")
+
+
+# An mlnx_qos that reads as usual but refuses to set the trust mode, as a NIC in a bad state does.
+FAILING_MLNX_QOS = """#!/bin/sh
+case "$*" in *--trust*) echo "Netlink error: Device or resource busy" >&2; exit 1;; esac
+exec /usr/local/sbin/mlnx_qos.real "$@"
+"""
+
+
+def test_serial_batches_stop_past_max_fail_percent(alab: Lab, inventory: Path, tmp_path: Path) -> None:
+    # gpu01, gpu03 and gpu05 drift; gpu01's mlnx_qos refuses to set anything, so gpu01 fails.
+    for name in ("gpu01", "gpu03", "gpu05"):
+        alab.ssh(alab.node(name), "mlnx_qos -i eth1 --trust pcp >/dev/null")
+    alab.ssh(alab.node("gpu01"), "cp /usr/local/sbin/mlnx_qos /usr/local/sbin/mlnx_qos.real && printf %s "
+             + shlex.quote(FAILING_MLNX_QOS) + " > /usr/local/sbin/mlnx_qos")
+    try:
+        proc = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--json", "--serial", "2",
+                      "--max-fail-percent", "25", "--journal", str(tmp_path / "j.jsonl"))
+        report = json.loads(proc.stdout)
+        assert proc.returncode == 2
+        assert report["batches"] == [["gpu01", "gpu02"]]
+        assert "max-fail-percent" in report["stopped"]
+        statuses = {h["name"]: h["status"] for h in report["hosts"]}
+        assert statuses == {"gpu01": "failed", "gpu02": "ok", "gpu03": "skipped", "gpu04": "skipped",
+                            "gpu05": "skipped", "gpu06": "skipped"}
+        assert "trust state: pcp" in alab.host(alab.node("gpu03")).check_output("mlnx_qos -i eth1")
+        # A canary first: one host, then all the others in one batch.
+        alab.ssh(alab.node("gpu01"), "mv /usr/local/sbin/mlnx_qos.real /usr/local/sbin/mlnx_qos")
+        proc = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--json", "--serial", "1,100%",
+                      "--journal", str(tmp_path / "j.jsonl"))
+        report = json.loads(proc.stdout)
+        assert proc.returncode == 0, proc.stdout[-2000:]
+        assert report["batches"] == [["gpu01"], ["gpu02", "gpu03", "gpu04", "gpu05", "gpu06"]]
+        assert {h["name"] for h in report["hosts"] if h["status"] == "changed"} == {"gpu01", "gpu03", "gpu05"}
+    finally:
+        alab.ssh(alab.node("gpu01"), "if [ -e /usr/local/sbin/mlnx_qos.real ]; then "
+                 "mv /usr/local/sbin/mlnx_qos.real /usr/local/sbin/mlnx_qos; fi", check=False)

@@ -1,0 +1,106 @@
+"""interface remedies: runtime `ip link set`, and the MTU persisted in the node's own backend.
+
+Every edit is checked with the audit's own reader: after the edit, the boot config gives the netdev the
+wanted MTU, from the file that was edited, and no other file was added beside it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.resources.base import HostContext
+from provisioner.resources.interface import persistent_mtu
+from provisioner.resources.interface_fix import ini_set, persist_edit
+
+from ._recorded import IP_LINK, listing
+from ._recorded import fix as fix_steps
+
+IP = "ip -j -d link show"
+CONFIG = "/etc/netplan/"
+
+NETWORKD_NO_MTU = "[Match]\nName=eth1\n\n[Network]\nAddress=198.19.1.2/24\n"
+
+BACKENDS = [
+    pytest.param({"/etc/systemd/network/10-data.network": NETWORKD_NO_MTU},
+                 "/etc/systemd/network/10-data.network", id="networkd-adds-link-section"),
+    pytest.param({"/etc/systemd/network/10-data.network":
+                  "[Match]\nName=eth*\n\n[Link]\nMTUBytes=1500\nRequiredForOnline=no\n\n[Network]\nDHCP=no\n"},
+                 "/etc/systemd/network/10-data.network", id="networkd-glob-replaces-value"),
+    pytest.param({"/etc/netplan/50-cloud-init.yaml":
+                  "network:\n  version: 2\n  ethernets:\n    eth1:\n      addresses: [198.19.1.2/24]\n"},
+                 "/etc/netplan/50-cloud-init.yaml", id="netplan"),
+    pytest.param({"/etc/netplan/01-a.yaml": "network:\n  ethernets:\n    data:\n      match: {name: eth1}\n"
+                                            "      set-name: eth1\n      mtu: 1500\n"},
+                 "/etc/netplan/01-a.yaml", id="netplan-match-set-name"),
+    pytest.param({"/etc/NetworkManager/system-connections/data.nmconnection":
+                  "[connection]\nid=data\ntype=ethernet\ninterface-name=eth1\n\n[ipv4]\nmethod=manual\n"},
+                 "/etc/NetworkManager/system-connections/data.nmconnection", id="nm-keyfile"),
+    pytest.param({"/etc/sysconfig/network-scripts/ifcfg-eth1": "DEVICE=eth1\nONBOOT=yes\nMTU=1500\n"},
+                 "/etc/sysconfig/network-scripts/ifcfg-eth1", id="ifcfg"),
+    pytest.param({"/etc/network/interfaces": "auto lo\niface lo inet loopback\n\nauto eth1\niface eth1 inet static\n"
+                                             "    address 198.19.1.2/24\n"},
+                 "/etc/network/interfaces", id="ifupdown-adds-mtu"),
+    pytest.param({"/etc/network/interfaces": "iface eth1 inet manual\n  post-up ip link set eth1 mtu 1500\n"},
+                 "/etc/network/interfaces", id="ifupdown-hook"),
+    pytest.param({}, "/etc/systemd/network/10-fabnet-eth1.network", id="nothing-configures-it"),
+    pytest.param({"/etc/netplan/01-mgmt.yaml": "network:\n  ethernets:\n    eth0: {dhcp4: true}\n"},
+                 "/etc/netplan/90-fabnet-eth1.yaml", id="netplan-node-new-file"),
+    pytest.param({"/etc/sysconfig/network-scripts/ifcfg-eth0": "DEVICE=eth0\n"},
+                 "/etc/sysconfig/network-scripts/ifcfg-eth1", id="ifcfg-node-new-file"),
+    pytest.param({"/etc/NetworkManager/system-connections/mgmt.nmconnection":
+                  "[connection]\nid=mgmt\ninterface-name=eth0\n"},
+                 "/etc/NetworkManager/system-connections/fabnet-eth1.nmconnection", id="nm-node-new-file"),
+]
+
+
+@pytest.mark.parametrize(("files", "edited"), BACKENDS)
+def test_persist_edit_is_read_back_by_the_audit_from_that_file(files: dict[str, str], edited: str) -> None:
+    path, text = persist_edit(files, "eth1", 9000)
+    assert path == edited
+    after = {**files, path: text}
+    assert persistent_mtu(after, "eth1") == (9000, edited)
+    assert set(after) - set(files) <= {edited}  # at most the one new file, never a second source
+
+
+def test_persist_edit_keeps_other_settings() -> None:
+    _, text = persist_edit({"/etc/systemd/network/10-data.network": NETWORKD_NO_MTU}, "eth1", 9000)
+    assert "Address=198.19.1.2/24" in text and "[Match]\nName=eth1" in text
+
+
+def test_ini_set_replaces_in_place_and_adds_sections() -> None:
+    assert ini_set("[Link]\nMTUBytes=1500\n[Network]\nDHCP=no\n", "Link", "MTUBytes", "9000") == \
+        "[Link]\nMTUBytes=9000\n[Network]\nDHCP=no\n"
+    assert ini_set("[Match]\nName=eth1\n", "Link", "MTUBytes", "9000") == \
+        "[Match]\nName=eth1\n\n[Link]\nMTUBytes=9000\n"
+    assert ini_set("[Match]\nName=eth1\n[Link]\nName=x\n\n[Network]\n", "Link", "MTUBytes", "9000") == \
+        "[Match]\nName=eth1\n[Link]\nName=x\nMTUBytes=9000\n\n[Network]\n"
+
+
+def test_drifted_mtu_gives_runtime_and_persist_steps() -> None:
+    ip = IP_LINK.replace('"ifname":"eth1","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":9000',
+                         '"ifname":"eth1","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":1500')
+    steps = fix_steps("interface", {"name": "eth1", "mtu": 9000},
+                      {IP: ip, CONFIG: listing({"/etc/systemd/network/10-data.network": NETWORKD_NO_MTU})})
+    assert [s.action for s in steps] == ["mtu", "persist"]
+    assert steps[0].command == "ip link set dev eth1 mtu 9000"
+    assert steps[0].undo == "ip link set dev eth1 mtu 1500"
+    assert steps[1].writes == ("/etc/systemd/network/10-data.network",)
+    assert not steps[0].lockout
+
+
+def test_management_interface_changes_are_marked_lockout() -> None:
+    steps = fix_steps("interface", {"name": "eth0", "mtu": 9000, "persistent": False}, {IP: IP_LINK},
+                      HostContext("gpu01", management_interfaces=("eth0",)))
+    assert steps and all(s.lockout for s in steps)
+
+
+def test_in_sync_interface_needs_nothing() -> None:
+    assert fix_steps("interface", {"name": "eth1", "mtu": 9000},
+                     {IP: IP_LINK, CONFIG: listing({"/etc/systemd/network/10-data.network":
+                                                    NETWORKD_NO_MTU.replace("[Network]", "[Link]\nMTUBytes=9000\n"
+                                                                            "[Network]")})}) == []
+
+
+def test_absent_interface_cannot_be_fixed() -> None:
+    steps = fix_steps("interface", {"name": "ens9", "mtu": 9000, "persistent": False}, {IP: IP_LINK})
+    assert [s.action for s in steps] == ["find"] and "exit 3" in steps[0].command
