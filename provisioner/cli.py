@@ -11,37 +11,21 @@ Exit codes (stable, for CI jobs):
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 import click
 
 from provisioner import __version__
 from provisioner.errors import ConfigError, ConfigErrors, FabnetError, LabError, ParseError
-
-
-def _lazy_module(name: str) -> ModuleType:
-    """`name`, loaded on first attribute access: `--help` and usage errors need no rich (about 40 ms)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.loader is not None
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
-
+from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
     from provisioner import report
 else:
-    report = _lazy_module("provisioner.report")
+    report = lazy_module("provisioner.report")
 
 if TYPE_CHECKING:
     from provisioner.engine import AuditOutcome

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from provisioner import apply_report, report
 from provisioner.errors import ConfigError
+from provisioner.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from provisioner import apply_report, report
+else:
+    apply_report = lazy_module("provisioner.apply_report")
+    report = lazy_module("provisioner.report")
 
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_UNREACHABLE, EXIT_USAGE = 0, 2, 4, 64
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
-from provisioner import report
 from provisioner.errors import ConfigError
+from provisioner.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from provisioner import report
+else:
+    report = lazy_module("provisioner.report")
 
 DEFAULT_PLAYBOOK = Path("playbooks/site.yml")
 
@@ -144,6 +149,8 @@ def load_plans(inventory: Path, playbook: Path | None, limit: str | None) -> lis
 
 def show(outcome) -> None:  # type: ignore[no-untyped-def]
     """The human report: findings or per-size figures, the verdict, what was drained."""
+    from rich.table import Table
+
     console = report.console
     if outcome.findings:
         table = Table(title="pre-flight failed: no collective was started", title_justify="left")

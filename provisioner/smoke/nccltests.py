@@ -11,6 +11,7 @@ import shlex
 import string
 from collections.abc import Mapping, Sequence
 
+from provisioner.errors import ParseError
 from provisioner.parsers.nccl_tests import parse_nccl_tests
 from provisioner.resources.base import sh
 from provisioner.smoke.busbw import SizeResult, all_reduce_factor
@@ -46,6 +47,10 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None]:
     it, it is derived from algbw with the same all-reduce factor.
     """
     parsed = parse_nccl_tests(text)
+    if not parsed.rows and parsed.unplaced:
+        # A header and nothing readable under it: the run printed something, but no figures to judge.
+        first = parsed.unplaced[0]
+        raise ParseError("nccl_tests", f"no result rows: {first.reason}", line=first.line, text=first.text)
     found = []
     for row in parsed.rows:
         time_us = row.oop_time_us if row.oop_time_us is not None else row.ip_time_us

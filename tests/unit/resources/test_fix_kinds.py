@@ -126,7 +126,8 @@ def test_missing_file_is_written_with_mode_and_owner_and_notifies() -> None:
 
 def test_secret_file_has_no_diff() -> None:
     steps = fix_steps("file", {"path": "/etc/app/token", "content": "hunter2\n"}, {STAT: found("old\n")})
-    assert steps[0].diff is None and "hunter2" not in steps[0].shown
+    assert "hunter2" not in steps[0].shown and "hunter2" not in (steps[0].diff or "")
+    assert steps[0].diff is not None and "sensitive, not shown" in steps[0].diff
 
 
 def test_mode_only_drift_is_a_chmod() -> None:
