@@ -220,9 +220,12 @@ def _load_plans(inventory: Path, playbook: Path, limit: str | None) -> list[Host
     from provisioner.inventory import load_inventory
     from provisioner.playbook import load_playbook, resolve
 
-    loaded_inventory = load_inventory(inventory)
+    loaded_inventory = load_inventory(inventory, playbook_dir=playbook.parent)
     loaded_playbook = load_playbook(playbook)
-    return resolve(loaded_playbook, loaded_inventory, limit)
+    plans = resolve(loaded_playbook, loaded_inventory, limit)
+    for warning in loaded_inventory.warnings:
+        report.warn(warning)
+    return plans
 
 
 @app.command("validate")

@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provisioner import ansible_tags  # noqa: F401  (registers !vault and !unsafe with the YAML loader)
+from provisioner import (
+    ansible_filters,
+    ansible_tags,  # noqa: F401  (registers !vault and !unsafe with the YAML loader)
+)
 from provisioner.connvars import (
     CONNECTION_VARS,
     check_address,
@@ -29,8 +32,10 @@ from provisioner.hostpatterns import limit_terms, match_hosts
 from provisioner.hostrange import expand_host_range
 from provisioner.invgraph import InventoryGraph, VarSet
 from provisioner.invsources import read_source, read_text, unknown_vars_files, vars_dir, vars_files
-from provisioner.templating import VarResolver, has_template, magic_vars_for
+from provisioner.templating import TEMPLATE_ENV, VarResolver, has_template, magic_vars_for
 from provisioner.yamlsrc import Origin, parse_yaml
+
+ansible_filters.register(TEMPLATE_ENV)
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,8 @@ TEMPLATE_ENV = _make_env()
 
 
 def has_template(text: str) -> bool:
-    return any(marker in text for marker in _TEMPLATE_MARKERS)
+    # An Ansible `!unsafe` string (ansible_tags.UnsafeText) is never a template.
+    return not getattr(text, "ansible_unsafe", False) and any(marker in text for marker in _TEMPLATE_MARKERS)
 
 
 @dataclass(frozen=True)
