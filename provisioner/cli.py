@@ -212,7 +212,8 @@ playbook_option = click.option(
 )
 limit_option = click.option(
     "-l", "--limit", default=None,
-    help="Only these hosts: Ansible host patterns, e.g. 'gpu01,gpu02', 'gpu:!gpu05', 'rack1&gpu', 'gpu0*'.",
+    help="Only these hosts: Ansible host patterns, e.g. 'gpu01,gpu02', 'gpu:!gpu05', 'rack1:&gpu', 'gpu0*', "
+         "'gpu[0:3]', '~gpu0[1-4]', @FILE (a file of host names).",
 )
 
 
