@@ -217,14 +217,14 @@ limit_option = click.option(
 )
 
 
-def _load_plans(inventory: Path, playbook: Path, limit: str | None) -> list[HostPlan]:
+def _load_plans(inventory: Path, playbook: Path, limit: str | None, *, warn: bool = True) -> list[HostPlan]:
     from provisioner.inventory import load_inventory
     from provisioner.playbook import load_playbook, resolve
 
     loaded_inventory = load_inventory(inventory, playbook_dir=playbook.parent)
     loaded_playbook = load_playbook(playbook)
     plans = resolve(loaded_playbook, loaded_inventory, limit)
-    for warning in loaded_inventory.warnings:
+    for warning in loaded_inventory.warnings if warn else ():
         report.warn(warning)
     return plans
 
@@ -248,7 +248,7 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
     if errors:
         report.config_errors(errors)
         raise SystemExit(EXIT_INVALID)
-    plans = _load_plans(inventory, playbook, limit)
+    plans = _load_plans(inventory, playbook, limit, warn=False)  # validate_files' warnings are shown above
     resources = sum(len(plan.resources) for plan in plans)
     report.info(f"ok: {inventory} and {playbook} are valid ({len(plans)} hosts, {resources} resources in all)")
 

@@ -30,10 +30,11 @@ from provisioner.connvars import (
 from provisioner.errors import ConfigError, ConfigErrors, did_you_mean
 from provisioner.hostpatterns import limit_terms, match_hosts
 from provisioner.hostrange import expand_host_range
+from provisioner.ini_or_yaml import parse_yaml_text
 from provisioner.invgraph import InventoryGraph, VarSet
 from provisioner.invsources import read_source, read_text, unknown_vars_files, vars_dir, vars_files
 from provisioner.templating import TEMPLATE_ENV, VarResolver, has_template, magic_vars_for
-from provisioner.yamlsrc import Origin, parse_yaml
+from provisioner.yamlsrc import Origin
 
 ansible_filters.register(TEMPLATE_ENV)
 
@@ -120,7 +121,7 @@ class _VarFiles:
         if key not in self.cache:
             merged = VarSet()
             for path in vars_files(base, kind, name, self.warnings):
-                src = parse_yaml(read_text(path), file=str(path))
+                src = parse_yaml_text(read_text(path), str(path))
                 if src.data is None:
                     continue
                 if not isinstance(src.data, dict):

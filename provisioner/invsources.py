@@ -14,6 +14,7 @@ from provisioner.errors import ConfigError
 from provisioner.ini_or_yaml import read_inventory_text
 from provisioner.invgraph import InventoryGraph
 
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ufffe\uffff]")
 MAX_FILE_BYTES = 32 * 1024 * 1024  # an inventory or vars file past this is a mistake, not a fleet
 VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")
 # Ansible's defaults: hidden files, vars directories, and INVENTORY_IGNORE_EXTS.
@@ -54,10 +55,16 @@ def read_text(path: Path) -> str:
         line = data[: data.index(b"\0")].count(b"\n") + 1
         raise ConfigError("contains a NUL byte; this is not a text file", file=file, line=line)
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise ConfigError(f"not UTF-8 text: {exc.reason}", file=file, line=line) from None
+    control = _CONTROL.search(text)
+    if control:  # YAML refuses them too; a terminal escape in a host name would reach every report
+        line = text[: control.start()].count("\n") + 1
+        raise ConfigError(f"contains the control character {control.group()!r}; inventories are plain text",
+                          file=file, line=line)
+    return text
 
 
 def source_files(source: Path) -> list[Path]:
