@@ -106,7 +106,9 @@ _IGNORED_VARS = {
     "ansible_ssh_pass": "password logins are not supported; use a key",
     "ansible_become_password": "sudo passwords are not supported; use NOPASSWD sudo or log in as root",
     "ansible_become_pass": "sudo passwords are not supported; use NOPASSWD sudo or log in as root",
+    "ansible_connection": "fabnet reaches every host over SSH, whatever the connection plugin",
 }
+_SSH_CONNECTIONS = {"ssh", "smart", "paramiko", "paramiko_ssh", "ansible.builtin.ssh", "ansible.builtin.paramiko_ssh"}
 
 
 class _VarFiles:
@@ -190,7 +192,8 @@ def _host_model(name: str, merged: VarSet, values: Mapping[str, Any], groups: tu
         name=name, address=address, port=port, user=user, key_file=key_file, become=become,
         become_user=become_user, known_hosts=known_hosts, groups=groups, vars=dict(merged.values),
         var_origins=dict(origins), explicit=frozenset(explicit),
-        ignored_vars=tuple(sorted(v for v in values if v in _IGNORED_VARS)),
+        ignored_vars=tuple(sorted(v for v in values if v in _IGNORED_VARS
+                                  and not (v == "ansible_connection" and str(values[v]) in _SSH_CONNECTIONS))),
     )
 
 

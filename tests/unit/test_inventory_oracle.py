@@ -63,7 +63,7 @@ EMPTY = {"slurm-appliance-site": ["fatimage", "builder"], "kolla-multinode": ["u
 
 # Patterns where Ansible selects no host (unknown names only) or fails: fabnet refuses them.
 REFUSED = {
-    "kolla-multinode": ["~ontrol", "nosuchgroup", "control[7]", "network0[12]", "nosuch:!control"],
+    "kolla-multinode": ["~ontrol", "nosuchgroup", "network0[12]", "nosuch:!control", "control[7]"],
     "deepops-virtual-large-slurm": ["k8s_cluster:&slurm-node"],
 }
 

@@ -175,3 +175,11 @@ def test_inventory_command_exit_codes_and_errors(tmp_path: Path, capsys: pytest.
     assert run("--list", "--host", "gpu01")[0] == 64
     code, out, _ = run("--list", "--limit", "gpu02")
     assert code == 0 and json.loads(out)["gpu"] == {"hosts": ["gpu02"]}
+
+
+def test_a_local_or_docker_connection_is_a_warning_since_fabnet_always_uses_ssh(tmp_path: Path) -> None:
+    text = "[deployment]\nlocalhost ansible_connection=local\n[gpu]\ngpu01 ansible_connection=ssh\n"
+    path = write(tmp_path, "hosts", text)
+    warnings = load_inventory(path).warnings
+    assert len(warnings) == 1 and warnings[0].startswith(f"{path}:2: ansible_connection is ignored")
+    assert "hosts localhost" in warnings[0]
