@@ -214,17 +214,18 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
     if not sources:
         raise ConfigError("no inventory given")
     graph = InventoryGraph()
-    for path in sources:
-        read_source(graph, path)
+    files = [file for path in sources for file in read_source(graph, path)]
+    # inventory_file/inventory_dir in templates: the first file read, as for Ansible's first host
+    first_file = files[0] if files else sources[0]
     graph.reconcile()
     inv_bases = [vars_dir(path) for path in sources]
     play_bases = [Path(playbook_dir)] if playbook_dir is not None else []
     play_bases = [b for b in play_bases if b.resolve() not in {i.resolve() for i in inv_bases}]
-    files = _VarFiles(graph.warnings)
+    var_files = _VarFiles(graph.warnings)
     _warn_unknown_files(graph, [*inv_bases, *play_bases])
 
     group_order = {name: graph.group_hosts(name) for name in graph.groups}
-    merged_by_host = {host: _merge(graph, host, files, inv_bases, play_bases) for host in graph.hosts}
+    merged_by_host = {host: _merge(graph, host, var_files, inv_bases, play_bases) for host in graph.hosts}
     hostvars = {name: merged.values for name, merged in merged_by_host.items()}
     hosts: dict[str, Host] = {}
     errors: list[ConfigError] = []
@@ -234,7 +235,7 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
             values = dict(merged.values)
             templated = [v for v in CONNECTION_VARS if isinstance(values.get(v), str) and has_template(values[v])]
             if templated:
-                magic = magic_vars_for(name, groups, group_order, hostvars, sources[0])
+                magic = magic_vars_for(name, groups, group_order, hostvars, first_file)
                 resolver = VarResolver(name, merged.values, merged.origins, magic)
                 for var in templated:
                     values[var] = resolver.var(var)
@@ -245,7 +246,7 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
         unique = {str(e): e for e in errors}  # a bad group var fails every host the same way
         raise ConfigErrors(list(unique.values()))
     inventory = Inventory(
-        source=sources[0],
+        source=first_file,
         hosts=hosts,
         groups={name: set(members) for name, members in group_order.items()},
         children={name: list(g.children) for name, g in graph.groups.items()},

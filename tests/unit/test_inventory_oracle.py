@@ -91,9 +91,16 @@ def _json(data: object) -> object:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_inventory_list_equals_ansible_inventory(case: str, ansible: Ansible) -> None:
+def test_fabnet_inventory_list_equals_ansible_inventory_list(
+    case: str, ansible: Ansible, capsys: pytest.CaptureFixture[str]
+) -> None:
     sources = CASES[case]
-    assert _json(list_json(load_inventory(sources))) == ansible.inventory_list(sources)
+    with pytest.raises(SystemExit) as done:
+        main(["inventory", *map(str, sources), "--list"])
+    assert done.value.code == 0
+    ours = json.loads(capsys.readouterr().out)
+    assert ours == ansible.inventory_list(sources)
+    assert ours == _json(list_json(load_inventory(sources)))
 
 
 @pytest.mark.parametrize("case", sorted(PATTERNS))
@@ -158,18 +165,6 @@ def test_empty_limit_and_broken_regex_select_every_host_in_ansible_but_are_error
         assert (code, set(hosts)) == (0, everyone), f"Ansible no longer widens {limit!r}: {hosts}"
         with pytest.raises(ConfigError):
             inventory.select_limit(limit)
-
-
-@pytest.mark.parametrize("case", ["kolla-multinode", "mixed-directory", "slurm-appliance-site"])
-def test_fabnet_inventory_list_command_equals_ansible_inventory(
-    case: str, ansible: Ansible, capsys: pytest.CaptureFixture[str]
-) -> None:
-    sources = CASES[case]
-    args = [arg for source in sources for arg in (str(source),)]
-    with pytest.raises(SystemExit) as done:
-        main(["inventory", *args, "--list"])
-    assert done.value.code == 0
-    assert json.loads(capsys.readouterr().out) == ansible.inventory_list(sources)
 
 
 def test_fabnet_inventory_limit_equals_ansible_inventory_limit(

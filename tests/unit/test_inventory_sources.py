@@ -183,3 +183,9 @@ def test_a_local_or_docker_connection_is_a_warning_since_fabnet_always_uses_ssh(
     warnings = load_inventory(path).warnings
     assert len(warnings) == 1 and warnings[0].startswith(f"{path}:2: ansible_connection is ignored")
     assert "hosts localhost" in warnings[0]
+
+
+def test_inventory_dir_of_a_directory_source_is_that_directory(tmp_path: Path) -> None:
+    write(tmp_path, "inv/hosts", "[gpu]\ngpu01 ansible_ssh_private_key_file='{{ inventory_dir }}/keys/id'\n")
+    inv = load_inventory(tmp_path / "inv")
+    assert inv.hosts["gpu01"].key_file == tmp_path / "inv/keys/id"
