@@ -189,3 +189,21 @@ def test_inventory_dir_of_a_directory_source_is_that_directory(tmp_path: Path) -
     write(tmp_path, "inv/hosts", "[gpu]\ngpu01 ansible_ssh_private_key_file='{{ inventory_dir }}/keys/id'\n")
     inv = load_inventory(tmp_path / "inv")
     assert inv.hosts["gpu01"].key_file == tmp_path / "inv/keys/id"
+
+
+def test_audit_goes_on_past_a_vaulted_become_password(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on: the host is unreachable, quickly
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    write(tmp_path, "inv/hosts", f"[gpu]\ngpu01 ansible_host=127.0.0.1 ansible_port={port}\n")
+    write(tmp_path, "inv/group_vars/gpu/vault.yml", f"ansible_become: true\nansible_become_pass: {VAULT}")
+    sysctl = "    - sysctl: {name: net.ipv4.ip_forward, value: 0}\n"
+    playbook = write(tmp_path, "site.yml", "- hosts: gpu\n  resources:\n" + sysctl)
+    with pytest.raises(SystemExit) as done:
+        main(["audit", str(tmp_path / "inv/hosts"), "-p", str(playbook), "--json", "--connect-timeout", "2"])
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert done.value.code == 4 and report["hosts"][0]["status"] == "unreachable"
+    assert "vault" not in report["hosts"][0]["error"].lower() and "$ANSIBLE_VAULT" not in out + err
