@@ -84,6 +84,7 @@ class Inventory:
     group_order: dict[str, list[str]] = field(default_factory=dict)
     group_hosts: dict[str, list[str]] = field(default_factory=dict)
     sources: tuple[Path, ...] = ()
+    unordered_groups: set[str] = field(default_factory=set)  # Ansible's host order undefined (see invgraph)
 
     def select(self, pattern: str | Sequence[str] | None, *, origin: Origin | None = None,
                warnings: list[str] | None = None) -> list[str]:
@@ -253,6 +254,7 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
         warnings=graph.warnings,
         group_order=group_order,
         group_hosts={name: list(g.hosts) for name, g in graph.groups.items()},
+        unordered_groups={name for name in graph.groups if not graph.order_is_ansibles(name)},
         sources=tuple(sources),
     )
     _warn_ignored(inventory)
