@@ -207,3 +207,23 @@ def test_audit_goes_on_past_a_vaulted_become_password(tmp_path: Path, capsys: py
     report = json.loads(out)
     assert done.value.code == 4 and report["hosts"][0]["status"] == "unreachable"
     assert "vault" not in report["hosts"][0]["error"].lower() and "$ANSIBLE_VAULT" not in out + err
+
+
+def test_only_the_branch_taken_is_rendered(tmp_path: Path) -> None:
+    write(tmp_path, "hosts.yml", """\
+        all:
+          vars:
+            use_mgmt: true
+            mgmt_ip: 192.0.2.10
+            data_ip: "{{ data_prefix }}.10"
+            ansible_host: "{{ mgmt_ip if use_mgmt else data_ip }}"
+          hosts:
+            gpu01:
+            gpu02:
+              use_mgmt: false
+        """)
+    with pytest.raises(ConfigError) as info:
+        load_inventory(tmp_path / "hosts.yml")
+    # gpu01 never needs data_ip (whose data_prefix is undefined); gpu02 does, and the error names data_ip
+    assert [(e.line, e.key) for e in info.value.errors] == [(5, "all.vars.data_ip")]  # type: ignore[attr-defined]
+    assert "gpu02" in str(info.value) and "gpu01" not in str(info.value)
