@@ -37,8 +37,8 @@ class VaultedValue:
     __len__ = _refuse
     __format__ = _refuse
 
-    def __repr__(self) -> str:
-        return "<vaulted value>"
+    def __repr__(self) -> str:  # shown where a check names the value it got
+        return "<a value encrypted with ansible-vault, which fabnet does not decrypt>"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, VaultedValue) and other.ciphertext == self.ciphertext

@@ -244,17 +244,21 @@ playbook_option = click.option(
 )
 limit_option = click.option(
     "-l", "--limit", default=None,
-    help="Only these hosts: Ansible host patterns, e.g. 'gpu01,gpu02', 'gpu:!gpu05', 'rack1&gpu', 'gpu0*'.",
+    help="Only these hosts: Ansible host patterns, e.g. 'gpu01,gpu02', 'gpu:!gpu05', 'rack1:&gpu', 'gpu0*', "
+         "'gpu[0:3]', '~gpu0[1-4]', @FILE (a file of host names).",
 )
 
 
-def _load_plans(inventory: Path, playbook: Path, limit: str | None) -> list[HostPlan]:
+def _load_plans(inventory: Path, playbook: Path, limit: str | None, *, warn: bool = True) -> list[HostPlan]:
     from provisioner.inventory import load_inventory
     from provisioner.playbook import load_playbook, resolve
 
-    loaded_inventory = load_inventory(inventory)
+    loaded_inventory = load_inventory(inventory, playbook_dir=playbook.parent)
     loaded_playbook = load_playbook(playbook)
-    return resolve(loaded_playbook, loaded_inventory, limit)
+    plans = resolve(loaded_playbook, loaded_inventory, limit)
+    for warning in loaded_inventory.warnings if warn else ():
+        report.warn(warning)
+    return plans
 
 
 @app.command("validate")
@@ -276,7 +280,7 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
     if errors:
         report.config_errors(errors)
         raise SystemExit(EXIT_INVALID)
-    plans = _load_plans(inventory, playbook, limit)
+    plans = _load_plans(inventory, playbook, limit, warn=False)  # validate_files' warnings are shown above
     resources = sum(len(plan.resources) for plan in plans)
     report.info(f"ok: {inventory} and {playbook} are valid ({len(plans)} hosts, {resources} resources in all)")
 

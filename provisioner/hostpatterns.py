@@ -107,6 +107,8 @@ class _Matcher:
         self.fail = fail
         self.warnings = warnings
         self.unmatched: list[str] = []
+        self.notes: list[str] = []
+        self.matched_groups: list[str] = []
 
     def evaluate(self, terms: Sequence[str]) -> list[str]:
         regular = [t for t in terms if t and t[0] not in "!&"]
@@ -142,6 +144,11 @@ class _Matcher:
         hosts = self.enumerate(expr)
         if not hosts or subscript is None:
             return hosts
+        loose = getattr(self.target, "unordered_groups", set()) & set(self.matched_groups)
+        if loose:
+            self.notes.append(f"{pattern!r}: Ansible's host order for group {sorted(loose)[0]!r} is not defined "
+                              "(several of its child groups have children), so Ansible may pick other hosts; "
+                              "fabnet takes them in the order written")
         start_at, end_at = subscript
         try:
             if end_at:  # as Ansible: [x:] runs to the end, [x:y] includes y, and [x:0] means [x]
@@ -160,6 +167,7 @@ class _Matcher:
         if pattern == "~":
             raise self.fail("'~' needs a regular expression after it")
         groups = [g for g in self.target.group_order if regex.match(g)]
+        self.matched_groups = groups
         results = [h for g in groups for h in self.target.group_order[g]]
         if not groups or pattern[0] == "~" or any(c in pattern for c in ".?*["):
             results.extend(h for h in self.target.hosts if regex.match(h))
@@ -201,6 +209,7 @@ def match_hosts(
         raise fail(f"could not match host pattern {term!r}: no host or group of that name{hint}")
     if warnings is not None:
         where = f"{origin}: " if origin is not None else "--limit: "
+        warnings.extend(where + note for note in dict.fromkeys(matcher.notes))
         for term in dict.fromkeys(matcher.unmatched):
             warnings.append(f"{where}could not match host pattern {term!r}, ignored as Ansible ignores it"
                             + did_you_mean(term, names))

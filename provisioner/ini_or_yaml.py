@@ -9,9 +9,17 @@ from provisioner.errors import ConfigError
 from provisioner.inventory_ini import looks_like_ini, read_ini_inventory
 from provisioner.inventory_yaml import read_yaml_inventory
 from provisioner.invgraph import InventoryGraph
-from provisioner.yamlsrc import parse_yaml
+from provisioner.yamlsrc import Sourced, parse_yaml
 
 _YAML_EXTENSIONS = (".yml", ".yaml", ".json")
+
+
+def parse_yaml_text(text: str, file: str) -> Sourced:
+    """`yamlsrc.parse_yaml`, with nesting too deep for the parser a ConfigError rather than a traceback."""
+    try:
+        return parse_yaml(text, file=file)
+    except RecursionError:
+        raise ConfigError("YAML nested too deeply to read", file=file) from None
 
 
 def read_inventory_text(graph: InventoryGraph, text: str, file: str) -> str:
@@ -20,7 +28,7 @@ def read_inventory_text(graph: InventoryGraph, text: str, file: str) -> str:
         return "empty"
     yaml_error: ConfigError | None = None
     try:
-        src = parse_yaml(text, file=file)
+        src = parse_yaml_text(text, file)
     except ConfigError as exc:
         yaml_error = exc
     else:
@@ -40,4 +48,4 @@ def read_inventory_text(graph: InventoryGraph, text: str, file: str) -> str:
     return "ini"
 
 
-__all__ = ["read_inventory_text"]
+__all__ = ["parse_yaml_text", "read_inventory_text"]

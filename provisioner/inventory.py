@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provisioner import ansible_tags  # noqa: F401  (registers !vault and !unsafe with the YAML loader)
+from provisioner import (
+    ansible_filters,
+    ansible_tags,  # noqa: F401  (registers !vault and !unsafe with the YAML loader)
+)
 from provisioner.connvars import (
     CONNECTION_VARS,
     check_address,
@@ -27,10 +30,13 @@ from provisioner.connvars import (
 from provisioner.errors import ConfigError, ConfigErrors, did_you_mean
 from provisioner.hostpatterns import limit_terms, match_hosts
 from provisioner.hostrange import expand_host_range
+from provisioner.ini_or_yaml import parse_yaml_text
 from provisioner.invgraph import InventoryGraph, VarSet
 from provisioner.invsources import read_source, read_text, unknown_vars_files, vars_dir, vars_files
-from provisioner.templating import VarResolver, has_template, magic_vars_for
-from provisioner.yamlsrc import Origin, parse_yaml
+from provisioner.templating import TEMPLATE_ENV, VarResolver, has_template, magic_vars_for
+from provisioner.yamlsrc import Origin
+
+ansible_filters.register(TEMPLATE_ENV)
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class Inventory:
     group_order: dict[str, list[str]] = field(default_factory=dict)
     group_hosts: dict[str, list[str]] = field(default_factory=dict)
     sources: tuple[Path, ...] = ()
+    unordered_groups: set[str] = field(default_factory=set)  # Ansible's host order undefined (see invgraph)
 
     def select(self, pattern: str | Sequence[str] | None, *, origin: Origin | None = None,
                warnings: list[str] | None = None) -> list[str]:
@@ -100,7 +107,9 @@ _IGNORED_VARS = {
     "ansible_ssh_pass": "password logins are not supported; use a key",
     "ansible_become_password": "sudo passwords are not supported; use NOPASSWD sudo or log in as root",
     "ansible_become_pass": "sudo passwords are not supported; use NOPASSWD sudo or log in as root",
+    "ansible_connection": "fabnet reaches every host over SSH, whatever the connection plugin",
 }
+_SSH_CONNECTIONS = {"ssh", "smart", "paramiko", "paramiko_ssh", "ansible.builtin.ssh", "ansible.builtin.paramiko_ssh"}
 
 
 class _VarFiles:
@@ -115,7 +124,7 @@ class _VarFiles:
         if key not in self.cache:
             merged = VarSet()
             for path in vars_files(base, kind, name, self.warnings):
-                src = parse_yaml(read_text(path), file=str(path))
+                src = parse_yaml_text(read_text(path), str(path))
                 if src.data is None:
                     continue
                 if not isinstance(src.data, dict):
@@ -184,7 +193,8 @@ def _host_model(name: str, merged: VarSet, values: Mapping[str, Any], groups: tu
         name=name, address=address, port=port, user=user, key_file=key_file, become=become,
         become_user=become_user, known_hosts=known_hosts, groups=groups, vars=dict(merged.values),
         var_origins=dict(origins), explicit=frozenset(explicit),
-        ignored_vars=tuple(sorted(v for v in values if v in _IGNORED_VARS)),
+        ignored_vars=tuple(sorted(v for v in values if v in _IGNORED_VARS
+                                  and not (v == "ansible_connection" and str(values[v]) in _SSH_CONNECTIONS))),
     )
 
 
@@ -205,17 +215,18 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
     if not sources:
         raise ConfigError("no inventory given")
     graph = InventoryGraph()
-    for path in sources:
-        read_source(graph, path)
+    files = [file for path in sources for file in read_source(graph, path)]
+    # inventory_file/inventory_dir in templates: the first file read, as for Ansible's first host
+    first_file = files[0] if files else sources[0]
     graph.reconcile()
     inv_bases = [vars_dir(path) for path in sources]
     play_bases = [Path(playbook_dir)] if playbook_dir is not None else []
     play_bases = [b for b in play_bases if b.resolve() not in {i.resolve() for i in inv_bases}]
-    files = _VarFiles(graph.warnings)
+    var_files = _VarFiles(graph.warnings)
     _warn_unknown_files(graph, [*inv_bases, *play_bases])
 
     group_order = {name: graph.group_hosts(name) for name in graph.groups}
-    merged_by_host = {host: _merge(graph, host, files, inv_bases, play_bases) for host in graph.hosts}
+    merged_by_host = {host: _merge(graph, host, var_files, inv_bases, play_bases) for host in graph.hosts}
     hostvars = {name: merged.values for name, merged in merged_by_host.items()}
     hosts: dict[str, Host] = {}
     errors: list[ConfigError] = []
@@ -225,7 +236,7 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
             values = dict(merged.values)
             templated = [v for v in CONNECTION_VARS if isinstance(values.get(v), str) and has_template(values[v])]
             if templated:
-                magic = magic_vars_for(name, groups, group_order, hostvars, sources[0])
+                magic = magic_vars_for(name, groups, group_order, hostvars, first_file)
                 resolver = VarResolver(name, merged.values, merged.origins, magic)
                 for var in templated:
                     values[var] = resolver.var(var)
@@ -236,13 +247,14 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
         unique = {str(e): e for e in errors}  # a bad group var fails every host the same way
         raise ConfigErrors(list(unique.values()))
     inventory = Inventory(
-        source=sources[0],
+        source=first_file,
         hosts=hosts,
         groups={name: set(members) for name, members in group_order.items()},
         children={name: list(g.children) for name, g in graph.groups.items()},
         warnings=graph.warnings,
         group_order=group_order,
         group_hosts={name: list(g.hosts) for name, g in graph.groups.items()},
+        unordered_groups={name for name in graph.groups if not graph.order_is_ansibles(name)},
         sources=tuple(sources),
     )
     _warn_ignored(inventory)

@@ -98,8 +98,9 @@ class _IniReader:
         for name, entry in self.pending.items():
             if entry["state"] == "vars":
                 raise self.error(f"section [{name}:vars] is for a group that is never defined", line=entry["line"])
-            raise self.error(f"section [{entry['parents'][-1]}:children] names group {name!r}, which is never "
-                             "defined (add a [{name}] section)".replace("{name}", name), line=entry["line"])
+            parent = entry["parents"][-1]
+            raise self.error(f"section [{parent}:children] names group {name!r}, which is never defined "
+                             f"(add a [{name}] section)", line=entry["line"])
 
     def _section(self, group: str, state: str) -> None:
         if group not in self.graph.groups:

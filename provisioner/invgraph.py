@@ -164,6 +164,21 @@ class InventoryGraph:
             level = following
         return ordered
 
+    def order_is_ansibles(self, group: str) -> bool:
+        """Whether Ansible's host order for the group is defined: it walks each generation below the
+        children by iterating a set of group objects, so when two groups of one generation both have
+        children, the next generation's order (and so `group[0]`) depends on memory addresses."""
+        level = list(self.groups[group].children)
+        seen = {group, *level}
+        while level:
+            parents = [name for name in level if any(c not in seen for c in self.groups[name].children)]
+            if len(parents) > 1:
+                return False
+            following = [c for name in parents for c in self.groups[name].children if c not in seen]
+            seen.update(following)
+            level = following
+        return True
+
     def group_hosts(self, group: str) -> list[str]:
         """Hosts of a group and of every group below it, in Ansible's order (what `ansible GROUP
         --list-hosts` prints and `groups['GROUP']` holds)."""

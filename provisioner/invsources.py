@@ -14,6 +14,7 @@ from provisioner.errors import ConfigError
 from provisioner.ini_or_yaml import read_inventory_text
 from provisioner.invgraph import InventoryGraph
 
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ufffe\uffff]")
 MAX_FILE_BYTES = 32 * 1024 * 1024  # an inventory or vars file past this is a mistake, not a fleet
 VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")
 # Ansible's defaults: hidden files, vars directories, and INVENTORY_IGNORE_EXTS.
@@ -33,6 +34,11 @@ def read_text(path: Path) -> str:
         column = start - text.rfind("\n", 0, start)
         raise ConfigError(f"a NUL byte at column {column}; this is not a text file", file=str(path),
                           line=text.count("\n", 0, start) + 1)
+    control = _CONTROL.search(text)
+    if control:  # YAML refuses them too; a terminal escape in a host name would reach every report
+        line = text[: control.start()].count("\n") + 1
+        raise ConfigError(f"contains the control character {control.group()!r}; inventories are plain text",
+                          file=str(path), line=line)
     return text
 
 

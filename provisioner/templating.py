@@ -70,7 +70,8 @@ TEMPLATE_ENV = _make_env()
 
 
 def has_template(text: str) -> bool:
-    return any(marker in text for marker in _TEMPLATE_MARKERS)
+    # An Ansible `!unsafe` string (ansible_tags.UnsafeText) is never a template.
+    return not getattr(text, "ansible_unsafe", False) and any(marker in text for marker in _TEMPLATE_MARKERS)
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,20 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
     return line
 
 
+class _Failed(jinja2.StrictUndefined):
+    """A variable whose own template failed: raises that error where a template uses it, not before."""
+
+    __slots__ = ("fabnet_error",)
+
+    def _fail_with_undefined_error(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.fabnet_error
+
+
+for _name in [n for c in jinja2.StrictUndefined.__mro__ for n, v in vars(c).items()
+              if v is jinja2.Undefined._fail_with_undefined_error]:  # __str__, __iter__, ... use the error
+    setattr(_Failed, _name, _Failed._fail_with_undefined_error)
+
+
 class VarResolver:
     """Values for one host. A variable may itself be a template (Ansible resolves them lazily, so group
     vars can build on host vars); each is rendered once, on first use, with loops reported.
@@ -183,7 +198,11 @@ class VarResolver:
         ctx: dict[str, Any] = {}
         for name in names:
             if name in self.raw:
-                ctx[name] = self.var(name)
+                try:
+                    ctx[name] = self.var(name)
+                except ConfigError as exc:  # as in Ansible, it fails only if the branch taken uses it
+                    ctx[name] = _Failed(name=name)
+                    ctx[name].fabnet_error = exc
             elif name in self.magic:
                 ctx[name] = self.magic[name]
         return ctx

@@ -42,6 +42,10 @@ def inventory(sources: tuple[Path, ...], as_list: bool, host: str | None, graph:
       fabnet inventory hosts.ini --host gpu01
       fabnet inventory hosts.ini --graph gpu
       fabnet inventory hosts.ini --list --limit 'rack_a:&gpu'
+
+    \b
+    Exit codes: 0 shown; 3 invalid inventory, unknown --host/--graph group, or a --limit that is
+    empty, an empty @FILE, a broken ~regex or matches nothing; 64 usage error.
     """
     from provisioner.inventory import load_inventory
     from provisioner.inventory_json import graph_lines, host_vars, list_json

@@ -58,14 +58,15 @@ class Ansible:
         """Hosts each pattern selects, as `ansible-playbook --list-hosts` prints them for plays with
         `hosts: PATTERN` (a set: ansible-playbook prints them in no particular order); None where Ansible
         reports an error. One process for all patterns, one per pattern when one of them fails."""
+        if not patterns:
+            return []
         found = self._plays(sources, patterns)
         if found is not None:
             return [set(hosts) for hosts in found]
-        results: list[set[str] | None] = []
-        for pattern in patterns:
-            one = self._plays(sources, [pattern])
-            results.append(None if one is None else set(one[0]))
-        return results
+        if len(patterns) == 1:
+            return [None]
+        half = len(patterns) // 2  # find the failing plays without one process per pattern
+        return self.list_hosts(sources, patterns[:half]) + self.list_hosts(sources, patterns[half:])
 
     def _plays(self, sources: Sequence[Path], patterns: Sequence[str]) -> list[list[str]] | None:
         playbook = self.workdir / "list-hosts.yml"

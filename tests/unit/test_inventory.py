@@ -392,3 +392,14 @@ def test_unknown_term_warns_and_a_pattern_matching_nothing_is_an_error(fleet: In
 def test_empty_group_is_not_an_error(tmp_path: Path) -> None:
     inv = load_inventory(write(tmp_path, "hosts.yml", "all:\n  hosts: {a: }\n  children:\n    spare:\n"))
     assert inv.select("spare") == []
+
+
+def test_subscript_on_a_group_whose_ansible_order_is_undefined_warns(tmp_path: Path) -> None:
+    text = "[a]\nh1\n[b]\nh2\n[a1]\nh3\n[b1]\nh4\n[a:children]\na1\n[b:children]\nb1\n[top:children]\na\nb\n"
+    inv = load_inventory(write(tmp_path, "hosts", text))
+    assert "top" in inv.unordered_groups and "a" not in inv.unordered_groups
+    warnings: list[str] = []
+    assert inv.select("top[0]", warnings=warnings) == ["h1"]
+    assert len(warnings) == 1 and "host order for group 'top' is not defined" in warnings[0]
+    warnings.clear()
+    assert inv.select("a[-1]", warnings=warnings) == ["h3"] and warnings == []

@@ -182,3 +182,19 @@ def test_unknown_limit_names_warn_and_select_the_rest(fleet: tuple[Path, Path],
     assert "could not match host pattern 'gpu09'" in err
     code, _, err = run_cli(["validate", str(inventory), "-p", str(playbook), "--limit", "gpu09"], capsys)
     assert code == 3 and "did you mean" in err
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("deep.yml", "all:\n  vars:\n    x: " + "[" * 5000 + "]" * 5000 + "\n"),
+    ("deep", "[all:vars]\nx=" + "[" * 100000 + "]" * 100000 + "\n"),
+    ("escape.yml", "all:\n  hosts:\n    gpu01\x1b[2J:\n"),
+])
+def test_deep_nesting_and_control_characters_are_clear_errors_or_text(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    try:
+        inventory = load_inventory(path)
+    except ConfigError as exc:
+        assert exc.file == str(path)
+    else:  # INI keeps a value Python cannot parse as text, as Ansible does
+        assert inventory.hosts == {}
