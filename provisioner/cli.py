@@ -319,6 +319,11 @@ def audit_exit_code(outcome: AuditOutcome) -> int:
     return EXIT_OK
 
 
+from provisioner.commands.explain import explain_command  # noqa: E402 - commands register after the app exists
+
+app.add_command(explain_command)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning typed errors into one clear message and an exit code."""
     try:

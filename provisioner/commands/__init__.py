@@ -1,0 +1,1 @@
+"""One module per CLI command that is big enough to have its own."""
