@@ -74,11 +74,10 @@ class LabState:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        # Fields a newer fabnet added (another checkout's lab on the same machine) are not ours to read.
-        known = {f.name for f in fields(cls)}
-        node_known = {f.name for f in fields(NodeRecord)}
-        nodes = [NodeRecord(**{k: v for k, v in node.items() if k in node_known}) for node in data.pop("nodes", [])]
-        return cls(**{k: v for k, v in data.items() if k in known}, nodes=nodes)
+        # Keys this version does not know (a lab made by a newer fabnet) are ignored, not fatal.
+        node_keys = {f.name for f in fields(NodeRecord)}
+        nodes = [NodeRecord(**{k: v for k, v in node.items() if k in node_keys}) for node in data.pop("nodes", [])]
+        return cls(**{k: v for k, v in data.items() if k in {f.name for f in fields(cls)}}, nodes=nodes)
 
 
 def all_labs() -> list[LabState]:
