@@ -24,7 +24,7 @@ _CONNECT_FAIL = re.compile(
     r"(?:Connect to (?P<peer>[0-9a-fA-F.:]+)(?:<(?P<port>[0-9]+)>)? failed\s*:?\s*(?P<why>.+)"
     r"|timed out (?:after \S+ )?while trying to connect to \((?P<peer2>[^,\s]+), (?P<port2>[0-9]+)\)"
     r"|(?:connect|Connection) (?:to )?\[?(?P<peer3>[0-9]{1,3}(?:\.[0-9]{1,3}){3})\]?:(?P<port3>[0-9]+)"
-    r".*?(?P<why3>Connection refused|No route to host|timed out|Connection reset by peer))",
+    r".*?(?P<why3>Connection refused|No route to host|Network is unreachable|timed out|Connection reset by peer))",
     re.I,
 )
 _STORE_WAIT = re.compile(r"Timed out after (?P<s>[0-9.]+) seconds waiting for clients\.\s*(?P<have>[0-9]+)/"
