@@ -22,7 +22,8 @@ _DUPLICATE_GPU = re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>[0-9]+) an
 _COMPLETION = re.compile(r"Got completion from peer\s+(?P<peer>[^\s<,]+)")
 _CONNECT_FAIL = re.compile(
     r"(?:Connect to (?P<peer>[0-9a-fA-F.:]+)(?:<(?P<port>[0-9]+)>)? failed\s*:?\s*(?P<why>.+)"
-    r"|timed out (?:after \S+ )?while trying to connect to \((?P<peer2>[^,\s]+), (?P<port2>[0-9]+)\)"
+    r"|(?:timed out (?:after \S+ )?while trying|failed) to connect to (?:any network address of )?"
+    r"\((?P<peer2>[^,\s]+), (?P<port2>[0-9]+)\)"
     r"|(?:connect|Connection) (?:to )?\[?(?P<peer3>[0-9]{1,3}(?:\.[0-9]{1,3}){3})\]?:(?P<port3>[0-9]+)"
     r".*?(?P<why3>Connection refused|No route to host|Network is unreachable|timed out|Connection reset by peer))",
     re.I,
@@ -143,8 +144,12 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
     hits = [(line, m) for log in logs for line, m in log.grep(_CONNECT_FAIL)]
     if not hits:
         return []
-    peers = unique([m.group("peer") or m.group("peer2") or m.group("peer3") for _, m in hits])
-    reasons = unique([(m.group("why") or m.group("why3") or "timed out").strip() for _, m in hits])
+    # torch also reports the unspecified address it tried to bind from (0.0.0.0, ::): not a peer.
+    peers = unique([p for _, m in hits if (p := m.group("peer") or m.group("peer2") or m.group("peer3"))
+                    and p not in ("0.0.0.0", "::")])
+    reasons = unique([why.strip() for _, m in hits if (why := m.group("why") or m.group("why3"))]) or ["timed out"]
+    if not peers:
+        return []
     lines = [line for line, _ in hits]
     suspects = [(log, s) for log in logs for s in (log.nccl.suspect_interfaces if log.nccl else [])]
     chosen = [f"{s.interface}" + (f" ({s.address}, {s.reason})" if s.address else f" ({s.reason})")

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from provisioner.lab import manager
+from provisioner.lab.profile import DEFAULT_PROFILE
 from tests.e2e.conftest import Lab, lab_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,9 @@ def _python(lab: Lab) -> str | None:
 def job_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     name = lab_name("ex")
     profile = tmp_path_factory.mktemp("profile") / "profile.yml"
-    profile.write_text("nodes_default: 3\n")  # every node as the playbook wants it
+    # Every node as the playbook wants it: the built-in profile's healthy defaults, none of its drift.
+    healthy = {**yaml.safe_load(DEFAULT_PROFILE.read_text()), "nodes_default": 3, "nodes": {}}
+    profile.write_text(yaml.safe_dump(healthy))
     manager.down(name)
     try:
         lab = Lab(manager.up(name, profile_path=profile))
@@ -125,5 +128,5 @@ def test_data_link_down_names_the_host_and_its_link(job_lab: Lab, tmp_path: Path
     audited = {a["host"]: a for a in result["audit"]}
     assert audited[master.name]["status"] == "in_sync"
     findings = {(f["target"], f["attribute"]): f for f in audited[broken.name]["findings"]}
-    assert findings[("interface[eth1]", "state")]["actual"] == "down"
-    assert findings[("interface[eth1]", "state")]["desired"] == "up"
+    link = findings[("interface[eth1]", "link")]
+    assert (link["desired"], link["actual"], link["status"]) == ("up", "down", "drift"), findings
