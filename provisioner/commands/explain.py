@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from provisioner import report
 from provisioner.errors import ConfigError
-from provisioner.explain import Explanation, explain
+
+if TYPE_CHECKING:  # imported where used: `fabnet --help` does not load rich, pydantic or the parsers
+    from provisioner.explain import Explanation
 
 EXIT_OK, EXIT_FOUND = 0, 2
 
@@ -70,6 +71,8 @@ class _Out:
     """Plain lines, never re-wrapped: evidence must stay one log line per printed line."""
 
     def print(self, text: str) -> None:
+        from provisioner import report
+
         bold = text.startswith("[bold]")
         text = re.sub(r"\[/?bold\]", "", text)
         report.console.print(text, markup=False, highlight=False, soft_wrap=True, style="bold" if bold else None)
@@ -148,6 +151,9 @@ def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Pat
     \b
     Exit codes: 0 nothing wrong found, 2 at least one failure cause named, 3 unreadable input.
     """
+    from provisioner import report
+    from provisioner.explain import explain
+
     result = explain(_read(logs))
     mapping: dict[str, str] = {}
     audited: list[dict[str, Any]] = []
