@@ -15,6 +15,7 @@ from provisioner.explain import ibverbs
 from provisioner.explain.logs import Log, LogLine, read_log
 from provisioner.explain.model import Cause, Evidence, Explanation, NetworkUse
 from provisioner.parsers._text import unique
+from provisioner.parsers.nccl_debug import CompletionError
 
 _NO_SOCKET_IF = re.compile(r"no socket interface found|Unable to find address for:?\s*(?P<name>\S+)?", re.I)
 _DUPLICATE_GPU = re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>[0-9]+) and rank (?P<b>[0-9]+) both on "
@@ -116,16 +117,16 @@ def duplicate_gpu(logs: list[Log]) -> list[Cause]:
 
 
 def completion_errors(logs: list[Log]) -> list[Cause]:
-    groups: dict[tuple[str | None, str | None, int], list[tuple[Log, object]]] = defaultdict(list)
+    groups: dict[tuple[str | None, str | None, int], list[tuple[Log, CompletionError]]] = defaultdict(list)
     for log in logs:
         for error in (log.nccl.completion_errors if log.nccl else []):
             groups[(error.host, error.device, error.status)].append((log, error))
     causes = []
     for (host, device, status), items in groups.items():
-        peers = unique([e.peer for _, e in items])  # type: ignore[attr-defined]
-        vendor = unique([f"0x{e.vendor_error:x}" for _, e in items if e.vendor_error is not None])  # type: ignore[attr-defined]
+        peers = unique([e.peer for _, e in items])
+        vendor = unique([f"0x{e.vendor_error:x}" for _, e in items if e.vendor_error is not None])
         symbol, meaning = ibverbs.describe(status)
-        lines = [line for log, e in items for line in _warning_lines(log, e.line)]  # type: ignore[attr-defined]
+        lines = [line for log, e in items for line in _warning_lines(log, e.line)]
         where = f"{host or 'a host'}" + (f" ({device})" if device else "")
         causes.append(Cause(
             id="ib-completion-error",
