@@ -250,13 +250,10 @@ limit_option = click.option(
 
 
 def _load_plans(inventory: Path, playbook: Path, limit: str | None, *, warn: bool = True) -> list[HostPlan]:
-    from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook, resolve
+    from provisioner.loading import load_plans
 
-    loaded_inventory = load_inventory(inventory, playbook_dir=playbook.parent)
-    loaded_playbook = load_playbook(playbook)
-    plans = resolve(loaded_playbook, loaded_inventory, limit)
-    for warning in loaded_inventory.warnings if warn else ():
+    plans, warnings = load_plans(inventory, playbook, limit)
+    for warning in warnings if warn else ():
         report.warn(warning)
     return plans
 
@@ -358,6 +355,9 @@ app.add_command(smoke_command)
 from provisioner.commands.apply import apply_command  # noqa: E402
 
 app.add_command(apply_command)
+from provisioner.commands.explain import explain_command  # noqa: E402 - commands register after the app exists
+
+app.add_command(explain_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -97,12 +97,13 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
     """
     from provisioner import apply as converge
     from provisioner import engine
-    from provisioner.inventory import load_inventory
     from provisioner.journal import Journal, default_path
-    from provisioner.playbook import load_playbook, resolve
+    from provisioner.loading import load_plans
 
     serial_items = _serial(serial)
-    plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
+    plans, warnings = load_plans(inventory, playbook, limit)
+    for warning in warnings:
+        report.warn(warning)
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
                           file=str(playbook))

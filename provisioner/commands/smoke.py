@@ -136,15 +136,13 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
 
 def load_plans(inventory: Path, playbook: Path | None, limit: str | None) -> list:
     """The hosts the playbook's plays target (after --limit); without a playbook, every inventory host."""
-    from provisioner.inventory import load_inventory
-    from provisioner.playbook import HostPlan, load_playbook, resolve
+    from provisioner import loading
 
-    loaded = load_inventory(inventory)
     path = playbook or (DEFAULT_PLAYBOOK if DEFAULT_PLAYBOOK.is_file() else None)
-    if path is None:
-        names = loaded.select(limit) if limit else list(loaded.hosts)
-        return [HostPlan(loaded.hosts[name]) for name in names]
-    return resolve(load_playbook(path), loaded, limit)
+    plans, warnings = loading.load_plans(inventory, path, limit) if path else loading.load_hosts(inventory, limit)
+    for warning in warnings:
+        report.warn(warning)
+    return plans
 
 
 def show(outcome) -> None:  # type: ignore[no-untyped-def]

@@ -91,8 +91,13 @@ def test_counter_growing_during_the_interval_fails_the_rate(counters_lab: Lab, t
     gpu03 = counters_lab.node("gpu03")
 
     def flap() -> None:
-        time.sleep(1.5)  # inside the 3 s between fabnet's two readings
-        counters_lab.ssh(gpu03, f"echo 9 > {path}")
+        # Bump the counter once fabnet's exec is in its `sleep 3` between the two readings, not before.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if counters_lab.ssh(gpu03, "pgrep -x -f 'sleep 3'", check=False).returncode == 0:
+                counters_lab.ssh(gpu03, f"echo 9 > {path}")
+                return
+            time.sleep(0.05)
 
     bumper = threading.Thread(target=flap)
     bumper.start()

@@ -68,3 +68,23 @@ def test_help_teaches_exit_codes(capsys) -> None:
     assert code == 0
     for text in ("Exit codes", "drift found", "unreachable", "--json", "--junit", "--limit", "--forks"):
         assert text in out
+
+
+def test_parse_of_a_truncated_sample_returns_the_complete_part(tmp_path, capsys) -> None:
+    lines = read("nvidia-smi-topo-4.txt").splitlines(keepends=True)
+    cut = tmp_path / "topo.txt"
+    cut.write_text("".join(lines[:6]))  # the paste stops after NIC0's row
+    code, out, _ = run_cli(["parse", "nvidia_smi_topo", str(cut)], capsys)
+    data = json.loads(out)
+    assert code == 0
+    assert (data["complete"], data["missing"]) == (False, ["rows for NIC1..NIC3"])
+    assert list(data["matrix"]) == ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0"]
+
+
+@pytest.mark.parametrize("kind", ["nccl_tests", "nvidia_smi_topo", "ibstat", "perfquery", "nccl_debug"])
+def test_parse_of_text_that_is_not_the_tool_is_exit_3_naming_the_line(kind: str, tmp_path, capsys) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("\nSee the runbook for this cluster.\nNothing else here.\n")
+    code, out, err = run_cli(["parse", kind, str(other)], capsys)
+    assert code == 3 and out == ""
+    assert "at line 2" in err

@@ -1,0 +1,172 @@
+"""`fabnet explain`: read a failed or slow job's logs and name the likely causes, optionally checking the
+hosts the logs name against the playbook (one SSH round trip each)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from provisioner.errors import ConfigError
+
+if TYPE_CHECKING:  # imported where used: `fabnet --help` does not load rich, pydantic or the parsers
+    from provisioner.explain import Explanation
+
+EXIT_OK, EXIT_FOUND = 0, 2
+
+
+def _read(paths: tuple[str, ...]) -> list[tuple[str, str]]:
+    logs = []
+    for path in paths:
+        try:
+            raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read: {exc.strerror}", file=path) from exc
+        logs.append(("<stdin>" if path == "-" else path, raw.decode("utf-8", errors="replace")))
+    return logs
+
+
+def _seen(result: Explanation) -> list[str]:
+    items: list[str] = []
+    for cause in result.causes:
+        items += cause.hosts + cause.addresses
+    for use in result.networks:
+        items += use.hosts
+    return list(dict.fromkeys(items))
+
+
+def _audit_hosts(inventory: Path, playbook: Path, hosts: list[str], forks: int) -> list[dict[str, Any]]:
+    from provisioner import engine
+    from provisioner.inventory import load_inventory
+    from provisioner.playbook import load_playbook, resolve
+
+    plans = resolve(load_playbook(playbook), load_inventory(inventory), ",".join(hosts))
+    if not plans:
+        return []
+    outcome = engine.audit(plans, engine.Options(forks=forks))
+    audited = []
+    for host in outcome.hosts:
+        findings = [{"target": r.target, "attribute": c.attribute, "desired": c.desired, "actual": c.actual,
+                     "status": c.status, "message": c.message}
+                    for r in host.resources for c in r.checks if c.status != "ok"]
+        interfaces = sorted({r.target[len("interface["):-1] for r in host.resources
+                             if r.target.startswith("interface[")})
+        audited.append({"host": host.name, "status": host.status, "error": host.error, "findings": findings,
+                        "data_interfaces": interfaces})
+    return audited
+
+
+def _mapping(inventory: Path, seen: list[str]) -> dict[str, str]:
+    from provisioner.explain.hosts import map_hosts
+    from provisioner.inventory import load_inventory
+
+    loaded = load_inventory(inventory)
+    return map_hosts(seen, [(h.name, h.address, h.vars) for h in loaded.hosts.values()])
+
+
+class _Out:
+    """Plain lines, never re-wrapped: evidence must stay one log line per printed line."""
+
+    def print(self, text: str) -> None:
+        from provisioner import report
+
+        bold = text.startswith("[bold]")
+        text = re.sub(r"\[/?bold\]", "", text)
+        report.console.print(text, markup=False, highlight=False, soft_wrap=True, style="bold" if bold else None)
+
+
+def _print(result: Explanation, mapping: dict[str, str], audited: list[dict[str, Any]]) -> None:
+    out = _Out()
+    out.print("[bold]Networks[/bold]")
+    for use in result.networks:
+        network = use.network or "not shown in this log (no 'Using network' or NET/ line)"
+        parts = [f"NCCL {use.nccl_version}" if use.nccl_version else "NCCL", f"network {network}"]
+        if use.devices:
+            parts.append(f"devices {', '.join(use.devices)}")
+        if use.interfaces:
+            parts.append(f"interfaces {', '.join(use.interfaces)}")
+        out.print(f"  {use.file}: " + "; ".join(parts))
+        for ev in use.evidence:
+            out.print(f"      {ev.file}:{ev.line}  {ev.text}")
+    if not result.networks:
+        out.print("  no NCCL network lines in these logs")
+    out.print("[bold]Causes[/bold] (most likely first)" if result.causes else "[bold]No known cause found[/bold]")
+    by_host = {a["host"]: a for a in audited}
+    for number, cause in enumerate(result.causes, start=1):
+        out.print(f"  {number}. {cause.title}")
+        out.print(f"     {cause.detail}")
+        hosts = list(dict.fromkeys([mapping.get(h, h) for h in cause.hosts + cause.addresses]))
+        if hosts:
+            out.print(f"     where: {', '.join(hosts)}")
+        if cause.settings:
+            out.print(f"     setting: {', '.join(cause.settings)}")
+        for host in hosts:
+            for finding in by_host.get(host, {}).get("findings", []):
+                out.print(f"     {host}: {finding['target']} {finding['attribute']} is {finding['actual']} "
+                          f"(playbook: {finding['desired']}) {finding['message']}".rstrip())
+        out.print(f"     fix: {cause.fix}")
+        for ev in cause.evidence:
+            out.print(f"       {ev.file}:{ev.line}  {ev.text}")
+    if mapping:
+        out.print("[bold]Inventory hosts named in the logs[/bold]")
+        for seen, host in mapping.items():
+            out.print(f"  {seen} -> {host}")
+    for entry in audited:
+        state = entry["status"] if not entry["error"] else f"{entry['status']}: {entry['error']}"
+        out.print(f"  audit {entry['host']}: {state}, {len(entry['findings'])} finding(s)", markup=False,
+                  highlight=False)
+
+
+@click.command("explain")
+@click.argument("logs", nargs=-1, required=True)
+@click.option("-i", "--inventory", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Map hosts and addresses in the logs to this inventory's hosts and audit those hosts.")
+@click.option("-p", "--playbook", type=click.Path(path_type=Path), default=Path("playbooks/site.yml"),
+              show_default=True, help="Playbook the named hosts are audited against (with --inventory).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/explain/v1).")
+@click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True,
+              help="Hosts audited in parallel (with --inventory).")
+def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Path, as_json: bool,
+                    forks: int) -> None:
+    """Name the likely causes of a failed or slow job from its logs, most likely first, with evidence.
+
+    LOGS are NCCL_DEBUG=INFO logs, nccl-tests output, PyTorch/DeepSpeed tracebacks (several files, or
+    one log interleaving many ranks; - reads standard input). Launcher and logger prefixes are read
+    through; a `host: ` label on each line says which host a line came from.
+
+    \b
+    With --inventory, hostnames and addresses in the logs are matched to inventory hosts (by name,
+    ansible_host, or an address variable such as data_ip) and those hosts alone are audited against
+    the playbook, one SSH round trip each, so a cause can point at a setting: "gpu07: interface[eth1]
+    state is down".
+
+    \b
+    Examples:
+      fabnet explain rank*.log
+      fabnet explain job.log --inventory hosts.yml -p playbooks/site.yml --json
+
+    \b
+    Exit codes: 0 nothing wrong found, 2 at least one failure cause named, 3 unreadable input.
+    """
+    from provisioner import report
+    from provisioner.explain import explain
+
+    result = explain(_read(logs))
+    mapping: dict[str, str] = {}
+    audited: list[dict[str, Any]] = []
+    if inventory is not None:
+        mapping = _mapping(inventory, _seen(result))
+        hosts = list(dict.fromkeys(mapping.values()))
+        if hosts:
+            audited = _audit_hosts(inventory, playbook, hosts, forks)
+    code = EXIT_FOUND if result.failed else EXIT_OK
+    if as_json:
+        data = result.model_dump(mode="json", by_alias=True)
+        data.update({"inventory_hosts": mapping, "audit": audited, "exit_code": code})
+        report.print_json(data)
+    else:
+        _print(result, mapping, audited)
+    raise SystemExit(code)

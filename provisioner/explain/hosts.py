@@ -1,0 +1,34 @@
+"""Which inventory host a name or address in a log is: by inventory name, short name, or any address
+the inventory gives the host (ansible_host, and variables holding IP addresses such as data_ip)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def _addresses(address: str, variables: Mapping[str, Any]) -> set[str]:
+    found = {address}
+    for value in variables.values():
+        if isinstance(value, str):
+            try:
+                found.add(str(ipaddress.ip_address(value)))
+            except ValueError:
+                continue
+    return found
+
+
+def map_hosts(seen: Iterable[str], inventory: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[str, str]:
+    """{name or address in the log: inventory host} for those that match one host; others are left out."""
+    by_key: dict[str, set[str]] = {}
+    for name, address, variables in inventory:
+        keys = {name, name.split(".")[0]} | _addresses(address, variables)
+        for key in keys:
+            by_key.setdefault(key.lower(), set()).add(name)
+    mapped = {}
+    for item in seen:
+        candidates = by_key.get(item.lower()) or by_key.get(item.split(".")[0].lower()) or set()
+        if len(candidates) == 1:
+            mapped[item] = next(iter(candidates))
+    return mapped

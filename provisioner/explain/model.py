@@ -1,0 +1,57 @@
+"""What `explain` returns: causes ranked most likely first, each with the log lines that show it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Evidence(_Model):
+    """One log line: which file, which line (1-based), and its text without launcher/logger prefixes."""
+
+    file: str
+    line: int
+    text: str
+
+
+class Cause(_Model):
+    """A likely cause. `score` orders causes (higher first); `hosts` and `addresses` are where it shows,
+    `settings` the knobs involved (`NCCL_SOCKET_IFNAME=eth9`), `fix` what to change."""
+
+    id: str
+    title: str
+    detail: str
+    fix: str
+    score: int
+    hosts: list[str] = Field(default_factory=list)
+    addresses: list[str] = Field(default_factory=list)
+    settings: list[str] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+
+
+class NetworkUse(_Model):
+    """The network NCCL (or gloo) used, as one log shows it."""
+
+    file: str
+    framework: str
+    network: str | None = None
+    devices: list[str] = Field(default_factory=list)
+    interfaces: list[str] = Field(default_factory=list)
+    nccl_version: str | None = None
+    hosts: list[str] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+
+
+class Explanation(_Model):
+    schema_: str = Field("fabnet/explain/v1", alias="schema")
+    files: list[str] = Field(default_factory=list)
+    networks: list[NetworkUse] = Field(default_factory=list)
+    causes: list[Cause] = Field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """Whether any cause is a failure (not just how the job ran)."""
+        return any(cause.score >= 50 for cause in self.causes)

@@ -1,0 +1,26 @@
+"""Inventory + playbook -> per-host plans: the first step of every command that reaches hosts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from provisioner.inventory import load_inventory
+from provisioner.playbook import HostPlan, load_playbook, resolve
+
+
+def load_plans(inventory: Path, playbook: Path, limit: str | None) -> tuple[list[HostPlan], list[str]]:
+    """The plans of the hosts the playbook targets (after `--limit`), and the inventory's warnings.
+
+    group_vars/ and host_vars/ beside the playbook are read too, as Ansible does.
+    """
+    loaded_inventory = load_inventory(inventory, playbook_dir=playbook.parent)
+    plans = resolve(load_playbook(playbook), loaded_inventory, limit)
+    return plans, list(loaded_inventory.warnings)
+
+
+def load_hosts(inventory: Path, limit: str | None) -> tuple[list[HostPlan], list[str]]:
+    """Every inventory host (after `--limit`) with no resources: for commands that need no playbook."""
+    loaded = load_inventory(inventory)
+    # `--limit ''` is an error from select_limit, never "every host".
+    names = loaded.select_limit(limit) if limit is not None else list(loaded.hosts)
+    return [HostPlan(loaded.hosts[name]) for name in names], list(loaded.warnings)

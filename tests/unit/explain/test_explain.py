@@ -1,0 +1,141 @@
+"""`explain` on real logs: the network each log shows, the failure with its evidence lines, the order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from provisioner.cli import main
+from provisioner.explain import explain
+from provisioner.explain.hosts import map_hosts
+from tests.unit.parsers._samples import SAMPLES, read
+
+# For each real NCCL log: the network it shows (None: the excerpt has no NET/ or Using network line),
+# the failure cause expected first (None: nothing failed) and the lines that must be its evidence.
+NCCL_LOGS = {
+    "nccl-debug-2.txt": ("IB", "ib-completion-error", [2, 3]),
+    "nccl-debug-3.txt": ("Socket", None, []),
+    "nccl-debug-4.txt": ("Socket", None, []),
+    "nccl-debug-6.txt": (None, None, []),
+    "nccl-debug-7.txt": (None, None, []),
+    "nccl-debug-9.txt": (None, None, []),
+    "nccl-debug-net-lines-1.txt": ("Socket", None, []),
+    "nccl-debug-10-no-socket-interface.txt": (None, "no-socket-interface", [1]),
+    "nccl-debug-11-connect-no-route.txt": ("Socket", "peer-unreachable", [8, 12]),
+    "nccl-debug-12-duplicate-gpu.txt": (None, "duplicate-gpu", [4, 6]),
+    "nccl-debug-13-timestamped-2.27.txt": ("IB", None, []),
+    "nccl-debug-14-per-device-2.27.txt": (None, None, []),
+}
+
+
+def test_every_nccl_sample_is_covered() -> None:
+    assert {p.name for p in SAMPLES.glob("nccl-debug-*.txt")} == set(NCCL_LOGS)
+
+
+@pytest.mark.parametrize(("name", "expected"), sorted(NCCL_LOGS.items()))
+def test_network_and_failure_of_each_real_log(name: str, expected: tuple) -> None:
+    network, failure, lines = expected
+    result = explain([(name, read(name))])
+    [use] = result.networks
+    assert use.network == network
+    failures = [c for c in result.causes if c.score >= 50]
+    if failure is None:
+        assert failures == [] and not result.failed
+        return
+    first = result.causes[0]
+    assert first.id == failure
+    assert [e.line for e in first.evidence] == lines
+    assert all(e.file == name and e.text for e in first.evidence)
+    assert first.fix and first.detail
+
+
+def test_completion_error_says_what_status_12_means_and_where() -> None:
+    [cause] = explain([("a.log", read("nccl-debug-2.txt"))]).causes
+    assert cause.title == "RDMA completion error 12 (IBV_WC_RETRY_EXC_ERR) on node-2"
+    assert "retry counter exceeded" in cause.detail and "0x81" in cause.detail
+    assert (cause.hosts, cause.addresses) == (["node-2"], ["10.2.0.5"])
+    assert cause.evidence[1].text == "0, vendor err 129 (Recv)"  # the wrapped half of the WARN
+
+
+def test_socket_only_log_says_why_ib_was_not_used() -> None:
+    [cause] = explain([("j.log", read("nccl-debug-4.txt"))]).causes
+    assert cause.id == "ib-not-used" and cause.score < 50
+    assert "no IB/RoCE device found" in cause.detail
+    assert 6 in [e.line for e in cause.evidence]  # `NET/IB : No device found.`
+
+
+def test_watchdog_timeout_names_the_ranks_and_the_collective() -> None:
+    result = explain([("train.log", (SAMPLES / "logs/torch-watchdog-timeout-1.txt").read_text())])
+    [cause] = result.causes
+    assert cause.id == "collective-timeout"
+    assert "ranks 0, 1 waited 600.088 s in BROADCAST (SeqNum 1)" in cause.detail
+    assert [e.line for e in cause.evidence] == [1, 2]
+
+
+def test_watchdog_names_ranks_that_never_arrived() -> None:
+    log = (SAMPLES / "logs/torch-watchdog-timeout-1.txt").read_text().splitlines()
+    text = "\n".join(line for line in log if not line.startswith("[rank1]")) + "\n[rank1]:[I1218 20:20:00] loading\n"
+    [cause] = explain([("train.log", text)]).causes
+    assert "Ranks 1 never reported it" in cause.detail
+
+
+def test_version_mismatch_across_hosts_in_several_files() -> None:
+    result = explain([("a.log", read("nccl-debug-4.txt")), ("b.log", read("nccl-debug-7.txt"))])
+    mismatch = next(c for c in result.causes if c.id == "nccl-version-mismatch")
+    assert "instance-8g-96c-4 2.19.3" in mismatch.detail and "user 2.18.1" in mismatch.detail
+    assert {e.file for e in mismatch.evidence} == {"a.log", "b.log"}
+
+
+def test_nccl_tests_wrong_results_and_truncation() -> None:
+    text = read("all_reduce_perf-4.txt")
+    rows = text.splitlines()
+    row = next(i for i, line in enumerate(rows) if line.strip()[:1].isdigit())
+    cells = rows[row].split()
+    cells[-1] = "5"
+    rows[row] = "  ".join(cells)
+    [cause] = [c for c in explain([("t.txt", "\n".join(rows) + "\n")]).causes if c.id.startswith("nccl-tests")]
+    assert cause.id == "nccl-tests-wrong-results" and [e.line for e in cause.evidence] == [row + 1]
+    cut = explain([("t.txt", text[: text.index("# Out of bounds")])])
+    assert [c.id for c in cut.causes] == ["nccl-tests-truncated"]
+
+
+def test_interleaved_ranks_with_host_labels() -> None:
+    text = ("gpu01: NCCL INFO Bootstrap : Using eth1:198.19.3.1<0>\n"
+            "gpu02: [enforce fail at gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address "
+            "for: eth9\n"
+            "gpu01: NCCL INFO Using network Socket\n")
+    result = explain([("job.log", text)])
+    first = result.causes[0]
+    assert (first.id, first.hosts, first.settings) == ("no-socket-interface", ["gpu02"], ["GLOO_SOCKET_IFNAME=eth9"])
+
+
+def test_map_hosts_by_name_short_name_and_address_variables() -> None:
+    inventory = [("gpu01", "198.18.3.1", {"data_ip": "198.19.3.1"}), ("gpu02", "198.18.3.2", {"rack": "r1"})]
+    seen = ["gpu01.cluster.local", "198.19.3.1", "198.18.3.2", "gpu09", "10.0.0.1"]
+    assert map_hosts(seen, inventory) == {"gpu01.cluster.local": "gpu01", "198.19.3.1": "gpu01",
+                                          "198.18.3.2": "gpu02"}
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    return info.value.code, capsys.readouterr().out
+
+
+def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _cli(["explain", "--json", str(SAMPLES / "nccl-debug-2.txt"), str(SAMPLES / "nccl-debug-4.txt")],
+                     capsys)
+    data = json.loads(out)
+    assert code == 2 and data["schema"] == "fabnet/explain/v1" and data["exit_code"] == 2
+    assert [c["id"] for c in data["causes"]] == ["ib-completion-error", "ib-not-used"]
+    assert [n["network"] for n in data["networks"]] == ["IB", "Socket"]
+    code, out = _cli(["explain", str(SAMPLES / "nccl-debug-7.txt")], capsys)
+    assert code == 0 and "No known cause found" in out
+    code, out = _cli(["explain", str(SAMPLES / "nccl-debug-12-duplicate-gpu.txt")], capsys)
+    assert code == 2 and "two ranks on the same GPU" in out and ":4  " in out
+
+
+def test_cli_unreadable_file_is_exit_3(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = _cli(["explain", str(tmp_path / "absent.log")], capsys)
+    assert code == 3
