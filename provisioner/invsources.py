@@ -36,9 +36,10 @@ def read_text(path: Path) -> str:
                           line=text.count("\n", 0, start) + 1)
     control = _CONTROL.search(text)
     if control:  # YAML refuses them too; a terminal escape in a host name would reach every report
-        line = text[: control.start()].count("\n") + 1
-        raise ConfigError(f"contains the control character {control.group()!r}; inventories are plain text",
-                          file=str(path), line=line)
+        start = control.start()
+        column = start - text.rfind("\n", 0, start)
+        raise ConfigError(f"the control character U+{ord(control.group()):04X} at column {column}; "
+                          "inventories are plain text", file=str(path), line=text.count("\n", 0, start) + 1)
     return text
 
 
