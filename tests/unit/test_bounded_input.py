@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "playbooks" / "site.yml"
 
 
-def run_validate(inventory: Path, tmp_path: Path, timeout: float = 30) -> tuple[int, str, float, int]:
+def run_validate(
+    inventory: Path, tmp_path: Path, timeout: float = 30, playbook: Path = PLAYBOOK
+) -> tuple[int, str, float, int]:
     """Run `python -m provisioner validate` as a child: (exit code, stderr, seconds, peak RSS in bytes).
 
     The child's address space is capped at 2 GiB so a regression fails here instead of exhausting the
@@ -32,7 +34,7 @@ def run_validate(inventory: Path, tmp_path: Path, timeout: float = 30) -> tuple[
     started = time.monotonic()
     with err_path.open("wb") as err:
         child = subprocess.Popen(
-            [sys.executable, "-m", "provisioner", "validate", str(inventory), "-p", str(PLAYBOOK)],
+            [sys.executable, "-m", "provisioner", "validate", str(inventory), "-p", str(playbook)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -100,6 +102,38 @@ def test_validate_refuses_a_fifo_inventory_instead_of_blocking(tmp_path: Path) -
     assert code == cli.EXIT_INVALID
     assert "hosts.yml: is a named pipe (FIFO), expected a regular YAML file" in stderr
     assert elapsed < 10
+
+
+def test_validate_gives_clear_errors_for_templates_that_used_to_exhaust_or_leak(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    gpu01:\n      key: \"{% include '/etc/passwd' %}\"\n")
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(
+        "- hosts: all\n"
+        "  vars:\n"
+        "    big: \"{{ 'a' * 3000000000 }}\"\n"
+        "    lorem: \"{{ lipsum(2000000) }}\"\n"
+        "    deep: \"{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}\"\n"
+        "  resources:\n"
+        "    - file: {path: /etc/a, template: /etc/passwd}\n"
+        "    - file: {path: /etc/b, content: '{{ key }}'}\n"
+    )
+    code, stderr, elapsed, rss = run_validate(inventory, tmp_path, playbook=playbook)
+    assert code == cli.EXIT_INVALID
+    assert "Traceback" not in stderr and "root:" not in stderr
+    for expected in (
+        "site.yml:3: plays[0].vars.big: cannot render",
+        "would be 3,000,000,000 characters long, over the limit of 1,048,576 characters",
+        "site.yml:4: plays[0].vars.lorem: cannot render",
+        "lipsum() makes at most 100 paragraphs",
+        "site.yml:5: plays[0].vars.deep: cannot render",
+        "recursion too deep",
+        "site.yml:7: plays[0].resources[0].file.template: a template is named relative to",
+        "hosts.yml:4: all.hosts.gpu01.key: template syntax error",
+    ):
+        assert expected in stderr, expected
+    assert elapsed < 15
+    assert rss < 500 * 1024 * 1024
 
 
 # ------------------------------------------------------------------------------ the last line of defence
