@@ -218,7 +218,10 @@ class BoundedSandbox(SandboxedEnvironment):
         self.globals[_LOOP] = _ticking
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
-        ast = super()._parse(source, name, filename)
+        try:
+            ast = super()._parse(source, name, filename)
+        except RecursionError:  # Jinja's parser recurses once per level of brackets, operators and blocks
+            raise jinja2.TemplateSyntaxError("nested too deeply to parse", 1, name, filename) from None
         for node in ast.find_all(nodes.Name):
             if node.name.startswith(_RESERVED):
                 raise jinja2.TemplateSyntaxError(f"names starting with {_RESERVED} are reserved", node.lineno, name,
@@ -228,6 +231,14 @@ class BoundedSandbox(SandboxedEnvironment):
             loop.iter = nodes.Call(nodes.Name(_LOOP, "load", lineno=loop.lineno), [loop.iter], [], None, None,
                                    lineno=loop.lineno)
         return ast
+
+    def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False,
+                defer_init: bool = False) -> Any:
+        try:
+            return super().compile(source, name, filename, raw, defer_init)
+        except (RecursionError, MemoryError, SyntaxError):
+            # Code generation and Python's compiler recurse too; a template that deep is not a real one.
+            raise jinja2.TemplateSyntaxError("nested too deeply to compile", 1, name, filename) from None
 
     def join_path(self, template: str, parent: str) -> str:
         # `{% include "x.j2" %}` is looked up beside the including template; bad names reach the loader

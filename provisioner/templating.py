@@ -71,6 +71,13 @@ _FILE_NODES = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
 
 @lru_cache(maxsize=4096)
 def _compile(text: str) -> _Compiled:
+    try:
+        return _compile_checked(text)
+    except RecursionError:  # Jinja's analysis and code generation recurse once per level of the tree
+        raise jinja2.TemplateSyntaxError("nested too deeply to compile", 1) from None
+
+
+def _compile_checked(text: str) -> _Compiled:
     ast = TEMPLATE_ENV.parse(text)
     for node in ast.find_all(_FILE_NODES):
         # A value must not read the control machine's files; templates do that, from templates/ only.
@@ -92,7 +99,7 @@ def _compile(text: str) -> _Compiled:
         inner = text[2:-2].lstrip("-+").rstrip("-")
         try:
             expression = TEMPLATE_ENV.compile_expression(inner, undefined_to_none=False)
-        except jinja2.TemplateSyntaxError:
+        except (jinja2.TemplateSyntaxError, RecursionError):
             expression = None
     return _Compiled(names, TEMPLATE_ENV.from_string(text), expression)
 

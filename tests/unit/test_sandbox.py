@@ -258,3 +258,28 @@ def test_render_error_is_a_config_error() -> None:
     assert issubclass(sandbox.TemplateLimitError, Exception)
     with pytest.raises(ConfigError):
         render("{{ 'a' * 3000000000 }}")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{{ " + "[" * 3000 + "]" * 3000 + " }}", "nested too deeply to parse"),
+        ("{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}", "nested too deeply to parse"),
+        ("{% if 1 %}" * 500 + "{% endif %}" * 500, "nested too deeply to parse"),
+        ("{{ 1" + " + 1" * 5000 + " }}", "nested too deeply to compile"),
+        ("{{ x" + "|string" * 3000 + " }}", "nested too deeply to compile"),
+    ],
+)
+def test_deeply_nested_templates_are_syntax_errors_not_recursion_errors(
+    text: str, message: str, project: Path
+) -> None:
+    assert check_template_text(text) == message
+    assert message in refused(text, x="1").detail
+    write(project, "templates/deep.j2", text)
+    (error,) = errors_for(project, "file: {path: /etc/x, template: deep.j2}")
+    assert f"templates/deep.j2:1: template syntax error: {message}" in error
+
+
+def test_structures_built_deep_at_render_time_are_a_clean_error() -> None:
+    text = "{% set ns = namespace(l=1) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}"
+    assert "recursion too deep" in refused(text).detail
