@@ -18,12 +18,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from provisioner.errors import ConfigError, ConfigErrors, RenderError, did_you_mean
 from provisioner.inventory import Host, Inventory, load_inventory
+from provisioner.sandbox import check_name as check_template_name
+from provisioner.sandbox import template_dirs
 from provisioner.smoke.settings import AllReduceSpec
 from provisioner.specs import KINDS, FileSpec, Int, Spec
 from provisioner.templating import (
     VarResolver,
     check_template_file,
     check_template_text,
+    find_template,
     has_template,
     magic_vars,
 )
@@ -250,24 +253,6 @@ _VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # -------------------------------------------------------------------------------------------- loading
 
 
-def find_template(name: str, playbook_dir: Path) -> Path | None:
-    """Where a `template:` lives: relative to the playbook's directory, then its templates/ directory,
-    then the project's templates/ directory (beside the playbook's directory), then the project root."""
-    path = Path(name)
-    if path.is_absolute():
-        return path if path.is_file() else None
-    project = playbook_dir.parent
-    for candidate in (
-        playbook_dir / path,
-        playbook_dir / "templates" / path,
-        project / "templates" / path,
-        project / path,
-    ):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 class _PlaybookLoader:
     def __init__(self, path: Path, errors: list[ConfigError]) -> None:
         self.path = path
@@ -389,13 +374,13 @@ class _PlaybookLoader:
         return ResourceDecl(kind=kind, spec=spec, origin=self.src.origin(spec_path), path=spec_path, ok=ok)
 
     def _template_file(self, name: str, path: KeyPath) -> bool:
-        found = find_template(name, self.path.parent)
-        if found is None:
-            self.errors.append(
-                self.src.error(f"template {name!r} not found next to the playbook or in a templates/ directory", path)
-            )
+        dirs = template_dirs(self.path.parent)
+        if check_template_name(name) is not None:
+            return False  # the spec's own validation has reported it
+        if find_template(name, dirs) is None:
+            self.errors.append(self.src.error(_not_found(name, dirs), path))
             return False
-        problem = check_template_file(found)
+        problem = check_template_file(name, dirs)
         if problem is not None:
             self.errors.append(problem)
             return False
@@ -523,25 +508,24 @@ def _resolve_resource(
         return None
     if isinstance(spec, FileSpec) and spec.template is not None:
         where = src.origin((*decl.path, "template"))
-        found = find_template(spec.template, playbook_dir)
-        if found is None:
-            errors.append(
-                RenderError(
-                    f"template {spec.template!r} not found next to the playbook or in a templates/ directory",
-                    host=host.name,
-                    file=where.file,
-                    line=where.line,
-                    key=where.key,
-                )
-            )
+        dirs = template_dirs(playbook_dir)
+        problem = check_template_name(spec.template)
+        if problem is None and find_template(spec.template, dirs) is None:
+            problem = _not_found(spec.template, dirs)
+        if problem is not None:
+            errors.append(RenderError(problem, host=host.name, file=where.file, line=where.line, key=where.key))
             return None
         try:
-            content = resolver.render_file(found, where)
+            content = resolver.render_file(spec.template, dirs, where)
         except ConfigError as exc:
             errors.append(exc)
             return None
         spec = spec.model_copy(update={"content": content})
     return Resource(kind=decl.kind, spec=spec, origin=decl.origin)
+
+
+def _not_found(name: str, dirs: tuple[Path, ...]) -> str:
+    return f"template {name!r} not found in {' or '.join(str(d) for d in dirs)}"
 
 
 def _fold(errors: Sequence[ConfigError], shown: int = 3) -> list[ConfigError]:

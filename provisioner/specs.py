@@ -12,7 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from provisioner import names
+from provisioner import names, sandbox
 from provisioner.parsers import versions
 
 # ---------------------------------------------------------------------------------------------- values
@@ -71,6 +71,16 @@ ModuleName = Annotated[str, AfterValidator(names.kernel_module)]
 SysctlName = Annotated[str, AfterValidator(names.sysctl_name)]
 PackageName = Annotated[str, AfterValidator(names.package)]
 HostPath = Annotated[str, AfterValidator(names.file_path)]
+
+
+def _template_name(value: str) -> str:
+    problem = sandbox.check_name(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+TemplateName = Annotated[str, AfterValidator(_template_name)]
 UserName = Annotated[str, AfterValidator(names.user)]
 
 Notify = Annotated[
@@ -335,10 +345,10 @@ class FileSpec(Spec):
 
     path: HostPath = Field(description="absolute path of the file on the host")
     content: str | None = Field(None, description="the file's content (or use template)")
-    template: str | None = Field(
+    template: TemplateName | None = Field(
         None,
-        description="Jinja2 template rendered per host: a path relative to the playbook's directory, its "
-        "templates/ directory or the project's templates/ directory (or use content)",
+        description="Jinja2 template rendered per host: a relative path inside the playbook's templates/ "
+        "directory or the project's templates/ directory beside it (or use content)",
     )
     mode: Annotated[str, BeforeValidator(_mode_text), AfterValidator(lambda m: m.zfill(4))] = Field(
         "0644",

@@ -5,7 +5,7 @@ per-host rendering of variables and template files with Ansible's magic variable
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 import jinja2.meta
 from jinja2 import nodes
-from jinja2.sandbox import SandboxedEnvironment
 
 from provisioner.errors import ConfigError, RenderError
+from provisioner.sandbox import BoundedSandbox, DirLoader, bounded_filter, budget, render_bounded, sized
 from provisioner.yamlsrc import Origin
 
 if TYPE_CHECKING:  # inventory.py imports this module; the models are needed for annotations only
@@ -31,42 +31,28 @@ def _bool_filter(value: Any) -> bool:
     return bool(value)
 
 
-def _load_template_file(name: str) -> tuple[str, str, Callable[[], bool]] | None:
-    path = Path(name)
-    if not path.is_absolute() or not path.is_file():
-        return None  # TemplateNotFound: templates are addressed by absolute path only
-    mtime = path.stat().st_mtime_ns
-
-    def uptodate() -> bool:
-        try:
-            return path.stat().st_mtime_ns == mtime
-        except OSError:
-            return False
-
-    return path.read_text(encoding="utf-8"), name, uptodate
-
-
-class _Environment(SandboxedEnvironment):
-    def join_path(self, template: str, parent: str) -> str:
-        # `{% include "x.j2" %}` is looked up beside the including template.
-        return template if Path(template).is_absolute() else str(Path(parent).parent / template)
-
-
-def _make_env() -> SandboxedEnvironment:
+def _make_env(loader: jinja2.BaseLoader | None = None) -> BoundedSandbox:
     # trim_blocks as in Ansible's template module, so `{% if %}` lines leave no blank line behind.
-    env = _Environment(
+    env = BoundedSandbox(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         autoescape=False,
-        loader=jinja2.FunctionLoader(_load_template_file),
+        loader=loader,
     )
-    env.filters["bool"] = _bool_filter
-    env.filters["quote"] = lambda value: shlex.quote(str(value))
+    env.filters["bool"] = bounded_filter("bool", _bool_filter, None)
+    env.filters["quote"] = bounded_filter("quote", lambda value: shlex.quote(str(value)), None)
     return env
 
 
+# Values written in inventories and playbooks: no loader, and include/import/extend refused when parsed.
 TEMPLATE_ENV = _make_env()
+
+
+@lru_cache(maxsize=16)
+def file_env(dirs: tuple[Path, ...]) -> BoundedSandbox:
+    """The environment of template files: they load (and include) only from `dirs`."""
+    return _make_env(DirLoader(dirs))
 
 
 def has_template(text: str) -> bool:
@@ -81,9 +67,25 @@ class _Compiled:
     expression: Any  # compiled single `{{ expr }}`, or None
 
 
+_FILE_NODES = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+
+
 @lru_cache(maxsize=4096)
 def _compile(text: str) -> _Compiled:
+    try:
+        return _compile_checked(text)
+    except RecursionError:  # Jinja's analysis and code generation recurse once per level of the tree
+        raise jinja2.TemplateSyntaxError("nested too deeply to compile", 1) from None
+
+
+def _compile_checked(text: str) -> _Compiled:
     ast = TEMPLATE_ENV.parse(text)
+    for node in ast.find_all(_FILE_NODES):
+        # A value must not read the control machine's files; templates do that, from templates/ only.
+        raise jinja2.TemplateSyntaxError(
+            "a value cannot include, import or extend a template; use a file resource's template: instead",
+            node.lineno,
+        )
     names = frozenset(jinja2.meta.find_undeclared_variables(ast))
     expression = None
     body = ast.body
@@ -98,7 +100,7 @@ def _compile(text: str) -> _Compiled:
         inner = text[2:-2].lstrip("-+").rstrip("-")
         try:
             expression = TEMPLATE_ENV.compile_expression(inner, undefined_to_none=False)
-        except jinja2.TemplateSyntaxError:
+        except (jinja2.TemplateSyntaxError, RecursionError):
             expression = None
     return _Compiled(names, TEMPLATE_ENV.from_string(text), expression)
 
@@ -231,79 +233,108 @@ class VarResolver:
                 line=origin.line,
                 key=origin.key or None,
             ) from None
-        ctx = self.context(compiled.names)
         try:
-            if compiled.expression is not None:
-                result = compiled.expression(**ctx)
-                undefined = _undefined_inside(result)
-                if undefined is not None:
-                    str(undefined)  # raises UndefinedError naming the variable
-                return result
-            return compiled.template.render(ctx)
-        except (jinja2.TemplateError, ArithmeticError, TypeError, ValueError, LookupError) as exc:
-            message = getattr(exc, "message", None) or str(exc)
+            with budget():
+                ctx = self.context(compiled.names)
+                if compiled.expression is not None:
+                    result = sized(compiled.expression(**ctx), "the value")
+                    undefined = _undefined_inside(result)
+                    if undefined is not None:
+                        str(undefined)  # raises UndefinedError naming the variable
+                    return result
+                return render_bounded(compiled.template, ctx)
+        except (jinja2.TemplateError, ArithmeticError, TypeError, ValueError, LookupError, RecursionError,
+                MemoryError) as exc:
+            message = _message(exc)
             raise RenderError(
-                f"cannot render {text!r}{suffix}: {message}",
+                f"cannot render {_short(text)}{suffix}: {message}",
                 host=self.host,
                 file=origin.file or None,
                 line=origin.line,
                 key=origin.key or None,
             ) from None
 
-    def render_file(self, path: Path, origin: Origin) -> str:
-        """Render a template file; errors name the template's own file and line."""
-        name = str(path)
-        loaded = str(path.absolute())  # the loader's key; messages keep the path as the user gave it
+    def render_file(self, name: str, dirs: tuple[Path, ...], origin: Origin) -> str:
+        """Render the template file `name` from `dirs`; errors name the template's own file and line."""
+        env = file_env(dirs)
         try:
-            template = TEMPLATE_ENV.get_template(loaded)
-            names = _file_names(loaded, path.stat().st_mtime_ns)
+            template = env.get_template(name)
         except jinja2.TemplateSyntaxError as exc:
-            raise ConfigError(f"template syntax error: {exc.message}", file=name, line=exc.lineno) from None
-        except (OSError, jinja2.TemplateNotFound) as exc:
-            raise origin.error(f"cannot read template {name}: {exc}") from None
-        ctx = self.context(names)
+            raise ConfigError(f"template syntax error: {exc.message}", file=exc.filename, line=exc.lineno) from None
+        except (jinja2.TemplateError, OSError) as exc:
+            raise origin.error(f"cannot read template {name}: {_message(exc)}") from None
+        filename = template.filename or name
         try:
-            return template.render(ctx)
-        except (jinja2.TemplateError, ArithmeticError, TypeError, ValueError, LookupError) as exc:
-            message = getattr(exc, "message", None) or str(exc)
+            with budget():
+                ctx = self.context(_file_names(dirs, name, Path(filename).stat().st_mtime_ns))
+                return render_bounded(template, ctx)
+        except ConfigError:
+            raise
+        except (jinja2.TemplateError, ArithmeticError, TypeError, ValueError, LookupError, RecursionError,
+                MemoryError, OSError) as exc:
+            message = _message(exc)
             if isinstance(exc, jinja2.TemplateNotFound):
-                message = f"template {message} not found"
+                message = f"template {message} not found in {' or '.join(str(d) for d in dirs)}"
             raise RenderError(
                 f"{message} (rendering for {origin.key or origin})",
                 host=self.host,
-                file=name,
-                line=_template_line(exc, loaded),
+                file=filename,
+                line=_template_line(exc, filename),
             ) from None
 
 
+def _short(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "recursion too deep (a macro or loop that calls itself without end?)"
+    if isinstance(exc, MemoryError):
+        return "out of memory while rendering"
+    return getattr(exc, "message", None) or str(exc)
+
+
 @lru_cache(maxsize=256)
-def _file_names(name: str, mtime_ns: int) -> frozenset[str]:
+def _file_names(dirs: tuple[Path, ...], name: str, mtime_ns: int) -> frozenset[str]:
     """Variables a template file (and the files it includes by a literal name) reads; parsed once per
     version of the file, not once per host."""
     del mtime_ns  # part of the cache key only
+    env = file_env(dirs)
     names: set[str] = set()
     todo, seen = [name], set()
     while todo:
         current = todo.pop()
-        if current in seen or not Path(current).is_file():
+        if current in seen or len(seen) > 1000:
             continue
         seen.add(current)
-        ast = TEMPLATE_ENV.parse(Path(current).read_text("utf-8"))
+        try:
+            source, _, _ = env.loader.get_source(env, current)  # type: ignore[union-attr]
+        except jinja2.TemplateError:
+            continue  # reported when rendering reaches it
+        ast = env.parse(source)
         names |= jinja2.meta.find_undeclared_variables(ast)
         for ref in jinja2.meta.find_referenced_templates(ast):
             if ref is not None:
-                todo.append(TEMPLATE_ENV.join_path(ref, current))
+                todo.append(env.join_path(ref, current))
     return frozenset(names)
 
 
-def check_template_file(path: Path) -> ConfigError | None:
+def find_template(name: str, dirs: tuple[Path, ...]) -> Path | None:
+    """Where template `name` is found in `dirs`, or None (also for names that would lead out of them)."""
+    return DirLoader(dirs).find(name)
+
+
+def check_template_file(name: str, dirs: tuple[Path, ...]) -> ConfigError | None:
     """A syntax error in a template file, located in that file, or None."""
+    env = file_env(dirs)
     try:
-        TEMPLATE_ENV.parse(path.read_text(encoding="utf-8"))
+        env.get_template(name)
     except jinja2.TemplateSyntaxError as exc:
-        return ConfigError(f"template syntax error: {exc.message}", file=str(path), line=exc.lineno)
-    except (OSError, UnicodeDecodeError) as exc:
-        return ConfigError(f"cannot read template: {exc}", file=str(path))
+        return ConfigError(f"template syntax error: {exc.message}", file=exc.filename, line=exc.lineno)
+    except jinja2.TemplateError as exc:
+        return ConfigError(f"cannot read template {name}: {_message(exc)}")
     return None
 
 
@@ -337,6 +368,8 @@ __all__ = [
     "VarResolver",
     "check_template_file",
     "check_template_text",
+    "file_env",
+    "find_template",
     "has_template",
     "magic_vars",
     "magic_vars_for",
