@@ -1,0 +1,120 @@
+"""The SSH transport's login, against small fake servers on loopback: every failure is one clear reason,
+paramiko's own tracebacks never reach the terminal, and Ctrl-C ends a login at once."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from provisioner import knownhosts, transport
+from provisioner.inventory import Host
+
+KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPV0Ub2RoR8DfzKZ3NfGJ6+FxynfURNgLjfmn/sWCipv"
+
+
+def key(line: str) -> paramiko.PKey:
+    kind, blob = line.split()
+    return paramiko.PKey.from_type_string(kind, base64.b64decode(blob))
+
+
+@pytest.fixture
+def fake_server(request) -> Iterator[int]:
+    """A loopback listener that misbehaves as `request.param` says; yields its port."""
+    behaviour = request.param
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            if behaviour == "banner-then-close":
+                client.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+                time.sleep(0.2)
+            elif behaviour == "silent":
+                stop.wait(10)
+            client.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+
+
+def host_at(port: int) -> Host:
+    return Host("h", "127.0.0.1", port=port, explicit=frozenset({"address", "port"}))
+
+
+@pytest.mark.parametrize(("fake_server", "expected"), [
+    ("close", "closed the connection before login"),
+    ("banner-then-close", "closed the connection before login"),
+    ("silent", "no answer from the SSH server at 127.0.0.1:"),
+], indirect=["fake_server"])
+def test_a_server_that_hangs_up_or_stays_silent_is_one_clear_reason(fake_server: int, expected: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(transport.HostUnreachable) as caught:
+        transport.connect(host_at(fake_server), connect_timeout=1.5, ssh_config=Path("/dev/null"))
+    assert expected in caught.value.reason
+    assert "No existing session" not in caught.value.reason
+    assert time.monotonic() - started < 1.5 + 2
+
+
+def test_a_failed_handshake_prints_no_traceback(tmp_path: Path) -> None:
+    # paramiko's transport thread logs a traceback for a failed handshake unless its log is handled.
+    code = (
+        "import socket, threading\n"
+        "from pathlib import Path\n"
+        "from provisioner import transport\n"
+        "from provisioner.inventory import Host\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+        "threading.Thread(target=lambda: s.accept()[0].close(), daemon=True).start()\n"
+        "h = Host('h', '127.0.0.1', port=s.getsockname()[1], explicit=frozenset({'address', 'port'}))\n"
+        "try:\n    transport.connect(h, connect_timeout=2, ssh_config=Path('/dev/null'))\n"
+        "except transport.HostUnreachable as e:\n    print(e.reason)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert "closed the connection" in proc.stdout
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("fake_server", ["silent"], indirect=True)
+def test_interrupt_ends_a_login_within_a_poll(fake_server: int) -> None:
+    transport.reset()
+    timer = threading.Timer(0.5, transport.interrupt)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(transport.HostUnreachable, match="interrupted"):
+            transport.connect(host_at(fake_server), connect_timeout=30, ssh_config=Path("/dev/null"))
+    finally:
+        timer.cancel()
+        transport.reset()
+    assert time.monotonic() - started < 3
+
+
+def test_login_failures_read_as_reasons() -> None:
+    class Hop:
+        host, port, user = "10.0.0.9", 22, "root"
+
+    known = knownhosts.KnownHosts()
+    lost = transport._login_failure(paramiko.SSHException("No existing session"), Hop(), known)
+    assert "closed the connection before login" in lost and "sshd running" in lost
+    revoked = knownhosts.KnownHosts(revoked={key(KEY_A).asbytes()})
+    refused = transport._login_failure(transport._UnknownHostKey(key(KEY_A)), Hop(), revoked)
+    assert "@revoked" in refused and "SHA256:" in refused
+    long = transport._login_failure(paramiko.SSHException("x" * 5000), Hop(), known)
+    assert len(long) < 300
