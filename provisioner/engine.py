@@ -100,7 +100,7 @@ def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
         # Probes that completed keep their results; the others say why they have none.
         reason = _not_run_reason(result.ended, options)
         if not by_key and probes:
-            raise transport.CommandFailed(reason)
+            raise transport.CommandFailed(reason.replace("before it ran", "before any probe finished"))
         by_key.update({p.key: ProbeResult("", reason, NOT_RUN_EXIT) for p in probes if p.key not in by_key})
     elif not by_key and probes:
         first = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0][:200]
@@ -112,9 +112,9 @@ def _not_run_reason(ended: str, options: Options) -> str:
     return {
         "lost": "connection lost before it ran",
         "killed": "the remote shell was killed before it ran",
-        "timeout": f"not run: the host's --timeout of {options.command_timeout:g} s ran out",
+        "timeout": f"the host's --timeout of {options.command_timeout:g} s ran out before it ran",
         "interrupted": "interrupted",
-        "overflow": f"not run: the host's output passed {transport.MAX_STDOUT // (1024 * 1024)} MiB",
+        "overflow": f"the host's output passed {transport.MAX_STDOUT // (1024 * 1024)} MiB before it ran",
     }.get(ended, f"not run ({ended})")
 
 
@@ -146,8 +146,8 @@ def audit_host(plan: HostPlan, options: Options) -> HostOutcome:
     except transport.CommandFailed as exc:
         return HostOutcome(host.name, host.address, "failed", str(exc), seconds=time.monotonic() - started)
     except Exception as exc:
-        return HostOutcome(host.name, host.address, "failed", f"{type(exc).__name__}: {exc}",
-                           seconds=time.monotonic() - started)
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, never a page of script
+        return HostOutcome(host.name, host.address, "failed", message[:300], seconds=time.monotonic() - started)
     outcome = HostOutcome(host.name, host.address, "in_sync", resources=evaluate(plan, results), execs=execs)
     outcome.seconds = time.monotonic() - started
     return outcome

@@ -243,3 +243,24 @@ def test_first_ctrl_c_stops_promptly_without_a_traceback_and_leaves_nothing(lab:
     assert proc.returncode == 130
     assert "Traceback" not in err and "aborted" in err
     assert left == ""
+
+
+def test_a_connection_lost_mid_run_keeps_what_finished_and_says_connection_lost(lab: Lab, tmp_path) -> None:
+    node = lab.node("gpu01")
+    # The tool kills the sshd process serving this very connection: the network side of a crash.
+    prelude = ('p=$$; while [ "$p" -gt 1 ]; do case "$(cat /proc/$p/comm)" in sshd*) kill -9 "$p"; break;; esac; '
+               "p=$(cut -d' ' -f4 /proc/$p/stat); done; sleep 5")
+    playbook = tmp_path / "sysctl-first.yml"
+    playbook.write_text("\n".join([SMALL.splitlines()[0], SMALL.splitlines()[1], SMALL.splitlines()[3],
+                                   SMALL.splitlines()[2]]) + "\n")
+    with misbehaving_mlnx_qos(lab, node, prelude):
+        proc, report, seconds = audit_json(str(lab.state.inventory_path), "-p", str(playbook),
+                                           "--limit", "gpu01,gpu02")
+        time.sleep(2)
+        left = leftovers(lab, node, "sleep 5")
+    checks = checks_of(report, "gpu01")
+    assert checks[("sysctl[net.ipv4.conf.all.arp_ignore]", "value")]["status"] == "ok"  # finished before
+    assert checks[("roce_qos[eth1]", "trust")]["message"] == "mlnx_qos: connection lost before it ran"
+    assert proc.returncode == 4 and seconds < 30
+    assert {h["name"]: h["status"] for h in report["hosts"]}["gpu02"] == "in_sync"
+    assert left == ""
