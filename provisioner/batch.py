@@ -44,8 +44,9 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
     blocks = max(caps.stdout, caps.stderr) // 512 + 2
     tag = f"@@fabnet:{nonce}"
     return [
-        '__fn_d=$(mktemp -d 2>/dev/null) || { echo "fabnet: cannot create a temporary directory (mktemp -d)" >&2; '
-        "exit 125; }",
+        # A node whose /tmp is full or read-only still has /dev/shm or /run.
+        "__fn_d=$(mktemp -d 2>/dev/null || mktemp -d -p /dev/shm 2>/dev/null || mktemp -d -p /run 2>/dev/null) || "
+        '{ echo "fabnet: cannot create a temporary directory (mktemp -d)" >&2; exit 125; }',
         # Kill every process carrying this run's marker in its environment; repeat, because a dying
         # daemon may have forked once more between the scan and the kill.
         "__fn_sweep() {",

@@ -151,8 +151,10 @@ class _Refuse(paramiko.MissingHostKeyPolicy):
 
 def _harden(conn: Connection, known: knownhosts.KnownHosts) -> None:
     conn.client.set_missing_host_key_policy(_Refuse())
-    # SSHClient keeps its trusted keys here; ours understands patterns and skips what it must.
+    # SSHClient keeps its trusted keys here; ours understands patterns and skips what it must. The
+    # "system" set stays empty, so no key reaches the check without passing our loader.
     conn.client._host_keys = known.keys
+    conn.client._system_host_keys = paramiko.HostKeys()
 
 
 # -------------------------------------------------------------------------------------------- connect
@@ -263,6 +265,8 @@ def _login_failure(exc: Exception, hop: Connection, known: knownhosts.KnownHosts
                     "known_hosts (the host was reinstalled, or someone is in the middle). Refusing to connect.")
         return (f"host key of {hop.host} ({_fingerprint(key)}) is not in known_hosts ({files}); add it "
                 "(ssh-keyscan, then verify the fingerprint) or set fabnet_known_hosts. Refusing to connect.")
+    if isinstance(exc, paramiko.ChannelException):
+        return f"the jump host could not open a connection to {where}: {exc.text or exc.code}"
     if isinstance(exc, paramiko.AuthenticationException):
         return f"authentication failed as {hop.user}: {_short(exc)}"
     message = str(exc)

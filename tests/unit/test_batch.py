@@ -208,3 +208,11 @@ def test_when_the_reader_goes_away_the_running_probe_is_stopped_at_once() -> Non
     finally:
         proc.kill()
     assert _leftovers_killed("f7" * 8) == []
+
+
+def test_a_node_without_a_usable_tmp_falls_back_to_dev_shm() -> None:
+    probe = Probe("echo ok")
+    script = batch.build_script([probe], "ab" * 8)
+    env = {**os.environ, "TMPDIR": "/nonexistent/fabnet-test"}
+    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30, env=env)
+    assert batch.split_output(proc.stdout, "ab" * 8)[probe.key].stdout == "ok\n"

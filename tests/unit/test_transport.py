@@ -118,3 +118,5 @@ def test_login_failures_read_as_reasons() -> None:
     assert "@revoked" in refused and "SHA256:" in refused
     long = transport._login_failure(paramiko.SSHException("x" * 5000), Hop(), known)
     assert len(long) < 300
+    through = transport._login_failure(paramiko.ChannelException(2, "Connect failed"), Hop(), known)
+    assert through == "the jump host could not open a connection to 10.0.0.9:22: Connect failed"
