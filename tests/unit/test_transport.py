@@ -120,3 +120,90 @@ def test_login_failures_read_as_reasons() -> None:
     assert len(long) < 300
     through = transport._login_failure(paramiko.ChannelException(2, "Connect failed"), Hop(), known)
     assert through == "the jump host could not open a connection to 10.0.0.9:22: Connect failed"
+
+
+class FakeChannel:
+    """Just the surface of paramiko's Channel that the exec's read loop uses; `feed` decides what the
+    host sends (None: nothing yet)."""
+
+    def __init__(self, feed, *, exit_status: int | None = None) -> None:
+        self.feed, self.exit_status_value = feed, exit_status
+        self.closed = False
+        self.status_event = threading.Event()
+        self.exit_status = -1
+
+    def settimeout(self, seconds: float) -> None:
+        self.timeout = seconds
+
+    def recv_stderr_ready(self) -> bool:
+        return False
+
+    def recv(self, size: int) -> bytes:
+        data = self.feed()
+        if data is None:
+            time.sleep(self.timeout)
+            raise TimeoutError
+        if data == b"" and self.exit_status_value is not None:
+            self.exit_status = self.exit_status_value
+            self.status_event.set()
+        return data
+
+    def exit_status_ready(self) -> bool:
+        return self.status_event.is_set()
+
+    def recv_exit_status(self) -> int:
+        return self.exit_status
+
+
+class FakeTransport:
+    def __init__(self, active: bool = True) -> None:
+        self.active = active
+
+    def is_active(self) -> bool:
+        return self.active
+
+
+def collect(channel: FakeChannel, transport_: FakeTransport, timeout: float, max_stdout: int = 1 << 20):
+    started = time.monotonic()
+    return transport._collect(channel, transport_, started, started + timeout, max_stdout, 1024)
+
+
+def test_a_host_that_prints_without_end_is_cut_at_the_output_cap() -> None:
+    result = collect(FakeChannel(lambda: b"x" * 65536), FakeTransport(), timeout=60, max_stdout=1 << 20)
+    assert (result.ended, len(result.stdout)) == ("overflow", 1 << 20)
+
+
+def test_a_host_that_trickles_forever_is_cut_at_the_deadline() -> None:
+    def trickle() -> bytes:
+        time.sleep(0.05)
+        return b"."
+
+    result = collect(FakeChannel(trickle), FakeTransport(), timeout=1.0)
+    assert result.ended == "timeout" and result.seconds < 2 and result.stdout.startswith("..")
+
+
+def test_end_of_output_with_an_exit_status_is_a_normal_end() -> None:
+    chunks = iter([b"out", b""])
+    result = collect(FakeChannel(lambda: next(chunks), exit_status=3), FakeTransport(), timeout=5)
+    assert (result.ended, result.exit_code, result.stdout) == ("exited", 3, "out")
+
+
+def test_end_of_output_without_a_connection_is_a_lost_connection() -> None:
+    chunks = iter([b"partial", b""])
+    channel = FakeChannel(lambda: next(chunks))
+    channel.closed = True
+    channel.status_event.set()  # paramiko sets it on close, with no exit status
+    result = collect(channel, FakeTransport(active=False), timeout=5)
+    assert (result.ended, result.stdout) == ("lost", "partial")
+
+
+def test_interrupt_ends_the_read_loop_within_a_poll() -> None:
+    transport.reset()
+    timer = threading.Timer(0.3, transport.interrupt)
+    timer.start()
+    try:
+        result = collect(FakeChannel(lambda: None), FakeTransport(), timeout=60)
+    finally:
+        timer.cancel()
+        transport.reset()
+    assert result.ended == "interrupted" and result.seconds < 3  # not the 60 s deadline
