@@ -76,13 +76,22 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         'if command -v setsid >/dev/null 2>&1; then __fn_s=setsid; else __fn_s=""; fi',
         '__fn_now() { __fn_up=0; read -r __fn_up __fn_x </proc/uptime 2>/dev/null; __fn_up=${__fn_up%.*}; }',
         "__fn_now; __fn_end=$((__fn_up + $__fn_budget))",
+        # Blocks collect in a file and go out when the clock has ticked since the last send, and at the
+        # end: a fast host sends everything in one write (controller CPU goes per SSH message, not per
+        # byte), a slow one still sends what finished, which a lost connection then does not lose.
+        "__fn_sent=$__fn_up",
+        "__fn_flush() {",
+        '  __fn_now; if [ "$__fn_up" -ne "$__fn_sent" ] || [ "$1" = all ]; then',
+        '    cat "$__fn_d/b"; : >"$__fn_d/b"; __fn_sent=$__fn_up',
+        "  fi",
+        "}",
+        ': >"$__fn_d/b"',
         # $1 key, $2 timeout (seconds, may be fractional), $3 whole seconds, $4 the command.
         "__fn_probe() {",
-        f"  printf '%s\\n' '{tag}:begin:'\"$1\"'@@'",
         "  __fn_now; __fn_t0=$__fn_up; __fn_lim=$2; __fn_left=$((__fn_end - __fn_up))",
         # No probe outlives the host's whole budget; once it is spent the rest are reported, not run.
-        f"  if [ $__fn_left -le 0 ]; then printf '\\n%s:124:s@@\\n\\n%s\\n' '{tag}:rc:'\"$1\" "
-        f"'{tag}:end:'\"$1\"'@@'; return; fi",
+        f"  if [ $__fn_left -le 0 ]; then printf '%s\\n\\n%s:124:s@@\\n\\n%s\\n' '{tag}:begin:'\"$1\"'@@' "
+        f"'{tag}:rc:'\"$1\" '{tag}:end:'\"$1\"'@@' >>\"$__fn_d/b\"; return; fi",
         '  if [ $__fn_left -lt "$3" ]; then __fn_lim=$__fn_left; fi',
         # The background subshell is never a process-group leader, so setsid makes it one without
         # forking: its pid is the session's id and the group's id.
@@ -97,11 +106,15 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         f'__fn_sweep "{run_id}-$1"; fi;; esac',
         f'  [ $(wc -c <"$__fn_d/o") -gt {caps.stdout} ] && __fn_fl="${{__fn_fl}}o"',
         f'  [ $(wc -c <"$__fn_d/e") -gt {caps.stderr} ] && __fn_fl="${{__fn_fl}}e"',
-        f'  head -c {caps.stdout} "$__fn_d/o"',
-        f"  printf '\\n%s:%s:%s@@\\n' '{tag}:rc:'\"$1\" \"$__fn_rc\" \"$__fn_fl\"",
-        f'  head -c {caps.stderr} "$__fn_d/e"',
-        f"  printf '\\n%s\\n' '{tag}:end:'\"$1\"'@@'",
+        "  {",
+        f"    printf '%s\\n' '{tag}:begin:'\"$1\"'@@'",
+        f'    head -c {caps.stdout} "$__fn_d/o"',
+        f"    printf '\\n%s:%s:%s@@\\n' '{tag}:rc:'\"$1\" \"$__fn_rc\" \"$__fn_fl\"",
+        f'    head -c {caps.stderr} "$__fn_d/e"',
+        f"    printf '\\n%s\\n' '{tag}:end:'\"$1\"'@@'",
+        '  } >>"$__fn_d/b"',
         '  rm -f "$__fn_d/o" "$__fn_d/e"',
+        "  __fn_flush",
         "}",
     ]
 
@@ -125,7 +138,7 @@ def build_script(probes: Sequence[Probe], nonce: str, *, run_id: str | None = No
         seen.add(probe.key)
         whole = int(probe.timeout)  # whole seconds, for the shell's integer clock
         lines.append(f"__fn_probe {probe.key} {probe.timeout:g} {whole} {shlex.quote(probe.command)}")
-    lines += ["exit 0", "}"]
+    lines += ["__fn_flush all", "exit 0", "}"]
     return "\n".join(lines) + "\n"
 
 

@@ -100,7 +100,7 @@ def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
         # Probes that completed keep their results; the others say why they have none.
         reason = _not_run_reason(result.ended, options)
         if not by_key and probes:
-            raise transport.CommandFailed(reason.replace("before it ran", "before any probe finished"))
+            raise transport.CommandFailed(reason.replace("its result", "any result"))
         by_key.update({p.key: ProbeResult("", reason, NOT_RUN_EXIT) for p in probes if p.key not in by_key})
     elif not by_key and probes:
         first = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0][:200]
@@ -110,11 +110,11 @@ def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
 
 def _not_run_reason(ended: str, options: Options) -> str:
     return {
-        "lost": "connection lost before it ran",
-        "killed": "the remote shell was killed before it ran",
-        "timeout": f"the host's --timeout of {options.command_timeout:g} s ran out before it ran",
+        "lost": "connection lost before its result arrived",
+        "killed": "the remote shell was killed before its result arrived",
+        "timeout": f"the host's --timeout of {options.command_timeout:g} s ran out before its result came",
         "interrupted": "interrupted",
-        "overflow": f"the host's output passed {transport.MAX_STDOUT // (1024 * 1024)} MiB before it ran",
+        "overflow": f"the host's output passed {transport.MAX_STDOUT // (1024 * 1024)} MiB before its result came",
     }.get(ended, f"not run ({ended})")
 
 

@@ -111,12 +111,13 @@ def test_a_lost_connection_keeps_finished_probes_and_says_so_for_the_rest(monkey
     outcome = _gather_with(monkeypatch, tmp_path, _first_probe_done, "lost")
     messages = {c.message for r in outcome.resources for c in r.checks if c.status == "error"}
     assert "no interface eth1" in messages  # the finished probe's own result
-    assert {m for m in messages if m != "no interface eth1"} == {"ibv_devinfo -v: connection lost before it ran"}
+    lost = {m for m in messages if m != "no interface eth1"}
+    assert lost == {"ibv_devinfo -v: connection lost before its result arrived"}
 
 
 def test_nothing_run_at_all_is_one_short_host_error(monkeypatch, tmp_path) -> None:
     outcome = _gather_with(monkeypatch, tmp_path, lambda script, nonce: "", "timeout")
     assert outcome.status == "failed"
-    assert outcome.error == "the host's --timeout of 7 s ran out before any probe finished"
+    assert outcome.error == "the host's --timeout of 7 s ran out before any result came"
     outcome = _gather_with(monkeypatch, tmp_path, lambda script, nonce: "", "lost")
-    assert outcome.error == "connection lost before any probe finished"
+    assert outcome.error == "connection lost before any result arrived"
