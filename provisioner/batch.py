@@ -181,3 +181,9 @@ def remote_command(become_user: str | None = None) -> str:
     if become_user:
         return " ".join(shlex.quote(p) for p in ("sudo", "-n", "-H", "-u", become_user, "--", "sh", "-s"))
     return "sh -s"
+
+
+def wrap_become(script: str, user: str = "root") -> str:
+    """A command line running `script` through sudo, for callers that send a whole command line (the
+    fact script itself goes through `remote_command`). Non-interactive: a password prompt would hang."""
+    return " ".join(shlex.quote(p) for p in ("sudo", "-n", "-H", "-u", user, "--", "sh", "-c", script))

@@ -92,7 +92,8 @@ def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
     conn = transport.connect(plan.host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
     try:
         # The host stops its own probes at the budget; the margin lets it say so before we hang up.
-        result = transport.run(conn, script, command=command, timeout=options.command_timeout + batch.REPORT_MARGIN)
+        result = transport.run(conn, script, command=command, timeout=options.command_timeout + batch.REPORT_MARGIN,
+                               partial=True)
     finally:
         conn.close()
     by_key = batch.split_output(result.stdout, nonce)

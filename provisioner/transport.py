@@ -297,13 +297,26 @@ def _oserror(exc: OSError) -> str:
 # ----------------------------------------------------------------------------------------------- exec
 
 
-def run(conn: Connection, script: str, *, command: str = "sh -s", timeout: float = 120.0,
+ENDINGS = {
+    "timeout": "no result in time (--timeout)",
+    "lost": "connection lost",
+    "killed": "the remote shell was killed",
+    "interrupted": "interrupted",
+    "overflow": "the host's output passed the size limit",
+}
+
+
+def run(conn: Connection, script: str, *, command: str = "sh -s", timeout: float = 120.0, partial: bool = False,
         max_stdout: int = MAX_STDOUT, max_stderr: int = MAX_STDERR) -> ExecResult:
     """Run `command` in ONE exec with `script` on its standard input, for at most `timeout` seconds.
 
-    The command's own exit code is returned, never raised. Output past `max_stdout` ends the exec
-    ("overflow"); stderr past `max_stderr` is read and dropped. A lost connection, the deadline and
-    `interrupt()` end it too, keeping what arrived so far; `ended` says which.
+    The script's text never shows in the host's process list and has no length limit. It is sent as one
+    brace group, so the shell reads all of it before running any of it (a command in it that reads
+    standard input finds nothing of the script). The command's own exit code is returned, never raised.
+
+    Output past `max_stdout` ends the exec ("overflow"); stderr past `max_stderr` is read and dropped.
+    A lost connection, the deadline and `interrupt()` end it too: with `partial`, the result keeps what
+    arrived so far and `ended` says why; without, they raise CommandFailed with a one-line reason.
     """
     started = time.monotonic()
     deadline = started + timeout
@@ -314,7 +327,7 @@ def run(conn: Connection, script: str, *, command: str = "sh -s", timeout: float
         channel = client_transport.open_session(timeout=max(1.0, min(timeout, 30.0)))
         channel.settimeout(max(1.0, min(timeout, 30.0)))
         channel.exec_command(command)
-        channel.sendall(script.encode())
+        channel.sendall(("{\n" + script.rstrip("\n") + "\n}\n").encode())
         channel.shutdown_write()
     except (paramiko.SSHException, OSError, EOFError) as exc:
         if _interrupted.is_set():
@@ -322,9 +335,12 @@ def run(conn: Connection, script: str, *, command: str = "sh -s", timeout: float
         lost = not client_transport.is_active()
         raise CommandFailed("connection lost" if lost else f"cannot start the command: {_short(exc)}") from exc
     try:
-        return _collect(channel, client_transport, started, deadline, max_stdout, max_stderr)
+        result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr)
     finally:
         channel.close()
+    if not partial and result.ended != "exited":
+        raise CommandFailed(f"{conn.host}: {ENDINGS.get(result.ended, result.ended)}")
+    return result
 
 
 def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, started: float, deadline: float,

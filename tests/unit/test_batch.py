@@ -216,3 +216,9 @@ def test_a_node_without_a_usable_tmp_falls_back_to_dev_shm() -> None:
     env = {**os.environ, "TMPDIR": "/nonexistent/fabnet-test"}
     proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30, env=env)
     assert batch.split_output(proc.stdout, "ab" * 8)[probe.key].stdout == "ok\n"
+
+
+def test_wrap_become_builds_a_sudo_command_line_for_whole_command_callers() -> None:
+    wrapped = batch.wrap_become("echo 'a b'", "root")
+    assert wrapped.startswith("sudo -n -H -u root -- sh -c ")
+    assert subprocess.run(["sh", "-c", wrapped.split(" -- ", 1)[1]], capture_output=True, text=True).stdout == "a b\n"

@@ -207,3 +207,46 @@ def test_interrupt_ends_the_read_loop_within_a_poll() -> None:
         timer.cancel()
         transport.reset()
     assert result.ended == "interrupted" and result.seconds < 3  # not the 60 s deadline
+
+
+class SessionTransport(FakeTransport):
+    """A transport whose session records what was sent and then behaves as `channel` does."""
+
+    def __init__(self, channel: FakeChannel) -> None:
+        super().__init__()
+        self.channel = channel
+        channel.sent = b""
+        channel.exec_command = lambda command: setattr(channel, "command", command)
+        channel.sendall = lambda data: setattr(channel, "sent", channel.sent + data)
+        channel.shutdown_write = lambda: None
+        channel.close = lambda: None
+
+    def open_session(self, timeout: float) -> FakeChannel:
+        return self.channel
+
+
+def fake_conn(channel: FakeChannel):
+    session = SessionTransport(channel)
+    client = type("Client", (), {"get_transport": lambda self: session})()
+    return type("Conn", (), {"client": client, "host": "10.0.0.9"})()
+
+
+def test_the_script_goes_on_stdin_as_one_group_and_a_short_end_raises_unless_partial() -> None:
+    chunks = iter([b"out", b""])
+    channel = FakeChannel(lambda: next(chunks), exit_status=0)
+    result = transport.run(fake_conn(channel), "echo a\nexit 3\n", command="sh -s", timeout=5)
+    assert (channel.command, channel.sent) == ("sh -s", b"{\necho a\nexit 3\n}\n")
+    assert (result.ended, result.stdout) == ("exited", "out")
+    # Run locally, the group keeps a command that reads stdin from eating the rest of the script.
+    local = subprocess.run(["sh", "-s"], input=channel.sent.replace(b"echo a", b"cat; echo a"),
+                           capture_output=True, timeout=10)
+    assert (local.stdout, local.returncode) == (b"a\n", 3)
+
+    def trickle() -> bytes:
+        time.sleep(0.05)
+        return b"."
+
+    with pytest.raises(transport.CommandFailed, match=r"^10\.0\.0\.9: no result in time \(--timeout\)$"):
+        transport.run(fake_conn(FakeChannel(trickle)), "sleep 9", timeout=0.5)
+    result = transport.run(fake_conn(FakeChannel(trickle)), "sleep 9", timeout=0.5, partial=True)
+    assert result.ended == "timeout" and result.stdout.startswith(".")
