@@ -7,6 +7,8 @@ such and never stops the others.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +18,7 @@ from typing import Literal
 from provisioner import batch, transport, workers
 from provisioner.playbook import HostPlan, Resource
 from provisioner.resources import FLEET_CHECKS, REGISTRY
-from provisioner.resources.base import Check, HostContext, Probe, Results
+from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
 
 HostStatus = Literal["in_sync", "drifted", "unreachable", "failed"]
 
@@ -50,6 +52,7 @@ class HostOutcome:
 class AuditOutcome:
     hosts: list[HostOutcome]
     seconds: float
+    warnings: list[str] = field(default_factory=list)  # e.g. known_hosts lines skipped
 
     def count(self, status: HostStatus) -> int:
         return sum(1 for h in self.hosts if h.status == status)
@@ -92,19 +95,36 @@ def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
     """Run every probe of the host in one exec. Returns the results and the number of execs (1)."""
     probes = plan_probes(plan)
     nonce = batch.new_nonce()
-    script = batch.build_script(probes, nonce)
-    if plan.host.become and plan.host.become_user:
-        script = batch.wrap_become(script, plan.host.become_user)
+    script = batch.build_script(probes, nonce, budget=options.command_timeout)
+    command = batch.remote_command(plan.host.become_user if plan.host.become else None)
     conn = transport.connect(plan.host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
     try:
-        result = transport.run(conn, script, timeout=options.command_timeout)
+        # The host stops its own probes at the budget; the margin lets it say so before we hang up.
+        result = transport.run(conn, script, command=command, timeout=options.command_timeout + batch.REPORT_MARGIN,
+                               partial=True)
     finally:
         conn.close()
     by_key = batch.split_output(result.stdout, nonce)
-    if not by_key and probes:
-        first = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0]
+    if result.ended != "exited":
+        # Probes that completed keep their results; the others say why they have none.
+        reason = _not_run_reason(result.ended, options)
+        if not by_key and probes:
+            raise transport.CommandFailed(reason.replace("its result", "any result"))
+        by_key.update({p.key: ProbeResult("", reason, NOT_RUN_EXIT) for p in probes if p.key not in by_key})
+    elif not by_key and probes:
+        first = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0][:200]
         raise transport.CommandFailed(f"the fact-gathering script produced no results: {first}")
     return Results(by_key), 1
+
+
+def _not_run_reason(ended: str, options: Options) -> str:
+    return {
+        "lost": "connection lost before its result arrived",
+        "killed": "the remote shell was killed before its result arrived",
+        "timeout": f"the host's --timeout of {options.command_timeout:g} s ran out before its result came",
+        "interrupted": "interrupted",
+        "overflow": f"the host's output passed {transport.MAX_STDOUT // (1024 * 1024)} MiB before its result came",
+    }.get(ended, f"not run ({ended})")
 
 
 def evaluate(plan: HostPlan, results: Results) -> list[ResourceOutcome]:
@@ -132,9 +152,11 @@ def audit_host(plan: HostPlan, options: Options) -> HostOutcome:
         results, execs = gather(plan, options)
     except transport.HostUnreachable as exc:
         return HostOutcome(host.name, host.address, "unreachable", exc.reason, seconds=time.monotonic() - started)
+    except transport.CommandFailed as exc:
+        return HostOutcome(host.name, host.address, "failed", str(exc), seconds=time.monotonic() - started)
     except Exception as exc:
-        return HostOutcome(host.name, host.address, "failed", f"{type(exc).__name__}: {exc}",
-                           seconds=time.monotonic() - started)
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, never a page of script
+        return HostOutcome(host.name, host.address, "failed", message[:300], seconds=time.monotonic() - started)
     outcome = HostOutcome(host.name, host.address, "in_sync", resources=evaluate(plan, results), execs=execs)
     outcome.seconds = time.monotonic() - started
     return outcome
@@ -191,11 +213,20 @@ def audit(plans: Sequence[HostPlan], options: Options, progress: Progress | None
         if progress:
             progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
 
-    # Threads, or for a large fleet a few worker processes each with its own threads (see workers.py).
-    workers.run(plans, lambda plan: audit_host(plan, options), options.forks, done,
-                lambda plan, why: HostOutcome(plan.host.name, plan.host.address, "failed", why))
+    transport.reset()
+    try:
+        # Threads, or for a large fleet a few worker processes each with its own threads (see workers.py).
+        workers.run(plans, lambda plan: audit_host(plan, options), options.forks, done,
+                    lambda plan, why: HostOutcome(plan.host.name, plan.host.address, "failed", why))
+    except KeyboardInterrupt:
+        # Ctrl-C: every login and exec returns within a poll, instead of waiting for them to finish; a
+        # second Ctrl-C while they unwind ends the process at once, without a traceback.
+        transport.interrupt()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        raise
     apply_fleet_checks(plans, outcomes)
     for outcome in outcomes.values():
         finish_status(outcome)
     ordered = [outcomes[plan.host.name] for plan in plans]
-    return AuditOutcome(ordered, time.monotonic() - started)
+    return AuditOutcome(ordered, time.monotonic() - started, transport.take_warnings())

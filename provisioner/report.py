@@ -1,8 +1,15 @@
-"""Everything fabnet shows a person or a program: rich tables, progress, JSON. The only place that prints."""
+"""Everything fabnet shows a person or a program: rich tables, progress, JSON. The only place that prints.
+
+Text that came from hosts (values, error messages) may hold terminal escapes or control bytes: every
+output shows them escaped (`clean`), so a node can neither move the operator's cursor nor make the
+JUnit XML ill-formed; names are never read as rich markup.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,24 +20,80 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-console = Console()
+from provisioner.files import OutputError
+
+
+def _broken_pipe() -> None:
+    # Point stdout at /dev/null so that the interpreter's own flush at exit stays quiet.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    raise OutputError("standard output was closed by its reader (broken pipe)")
+
+
+class _StdoutConsole(Console):
+    def on_broken_pipe(self) -> None:  # rich's own would exit 1 without a word
+        _broken_pipe()
+
+
+console: Console = _StdoutConsole()
 err_console = Console(stderr=True)
+
+# C0 controls but newline and tab, DEL, C1 controls, bidirectional overrides (which reorder what a
+# terminal shows), and the code points XML 1.0 cannot hold.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+
+
+def clean(text: object) -> str:
+    """`text` with every control character written as a visible escape (`\\x1b`, `\\r`, `\\u202e`)."""
+    value = "" if text is None else str(text)
+    return _UNSAFE.sub(_escape_char, value)
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\r":
+        return "\\r"
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _cleaned(text: str | None) -> str | None:
+    return None if text is None else clean(text)
+
+
+@contextmanager
+def _stdout() -> Iterator[None]:
+    """Writes to standard output that end in one clear error when it is closed or unwritable."""
+    if sys.stdout is None:
+        raise OutputError("standard output is closed: nothing can be printed (redirect it to a file instead)")
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _broken_pipe()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise OutputError(f"cannot write to standard output: {reason}") from None
 
 
 def info(message: str) -> None:
-    console.print(message, highlight=False, soft_wrap=True, markup=False)
+    with _stdout():
+        console.print(clean(message), highlight=False, soft_wrap=True, markup=False)
 
 
 def error(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(clean(message))}", highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[yellow]warning:[/] {escape(clean(message))}", highlight=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    # ensure_ascii: any control byte left is a \u escape, never a raw byte on the terminal.
+    with _stdout():
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=True) + "\n")
 
 
 @contextmanager
@@ -109,24 +172,25 @@ def audit_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None
             "unreachable": outcome.count("unreachable"),
             "failed": outcome.count("failed"),
         },
+        "warnings": [clean(w) for w in getattr(outcome, "warnings", ())],
         "hosts": [
             {
-                "name": host.name,
-                "address": host.address,
+                "name": clean(host.name),
+                "address": clean(host.address),
                 "status": host.status,
-                "error": host.error,
+                "error": _cleaned(host.error),
                 "seconds": round(host.seconds, 3),
                 "execs": host.execs,
                 "resources": [
                     {
                         "kind": res.kind,
-                        "target": res.target,
-                        "source": res.source,
-                        "play": res.play,
+                        "target": clean(res.target),
+                        "source": clean(res.source),
+                        "play": clean(res.play),
                         "status": res.status,
                         "checks": [
-                            {"attribute": c.attribute, "desired": c.desired, "actual": c.actual,
-                             "status": c.status, "message": c.message}
+                            {"attribute": clean(c.attribute), "desired": clean(c.desired),
+                             "actual": _cleaned(c.actual), "status": c.status, "message": clean(c.message)}
                             for c in res.checks
                         ],
                     }
@@ -140,35 +204,47 @@ def audit_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None
 
 def audit_tables(outcome: Any, *, verbose: bool = False) -> None:
     """One table per host that needs attention (every row with --verbose), then the recap."""
-    for host in outcome.hosts:
-        style = _STATUS_STYLE[host.status]
-        label = host.status.replace("_", " ")
-        if host.status in ("unreachable",) or (host.status == "failed" and not host.resources):
-            console.print(f"[bold]{host.name}[/] ({host.address}): [{style}]{label}[/] — {escape(host.error or '')}",
-                          highlight=False)
-            continue
-        rows = [(r, c) for r in host.resources for c in r.checks if verbose or c.status != "ok"]
-        checked = sum(len(r.checks) for r in host.resources)
-        if not rows:
-            console.print(f"[bold]{host.name}[/] ({host.address}): [{style}]{label}[/] — "
-                          f"{len(host.resources)} resources, {checked} checks", highlight=False)
-            continue
-        table = Table(title=f"{host.name} ({host.address}): [{style}]{label}[/]", title_justify="left",
-                      show_lines=False, expand=False)
-        for column in ("resource", "attribute", "desired", "actual", "status", "detail"):
-            table.add_column(column, overflow="fold")
-        for resource, check in rows:
-            # Text cells: values such as `interface[eth1]` must never be read as rich markup.
-            table.add_row(
-                Text(resource.target), Text(check.attribute), Text(check.desired),
-                Text("" if check.actual is None else check.actual),
-                Text(check.status, style=_STATUS_STYLE[check.status]), Text(check.message),
-            )
-        console.print(table)
-        if not verbose:
-            hidden = checked - len(rows)
-            console.print(f"  [dim]{hidden} other checks ok (--verbose shows them)[/]", highlight=False)
-    recap(outcome)
+    with _stdout():
+        for host in outcome.hosts:
+            _host_table(host, verbose)
+        recap(outcome)
+
+
+def _host_title(host: Any, style: str, label: str) -> Text:
+    # Built as Text, never as markup: a host name such as `gpu[/]01` is shown, not interpreted.
+    title = Text()
+    title.append(clean(host.name), style="bold")
+    title.append(f" ({clean(host.address)}): ")
+    title.append(label, style=style)
+    return title
+
+
+def _host_table(host: Any, verbose: bool) -> None:
+    style = _STATUS_STYLE[host.status]
+    label = host.status.replace("_", " ")
+    title = _host_title(host, style, label)
+    if host.status in ("unreachable",) or (host.status == "failed" and not host.resources):
+        console.print(title + Text(f" — {clean(host.error or '')}"), highlight=False)
+        return
+    rows = [(r, c) for r in host.resources for c in r.checks if verbose or c.status != "ok"]
+    checked = sum(len(r.checks) for r in host.resources)
+    if not rows:
+        console.print(title + Text(f" — {len(host.resources)} resources, {checked} checks"), highlight=False)
+        return
+    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    for column in ("resource", "attribute", "desired", "actual", "status", "detail"):
+        table.add_column(column, overflow="fold")
+    for resource, check in rows:
+        # Text cells: values such as `interface[eth1]` must never be read as rich markup.
+        table.add_row(
+            Text(clean(resource.target)), Text(clean(check.attribute)), Text(clean(check.desired)),
+            Text(clean(check.actual)),
+            Text(check.status, style=_STATUS_STYLE[check.status]), Text(clean(check.message)),
+        )
+    console.print(table)
+    if not verbose:
+        hidden = checked - len(rows)
+        console.print(f"  [dim]{hidden} other checks ok (--verbose shows them)[/]", highlight=False)
 
 
 def recap(outcome: Any) -> None:
@@ -182,34 +258,44 @@ def recap(outcome: Any) -> None:
 
 
 def audit_junit(outcome: Any) -> str:
-    """JUnit XML: one test case per checked attribute, so CI dashboards show drift like failing tests."""
+    """JUnit XML: one test case per checked attribute, so CI dashboards show drift like failing tests.
+
+    Every text is `clean`ed: XML 1.0 cannot hold most control characters, even escaped.
+    """
     from xml.etree import ElementTree as ET
 
     suites = ET.Element("testsuites", name="fabnet audit")
     for host in outcome.hosts:
-        suite = ET.SubElement(suites, "testsuite", name=host.name, time=f"{host.seconds:.3f}")
+        name = clean(host.name)
+        suite = ET.SubElement(suites, "testsuite", name=name, time=f"{host.seconds:.3f}")
         cases = failures = errors = 0
         if host.status == "unreachable" or (host.status == "failed" and not host.resources):
-            case = ET.SubElement(suite, "testcase", classname=host.name, name="reach host")
-            ET.SubElement(case, "error", message=host.error or host.status)
+            case = ET.SubElement(suite, "testcase", classname=name, name="reach host")
+            ET.SubElement(case, "error", message=clean(host.error or host.status))
             cases, errors = 1, 1
         for resource in host.resources:
             for check in resource.checks:
                 cases += 1
-                case = ET.SubElement(suite, "testcase", classname=f"{host.name}.{resource.target}",
-                                     name=check.attribute, file=resource.source)
+                case = ET.SubElement(suite, "testcase", classname=f"{name}.{clean(resource.target)}",
+                                     name=clean(check.attribute), file=clean(resource.source))
                 if check.status == "drift":
                     failures += 1
-                    failure = ET.SubElement(case, "failure", message=f"desired {check.desired}, actual {check.actual}")
-                    failure.text = check.message
+                    failure = ET.SubElement(case, "failure",
+                                            message=clean(f"desired {check.desired}, actual {check.actual}"))
+                    failure.text = clean(check.message)
                 elif check.status == "error":
                     errors += 1
-                    ET.SubElement(case, "error", message=check.message)
+                    ET.SubElement(case, "error", message=clean(check.message))
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
         suite.set("errors", str(errors))
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def audit_warnings(outcome: Any) -> None:
+    for warning in getattr(outcome, "warnings", ()):
+        warn(warning)
 
 
 @contextmanager
@@ -226,7 +312,7 @@ def host_progress(total: int, description: str) -> Iterator[Callable[[str, str |
 
         def advance(host: str, problem: str | None) -> None:
             if problem:
-                progress.console.print(f"[red]{escape(host)}: {escape(problem)}[/]", highlight=False)
+                progress.console.print(f"[red]{escape(clean(host))}: {escape(clean(problem))}[/]", highlight=False)
             progress.advance(task)
 
         yield advance
@@ -234,6 +320,6 @@ def host_progress(total: int, description: str) -> Iterator[Callable[[str, str |
 
 def config_errors(errors: list[Any]) -> None:
     for problem in errors:
-        err_console.print(f"[bold red]error:[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(clean(problem))}", highlight=False, soft_wrap=True)
     if len(errors) > 1:
         err_console.print(f"{len(errors)} problems found", highlight=False)

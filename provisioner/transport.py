@@ -1,24 +1,43 @@
-"""The only place that talks SSH: Fabric connections with strict host-key checking, and one exec.
+"""The only place that talks SSH: strict host keys, a cancellable login, and one exec with hard limits.
 
 Host keys are checked against the inventory's `fabnet_known_hosts` file, the user's known_hosts and
-any UserKnownHostsFile from ~/.ssh/config; an unknown or changed key refuses the connection (Fabric's
-default would accept any key). ~/.ssh/config is honoured, ProxyJump included, and jump hosts get the
-same strict policy.
+any UserKnownHostsFile from ~/.ssh/config, read as OpenSSH reads them (knownhosts.py); an unknown,
+changed or revoked key refuses the connection (Fabric's default would accept any key). ~/.ssh/config
+is honoured, ProxyJump included; jump hosts get the same policy, and an error on one names it.
+
+The exec sends its script on standard input and reads at most a fixed amount of output until a
+deadline, whatever the host prints; `interrupt()` (Ctrl-C) ends every login and exec within a poll.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
+import select
 import shlex
 import socket
+import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import paramiko
 from fabric import Config, Connection
 
+from provisioner import knownhosts
 from provisioner.errors import FabnetError
 from provisioner.inventory import Host
+
+# paramiko logs a traceback for every failed handshake; its errors reach the operator as one reason
+# each (HostUnreachable), so its log stays out of the terminal.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+POLL = 0.2  # seconds between checks of the deadline and of Ctrl-C while waiting on the network
+MAX_STDOUT = 96 * 1024 * 1024  # one host's whole exec; the script caps each probe far below this
+MAX_STDERR = 64 * 1024
 
 
 class HostUnreachable(FabnetError):
@@ -34,12 +53,81 @@ class CommandFailed(FabnetError):
     """The remote exec itself failed (not one probe inside it)."""
 
 
+Ended = Literal["exited", "timeout", "lost", "killed", "interrupted", "overflow"]
+
+
 @dataclass(frozen=True)
 class ExecResult:
     stdout: str
     stderr: str
-    exit_code: int
+    exit_code: int  # -1 when the exec did not end by itself (see `ended`)
     seconds: float
+    ended: Ended = "exited"
+
+
+# ---------------------------------------------------------------------------------------- cancellation
+
+_interrupted = threading.Event()
+_sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+_sockets_lock = threading.Lock()
+
+
+def interrupt() -> None:
+    """Stop every login and exec in progress (from any thread): their calls return or raise within POLL."""
+    _interrupted.set()
+    with _sockets_lock:
+        live = list(_sockets)
+    for sock in live:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def reset() -> None:
+    _interrupted.clear()
+
+
+def _track(sock: socket.socket) -> None:
+    with _sockets_lock:
+        _sockets.add(sock)
+
+
+# ------------------------------------------------------------------------------------------ host keys
+
+_known_cache: dict[tuple, knownhosts.KnownHosts] = {}
+_known_lock = threading.Lock()
+_warned: set[str] = set()
+_pending_warnings: list[str] = []
+
+
+def _known_hosts(files: list[Path]) -> knownhosts.KnownHosts:
+    """The parsed files, once per run (keyed by their size and mtime); their warnings queued once."""
+    stamp = []
+    for path in files:
+        try:
+            info = path.stat()
+            stamp.append((str(path), info.st_size, info.st_mtime_ns))
+        except OSError:
+            stamp.append((str(path), -1, -1))
+    key = tuple(stamp)
+    with _known_lock:
+        if key not in _known_cache:
+            known = knownhosts.load(files)
+            _known_cache[key] = known
+            for warning in known.warnings:
+                if warning not in _warned:
+                    _warned.add(warning)
+                    _pending_warnings.append(warning)
+        return _known_cache[key]
+
+
+def take_warnings() -> list[str]:
+    """Warnings (such as skipped known_hosts lines) not yet handed out, each once per process."""
+    with _known_lock:
+        taken = list(_pending_warnings)
+        _pending_warnings.clear()
+    return taken
 
 
 def _known_hosts_files(host: Host, conn: Connection) -> list[Path]:
@@ -51,11 +139,56 @@ def _known_hosts_files(host: Host, conn: Connection) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
-def _harden(conn: Connection, files: list[Path]) -> None:
-    conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    keys = conn.client.get_host_keys()
-    for path in files:
-        keys.load(str(path))
+class _UnknownHostKey(paramiko.SSHException):
+    def __init__(self, key: paramiko.PKey) -> None:
+        super().__init__("host key not found in known_hosts")
+        self.key = key
+
+
+class _Refuse(paramiko.MissingHostKeyPolicy):
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        raise _UnknownHostKey(key)
+
+
+def _harden(conn: Connection, known: knownhosts.KnownHosts) -> None:
+    conn.client.set_missing_host_key_policy(_Refuse())
+    # SSHClient keeps its trusted keys here; ours understands patterns and skips what it must. The
+    # "system" set stays empty, so no key reaches the check without passing our loader.
+    conn.client._host_keys = known.keys
+    conn.client._system_host_keys = paramiko.HostKeys()
+
+
+# -------------------------------------------------------------------------------------------- connect
+
+
+def _dial(address: str, port: int, timeout: float) -> socket.socket:
+    """A connected TCP socket, waiting in slices so that Ctrl-C is seen; TCP_NODELAY set before the
+    handshake (it cuts login time several-fold)."""
+    deadline = time.monotonic() + timeout
+    last: OSError = TimeoutError("timed out")
+    for family, kind, proto, _name, sockaddr in socket.getaddrinfo(address, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        _track(sock)
+        sock.setblocking(False)
+        code = sock.connect_ex(sockaddr)
+        while code in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
+            remaining = deadline - time.monotonic()
+            if _interrupted.is_set() or remaining <= 0:
+                sock.close()
+                if _interrupted.is_set():
+                    raise InterruptedError("interrupted")
+                raise TimeoutError("timed out")
+            _, writable, _ = select.select([], [sock], [], min(POLL, remaining))
+            if writable:
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code == 0:
+            sock.setblocking(True)
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        sock.close()
+        last = OSError(code, os.strerror(code))
+    raise last
 
 
 def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | None = None) -> Connection:
@@ -71,48 +204,89 @@ def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | Non
         host.ssh_config_host,
         user=host.user if "user" in explicit else None,
         port=host.port if "port" in explicit else None,
-        connect_timeout=int(max(1, connect_timeout)),
+        connect_timeout=max(0.5, connect_timeout),
         connect_kwargs=connect_kwargs,
         config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config(),
     )
-    files = _known_hosts_files(host, conn)
+    known = _known_hosts(_known_hosts_files(host, conn))
+    chain: list[Connection] = []  # the target first, then each jump host outwards
     hop: Connection | None = conn
     while isinstance(hop, Connection):
-        _harden(hop, files)
+        _harden(hop, known)
+        chain.append(hop)
         hop = hop.gateway if isinstance(hop.gateway, Connection) else None
-    if not conn.gateway:
-        # Our own socket, so TCP_NODELAY is set before the handshake: it cuts login time several-fold.
-        try:
-            sock = socket.create_connection((conn.host, conn.port), timeout=connect_timeout)
-        except OSError as exc:
-            raise HostUnreachable(host.name, f"cannot connect to {conn.host}:{conn.port}: {_oserror(exc)}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn.connect_kwargs["sock"] = sock
     try:
-        conn.open()
-    except paramiko.BadHostKeyException as exc:
+        # Outermost jump host first, so a failure is blamed on the hop where it happened.
+        for position, hop in reversed(list(enumerate(chain))):
+            role = "" if position == 0 else f"jump host {hop.host}: "
+            _open(hop, host.name, role, known, connect_timeout)
+    except BaseException:
         conn.close()
-        raise HostUnreachable(
-            host.name,
-            f"host key mismatch for {conn.host}: it presented a {exc.key.get_name()} key that does not match "
-            "known_hosts (the host was reinstalled, or someone is in the middle). Refusing to connect.",
-        ) from exc
-    except paramiko.SSHException as exc:
-        conn.close()
-        message = str(exc)
-        if "not found in known_hosts" in message:
-            raise HostUnreachable(
-                host.name,
-                f"host key of {conn.host} is not in known_hosts ({', '.join(map(str, files)) or 'none found'}); "
-                "add it (ssh-keyscan, then verify the fingerprint) or set fabnet_known_hosts. Refusing to connect.",
-            ) from exc
-        if isinstance(exc, paramiko.AuthenticationException):
-            raise HostUnreachable(host.name, f"authentication failed as {conn.user}: {message}") from exc
-        raise HostUnreachable(host.name, f"SSH error: {message}") from exc
-    except OSError as exc:
-        conn.close()
-        raise HostUnreachable(host.name, f"cannot connect to {conn.host}:{conn.port}: {_oserror(exc)}") from exc
+        raise
     return conn
+
+
+def _open(hop: Connection, host_name: str, role: str, known: knownhosts.KnownHosts, timeout: float) -> None:
+    where = f"{hop.host}:{hop.port}"
+    if _interrupted.is_set():
+        raise HostUnreachable(host_name, f"{role}interrupted before connecting")
+    if not hop.gateway:
+        try:
+            hop.connect_kwargs["sock"] = _dial(hop.host, int(hop.port), timeout)
+        except InterruptedError as exc:
+            raise HostUnreachable(host_name, f"{role}interrupted while connecting to {where}") from exc
+        except OSError as exc:
+            raise HostUnreachable(host_name, f"{role}cannot connect to {where}: {_oserror(exc)}") from exc
+    started = time.monotonic()
+    try:
+        hop.open()
+    except Exception as exc:  # paramiko and the socket raise many types; each becomes one clear reason
+        if _interrupted.is_set():
+            raise HostUnreachable(host_name, f"{role}interrupted while logging in to {where}") from exc
+        slow = time.monotonic() - started >= 0.5 * timeout
+        raise HostUnreachable(host_name, role + _login_failure(exc, hop, known, timeout if slow else None)) from exc
+
+
+def _fingerprint(key: paramiko.PKey) -> str:
+    return f"{key.get_name()} {key.fingerprint}"
+
+
+def _login_failure(exc: Exception, hop: Connection, known: knownhosts.KnownHosts,
+                   waited: float | None = None) -> str:
+    """Why a login failed, in words to act on; `waited` is set when it failed only after a long wait."""
+    where = f"{hop.host}:{hop.port}"
+    files = ", ".join(map(str, known.files)) or "none found"
+    if isinstance(exc, paramiko.BadHostKeyException | _UnknownHostKey):
+        key = exc.key
+        if known.is_revoked(key):
+            return (f"host key of {hop.host} ({_fingerprint(key)}) is marked @revoked in known_hosts. "
+                    "Refusing to connect.")
+        if isinstance(exc, paramiko.BadHostKeyException):
+            return (f"host key mismatch for {hop.host}: it presented {_fingerprint(key)}, which does not match "
+                    "known_hosts (the host was reinstalled, or someone is in the middle). Refusing to connect.")
+        return (f"host key of {hop.host} ({_fingerprint(key)}) is not in known_hosts ({files}); add it "
+                "(ssh-keyscan, then verify the fingerprint) or set fabnet_known_hosts. Refusing to connect.")
+    if isinstance(exc, paramiko.ChannelException):
+        return f"the jump host could not open a connection to {where}: {exc.text or exc.code}"
+    if isinstance(exc, paramiko.AuthenticationException):
+        return f"authentication failed as {hop.user}: {_short(exc)}"
+    message = str(exc)
+    closed = ("No existing session", "Error reading SSH protocol banner", "Connection reset")
+    if any(text in message for text in closed) or isinstance(exc, EOFError | ConnectionError):
+        if waited is not None:
+            return f"no answer from the SSH server at {where} within {waited:g} s (overloaded, or not an SSH server?)"
+        return (f"the SSH server at {where} closed the connection before login (is sshd running and accepting "
+                "connections? see MaxStartups, and the host's sshd log)")
+    if isinstance(exc, paramiko.SSHException):
+        return f"SSH error with {where}: {_short(exc)}"
+    if isinstance(exc, OSError):
+        return f"cannot connect to {where}: {_oserror(exc)}"
+    return f"cannot log in to {where}: {type(exc).__name__}: {_short(exc)}"
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _oserror(exc: OSError) -> str:
@@ -121,113 +295,106 @@ def _oserror(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-def run(conn: Connection, script: str, *, timeout: float = 120.0) -> ExecResult:
-    """Run `script` with /bin/sh in ONE exec; the script's own exit code is returned, never raised.
+# ----------------------------------------------------------------------------------------------- exec
 
-    Controller CPU is spent per SSH message, not per byte: the node keeps the script's output and sends
-    it in one write, followed by the script's exit code on a line of its own (hundreds of small messages
-    cost ~8 ms of CPU per host, one large one ~1 ms). The channel is read directly: invoke's runner
-    (behind `Connection.run`) adds three polling threads per command.
+
+ENDINGS = {
+    "timeout": "no result in time (--timeout)",
+    "lost": "connection lost",
+    "killed": "the remote shell was killed",
+    "interrupted": "interrupted",
+    "overflow": "the host's output passed the size limit",
+}
+
+
+def run(conn: Connection, script: str, *, command: str = "sh -s", timeout: float = 120.0, partial: bool = False,
+        max_stdout: int = MAX_STDOUT, max_stderr: int = MAX_STDERR) -> ExecResult:
+    """Run `command` in ONE exec with `script` on its standard input, for at most `timeout` seconds.
+
+    The script's text never shows in the host's process list and has no length limit. It is sent as one
+    brace group, so the shell reads all of it before running any of it (a command in it that reads
+    standard input finds nothing of the script). The command's own exit code is returned, never raised.
+
+    Output past `max_stdout` ends the exec ("overflow"); stderr past `max_stderr` is read and dropped.
+    A lost connection, the deadline and `interrupt()` end it too: with `partial`, the result keeps what
+    arrived so far and `ended` says why; without, they raise CommandFailed with a one-line reason.
     """
     started = time.monotonic()
-    command = ("__fn_o=$(sh -c " + shlex.quote(script) + "; __fn_r=$?; printf '\\n%s' \"$__fn_r\"); "
-               "printf '%s' \"$__fn_o\"")
+    deadline = started + timeout
+    client_transport = conn.client.get_transport()
+    if client_transport is None or not client_transport.is_active():
+        raise CommandFailed("connection lost before the command started")
     try:
-        stdout, stderr, code = _exec(conn, command, started + timeout)
-    except Exception as exc:  # channel errors, timeouts, a transport closed under us
-        raise CommandFailed(f"{conn.host}: remote command failed: {type(exc).__name__}: {exc}") from exc
-    body, _, tail = stdout.rpartition("\n")
-    if tail.isdigit():
-        stdout, code = body, int(tail)
-    return ExecResult(stdout, stderr, code, time.monotonic() - started)
-
-
-def _exec(conn: Connection, command: str, deadline: float) -> tuple[str, str, int]:
-    transport = conn.client.get_transport()
-    if transport is None:
-        raise ConnectionError("not connected")
-
-    def remaining() -> float:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no result in time (--timeout)")
-        return left
-
-    channel = transport.open_session(timeout=remaining())
-    try:
+        channel = client_transport.open_session(timeout=max(1.0, min(timeout, 30.0)))
+        channel.settimeout(max(1.0, min(timeout, 30.0)))
         channel.exec_command(command)
-        channel.shutdown_write()  # no input: a command waiting on stdin sees end of file
-        out, err = bytearray(), bytearray()
-        while True:
-            # Short waits so stderr is drained too: a full stderr window would stall stdout.
-            channel.settimeout(min(remaining(), 0.5))
-            try:
-                data = channel.recv(65536)
-            except TimeoutError:
-                data = None
-            while channel.recv_stderr_ready():
-                err += channel.recv_stderr(65536)
-            if data == b"":
-                break
-            if data:
-                out += data
-        while True:
-            channel.settimeout(remaining())
-            data = channel.recv_stderr(65536)
-            if not data:
-                break
-            err += data
-        if not channel.status_event.wait(remaining()):
-            raise TimeoutError("no exit status in time (--timeout)")
-        code = channel.recv_exit_status()
+        channel.sendall(("{\n" + script.rstrip("\n") + "\n}\n").encode())
+        channel.shutdown_write()
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        if _interrupted.is_set():
+            raise CommandFailed("interrupted") from exc
+        lost = not client_transport.is_active()
+        raise CommandFailed("connection lost" if lost else f"cannot start the command: {_short(exc)}") from exc
+    try:
+        result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr)
     finally:
         channel.close()
-    return out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"), code
+    if not partial and result.ended != "exited":
+        raise CommandFailed(f"{conn.host}: {ENDINGS.get(result.ended, result.ended)}")
+    return result
+
+
+def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, started: float, deadline: float,
+             max_stdout: int, max_stderr: int) -> ExecResult:
+    out, err = bytearray(), bytearray()
+    channel.settimeout(POLL)
+    ended: Ended | None = None
+    while ended is None:
+        while channel.recv_stderr_ready():
+            data = channel.recv_stderr(65536)
+            err += data[: max(0, max_stderr - len(err))]
+        if _interrupted.is_set():
+            ended = "interrupted"
+            break
+        if time.monotonic() >= deadline:
+            ended = "timeout"
+            break
+        try:
+            data = channel.recv(65536)
+        except TimeoutError:
+            continue
+        if not data:
+            while channel.recv_stderr_ready():
+                err += channel.recv_stderr(65536)[: max(0, max_stderr - len(err))]
+            break  # end of output: the exit status follows
+        if len(out) + len(data) > max_stdout:
+            out += data[: max_stdout - len(out)]
+            ended = "overflow"
+            break
+        out += data
+    code = -1
+    if ended is None:
+        while not channel.exit_status_ready() and not channel.closed:
+            if _interrupted.is_set() or time.monotonic() >= deadline:
+                break
+            channel.status_event.wait(POLL)
+        if channel.exit_status_ready() and channel.exit_status >= 0:
+            code, ended = channel.recv_exit_status(), "exited"
+        elif _interrupted.is_set():
+            ended = "interrupted"
+        elif not client_transport.is_active():
+            ended = "lost"
+        elif channel.closed:
+            ended = "killed"  # the server closed the channel without an exit status: a signal ended the shell
+        else:
+            ended = "timeout"
+    return ExecResult(out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"), code,
+                      time.monotonic() - started, ended)
 
 
 def run_stdin(conn: Connection, script: str, *, timeout: float = 600.0, become_user: str | None = None) -> ExecResult:
-    """Run `script` with /bin/sh in ONE exec, the script on standard input (no argument-length limit,
-    and the script's text never shows in the host's process list); through `sudo -n` when
-    `become_user` is given. The script's own exit code is returned, never raised.
-
-    The channel is driven with paramiko directly: invoke feeds a non-terminal stdin one byte per
-    poll interval, which made a 10 kB script take minutes.
-    """
-    started = time.monotonic()
+    """`run` for scripts that change a host: through `sudo -n` when `become_user` is given."""
     command = "sh -s"
     if become_user:
         command = " ".join(shlex.quote(p) for p in ("sudo", "-n", "-H", "-u", become_user, "--", "sh", "-s"))
-    try:
-        transport = conn.client.get_transport()
-        if transport is None:
-            raise CommandFailed(f"{conn.host}: not connected")
-        channel = transport.open_session(timeout=timeout)
-        try:
-            channel.settimeout(timeout)
-            channel.exec_command(command)
-            channel.sendall(script.encode())
-            channel.shutdown_write()
-            out, err = bytearray(), bytearray()
-            deadline = started + timeout
-            while True:
-                busy = False
-                if channel.recv_ready():
-                    out += channel.recv(65536)
-                    busy = True
-                if channel.recv_stderr_ready():
-                    err += channel.recv_stderr(65536)
-                    busy = True
-                if not busy:
-                    if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
-                        break
-                    if time.monotonic() > deadline:
-                        raise CommandFailed(f"{conn.host}: remote command timed out after {timeout:g} s")
-                    time.sleep(0.002)
-            code = channel.recv_exit_status()
-        finally:
-            channel.close()
-    except CommandFailed:
-        raise
-    except Exception as exc:  # paramiko raises several types for channel and socket errors
-        raise CommandFailed(f"{conn.host}: remote command failed: {type(exc).__name__}: {exc}") from exc
-    return ExecResult(out.decode(errors="replace"), err.decode(errors="replace"), code, time.monotonic() - started)
+    return run(conn, script, command=command, timeout=timeout)

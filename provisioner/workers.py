@@ -72,10 +72,16 @@ def run(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Calla
 
 def _threads(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Callable[[R], None]) -> None:
     workers = max(1, min(forks, len(items)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host")
+    try:
         futures = [pool.submit(work, item) for item in items]
         for future in as_completed(futures):
             on_result(future.result())
+    except KeyboardInterrupt:
+        # Ctrl-C: don't wait for running hosts here; the caller interrupts their execs.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _child(items: Sequence[T], indices: list[int], work: Callable[[T], R], threads: int, conn: Connection) -> None:

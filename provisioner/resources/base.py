@@ -109,10 +109,15 @@ def error(attribute: str, desired: object, message: str) -> Check:
     return Check(attribute, str(desired), None, "error", message)
 
 
+NOT_RUN_EXIT = -1  # a ProbeResult the engine made for a probe that never ran; its stderr says why
+
+
 def failed_probe(result: ProbeResult | None, what: str) -> str | None:
     """A reason to report if a probe did not run cleanly, else None."""
     if result is None:
         return f"{what}: no output (the probe did not run)"
+    if result.exit_code == NOT_RUN_EXIT:
+        return f"{what}: {result.stderr}"
     if result.exit_code == 127:
         return f"{what}: command not found on the host"
     if result.exit_code == 124:

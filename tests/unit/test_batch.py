@@ -1,8 +1,12 @@
-"""The one-exec probe script: run here with the local /bin/sh, exactly as a host's sh would run it."""
+"""The one-exec probe script: run here with the local /bin/sh, fed on standard input exactly as a host's
+`sh -s` gets it."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,18 +15,18 @@ from provisioner import batch
 from provisioner.resources.base import Probe
 
 
-def run_locally(probes: list[Probe], nonce: str = "0123456789abcdef") -> dict:
-    script = batch.build_script(probes, nonce)
+def run_locally(probes: list[Probe], nonce: str = "0123456789abcdef", **kwargs) -> dict:
+    script = batch.build_script(probes, nonce, **kwargs)
     # Bytes, decoded by hand: text mode would turn a printed '\r' into '\n' before we see it.
-    proc = subprocess.run(["sh", "-c", script], capture_output=True, timeout=30)
-    return batch.split_output(proc.stdout.decode(), nonce)
+    proc = subprocess.run(["sh", "-s"], input=script.encode(), capture_output=True, timeout=60)
+    return batch.split_output(proc.stdout.decode(), nonce, kwargs.get("caps", batch.Caps()))
 
 
 def test_each_probe_gets_its_own_stdout_stderr_and_exit_code() -> None:
     probes = [Probe("echo hi; echo oops >&2; exit 3"), Probe("printf 'no newline'"), Probe("printf 'two\\n\\n'")]
     results = run_locally(probes)
     assert results[probes[0].key].stdout == "hi\n"
-    assert results[probes[0].key].stderr == "oops"
+    assert results[probes[0].key].stderr == "oops\n"
     assert results[probes[0].key].exit_code == 3
     assert results[probes[1].key].stdout == "no newline"
     assert results[probes[2].key].stdout == "two\n\n"
@@ -44,29 +48,32 @@ def test_a_probe_cannot_forge_markers_without_the_nonce() -> None:
 
 def test_identical_commands_run_once() -> None:
     script = batch.build_script([Probe("lsmod"), Probe("lsmod"), Probe("ip -j link")], "ab" * 8)
-    assert script.count("begin:") == 2
+    assert len([line for line in script.splitlines() if line.startswith("__fn_probe ")]) == 2
 
 
-def test_probes_do_not_read_the_execs_stdin() -> None:
-    reader = Probe("cat")
-    proc = subprocess.run(["sh", "-c", batch.build_script([reader], "ff" * 8)], input="secret\n",
-                          capture_output=True, text=True, timeout=10)
-    assert batch.split_output(proc.stdout, "ff" * 8)[reader.key].stdout == ""
+def test_probes_do_not_read_the_execs_stdin_which_carries_the_script() -> None:
+    reader, after = Probe("cat"), Probe("echo after")
+    script = batch.build_script([reader, after], "ff" * 8)
+    proc = subprocess.run(["sh", "-s"], input=script + "echo injected\n", capture_output=True, text=True, timeout=10)
+    results = batch.split_output(proc.stdout, "ff" * 8)
+    assert results[reader.key].stdout == "" and results[after.key].stdout == "after\n"
+    assert "injected" not in proc.stdout  # the script ends with `exit`: nothing after it runs
 
 
 def test_a_truncated_output_keeps_only_complete_blocks() -> None:
     first, second = Probe("echo one"), Probe("echo two")
     nonce = "12" * 8
-    proc = subprocess.run(["sh", "-c", batch.build_script([first, second], nonce)], capture_output=True, text=True)
+    proc = subprocess.run(["sh", "-s"], input=batch.build_script([first, second], nonce), capture_output=True,
+                          text=True)
     cut = proc.stdout[: proc.stdout.index(f"@@fabnet:{nonce}:begin:{second.key}") + 30]
     results = batch.split_output(cut, nonce)
     assert set(results) == {first.key}
 
 
-def test_become_wraps_the_script_for_sudo_without_prompting() -> None:
-    wrapped = batch.wrap_become("echo 'a b'", "root")
-    assert wrapped.startswith("sudo -n -H -u root -- sh -c ")
-    assert subprocess.run(["sh", "-c", wrapped.split(" -- ", 1)[1]], capture_output=True, text=True).stdout == "a b\n"
+def test_become_runs_the_stdin_shell_through_sudo_without_prompting() -> None:
+    assert batch.remote_command("root") == "sudo -n -H -u root -- sh -s"
+    assert batch.remote_command("svc acct") == "sudo -n -H -u 'svc acct' -- sh -s"
+    assert batch.remote_command(None) == "sh -s"
 
 
 @settings(max_examples=60, deadline=None)
@@ -76,3 +83,142 @@ def test_any_printed_text_comes_back_verbatim(text: str) -> None:
     result = run_locally([probe])[probe.key]
     assert result.stdout == text
     assert result.exit_code == 0
+
+
+# ------------------------------------------------------------- probes that misbehave cost only themselves
+
+def _marked(run_id: str) -> list[int]:
+    """Local processes carrying this run's marker in their environment (what the script sweeps)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if f"{batch.ENV_MARKER}={run_id}-".encode() in handle.read():
+                        pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
+def _leftovers_killed(run_id: str) -> list[int]:
+    found = _marked(run_id)
+    for pid in found:  # never leave them behind, even when the assertion below fails
+        os.kill(pid, signal.SIGKILL)
+    return found
+
+
+def test_a_probe_that_ignores_sigterm_is_killed_with_its_whole_group_at_its_timeout() -> None:
+    stubborn = Probe("trap '' TERM; sleep 300 & sleep 300; wait", timeout=1)
+    after = Probe("echo after")
+    started = time.monotonic()
+    results = run_locally([stubborn, after], run_id="a1" * 8)
+    assert results[stubborn.key].exit_code == batch.TIMEOUT_EXIT
+    assert results[after.key].stdout == "after\n"
+    assert time.monotonic() - started < 1 + batch.KILL_GRACE + 5
+    assert _leftovers_killed("a1" * 8) == []
+
+
+def test_a_daemonized_child_is_found_by_its_marker_and_killed() -> None:
+    # It leaves the session (setsid) and keeps stdout open: neither may stall the script or survive it.
+    daemon = Probe("setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo started")
+    after = Probe("echo after")
+    started = time.monotonic()
+    results = run_locally([daemon, after], run_id="b2" * 8)
+    assert results[daemon.key].stdout == "started\n" and results[after.key].stdout == "after\n"
+    assert time.monotonic() - started < 10
+    assert _leftovers_killed("b2" * 8) == []
+
+
+def test_a_stderr_flood_is_capped_on_the_node_and_costs_only_its_probe() -> None:
+    flood = Probe("yes 'noise noise noise' | head -c 200000000 >&2; echo done", timeout=60)
+    after = Probe("echo after")
+    caps = batch.Caps(stdout=1024 * 1024, stderr=4096)
+    script = batch.build_script([flood, after], "cd" * 8, caps=caps, run_id="c3" * 8)
+    proc = subprocess.run(["sh", "-s"], input=script.encode(), capture_output=True, timeout=120)
+    assert len(proc.stdout) < 64 * 1024  # nothing like 200 MB crossed
+    results = batch.split_output(proc.stdout.decode(), "cd" * 8, caps)
+    assert results[after.key].stdout == "after\n"
+    flooded = results[flood.key]
+    assert flooded.stderr.startswith("fabnet: its stderr passed 4 KiB and was cut")
+    assert len(flooded.stderr) < 4096 + 200
+    assert _leftovers_killed("c3" * 8) == []
+
+
+def test_stdout_past_its_cap_is_cut_and_the_probe_fails() -> None:
+    big = Probe("head -c 100000 /dev/zero | tr '\\0' x")
+    caps = batch.Caps(stdout=1000, stderr=1000)
+    result = run_locally([big], caps=caps)[big.key]
+    assert len(result.stdout) == 1000 and result.exit_code != 0
+    assert result.stderr.startswith("fabnet: its output passed")
+
+
+def test_the_nonce_is_in_no_command_line_or_environment_and_probes_write_to_files() -> None:
+    nonce = "9e" * 8
+    spy = Probe("ps -eo args; cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'")
+    where = Probe("readlink /proc/$$/fd/1 /proc/$$/fd/2")
+    script = batch.build_script([spy, where], nonce)
+    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
+    results = batch.split_output(proc.stdout, nonce)
+    assert "sh -s" in results[spy.key].stdout and nonce not in results[spy.key].stdout
+    # Their output goes to files, so nothing a probe (or a child it left behind) writes reaches the exec.
+    assert all(line.startswith("/") and "pipe:" not in line for line in results[where.key].stdout.splitlines())
+
+
+def test_a_truncated_script_runs_nothing() -> None:
+    probe = Probe("touch /proc/nonexistent-marker; echo ran")
+    script = batch.build_script([probe], "ab" * 8)
+    proc = subprocess.run(["sh", "-s"], input=script[: len(script) - 3], capture_output=True, text=True, timeout=10)
+    assert "ran" not in proc.stdout and proc.returncode != 0
+
+
+def test_caps_and_flags_are_parsed() -> None:
+    tag = "@@fabnet:" + "ab" * 8
+    text = (f"{tag}:begin:aa@@\nxx\n{tag}:rc:aa:137:t@@\nboom\n{tag}:end:aa@@\n"
+            f"{tag}:begin:bb@@\nyy\n{tag}:rc:bb:0:e@@\nnoise\n{tag}:end:bb@@\n")
+    results = batch.split_output(text, "ab" * 8)
+    assert results["aa"].exit_code == batch.TIMEOUT_EXIT
+    assert results["bb"].exit_code == 0 and results["bb"].stderr.startswith("fabnet: its stderr passed")
+
+
+def test_the_budget_cuts_a_probes_timeout_and_skips_what_is_left() -> None:
+    slow, later = Probe("trap '' TERM; sleep 60", timeout=30), Probe("echo later")
+    started = time.monotonic()
+    results = run_locally([slow, later], budget=2, run_id="e5" * 8)
+    assert time.monotonic() - started < 2 + batch.KILL_GRACE + 3
+    assert results[slow.key].exit_code == batch.TIMEOUT_EXIT
+    assert results[later.key].exit_code == batch.NOT_RUN_EXIT
+    assert "not run" in results[later.key].stderr
+    assert _leftovers_killed("e5" * 8) == []
+
+
+def test_when_the_reader_goes_away_the_running_probe_is_stopped_at_once() -> None:
+    # What a closed SSH channel looks like to the host's shell: its stdout and stderr lose their reader.
+    hung = Probe("trap '' TERM; sleep 300", timeout=120)
+    proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write(batch.build_script([hung], "ab" * 8, run_id="f7" * 8).encode())
+    proc.stdin.close()
+    time.sleep(1)
+    assert _marked("f7" * 8), "the probe should be running"
+    proc.stdout.close()
+    proc.stderr.close()
+    try:
+        proc.wait(timeout=10)  # the watchdog notices within about a second, not at the 120 s timeout
+    finally:
+        proc.kill()
+    assert _leftovers_killed("f7" * 8) == []
+
+
+def test_a_node_without_a_usable_tmp_falls_back_to_dev_shm() -> None:
+    probe = Probe("echo ok")
+    script = batch.build_script([probe], "ab" * 8)
+    env = {**os.environ, "TMPDIR": "/nonexistent/fabnet-test"}
+    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30, env=env)
+    assert batch.split_output(proc.stdout, "ab" * 8)[probe.key].stdout == "ok\n"
+
+
+def test_wrap_become_builds_a_sudo_command_line_for_whole_command_callers() -> None:
+    wrapped = batch.wrap_become("echo 'a b'", "root")
+    assert wrapped.startswith("sudo -n -H -u root -- sh -c ")
+    assert subprocess.run(["sh", "-c", wrapped.split(" -- ", 1)[1]], capture_output=True, text=True).stdout == "a b\n"

