@@ -39,6 +39,7 @@ MTU_PLAYBOOK = ab.BENCH / "fabnet" / "mtu.yml"
 SITE_PLAYBOOK = ab.REPO / "playbooks" / "site.yml"
 SIZES = (4, 8, 16, 32, 64)
 SCALING_FORKS = 64
+EXEC_ROUND_TRIPS = 2
 TOOL_CALLS = [
     ["ofed_info", "-s"], ["ibv_devinfo"], ["ibv_devinfo", "-v"], ["ibstat"], ["ibdev2netdev"], ["show_gids"],
     ["rdma", "link", "show"], ["nvidia-smi", "topo", "-m"], ["cma_roce_tos", "-d", "mlx5_0"], ["lsmod"],
@@ -83,7 +84,7 @@ class Limited(ab.Runner):
 
 def startup(inventory: Path, repeat: int) -> dict[str, Any]:
     """Median wall and CPU of commands that connect to nothing; `audit` stops after loading its plans
-    (a --limit that matches no host), so it is import + parse of inventory and playbook."""
+    (a --limit that matches no host: imports, inventory and playbook), so no address is contacted."""
     commands = {
         "fabnet --help": [str(ab.FABNET), "--help"],
         "fabnet parse": [str(ab.FABNET), "parse", "ofed_info", str(SAMPLE)],
@@ -142,7 +143,7 @@ c = cpu(); plans = resolve(load_playbook(Path({str(SITE_PLAYBOOK)!r})), load_inv
 plans = plans[:{hosts}]; n = len(plans); ph = dict(plan=(cpu() - c) / n)
 for key in ("connect", "exec", "close", "split", "evaluate"): ph[key] = 0.0
 outcomes = {{}}
-wall = dict(connect=0.0, exec=0.0)
+wall = {{"connect": 0.0, "exec": 0.0, "exec true": 0.0}}
 for plan in plans:
     c = cpu(); probes = engine.plan_probes(plan); nonce = batch.new_nonce(); script = batch.build_script(probes, nonce)
     ph["plan"] += (cpu() - c) / n
@@ -150,6 +151,7 @@ for plan in plans:
     wall["connect"] += (time.perf_counter() - w) / n
     c = cpu(); w = time.perf_counter(); res = transport.run(conn, script); ph["exec"] += (cpu() - c) / n
     wall["exec"] += (time.perf_counter() - w) / n
+    w = time.perf_counter(); transport.run(conn, "true"); wall["exec true"] += (time.perf_counter() - w) / n
     c = cpu(); conn.close(); ph["close"] += (cpu() - c) / n
     c = cpu(); by_key = batch.split_output(res.stdout, nonce); ph["split"] += (cpu() - c) / n
     c = cpu(); o = engine.HostOutcome(plan.host.name, plan.host.address, "in_sync",
@@ -163,6 +165,7 @@ json.dumps(doc); ph["fleet+render"] = (cpu() - c) / n
 out = {{k: round(v * 1000, 2) for k, v in ph.items()}}
 out["total"] = round(sum(out.values()), 2); out["imports (once)"] = round(imports * 1000, 1)
 out["connect wall"] = round(wall["connect"] * 1000, 1); out["exec wall"] = round(wall["exec"] * 1000, 1)
+out["exec true wall"] = round(wall["exec true"] * 1000, 1)
 print(json.dumps(out))
 """
     proc = subprocess.run([sys.executable, "-c", code], cwd=ab.REPO, capture_output=True, text=True, timeout=600,
@@ -241,8 +244,15 @@ def project(lab0: dict[str, Any], lab20: dict[str, Any], rtt_ms: float, startup_
     cpu_ms = lab0["scaling"]["cpu_ms_per_host"]
     p0, p20 = lab0["cpu_phases_ms"], lab20["cpu_phases_ms"]
     wall0 = (p0["connect wall"] + p0["exec wall"]) / 1000
-    wall20 = (p20["connect wall"] + p20["exec wall"]) / 1000
-    round_trips = max(0.0, (wall20 - wall0) / (rtt_ms / 1000)) if rtt_ms else float("nan")
+    # Round trips from what does not depend on the node's work: the connection, and an exec of `true`
+    # (runs before it was measured count the exec's 2 by the protocol: channel open, exec request).
+    if "exec true wall" in p0 and "exec true wall" in p20:
+        exec_trips = (p20["exec true wall"] - p0["exec true wall"]) / rtt_ms
+        how = f"measured with `true` ({exec_trips:.1f})"
+    else:
+        exec_trips, how = EXEC_ROUND_TRIPS, f"{EXEC_ROUND_TRIPS} by the protocol (channel open, exec request)"
+    connect_trips = (p20["connect wall"] - p0["connect wall"]) / rtt_ms
+    round_trips = max(0.0, connect_trips + exec_trips)
     cores = len(os.sched_getaffinity(0))
     out: dict[str, Any] = {
         "hosts": hosts, "cpu_ms_per_host": cpu_ms, "round_trips_per_host": round(round_trips, 1),
@@ -252,7 +262,8 @@ def project(lab0: dict[str, Any], lab20: dict[str, Any], rtt_ms: float, startup_
             f"{SIZES[-1]} nodes at 0 ms (on this machine, where the nodes compete for the same {cores} cores)",
             f"one host takes {wall0:.3f} s at 0 ms (connect {p0['connect wall']:.0f} ms + exec "
             f"{p0['exec wall']:.0f} ms, hosts one at a time on the lab; the exec is mostly the node running its "
-            f"probes) plus {round_trips:.1f} round trips, from the same measure at {rtt_ms:g} ms",
+            f"probes) plus {round_trips:.1f} round trips: {connect_trips:.1f} to connect (TCP, SSH key exchange, "
+            f"auth; connect's extra time at {rtt_ms:g} ms) and for the exec {how}",
             "the nodes run their probes in parallel, each on its own CPUs (a real fleet)",
             "--forks connections at once; P worker processes on P free cores split the CPU work",
             "start-up counted once; enough bandwidth; no host slow or unreachable",
@@ -291,6 +302,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--lab", default="benchf", help="lab name (default benchf); must not exist yet")
     parser.add_argument("--skip-install", action="store_true", help="use bench/.venv as it is")
     parser.add_argument("--output", type=Path, default=None, help="default bench/results/DATE-fleet.json")
+    parser.add_argument("--reproject", type=Path, default=None, metavar="JSON",
+                        help="recompute the projection of a recorded run and print its tables; nothing is measured")
     args = parser.parse_args(argv)
     args.tools = [t for t in args.tools.split(",") if t]
     args.workloads = list(ab.WORKLOADS)
@@ -317,7 +330,6 @@ def one_lab(args: argparse.Namespace, rtt: float, versions: dict[str, str], work
         result: dict[str, Any] = {"rtt_ms": rtt, "load_before": list(os.getloadavg())}
         if host_keys is not None:
             host_keys.update(ab.host_key_check(runners, status, workdir, ab.WORKLOADS[1]))
-        result["startup"] = startup(inventory, args.scaling_repeat * 3) if rtt == 0 else None
         result["tool_ms"] = tool_costs(status, args.tool_calls)
         result["cpu_phases_ms"] = cpu_phases(inventory, 16)
         result["scaling"] = scaling(inventory, args.scaling_repeat, args.nodes)
@@ -334,8 +346,21 @@ def one_lab(args: argparse.Namespace, rtt: float, versions: dict[str, str], work
         ab.fabnet_cli("lab", "down", "--name", args.lab)
 
 
+def reproject(path: Path) -> int:
+    document = json.loads(path.read_text())
+    labs = document["labs"]
+    rtt = labs[1]["rtt_ms"]
+    startup_times = document.get("startup") or labs[0]["startup"]
+    document["projection"] = project(labs[0], labs[1], rtt, startup_times["fabnet audit"]["median_s"])
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    print(render(document, dt.datetime.fromisoformat(document["date"])))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.reproject:
+        return reproject(args.reproject)
     if os.geteuid() != 0:
         ab.log("error: run as root (the lab needs it)")
         return 64
@@ -351,6 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="fabnet-fleet-"))
     host_keys: dict[str, str] = {}
     labs: list[dict[str, Any]] = []
+    # Before any lab exists: a lab's 64 booted nodes are load of their own.
+    inventory = workdir / "startup_inventory.yml"
+    inventory.write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: 198.18.0.1\n")
+    startup_times = startup(inventory, args.scaling_repeat * 3)
     try:
         for rtt in (0.0, args.rtt):
             ab.log(f"\n##### lab of {args.nodes} nodes at {rtt:g} ms round-trip time")
@@ -363,7 +392,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         import shutil
 
         shutil.rmtree(workdir, ignore_errors=True)
-    startup_times = labs[0]["startup"]
     projection = project(labs[0], labs[1], args.rtt, startup_times["fabnet audit"]["median_s"])
     document = {
         "schema": "fabnet/bench/fleet/v1",
@@ -375,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      **{ab.PACKAGE_OF[t]: v for t, v in versions.items()}},
         "unavailable": unavailable, "host_key_check": host_keys,
         "duration_s": round(time.perf_counter() - clock, 1),
-        "labs": labs, "projection": projection,
+        "startup": startup_times, "labs": labs, "projection": projection,
     }
     output = args.output or ab.RESULTS / f"{started.date().isoformat()}-fleet.json"
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -396,8 +424,9 @@ def render(doc: dict[str, Any], started: dt.datetime) -> str:
     out = [f"\nfabnet at fleet scale: labs of {doc['nodes']} nodes, {doc['machine']['cpus']} CPUs, "
            f"{started:%Y-%m-%d %H:%M %Z}, {doc['repeat']} timed runs per cell"]
     lab0 = doc["labs"][0]
+    startup_times = doc.get("startup") or lab0["startup"]
     out.append("\nstart-up, median wall (CPU): " + ", ".join(
-        f"{k} {v['median_s'] * 1000:.0f} ms ({v['cpu_median_s'] * 1000:.0f} ms)" for k, v in lab0["startup"].items()))
+        f"{k} {v['median_s'] * 1000:.0f} ms ({v['cpu_median_s'] * 1000:.0f} ms)" for k, v in startup_times.items()))
     tools = lab0["tool_ms"]
     c_tools = [ms for call, ms in tools.items() if call not in ("true",) and not call.startswith("mlnx_qos")]
     out.append("\nemulated tool call on a node, median ms: " + ", ".join(f"{k} {v}" for k, v in tools.items()))
