@@ -436,9 +436,10 @@ def host_key_check(runners: dict[str, Runner], status: dict[str, Any], workdir: 
 
 
 def measure(
-    args: argparse.Namespace, runners: dict[str, Runner], nodes: int
+    args: argparse.Namespace, runners: dict[str, Runner], nodes: int, limit: str | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Warm-up and timed runs of every tool on every workload; (workload results, table rows)."""
+    """Warm-up and timed runs of every tool on every workload (on `limit`'s hosts only, if given; `nodes`
+    is how many that is); (workload results, table rows)."""
     results: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     for workload in args.workloads:
@@ -449,7 +450,7 @@ def measure(
         warm: dict[str, Run] = {}
         for name, runner in runners.items():
             for i in range(args.warmup):
-                run = runner.run(workload)
+                run = runner.run(workload, limit)
                 log(f"warm-up  {name:8} {run.seconds:7.2f} s  exit {run.exit_code}  hosts {run.hosts_checked}/{nodes}  "
                     f"drift items {len(run.drift)}")
                 if i == 0:
@@ -463,7 +464,7 @@ def measure(
         for round_number in range(args.repeat):
             shift = round_number % len(order)  # rotate who goes first, so no tool always runs after the same one
             for name in order[shift:] + order[:shift]:
-                run = runners[name].run(workload)
+                run = runners[name].run(workload, limit)
                 timed_runs[name].append(run)
                 log(f"run {round_number + 1}/{args.repeat}  {name:8} {run.seconds:7.2f} s  exit {run.exit_code}  "
                     f"hosts {run.hosts_checked}/{nodes}")
@@ -473,7 +474,7 @@ def measure(
             complete = all(r.hosts_checked == nodes for r in [warm[name], *runs])
             same = all(r.drift == reference for r in [warm[name], *runs])
             summary = {
-                "command": runners[name].command(workload),
+                "command": runners[name].command(workload, limit),
                 "runs": [
                     {k: v for k, v in asdict(r).items() if k not in ("drift", "output_tail") and v is not None}
                     for r in runs

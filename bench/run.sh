@@ -2,6 +2,7 @@
 # Benchmark `fabnet audit` against Ansible and pyinfra on a lab of virtual nodes (run as root).
 # Options: --nodes N (16), --repeat N (5), --warmup N (1), --tools fabnet,ansible,pyinfra,
 # --workloads site,mtu, --skip-install, --lab NAME, --output FILE. See bench/README.md.
+# bench/run.sh --fleet [--nodes 64] [--rtt 20] ...: the fleet-scale run (fleet_bench.py).
 # The Python harness removes the lab when it ends, fails or is interrupted.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,5 +10,9 @@ python="$here/../.venv/bin/python"
 if [ ! -x "$python" ]; then
     echo "error: $python not found: install fabnet into .venv first" >&2
     exit 1
+fi
+if [ "${1:-}" = "--fleet" ]; then
+    shift
+    exec "$python" "$here/fleet_bench.py" "$@"
 fi
 exec "$python" "$here/audit_bench.py" "$@"

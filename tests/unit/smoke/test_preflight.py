@@ -39,7 +39,8 @@ def test_probe_script_quotes_and_splits() -> None:
     assert "ping -n -q -M do" in found["ping"].command and "198.19.1.2" in found["ping"].command
     nonce = batch.new_nonce()
     assert set(found) == {"addr", "ib", "gpus", "python", "ping"}
-    assert preflight.build_script(found, nonce).count(f"@@fabnet:{nonce}:begin:") == 5
+    script = preflight.build_script(found, nonce)
+    assert all(f"__fn_probe {probe.key} " in script for probe in found.values())
 
 
 def test_parse_facts_from_probe_results() -> None:
