@@ -48,6 +48,7 @@ class SmokeOutcome:
     backend: str | None = None
     ranks_per_host: int = 1
     findings: list[preflight.Finding] = field(default_factory=list)
+    findings_after: list[preflight.Finding] = field(default_factory=list)  # pre-flight checks re-run after a failure
     mtus: dict[str, int | None] = field(default_factory=dict)
     unreachable: dict[str, str] = field(default_factory=dict)
     job: JobResult | None = None
@@ -220,6 +221,28 @@ def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, o
     outcome.avg_busbw = avg if avg is not None else average_busbw(rows)
 
 
+def _post_mortem(targets: Sequence[Target], settings: Settings, options: Options, outcome: SmokeOutcome,
+                 log: Log) -> None:
+    """The run failed without singling out a host: what changed since the pre-flight? Its checks run
+    again (seconds), and what they find now names the hosts and the cause."""
+    log("the run failed on every host alike: checking the fabric again")
+    again = SmokeOutcome(hosts=outcome.hosts, settings=settings)
+    facts = run_preflight(targets, settings, options, again)
+    if again.unreachable:
+        outcome.reason += "; unreachable now: " + ", ".join(f"{h} ({r})" for h, r in again.unreachable.items())
+        outcome.failed_hosts = dict(again.unreachable)
+        return
+    findings = preflight.evaluate(targets, facts, runner=settings.runner, backend=settings.backend)
+    if not findings:
+        return
+    outcome.findings_after = findings
+    outcome.reason += "; checked again after the failure: " + "; ".join(f.message for f in findings)
+    outcome.failed_hosts = {}
+    for finding in findings:
+        for host in finding.hosts:
+            outcome.failed_hosts.setdefault(host, finding.message)
+
+
 # ----------------------------------------------------------------------------------------------- main
 
 
@@ -280,6 +303,8 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log:
         if not result.ok:
             outcome.verdict, outcome.reason = "failed", result.cause or "the all-reduce failed"
             outcome.failed_hosts = {h: outcome.reason for h in result.failed_hosts}
+            if len(result.failed_hosts) == len(targets) and not outcome.unreachable:
+                _post_mortem(targets, settings, options, outcome, log)
             return
         outcome.avg_busbw = average_busbw(result.rows)
         wrong = [r for r in result.rows if r.wrong]

@@ -291,6 +291,43 @@ def test_fault_after_preflight_fails_in_time_names_the_node_and_leaves_nothing(l
     assert smoke_leftovers(lab8, nodes) == {}
 
 
+def test_mtu_hang_after_preflight_is_bounded_and_explained(lab8: Lab) -> None:
+    """Switch ports of two jumbo nodes drop to 1500 after the pre-flight: the rendezvous works, then the
+    all-reduce hangs (the classic fault). fabnet stops it at --timeout and, since every rank is stuck
+    alike, checks the fabric again to name the nodes."""
+    nodes = lab8.nodes[:4]
+    ports = [data_port(lab8, r) for r in nodes[:2]]
+    timeout = 25
+
+    def shrink() -> None:
+        for port in ports:
+            subprocess.run(["ip", "link", "set", port, "mtu", "1500"], check=True)
+
+    from provisioner.commands.smoke import load_plans
+    from provisioner.smoke.run import Options, smoke
+    from provisioner.smoke.settings import Settings, parse_sizes
+    from provisioner.smoke.targets import targets_from_plans
+
+    plans = load_plans(lab8.state.inventory_path, PLAYBOOK, FOUR)
+    try:
+        started = time.monotonic()
+        outcome = smoke(targets_from_plans(plans), Settings(sizes=parse_sizes("16M"), timeout=timeout),
+                        Options(after_preflight=shrink))
+        elapsed = time.monotonic() - started
+    finally:
+        for port in ports:
+            subprocess.run(["ip", "link", "set", port, "mtu", "9216"], check=True)
+    assert outcome.verdict == "failed" and outcome.exit_code == 2
+    assert outcome.job is not None and not outcome.job.ok
+    # The rendezvous itself worked; then every rank waited in the collective until its own timeout.
+    assert all(p.stage == "joined" and p.sizes_done == 0 for p in outcome.job.progress)
+    assert elapsed < timeout + outcome.preflight_seconds * 2 + 15, elapsed
+    assert sorted(outcome.failed_hosts) == ["gpu01", "gpu02"], outcome.reason
+    assert "1500" in outcome.reason and "checked again after the failure" in outcome.reason
+    assert outcome.job.left_running == {}
+    assert smoke_leftovers(lab8, nodes) == {}
+
+
 def test_unreachable_host_exits_4(lab8: Lab, tmp_path: Path) -> None:
     inventory = yaml.safe_load(lab8.state.inventory_path.read_text())
     hosts = inventory["all"]["children"]["gpu"]["hosts"]
