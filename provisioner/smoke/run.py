@@ -328,3 +328,14 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log:
             for host, value in verdict.slow_hosts.items():
                 shown = "failed" if value is None else f"{value:.3f} GB/s"
                 outcome.failed_hosts[host] = f"slow all-reduce: {shown} with a good host, threshold {threshold:g} GB/s"
+
+
+def verify_plans(plans: Sequence, options: Options | None = None, log: Log = lambda m: None) -> SmokeOutcome | None:
+    """The smoke test a playbook asks for after a change (`verify: all_reduce:` in a play), across the
+    hosts of `plans`; None when no play asks for one. For `fabnet apply` and other callers."""
+    from provisioner.smoke.targets import targets_from_plans, verify_spec
+
+    spec = verify_spec(plans)
+    if spec is None:
+        return None
+    return smoke(targets_from_plans(plans), Settings().merged(spec, {}), options or Options(), log)
