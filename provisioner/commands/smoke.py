@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from provisioner import report
 from provisioner.errors import ConfigError
@@ -144,6 +143,8 @@ def load_plans(inventory: Path, playbook: Path | None, limit: str | None) -> lis
 
 def show(outcome) -> None:  # type: ignore[no-untyped-def]
     """The human report: findings or per-size figures, the verdict, what was drained."""
+    from rich.table import Table  # here, not at import: `fabnet --help` loads no rich
+
     console = report.console
     for findings, title in ((outcome.findings, "pre-flight failed: no collective was started"),
                             (outcome.findings_after, "the pre-flight checks, run again after the failure")):

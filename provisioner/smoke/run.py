@@ -208,9 +208,12 @@ def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, o
     finally:
         conn.close()
     try:
-        rows, avg = nccltests.rows(result.stdout, len(targets) * ranks)
+        rows, avg, problem = nccltests.rows(result.stdout, len(targets) * ranks)
     except ParseError as exc:
         outcome.verdict, outcome.reason = "failed", f"nccl-tests output: {exc}"
+        return
+    if problem and result.exit_code == 0:
+        outcome.verdict, outcome.reason = "failed", f"nccl-tests output is not a complete run: {problem}"
         return
     if result.exit_code != 0 or not rows:
         tail = result.stdout.strip().splitlines()[-3:]
