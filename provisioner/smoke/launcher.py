@@ -116,7 +116,9 @@ def _result(job: plan.Job, outputs: dict[str, Exec], killed: dict[str, Exec], ti
     result = diagnose.JobResult(hosts=job.host_names, ok=ok, rows=rows, progress=progress, timed_out=timed_out,
                                 seconds=seconds)
     result.left_running = {h: r for h, e in killed.items() if (r := plan.parse_host_output(e.stdout).alive)}
+    result.unreachable = unreachable
     if not ok:
+        result.outputs = {rank: text[-2000:] for rank, text in sorted(merged.outputs.items()) if rank >= 0}
         ifaces = {h: diagnose.iface_state(plan.parse_host_output(e.stdout).iface) for h, e in killed.items()}
         result.failed_hosts, result.cause = diagnose.explain(job, progress, ifaces, timed_out=timed_out,
                                                              unreachable=unreachable, deadline=deadline)

@@ -37,6 +37,7 @@ def to_json(outcome: SmokeOutcome, *, inventory: str, playbook: str | None, limi
         "avg_busbw": None if outcome.avg_busbw is None else round(outcome.avg_busbw, 6),
         "progress": [p.to_json() for p in job.progress] if job and not job.ok else [],
         "left_running": job.left_running if job else {},
+        "rank_output": {str(rank): text for rank, text in job.outputs.items()} if job else {},
         "localisation": None if outcome.localisation is None else {
             "pairs": outcome.pairs,
             "slow_hosts": outcome.localisation.slow_hosts,

@@ -306,6 +306,9 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log:
         if not result.ok:
             outcome.verdict, outcome.reason = "failed", result.cause or "the all-reduce failed"
             outcome.failed_hosts = {h: outcome.reason for h in result.failed_hosts}
+            if result.unreachable:
+                outcome.verdict = "unreachable"
+                outcome.unreachable = dict(result.unreachable)
             if len(result.failed_hosts) == len(targets) and not outcome.unreachable:
                 _post_mortem(targets, settings, options, outcome, log)
             return
