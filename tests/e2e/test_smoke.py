@@ -127,21 +127,25 @@ def test_healthy_four_nodes_pass_and_agree_with_a_hand_run(lab8: Lab, tmp_path: 
     nodes = lab8.nodes[:4]
     junit = tmp_path / "smoke.xml"
     sizes = [4 << 20, 8 << 20, 16 << 20]
-    # The machine is shared and gloo here is CPU-bound, so single runs drift by themselves: fabnet and the
-    # hand-run alternate five times and their medians are compared.
-    ours: list[float] = []
-    theirs: list[float] = []
+    # The machine is shared and gloo here is CPU-bound, so the load of other work moves both figures
+    # between runs by much more than 10%. Each attempt therefore runs the two back to back (in turns
+    # first and second) and the median of their ratios is compared: a systematic difference shows,
+    # the drift of the machine's load mostly cancels.
+    ratios: list[float] = []
     for attempt in range(5):
-        theirs.append(hand_run(lab8, nodes, sizes, 10, 29600 + attempt))
+        if attempt % 2 == 0:
+            theirs = hand_run(lab8, nodes, sizes, 10, 29600 + attempt)
         code, data, _ = fabnet(lab8, "--limit", FOUR, "--sizes", SIZES, "--iters", "10", "--timeout", "90",
                                "--junit", str(junit))
         assert code == 0, data["reason"]
-        ours.append(data["avg_busbw"])
+        if attempt % 2 == 1:
+            theirs = hand_run(lab8, nodes, sizes, 10, 29600 + attempt)
+        ratios.append(data["avg_busbw"] / theirs)
     assert data["verdict"] == "pass" and data["ranks"] == 4 and data["settings"]["backend"] == "gloo"
     assert [r["size"] for r in data["results"]] == sizes
     for row in data["results"]:
         assert row["wrong"] == 0 and row["busbw"] == pytest.approx(row["algbw"] * 1.5, rel=1e-3)
-    assert statistics.median(ours) == pytest.approx(statistics.median(theirs), rel=0.10), (ours, theirs)
+    assert statistics.median(ratios) == pytest.approx(1.0, abs=0.10), ratios
     xml = junit.read_text()
     assert 'name="verdict"' in xml and 'name="all_reduce 4194304 bytes"' in xml
     assert smoke_leftovers(lab8, nodes) == {}
