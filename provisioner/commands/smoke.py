@@ -147,14 +147,17 @@ def load_plans(inventory: Path, playbook: Path | None, limit: str | None) -> lis
 
 def show(outcome) -> None:  # type: ignore[no-untyped-def]
     """The human report: findings or per-size figures, the verdict, what was drained."""
-    from rich.table import Table
+    from rich.table import Table  # here, not at import: `fabnet --help` loads no rich
 
     console = report.console
-    if outcome.findings:
-        table = Table(title="pre-flight failed: no collective was started", title_justify="left")
+    for findings, title in ((outcome.findings, "pre-flight failed: no collective was started"),
+                            (outcome.findings_after, "the pre-flight checks, run again after the failure")):
+        if not findings:
+            continue
+        table = Table(title=title, title_justify="left")
         for column in ("check", "hosts", "problem", "fix"):
             table.add_column(column, overflow="fold")
-        for f in outcome.findings:
+        for f in findings:
             table.add_row(f.check, ", ".join(f.hosts), f.message, f.fix)
         console.print(table)
     if outcome.rows:

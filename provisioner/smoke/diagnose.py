@@ -40,6 +40,8 @@ class JobResult:
     timed_out: bool = False
     seconds: float = 0.0
     left_running: dict[str, list[int]] = field(default_factory=dict)  # host -> pids still alive after the kill
+    unreachable: dict[str, str] = field(default_factory=dict)  # host -> why SSH failed during the run
+    outputs: dict[int, str] = field(default_factory=dict)  # rank -> the tail of what it printed (failed runs)
 
 
 _ORDER = ("not_started", "started", "connected", "joined", "done")

@@ -82,14 +82,13 @@ def run_job(job: plan.Job, connect: Connect, deadline: float) -> diagnose.JobRes
     timed_out = bool(pending) and not failed
     killed: dict[str, Exec] = {}
     if pending or failed:
+        # A failed or late job is killed everywhere; a finished one has already removed its files.
         killed = _kill_everywhere(job, connect)
         for future in list(pending):
             try:
                 outputs[futures[future].name] = future.result(timeout=KILL_TIMEOUT)
             except Exception as exc:  # the safety-net timeout, or a transport error
                 outputs[futures[future].name] = Exec(error=f"{type(exc).__name__}: {exc}")
-    else:
-        _cleanup_everywhere(job, connect)
     pool.shutdown(wait=False, cancel_futures=True)
     return _result(job, outputs, killed, timed_out, time.monotonic() - started, deadline)
 
@@ -98,11 +97,6 @@ def _kill_everywhere(job: plan.Job, connect: Connect) -> dict[str, Exec]:
     with ThreadPoolExecutor(max_workers=len(job.hosts)) as pool:
         results = pool.map(lambda t: _exec(connect, t, plan.kill_script(job, t), KILL_TIMEOUT), job.hosts)
         return dict(zip(job.host_names, results, strict=True))
-
-
-def _cleanup_everywhere(job: plan.Job, connect: Connect) -> None:
-    with ThreadPoolExecutor(max_workers=len(job.hosts)) as pool:
-        list(pool.map(lambda t: _exec(connect, t, plan.cleanup_script(job), KILL_TIMEOUT), job.hosts))
 
 
 def _result(job: plan.Job, outputs: dict[str, Exec], killed: dict[str, Exec], timed_out: bool, seconds: float,
@@ -116,7 +110,9 @@ def _result(job: plan.Job, outputs: dict[str, Exec], killed: dict[str, Exec], ti
     result = diagnose.JobResult(hosts=job.host_names, ok=ok, rows=rows, progress=progress, timed_out=timed_out,
                                 seconds=seconds)
     result.left_running = {h: r for h, e in killed.items() if (r := plan.parse_host_output(e.stdout).alive)}
+    result.unreachable = unreachable
     if not ok:
+        result.outputs = {rank: text[-2000:] for rank, text in sorted(merged.outputs.items()) if rank >= 0}
         ifaces = {h: diagnose.iface_state(plan.parse_host_output(e.stdout).iface) for h, e in killed.items()}
         result.failed_hosts, result.cause = diagnose.explain(job, progress, ifaces, timed_out=timed_out,
                                                              unreachable=unreachable, deadline=deadline)

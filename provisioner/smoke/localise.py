@@ -76,9 +76,17 @@ def verdict(round1: Mapping[Pair, float | None], round2: Mapping[Pair, float | N
         return result
     slow2, _fast2 = slow_pairs({**round2, **{p: round1[p] for p in fast1}}, threshold)
     checked = {suspect for suspect, _good in round2}
+    before = {h: round1[pair] for pair in slow1 for h in pair}
     for suspect, good in round2:
-        if (suspect, good) in slow2:
-            result.slow_hosts[suspect] = round2[(suspect, good)]
+        value = round2[(suspect, good)]
+        if (suspect, good) not in slow2:
+            continue
+        # The host that is really slow is as slow with a good partner as in its first pair; its innocent
+        # partner of round 1 is clearly faster now, even if noise on a loaded machine kept it low.
+        first = before.get(suspect)
+        if value is not None and first is not None and value * RELATIVE > first:
+            continue
+        result.slow_hosts[suspect] = value
     suspects = [h for pair in slow1 for h in pair] + list(leftover)
     result.undecided = [h for h in suspects if h not in checked]
     if result.slow_hosts:

@@ -40,8 +40,9 @@ def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary:
     return " ".join(sh(word) for word in [*prefix, *rendered])
 
 
-def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None]:
-    """Per-size figures (out-of-place, as nccl-tests' own summary uses) and its `Avg bus bandwidth`.
+def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | None]:
+    """Per-size figures (out-of-place, as nccl-tests' own summary uses), its `Avg bus bandwidth`, and
+    what is wrong with the output when the parser found it incomplete (a run cut off, NCCL failures).
 
     Raises ParseError for output the parser cannot read. busbw is taken as printed; when a row lacks
     it, it is derived from algbw with the same all-reduce factor.
@@ -51,6 +52,12 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None]:
         # A header and nothing readable under it: the run printed something, but no figures to judge.
         first = parsed.unplaced[0]
         raise ParseError("nccl_tests", f"no result rows: {first.reason}", line=first.line, text=first.text)
+    problem = None
+    failures = [str(failure) for failure in parsed.failures]
+    if not parsed.complete or failures:
+        missing = ", ".join(parsed.missing)
+        verdict = str(parsed.verdict or "incomplete")
+        problem = "; ".join(p for p in (verdict, f"missing: {missing}" if missing else "", *failures[:3]) if p)
     found = []
     for row in parsed.rows:
         time_us = row.oop_time_us if row.oop_time_us is not None else row.ip_time_us
@@ -62,4 +69,4 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None]:
             bus = alg * all_reduce_factor(ranks)
         wrong = row.oop_wrong if isinstance(row.oop_wrong, int) else 0
         found.append(SizeResult(row.size, time_us, alg, bus, wrong))
-    return found, parsed.avg_busbw
+    return found, parsed.avg_busbw, problem

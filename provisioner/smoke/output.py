@@ -31,11 +31,13 @@ def to_json(outcome: SmokeOutcome, *, inventory: str, playbook: str | None, limi
         "ranks": (len(outcome.hosts) * outcome.ranks_per_host) if outcome.backend else None,
         "preflight": {"passed": not outcome.findings and not outcome.unreachable,
                       "findings": [f.to_json() for f in outcome.findings],
-                      "unreachable": outcome.unreachable},
+                      "unreachable": outcome.unreachable,
+                      "after_failure": [f.to_json() for f in outcome.findings_after]},
         "results": [_row(r) for r in outcome.rows],
         "avg_busbw": None if outcome.avg_busbw is None else round(outcome.avg_busbw, 6),
         "progress": [p.to_json() for p in job.progress] if job and not job.ok else [],
         "left_running": job.left_running if job else {},
+        "rank_output": {str(rank): text for rank, text in job.outputs.items()} if job else {},
         "localisation": None if outcome.localisation is None else {
             "pairs": outcome.pairs,
             "slow_hosts": outcome.localisation.slow_hosts,
@@ -51,7 +53,7 @@ def to_junit(outcome: SmokeOutcome) -> str:
     """One test case per pre-flight check, per host and per message size, plus the verdict."""
     cases: list[tuple[str, str, str | None, str]] = []  # (classname, name, failure message or None, output)
     failed_checks = {f.check: f for f in outcome.findings}
-    for check in ("interface", "address", "mtu", "data_path", "path_mtu", "env", "python", "gpus"):
+    for check in ("probe", "interface", "address", "mtu", "data_path", "path_mtu", "env", "python", "gpus"):
         finding = failed_checks.get(check)
         cases.append(("smoke.preflight", check, f"{finding.message}; fix: {finding.fix}" if finding else None, ""))
     for host in outcome.hosts:

@@ -110,6 +110,8 @@ def launch_script(job: Job, target: Target, node_script: str | None = None) -> s
     lines += [
         "wait",
         collect_snippet(job),
+        # Every rank has ended: nothing is left to kill, so the job cleans up after itself.
+        f"rm -rf {directory}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -130,26 +132,19 @@ def kill_script(job: Job, target: Target) -> str:
     directory = sh(job.directory)
     iface = sh(target.data_iface or "lo")
     return "\n".join([
-        f"if [ -f {directory}/pids ]; then",
-        f"  for p in $(cat {directory}/pids); do",
-        "    kill -KILL -- -\"$p\" 2>/dev/null; kill -KILL \"$p\" 2>/dev/null; done",
+        # Read first: once its ranks are dead the launch exec removes the directory (its own output
+        # then carries the events), and the pids are still needed to prove nothing survived.
+        f"pids=$(cat {directory}/pids 2>/dev/null)",
         # Ranks record their own process group too, in case setsid had to fork.
-        f"  for g in $(sed -n 's/.*\"pgid\": \\([0-9]*\\).*/\\1/p' {directory}/rank-*.events 2>/dev/null); do",
-        "    kill -KILL -- -\"$g\" 2>/dev/null; done",
-        "  sleep 0.2",
-        "fi",
+        f"groups=$(sed -n 's/.*\"pgid\": \\([0-9]*\\).*/\\1/p' {directory}/rank-*.events 2>/dev/null)",
+        "for p in $pids $groups; do kill -KILL -- -\"$p\" 2>/dev/null; kill -KILL \"$p\" 2>/dev/null; done",
+        "[ -n \"$pids\" ] && sleep 0.2",
         collect_snippet(job),
         f"printf '%s\\n' '{MARK}:iface'; ip -j addr show dev {iface} 2>&1",
         f"printf '%s\\n' '{MARK}:alive'",
-        f"if [ -f {directory}/pids ]; then for p in $(cat {directory}/pids); do",
-        "  ps -o pid= -s \"$p\" 2>/dev/null; done; fi",
+        "for p in $pids $groups; do ps -o pid= -s \"$p\" 2>/dev/null; done",
         f"rm -rf {directory}",
     ]) + "\n"
-
-
-def cleanup_script(job: Job) -> str:
-    directory = sh(job.directory)
-    return f"rm -rf {directory}\n"
 
 
 # ------------------------------------------------------------------------------------- reading back

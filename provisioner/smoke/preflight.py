@@ -54,7 +54,7 @@ class HostFacts:
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # interface, address, mtu, data_path, path_mtu, env, python, gpus
+    check: str  # probe, interface, address, mtu, data_path, path_mtu, env, python, gpus
     hosts: tuple[str, ...]
     message: str
     fix: str
@@ -151,6 +151,8 @@ def parse_facts(name: str, found: Mapping[str, Probe], results: Mapping[str, Pro
 
     if (addr := get("addr")) is not None:
         try:
+            if addr.exit_code != 0:
+                raise ValueError(f"exit code {addr.exit_code}")
             facts.ifaces = parse_addr(addr.stdout)
         except (ValueError, KeyError, TypeError) as exc:
             facts.errors.append(f"cannot read `ip -j addr`: {addr.stderr.strip() or exc}")
@@ -349,10 +351,18 @@ def data_address(target: Target, facts: HostFacts | None) -> str | None:
     return live.ipv4[0] if live and live.ipv4 else None
 
 
+def check_probes(targets: Sequence[Target], facts: Mapping[str, HostFacts]) -> list[Finding]:
+    """A probe that could not be read makes the other verdicts on that host guesses: say so first."""
+    return [Finding("probe", (t.name,), f"{t.name}: {'; '.join(facts[t.name].errors)}",
+                    "check that the host has iproute2 with JSON output (ip -j) and a POSIX shell")
+            for t in targets if facts[t.name].errors]
+
+
 def evaluate(targets: Sequence[Target], facts: Mapping[str, HostFacts], *, runner: str,
              backend: str) -> list[Finding]:
     """Every pre-flight problem, most basic first (a host whose interface is down also fails the pings)."""
     return [
+        *check_probes(targets, facts),
         *check_interfaces(targets, facts),
         *check_addresses(targets, facts),
         *check_mtu(targets, facts),

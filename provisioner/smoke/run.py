@@ -48,6 +48,7 @@ class SmokeOutcome:
     backend: str | None = None
     ranks_per_host: int = 1
     findings: list[preflight.Finding] = field(default_factory=list)
+    findings_after: list[preflight.Finding] = field(default_factory=list)  # pre-flight checks re-run after a failure
     mtus: dict[str, int | None] = field(default_factory=dict)
     unreachable: dict[str, str] = field(default_factory=dict)
     job: JobResult | None = None
@@ -207,9 +208,12 @@ def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, o
     finally:
         conn.close()
     try:
-        rows, avg = nccltests.rows(result.stdout, len(targets) * ranks)
+        rows, avg, problem = nccltests.rows(result.stdout, len(targets) * ranks)
     except ParseError as exc:
         outcome.verdict, outcome.reason = "failed", f"nccl-tests output: {exc}"
+        return
+    if problem and result.exit_code == 0:
+        outcome.verdict, outcome.reason = "failed", f"nccl-tests output is not a complete run: {problem}"
         return
     if result.exit_code != 0 or not rows:
         tail = result.stdout.strip().splitlines()[-3:]
@@ -218,6 +222,28 @@ def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, o
         return
     outcome.rows = rows
     outcome.avg_busbw = avg if avg is not None else average_busbw(rows)
+
+
+def _post_mortem(targets: Sequence[Target], settings: Settings, options: Options, outcome: SmokeOutcome,
+                 log: Log) -> None:
+    """The run failed without singling out a host: what changed since the pre-flight? Its checks run
+    again (seconds), and what they find now names the hosts and the cause."""
+    log("the run failed on every host alike: checking the fabric again")
+    again = SmokeOutcome(hosts=outcome.hosts, settings=settings)
+    facts = run_preflight(targets, settings, options, again)
+    if again.unreachable:
+        outcome.reason += "; unreachable now: " + ", ".join(f"{h} ({r})" for h, r in again.unreachable.items())
+        outcome.failed_hosts = dict(again.unreachable)
+        return
+    findings = preflight.evaluate(targets, facts, runner=settings.runner, backend=settings.backend)
+    if not findings:
+        return
+    outcome.findings_after = findings
+    outcome.reason += "; checked again after the failure: " + "; ".join(f.message for f in findings)
+    outcome.failed_hosts = {}
+    for finding in findings:
+        for host in finding.hosts:
+            outcome.failed_hosts.setdefault(host, finding.message)
 
 
 # ----------------------------------------------------------------------------------------------- main
@@ -280,6 +306,11 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log:
         if not result.ok:
             outcome.verdict, outcome.reason = "failed", result.cause or "the all-reduce failed"
             outcome.failed_hosts = {h: outcome.reason for h in result.failed_hosts}
+            if result.unreachable:
+                outcome.verdict = "unreachable"
+                outcome.unreachable = dict(result.unreachable)
+            if len(result.failed_hosts) == len(targets) and not outcome.unreachable:
+                _post_mortem(targets, settings, options, outcome, log)
             return
         outcome.avg_busbw = average_busbw(result.rows)
         wrong = [r for r in result.rows if r.wrong]
@@ -303,3 +334,14 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log:
             for host, value in verdict.slow_hosts.items():
                 shown = "failed" if value is None else f"{value:.3f} GB/s"
                 outcome.failed_hosts[host] = f"slow all-reduce: {shown} with a good host, threshold {threshold:g} GB/s"
+
+
+def verify_plans(plans: Sequence, options: Options | None = None, log: Log = lambda m: None) -> SmokeOutcome | None:
+    """The smoke test a playbook asks for after a change (`verify: all_reduce:` in a play), across the
+    hosts of `plans`; None when no play asks for one. For `fabnet apply` and other callers."""
+    from provisioner.smoke.targets import targets_from_plans, verify_spec
+
+    spec = verify_spec(plans)
+    if spec is None:
+        return None
+    return smoke(targets_from_plans(plans), Settings().merged(spec, {}), options or Options(), log)

@@ -123,25 +123,40 @@ def hand_run(lab: Lab, nodes: list[NodeRecord], sizes: list[int], iters: int, po
     return statistics.mean(size / times[size] / 1e9 * 2 * (n - 1) / n for size in sizes)
 
 
+LINK_MBIT = 200
+
+
 def test_healthy_four_nodes_pass_and_agree_with_a_hand_run(lab8: Lab, tmp_path: Path) -> None:
+    """fabnet's figures against an all-reduce run by hand over ssh, same nodes and sizes.
+
+    Every data link is shaped to 200 Mbit/s first (tbf on each node's eth1), so both measure the
+    network and not the CPU, which this shared machine's other work makes swing by far more than 10%
+    between runs. It also gives a physical check of busbw: for a bandwidth-bound all-reduce it is the
+    per-link rate."""
     nodes = lab8.nodes[:4]
     junit = tmp_path / "smoke.xml"
     sizes = [4 << 20, 8 << 20, 16 << 20]
-    # The machine is shared and gloo here is CPU-bound, so single runs drift by themselves: fabnet and the
-    # hand-run alternate five times and their medians are compared.
+    for record in nodes:
+        lab8.ssh(record, f"tc qdisc replace dev eth1 root tbf rate {LINK_MBIT}mbit burst 32kb latency 50ms")
     ours: list[float] = []
     theirs: list[float] = []
-    for attempt in range(5):
-        theirs.append(hand_run(lab8, nodes, sizes, 10, 29600 + attempt))
-        code, data, _ = fabnet(lab8, "--limit", FOUR, "--sizes", SIZES, "--iters", "10", "--timeout", "90",
-                               "--junit", str(junit))
-        assert code == 0, data["reason"]
-        ours.append(data["avg_busbw"])
+    try:
+        for attempt in range(2):
+            theirs.append(hand_run(lab8, nodes, sizes, 3, 29600 + attempt))
+            code, data, _ = fabnet(lab8, "--limit", FOUR, "--sizes", SIZES, "--iters", "3", "--timeout", "120",
+                                   "--junit", str(junit))
+            assert code == 0, data["reason"]
+            ours.append(data["avg_busbw"])
+    finally:
+        for record in nodes:
+            lab8.ssh(record, "tc qdisc del dev eth1 root", check=False)
     assert data["verdict"] == "pass" and data["ranks"] == 4 and data["settings"]["backend"] == "gloo"
     assert [r["size"] for r in data["results"]] == sizes
     for row in data["results"]:
         assert row["wrong"] == 0 and row["busbw"] == pytest.approx(row["algbw"] * 1.5, rel=1e-3)
-    assert statistics.median(ours) == pytest.approx(statistics.median(theirs), rel=0.10), (ours, theirs)
+    assert statistics.mean(ours) == pytest.approx(statistics.mean(theirs), rel=0.10), (ours, theirs)
+    link = LINK_MBIT * 1e6 / 8 / 1e9  # GB/s
+    assert 0.7 * link < statistics.mean(ours) < 1.05 * link, (ours, link)
     xml = junit.read_text()
     assert 'name="verdict"' in xml and 'name="all_reduce 4194304 bytes"' in xml
     assert smoke_leftovers(lab8, nodes) == {}
@@ -208,13 +223,14 @@ def test_rate_limited_node_is_named_slow(lab8: Lab, count: int) -> None:
     nodes = lab8.nodes[:count]
     slow = nodes[2]
     limit = ",".join(r.name for r in nodes)
-    code, healthy, _ = fabnet(lab8, "--limit", limit, "--sizes", SIZES, "--iters", "3", "--timeout", "120")
+    code, healthy, _ = fabnet(lab8, "--limit", limit, "--sizes", "1M:4M", "--iters", "3", "--timeout", "120")
     assert code == 0, healthy["reason"]
-    # Half the healthy figure: far above what the rate-limited link allows (~0.03 GB/s), far below healthy.
+    # Half the healthy figure: far above what the rate-limited link allows (~0.006 GB/s), far below healthy
+    # even when the machine's load halves the healthy figure.
     threshold = healthy["avg_busbw"] / 2
-    lab8.ssh(slow, "tc qdisc replace dev eth1 root tbf rate 200mbit burst 32kb latency 50ms")
+    lab8.ssh(slow, "tc qdisc replace dev eth1 root tbf rate 50mbit burst 16kb latency 50ms")
     try:
-        code, data, _ = fabnet(lab8, "--limit", limit, "--sizes", SIZES, "--iters", "3", "--timeout", "120",
+        code, data, _ = fabnet(lab8, "--limit", limit, "--sizes", "1M:4M", "--iters", "3", "--timeout", "120",
                                "--min-busbw", f"{threshold:.4f}", "--drain-cmd", "echo drain {host}: {reason}")
     finally:
         lab8.ssh(slow, "tc qdisc del dev eth1 root", check=False)
@@ -288,6 +304,43 @@ def test_fault_after_preflight_fails_in_time_names_the_node_and_leaves_nothing(l
     stages = {p["host"]: p["stage"] for p in data["progress"]}
     assert stages[victim.name] in ("not_started", "started")
     assert data["left_running"] == {}
+    assert smoke_leftovers(lab8, nodes) == {}
+
+
+def test_mtu_hang_after_preflight_is_bounded_and_explained(lab8: Lab) -> None:
+    """Switch ports of two jumbo nodes drop to 1500 after the pre-flight: the rendezvous works, then the
+    all-reduce hangs (the classic fault). fabnet stops it at --timeout and, since every rank is stuck
+    alike, checks the fabric again to name the nodes."""
+    nodes = lab8.nodes[:4]
+    ports = [data_port(lab8, r) for r in nodes[:2]]
+    timeout = 25
+
+    def shrink() -> None:
+        for port in ports:
+            subprocess.run(["ip", "link", "set", port, "mtu", "1500"], check=True)
+
+    from provisioner.commands.smoke import load_plans
+    from provisioner.smoke.run import Options, smoke
+    from provisioner.smoke.settings import Settings, parse_sizes
+    from provisioner.smoke.targets import targets_from_plans
+
+    plans = load_plans(lab8.state.inventory_path, PLAYBOOK, FOUR)
+    try:
+        started = time.monotonic()
+        outcome = smoke(targets_from_plans(plans), Settings(sizes=parse_sizes("16M"), timeout=timeout),
+                        Options(after_preflight=shrink))
+        elapsed = time.monotonic() - started
+    finally:
+        for port in ports:
+            subprocess.run(["ip", "link", "set", port, "mtu", "9216"], check=True)
+    assert outcome.verdict == "failed" and outcome.exit_code == 2
+    assert outcome.job is not None and not outcome.job.ok
+    # The rendezvous itself worked; then every rank waited in the collective until its own timeout.
+    assert all(p.stage == "joined" and p.sizes_done == 0 for p in outcome.job.progress)
+    assert elapsed < timeout + outcome.preflight_seconds * 2 + 15, elapsed
+    assert sorted(outcome.failed_hosts) == ["gpu01", "gpu02"], outcome.reason
+    assert "1500" in outcome.reason and "checked again after the failure" in outcome.reason
+    assert outcome.job.left_running == {}
     assert smoke_leftovers(lab8, nodes) == {}
 
 

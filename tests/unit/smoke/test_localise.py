@@ -50,3 +50,17 @@ def test_uniformly_slow_fleet_blames_nobody() -> None:
 def test_failed_pair_counts_as_slow() -> None:
     slow, fast = localise.slow_pairs({("a", "b"): None, ("c", "d"): 1.0}, 0.5)
     assert slow == [("a", "b")] and fast == [("c", "d")]
+
+
+def test_a_noisy_innocent_partner_is_not_blamed() -> None:
+    """Measured on a loaded 2-core machine: gpu03 rate-limited; gpu04, its round-1 partner, came out
+    low with a good host too (CPU contention), but nine times faster than the slow pair."""
+    round1 = {("gpu01", "gpu02"): 0.130, ("gpu03", "gpu04"): 0.0061}
+    round2 = {("gpu03", "gpu01"): 0.0062, ("gpu04", "gpu02"): 0.0559}
+    verdict = localise.verdict(round1, round2, threshold=0.07)
+    assert list(verdict.slow_hosts) == ["gpu03"]
+
+
+def test_both_hosts_of_a_pair_can_be_slow() -> None:
+    verdict = simulate(HOSTS[:4], {"gpu03", "gpu04"})
+    assert sorted(verdict.slow_hosts) == ["gpu03", "gpu04"]

@@ -131,3 +131,14 @@ def test_runtime_checks_and_backend() -> None:
     gpu = {n: facts(n, gpus=8) for n in NAMES[:2]}
     assert preflight.resolve_backend("auto", gpu) == ("nccl", 8)
     assert preflight.check_runtime(targets, cpu, "torch", "nccl")[0].check == "gpus"
+
+
+def test_unreadable_probe_is_its_own_finding() -> None:
+    found = preflight.probes(target("gpu01"), None)
+    results = {found["addr"].key: ProbeResult("", 'Option "-j" is unknown, try "ip -help".', 255),
+               found["ib"].key: ProbeResult("", "", 0), found["gpus"].key: ProbeResult("", "", 0),
+               found["python"].key: ProbeResult("3.11.2\n1\n", "", 0)}
+    got = preflight.parse_facts("gpu01", found, results)
+    findings = preflight.evaluate([target("gpu01")], {"gpu01": got}, runner="torch", backend="auto")
+    assert findings[0].check == "probe" and "ip -j addr" in findings[0].message
+    assert 'Option "-j" is unknown' in findings[0].message

@@ -26,3 +26,12 @@ def test_example_inventory_with_site_playbook() -> None:
     assert t.data_ifaces == ("ens1f0np0",) and t.python == "python3" and t.data_ip is None
     assert t.env["NCCL_SOCKET_IFNAME"] == "ens1f0np0" and t.env["NCCL_IB_HCA"] == "mlx5_0"
     assert verify_spec(plans) is not None  # site.yml has verify: all_reduce: {}
+
+
+def test_verify_plans_is_none_without_a_verify_section(tmp_path: Path) -> None:
+    from provisioner.smoke.run import verify_plans
+
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("- hosts: gpu\n  resources: []\n")
+    plans = resolve(load_playbook(playbook), load_inventory(ROOT / "inventories/example/hosts.yml"))
+    assert plans and verify_plans(plans) is None
