@@ -213,15 +213,62 @@ def _states(planned: HostPlanned) -> dict[str, tuple[str | None, str | None]]:
     return states
 
 
+def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds: int,
+            armed_at: float) -> tuple[str, int]:
+    """"Commit confirmed": a FRESH connection disarms the revert armed before a management-path change.
+
+    Returns ("confirmed" | "reverted" | "unreachable", execs). When no fresh connection gets through,
+    the host reverts on its own once its timer fires; fabnet then waits for that and checks again.
+    """
+    host = planned.plan.host
+    unit = changes.revert_unit(run_id)
+    command = (f"systemctl stop {unit}.timer >/dev/null 2>&1; "
+               f"if [ -e {changes.reverted_flag(run_id)} ]; then echo reverted; else echo confirmed; fi")
+    become = host.become_user if host.become else None
+
+    def attempt(connect_timeout: float) -> str | None:
+        try:
+            conn = transport.connect(host, connect_timeout=connect_timeout, ssh_config=options.ssh_config)
+        except transport.HostUnreachable:
+            return None
+        try:
+            result = transport.run_stdin(conn, command, timeout=30, become_user=become)
+        except transport.CommandFailed:
+            return None
+        finally:
+            conn.close()
+        return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else None
+
+    execs = 0
+    answer = attempt(min(options.connect_timeout, 5.0))
+    if answer is not None:
+        return answer, 1
+    # No way in: the host reverts on its own when its timer fires. Wait for that, then look again.
+    time.sleep(max(0.0, armed_at + revert_seconds + 2 - time.monotonic()))
+    for _ in range(5):
+        answer = attempt(5.0)
+        if answer is not None:
+            return ("reverted" if answer == "reverted" else answer), execs + 1
+        time.sleep(3)
+    return "unreachable", execs
+
+
 def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: changes.Holder,
-               journal: Journal | None = None) -> HostApplied:
-    """Change one host in one exec, then re-read it in one more. Only for a host that has steps."""
+               journal: Journal | None = None, revert_seconds: int = 60) -> HostApplied:
+    """Change one host in one exec, then re-read it in one more. Only for a host that has steps.
+
+    A change to the management path adds a confirming exec on a fresh connection (see `confirm`).
+    """
     started = time.monotonic()
     host = planned.plan.host
     applied = HostApplied(host.name, host.address, "ok", execs=planned.audit.execs, digest=planned.digest)
     steps = planned.steps
     nonce = batch.new_nonce()
-    script = changes.build_script(steps, nonce, run_id, host.name, holder, _states(planned))
+    script = changes.build_script(steps, nonce, run_id, host.name, holder, _states(planned), revert_seconds)
+    guarded = any(s.netdev is not None or s.lockout for s in steps)
+    # Once a revert is armed, the exec is given half the revert time to end; a change that cut the
+    # session's path leaves it hanging, and only a fresh connection can tell.
+    shorten = (f"@@fabnet:{nonce}:armed:", revert_seconds / 2) if guarded else None
     for step in steps:
         if journal:
             journal({"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
@@ -230,7 +277,8 @@ def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: chan
         conn = transport.connect(host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
         try:
             result = transport.run_stdin(conn, script, timeout=options.command_timeout,
-                                         become_user=host.become_user if host.become else None)
+                                         become_user=host.become_user if host.become else None,
+                                         shorten_after=shorten)
         finally:
             conn.close()
         applied.execs += 1
@@ -253,6 +301,20 @@ def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: chan
     if not parsed.finished and not any(s.status != "not_run" for s in parsed.steps):
         detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0]
         applied.status, applied.error = "failed", f"the change script did not run: {detail}"
+    if parsed.armed:
+        answer, execs = confirm(planned, options, run_id, revert_seconds, time.monotonic())
+        applied.execs += execs
+        if journal:
+            journal({"run": run_id, "host": host.name, "resource": "management path", "action": "confirm",
+                     "outcome": answer})
+        if answer != "confirmed":
+            applied.status = "failed" if answer == "reverted" else "unreachable"
+            lost = "the management path was lost" if result.cut else "the change could not be confirmed"
+            applied.error = (f"{lost}; the host reverted the change on its own after {revert_seconds} s"
+                             if answer == "reverted" else
+                             f"{lost}, and the host is still unreachable after its revert time ({revert_seconds} s)")
+            if answer != "reverted":
+                return _finish(applied, planned, parsed, None, started)
     after = None
     try:
         results, execs = engine.gather(planned.plan, options)
@@ -338,7 +400,7 @@ HostDone = Callable[[HostApplied], None]
 
 def apply(planned: Sequence[HostPlanned], options: Options, *, run_id: str | None = None,
           serial: Sequence[str] | None = None, max_fail_percent: float | None = None,
-          journal: Journal | None = None, on_host: HostDone | None = None) -> ApplyOutcome:
+          journal: Journal | None = None, on_host: HostDone | None = None, revert_seconds: int = 60) -> ApplyOutcome:
     """Run every host's plan, batch by batch. Hosts without steps are reported from their gathered state."""
     started = time.monotonic()
     run_id = run_id or new_run_id()
@@ -361,7 +423,7 @@ def apply(planned: Sequence[HostPlanned], options: Options, *, run_id: str | Non
             for name in group:
                 host = by_name[name]
                 if host.steps and host.audit.status not in ("unreachable",):
-                    futures[pool.submit(apply_host, host, options, run_id, holder, journal)] = name
+                    futures[pool.submit(apply_host, host, options, run_id, holder, journal, revert_seconds)] = name
                 else:
                     done[name] = unchanged_host(host)
                     if on_host:

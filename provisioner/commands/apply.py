@@ -61,11 +61,14 @@ def exit_code(outcome: object) -> int:
               help="Seconds for one host's exec (package installs included).")
 @click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="OpenSSH client config to use instead of ~/.ssh/config.")
+@click.option("--revert-after", type=click.IntRange(10, 3600), default=60, show_default=True,
+              help="Seconds after which a host reverts a change to its management path by itself unless a "
+                   "fresh SSH connection confirmed it (\"commit confirmed\").")
 @click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
 def apply_command(inventory: Path, playbook: Path, limit: str | None, check: bool, diff: bool, yes: bool,
                   serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
                   journal_path: Path | None, connect_timeout: float, command_timeout: float,
-                  ssh_config: Path | None, verbose: bool) -> None:
+                  ssh_config: Path | None, revert_after: int, verbose: bool) -> None:
     """Converge hosts to the playbook: gather, show the plan, ask, change, re-check.
 
     Per host: ONE exec reads the facts (as audit does); the plan lists every step and its command;
@@ -73,7 +76,9 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
     re-reads the host, and each resource is reported ok / changed / failed from what is there now.
     A host already in sync costs one exec. Files are replaced atomically after a backup on the host
     (/var/backups/fabnet/RUN); every step is journaled locally and on the host (/var/log/fabnet); a
-    per-host lock refuses a second concurrent run and names its holder.
+    per-host lock refuses a second concurrent run and names its holder. A change to the interface the
+    SSH session arrives on first arms a revert on the host (systemd-run timer); a fresh connection
+    confirms and disarms it, else the host reverts by itself after --revert-after seconds.
 
     \b
     Examples:
@@ -123,7 +128,8 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
             raise SystemExit(EXIT_NOT_CONVERGED)
     journal = Journal(journal_path or default_path())
     outcome = converge.apply(planned, options, serial=serial_items, max_fail_percent=max_fail_percent,
-                             journal=journal, on_host=None if as_json else apply_report.host_line)
+                             journal=journal, on_host=None if as_json else apply_report.host_line,
+                             revert_seconds=revert_after)
     code = exit_code(outcome)
     _emit(outcome, code, as_json, junit, inventory, playbook, limit, planned, verbose, show_results=True)
     raise SystemExit(code)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from provisioner.errors import LabError
@@ -74,8 +74,11 @@ class LabState:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        nodes = [NodeRecord(**node) for node in data.pop("nodes", [])]
-        return cls(**data, nodes=nodes)
+        # A lab written by another fabnet version may carry fields this one lacks: keep those it knows.
+        node_fields = {f.name for f in fields(NodeRecord)}
+        nodes = [NodeRecord(**{k: v for k, v in node.items() if k in node_fields}) for node in data.pop("nodes", [])]
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known}, nodes=nodes)
 
 
 def all_labs() -> list[LabState]:

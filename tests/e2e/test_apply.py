@@ -239,3 +239,51 @@ def test_serial_batches_stop_past_max_fail_percent(alab: Lab, inventory: Path, t
     finally:
         alab.ssh(alab.node("gpu01"), "if [ -e /usr/local/sbin/mlnx_qos.real ]; then "
                  "mv /usr/local/sbin/mlnx_qos.real /usr/local/sbin/mlnx_qos; fi", check=False)
+
+
+MGMT_DOWN = """\
+- name: take the management interface down
+  hosts: gpu
+  resources:
+    - interface: {name: eth0, state: down, persistent: false}
+"""
+
+
+def test_a_change_that_cuts_the_management_path_is_reverted_by_the_node(alab: Lab, inventory: Path,
+                                                                        tmp_path: Path) -> None:
+    playbook = tmp_path / "mgmt.yml"
+    playbook.write_text(MGMT_DOWN)
+    node = alab.node("gpu02")
+    started = time.monotonic()
+    proc = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu02", "--yes", "--json",
+                  "--revert-after", "10", "--journal", str(tmp_path / "j.jsonl"))
+    report = json.loads(proc.stdout)
+    host = report["hosts"][0]
+    assert proc.returncode == 2 and host["status"] == "failed"
+    assert "management path was lost" in host["error"] and "reverted the change on its own" in host["error"]
+    assert time.monotonic() - started < 60
+    # The node is reachable again, its management interface up, and it says it reverted.
+    link = json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]
+    assert "UP" in link["flags"]
+    assert alab.host(node).file(f"/run/fabnet-reverted-{report['run_id']}").exists
+    local = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
+    assert {"action": "confirm", "outcome": "reverted"}.items() <= next(
+        j for j in local if j.get("action") == "confirm").items()
+
+
+def test_a_management_path_change_that_keeps_the_session_is_confirmed(alab: Lab, inventory: Path,
+                                                                      tmp_path: Path) -> None:
+    # An MTU change on eth0 keeps the path: armed, confirmed over a fresh connection, disarmed.
+    playbook = tmp_path / "mtu.yml"
+    playbook.write_text(MGMT_DOWN.replace("state: down, persistent: false", "mtu: 1500, persistent: false")
+                        .replace("{name: eth0,", "{name: eth0, state: up,"))
+    node = alab.node("gpu03")
+    alab.ssh(node, "ip link set dev eth0 mtu 1400")
+    proc = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu03", "--yes", "--json",
+                  "--revert-after", "10", "--journal", str(tmp_path / "j.jsonl"))
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert report["hosts"][0]["status"] == "changed" and report["hosts"][0]["execs"] == 4  # + the confirmation
+    time.sleep(11)  # past the revert time: the disarmed timer must not have fired
+    assert json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]["mtu"] == 1500
+    assert not alab.host(node).file(f"/run/fabnet-reverted-{report['run_id']}").exists
