@@ -169,6 +169,10 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
                    'if [ "$__fn_g" = failed ]; then __fn_rc=90; __fn_o="refused: this changes the interface the '
                    'SSH session arrives on and no automatic revert could be armed (systemd-run)"; '
                    f"else {run}; fi")
+        # What undoes a step that ran, kept on the host for `fabnet rollback` (no file contents: a
+        # file's undo restores it from the run's backup).
+        keep_undo = (f"mkdir -p \"$FABNET_BACKUP_DIR/undo\" && printf '%s\\n' {shlex.quote(step.undo)} "
+                     f"> \"$FABNET_BACKUP_DIR/undo/{i:04d}\"; ") if step.undo else ""
         lines += [
             f"__fn_ok_{i}=0; __fn_rc=",
             f"if {condition}; then",
@@ -176,7 +180,7 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
             f"  {run}",
             "  printf '%s\\n' \"$__fn_o\"",
             f"  printf '%s\\n' \"{tag}:rc:{i}:$__fn_rc@@\"",
-            "  if [ \"$__fn_rc\" = 0 ]; then __fn_ok_" + str(i) + "=1; __fn_st=ok; "
+            "  if [ \"$__fn_rc\" = 0 ]; then __fn_ok_" + str(i) + "=1; __fn_st=ok; " + keep_undo
             + "".join(f"{s}; " for s in notify_sets) + "else __fn_st=failed; fi",
             "else",
             f"  printf '%s\\n' '{tag}:skip:{i}@@'; __fn_st=skipped",

@@ -317,6 +317,9 @@ def audit_exit_code(outcome: AuditOutcome) -> int:
 from provisioner.commands.apply import apply_command  # noqa: E402
 
 app.add_command(apply_command)
+from provisioner.commands.rollback import rollback_command  # noqa: E402
+
+app.add_command(rollback_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -287,3 +287,65 @@ def test_a_management_path_change_that_keeps_the_session_is_confirmed(alab: Lab,
     time.sleep(11)  # past the revert time: the disarmed timer must not have fired
     assert json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]["mtu"] == 1500
     assert not alab.host(node).file(f"/run/fabnet-reverted-{report['run_id']}").exists
+
+
+def test_sigkill_mid_apply_leaves_files_whole_and_the_next_apply_finishes(alab: Lab, inventory: Path,
+                                                                           tmp_path: Path) -> None:
+    # gpu04 gets a slow OFED install (its change exec takes several seconds), gpu06 loses /etc/nccl.conf.
+    gpu04, gpu06 = alab.node("gpu04"), alab.node("gpu06")
+    alab.ssh(gpu04, "sed -i 's/MLNX_OFED_LINUX-23.10-1.1.9.0/MLNX_OFED_LINUX-5.8-2.0.3.0/' /var/lib/fabnet-lab/hw.json")
+    alab.ssh(gpu04, "rm -f /etc/nccl.conf")
+    alab.ssh(gpu06, "rm -f /etc/nccl.conf")
+    slow = tmp_path / "slow"
+    (slow / "group_vars").mkdir(parents=True)
+    (slow / "group_vars" / "all.yml").write_text(
+        yaml.safe_dump({"fabnet_ofed_install_command": "sleep 5; " + INSTALL_COMMAND}))
+    (slow / "hosts.yml").write_text(inventory.read_text())
+    journal = tmp_path / "j.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "provisioner", "apply", str(slow / "hosts.yml"), "-p", str(SITE),
+                             "--yes", "--journal", str(journal)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while alab.ssh(gpu04, "test -d /run/fabnet.lock", check=False).returncode != 0:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    proc.kill()  # SIGKILL: no cleanup of any kind on the control machine
+    proc.wait()
+    wanted = yaml.safe_load(NCCL_CONF.read_text())["defaults"]["files"]["/etc/nccl.conf"]
+    for node in (gpu04, gpu06):
+        host = alab.host(node)
+        conf = host.file("/etc/nccl.conf")
+        assert not conf.exists or conf.content_string == wanted  # old (absent) or new, never a part
+        assert host.run("ls -a /etc | grep -c '^\\.fabnet\\.'").stdout.strip() == "0"  # no temporary left over
+    # The host finishes its steps on its own (the kill only closed the session), and says so.
+    while alab.ssh(gpu04, "test -d /run/fabnet.lock", check=False).returncode == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    entries = [json.loads(line) for line in
+               alab.host(gpu04).file("/var/log/fabnet/journal.jsonl").content_string.splitlines()]
+    run_id = entries[-1]["run"]
+    assert {(e["resource"], e["outcome"]) for e in entries if e["run"] == run_id} >= {
+        ("ofed", "ok"), ("file[/etc/nccl.conf]", "ok")}
+    assert alab.host(gpu04).file(f"/var/backups/fabnet/{run_id}/etc/nccl.conf.absent").exists
+    local = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert {(e["host"], e["outcome"]) for e in local} >= {("gpu04", "started")}  # it was recorded before the kill
+    proc2 = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--journal", str(journal))
+    assert proc2.returncode == 0, proc2.stdout[-2000:]
+    assert fabnet("audit", str(inventory), "-p", str(SITE)).returncode == 0
+
+
+def test_rollback_restores_the_before_state_of_a_run(alab: Lab, inventory: Path, first_apply: dict) -> None:
+    run_id = first_apply["report"]["run_id"]
+    proc = fabnet("rollback", str(inventory), "-p", str(SITE), "--limit", "gpu02,gpu06", "--run", run_id,
+                  "--yes", "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert {h["name"]: h["status"] for h in report["hosts"]} == {"gpu02": "rolled_back", "gpu06": "rolled_back"}
+    gpu02, gpu06 = alab.host(alab.node("gpu02")), alab.host(alab.node("gpu06"))
+    assert json.loads(gpu02.check_output("ip -j link show eth1"))[0]["mtu"] == 1500
+    assert "MTUBytes" not in gpu02.file("/etc/systemd/network/10-data.network").content_string
+    assert not gpu06.file("/etc/nccl.conf").exists
+    assert gpu06.package("libnccl2").version == OLD_NCCL
+    # Rolled back once: a second rollback of the same run finds nothing left to undo.
+    again = fabnet("rollback", str(inventory), "-p", str(SITE), "--limit", "gpu02", "--run", run_id, "--yes", "--json")
+    assert again.returncode == 2 and json.loads(again.stdout)["hosts"][0]["status"] == "nothing"
