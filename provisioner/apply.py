@@ -62,6 +62,7 @@ class HostPlanned:
     resources: list[ResourcePlan] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)  # ordered, handlers included
     digest: str = ""  # of the facts the plan was made from (saved plans refuse a host that changed)
+    refusal: str | None = None  # why this host is not changed at all (a saved plan that no longer fits)
 
     @property
     def name(self) -> str:
@@ -353,6 +354,10 @@ def unchanged_host(planned: HostPlanned, check: bool = False) -> HostApplied:
     audit = planned.audit
     applied = HostApplied(planned.name, audit.address, "ok", audit.error, execs=audit.execs, seconds=audit.seconds,
                           digest=planned.digest)
+    if planned.refusal is not None:
+        applied.status, applied.error = "failed", planned.refusal
+        applied.resources = [ResourceApplied(rp.outcome, None) for rp in planned.resources]
+        return applied
     if audit.status == "unreachable":
         applied.status = "unreachable"
         return applied

@@ -320,6 +320,9 @@ app.add_command(apply_command)
 from provisioner.commands.rollback import rollback_command  # noqa: E402
 
 app.add_command(rollback_command)
+from provisioner.commands.plan import plan_command  # noqa: E402
+
+app.add_command(plan_command)
 
 
 def main(argv: list[str] | None = None) -> None:

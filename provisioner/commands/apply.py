@@ -64,11 +64,13 @@ def exit_code(outcome: object) -> int:
 @click.option("--revert-after", type=click.IntRange(10, 3600), default=60, show_default=True,
               help="Seconds after which a host reverts a change to its management path by itself unless a "
                    "fresh SSH connection confirmed it (\"commit confirmed\").")
+@click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Apply exactly this saved plan (fabnet plan -o FILE); hosts whose facts changed since are refused.")
 @click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
 def apply_command(inventory: Path, playbook: Path, limit: str | None, check: bool, diff: bool, yes: bool,
                   serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
                   journal_path: Path | None, connect_timeout: float, command_timeout: float,
-                  ssh_config: Path | None, revert_after: int, verbose: bool) -> None:
+                  ssh_config: Path | None, revert_after: int, plan_file: Path | None, verbose: bool) -> None:
     """Converge hosts to the playbook: gather, show the plan, ask, change, re-check.
 
     Per host: ONE exec reads the facts (as audit does); the plan lists every step and its command;
@@ -100,6 +102,12 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
     from provisioner.playbook import load_playbook, resolve
 
     serial_items = _serial(serial)
+    saved = None
+    if plan_file is not None:
+        from provisioner import saved_plan
+
+        saved = saved_plan.read(plan_file)
+        playbook, limit = Path(saved["playbook"]), saved.get("limit")
     plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
@@ -108,6 +116,13 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
                              ssh_config=ssh_config)
     with report.host_progress(len(plans), "gathering") as progress:
         planned = converge.make_plan(plans, options, progress)
+    refused: list[str] = []
+    if saved is not None:
+        refused = saved_plan.adopt(planned, saved)
+        for host in planned:
+            if host.name in refused and host.audit.status not in ("unreachable",):
+                host.refusal = ("live state changed since the plan was made (facts digest differs); "
+                                "make a new plan")
     if not as_json:
         apply_report.plan_text(planned, diff=diff)
     pending = any(host.steps for host in planned)

@@ -178,7 +178,7 @@ def test_a_second_concurrent_apply_refuses_and_names_the_holder(alab: Lab, inven
     slow = tmp_path / "slow"
     (slow / "group_vars").mkdir(parents=True)
     (slow / "group_vars" / "all.yml").write_text(
-        yaml.safe_dump({"fabnet_ofed_install_command": "sleep 6; " + INSTALL_COMMAND}))
+        yaml.safe_dump({"fabnet_ofed_install_command": "sleep 20; " + INSTALL_COMMAND}))
     (slow / "hosts.yml").write_text(inventory.read_text())
     args = ("apply", str(slow / "hosts.yml"), "-p", str(SITE), "--limit", "gpu04", "--yes", "--json",
             "--journal", str(tmp_path / "j.jsonl"))
@@ -349,3 +349,94 @@ def test_rollback_restores_the_before_state_of_a_run(alab: Lab, inventory: Path,
     # Rolled back once: a second rollback of the same run finds nothing left to undo.
     again = fabnet("rollback", str(inventory), "-p", str(SITE), "--limit", "gpu02", "--run", run_id, "--yes", "--json")
     assert again.returncode == 2 and json.loads(again.stdout)["hosts"][0]["status"] == "nothing"
+
+
+# Shell metacharacters in every string field a playbook or an inventory can set. Each either fails
+# validation or arrives at the host as data: no `touch` below may ever run, on a node or here.
+PAYLOADS = ["; touch /tmp/pwned-semi", "$(touch /tmp/pwned-dollar)", "`touch /tmp/pwned-tick`",
+            "x\ntouch /tmp/pwned-newline", "-rf --no-preserve-root"]
+SHORT = [";touch${IFS}pw1", "$(touch${IFS}pw)", "`touch${IFS}pw3`", "-x", "a&&touch${IFS}p"]  # netdev names: <=15
+
+
+def _fields() -> list[tuple[str, dict]]:
+    cases: list[tuple[str, dict]] = []
+    for i, payload in enumerate(PAYLOADS):
+        cases += [
+            ("file", {"path": f"/tmp/fabnet-inj-{i}{payload}", "content": payload + "\n"}),
+            ("file", {"path": f"/tmp/fabnet-inj-owner-{i}", "content": "x\n", "owner": payload}),
+            ("file", {"path": f"/tmp/fabnet-inj-mode-{i}", "content": "x\n", "mode": payload}),
+            ("file", {"path": f"/tmp/fabnet-inj-notify-{i}", "content": "x\n", "notify": [payload]}),
+            ("sysctl", {"name": "net.ipv4.conf.all.arp_ignore", "value": payload, "persistent": False}),
+            ("sysctl", {"name": payload, "value": "1"}),
+            ("service", {"name": payload}),
+            ("kernel_module", {"name": payload}),
+            ("nccl", {"version": "==2.21.5", "package": payload}),
+            ("nccl", {"version": payload}),
+            ("roce_qos", {"rdma_device": payload, "trust": "dscp"}),
+        ]
+    for name in SHORT:
+        cases += [("interface", {"name": name, "mtu": 9000}), ("roce_qos", {"interface": name, "ecn": [3],
+                                                                            "roce_tos": 106, "trust": "dscp"})]
+    return cases
+
+
+def test_metacharacters_fail_validation_or_arrive_quoted(alab: Lab, inventory: Path, tmp_path: Path) -> None:
+    accepted = []
+    for kind, spec in _fields():
+        single = tmp_path / "one.yml"
+        single.write_text(yaml.safe_dump([{"name": "inj", "hosts": "gpu01", "resources": [{kind: spec}]}]))
+        proc = fabnet("validate", str(inventory), "-p", str(single))
+        if proc.returncode == 0:
+            accepted.append({kind: spec})
+        else:
+            assert proc.returncode == 3, proc.stderr
+    assert len(accepted) >= 20  # file paths and contents, sysctl values, odd netdev names reach the host
+    playbook = tmp_path / "inj.yml"
+    playbook.write_text(yaml.safe_dump([{"name": "inj", "hosts": "gpu01", "resources": accepted}]))
+    evil = tmp_path / "evil"
+    (evil / "host_vars").mkdir(parents=True)
+    (evil / "host_vars" / "gpu01.yml").write_text(yaml.safe_dump({
+        "fabnet_ofed_install_command": INSTALL_COMMAND,
+        "fabnet_sysfs_root": "/var/lib/fabnet-lab/sys; touch /tmp/pwned-sysfs",
+        "fabnet_management_interfaces": ["$(touch /tmp/pwned-mgmt)"],
+    }))
+    (evil / "hosts.yml").write_text(inventory.read_text())
+    for args in (("--check",), ("--yes",)):
+        fabnet("apply", str(evil / "hosts.yml"), "-p", str(playbook), "--limit", "gpu01", "--json",
+               "--journal", str(tmp_path / "j.jsonl"), *args)
+    node = alab.host(alab.node("gpu01"))
+    canaries = [f"/tmp/pwned-{n}" for n in ("semi", "dollar", "tick", "newline", "sysfs", "mgmt")]
+    canaries += [f"{d}/{n}" for d in ("/root", "/") for n in ("pw1", "pw", "pw3", "p")]
+    for canary in canaries:
+        assert not node.file(canary).exists, canary
+        assert not Path(canary).exists(), canary
+    assert not any((ROOT / n).exists() for n in ("pw1", "pw", "pw3", "p"))
+    # The files whose paths carried metacharacters exist under exactly those names, content intact.
+    written = node.run("ls /tmp | grep -c '^fabnet-inj-'").stdout.strip()
+    assert int(written) >= len(PAYLOADS)
+    path = f"/tmp/fabnet-inj-1{PAYLOADS[1]}"
+    assert node.file(path).content_string == PAYLOADS[1] + "\n"
+
+
+def test_a_saved_plan_applies_exactly_and_refuses_hosts_changed_since(alab: Lab, inventory: Path,
+                                                                      tmp_path: Path) -> None:
+    for name in ("gpu03", "gpu05"):
+        alab.ssh(alab.node(name), "mlnx_qos -i eth1 --trust pcp >/dev/null")
+    plan = tmp_path / "plan.json"
+    proc = fabnet("plan", str(inventory), "-p", str(SITE), "-o", str(plan))
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert plan.stat().st_mode & 0o077 == 0  # it holds file contents: owner only
+    saved = json.loads(plan.read_text())
+    planned = {h["name"]: [s["resource"] + ":" + s["action"] for s in h["steps"]] for h in saved["hosts"]}
+    assert {n for n, steps in planned.items() if steps} == {"gpu03", "gpu05"}
+    # Someone changes gpu05 by hand after the plan was made.
+    alab.ssh(alab.node("gpu05"), "mlnx_qos -i eth1 --pfc 0,0,0,0,0,0,0,0 >/dev/null")
+    proc = fabnet("apply", str(inventory), "--plan", str(plan), "--yes", "--json", "--journal", str(tmp_path / "j"))
+    assert proc.returncode == 2
+    report = json.loads(proc.stdout)
+    hosts = {h["name"]: h for h in report["hosts"]}
+    assert hosts["gpu03"]["status"] == "changed"
+    assert [s["id"] for r in hosts["gpu03"]["resources"] for s in r["steps"]] == planned["gpu03"]
+    assert hosts["gpu05"]["status"] == "failed" and "changed since the plan" in hosts["gpu05"]["error"]
+    assert "trust state: pcp" in alab.host(alab.node("gpu05")).check_output("mlnx_qos -i eth1")  # untouched
+    assert fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--journal", str(tmp_path / "j")).returncode == 0
