@@ -267,8 +267,11 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
               help="OpenSSH client config to use instead of ~/.ssh/config (HostName, User, Port, "
                    "IdentityFile, ProxyJump).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only those that need attention.")
+@click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write per-host drift counts as a Prometheus textfile (node_exporter collector).")
 def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, junit: Path | None, forks: int,
-          connect_timeout: float, command_timeout: float, ssh_config: Path | None, verbose: bool) -> None:
+          connect_timeout: float, command_timeout: float, ssh_config: Path | None, verbose: bool,
+          prom: Path | None) -> None:
     """Report how each host drifted from the playbook. Read-only: nothing on any host is changed.
 
     Each host's live state is read in ONE SSH exec (every resource's read command batched), hosts in
@@ -298,6 +301,9 @@ def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, jun
         from provisioner.files import write_atomic
 
         write_atomic(junit, report.audit_junit(outcome))
+    if prom:
+        from provisioner import prom as textfile
+        textfile.write(prom, textfile.audit_text(outcome))
     if as_json:
         report.print_json(report.audit_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
                                             exit_code=code))

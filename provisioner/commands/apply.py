@@ -53,6 +53,8 @@ def exit_code(outcome: object) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/apply/v1).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report (one test case per resource).")
+@click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write per-host changed/failed counts as a Prometheus textfile (node_exporter collector).")
 @click.option("--journal", "journal_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Local journal of changes (JSON lines); default $XDG_STATE_HOME/fabnet/journal.jsonl.")
 @click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
@@ -69,7 +71,7 @@ def exit_code(outcome: object) -> int:
 @click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
 def apply_command(inventory: Path, playbook: Path, limit: str | None, check: bool, diff: bool, yes: bool,
                   serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
-                  journal_path: Path | None, connect_timeout: float, command_timeout: float,
+                  prom: Path | None, journal_path: Path | None, connect_timeout: float, command_timeout: float,
                   ssh_config: Path | None, revert_after: int, plan_file: Path | None, verbose: bool) -> None:
     """Converge hosts to the playbook: gather, show the plan, ask, change, re-check.
 
@@ -146,6 +148,10 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
                              journal=journal, on_host=None if as_json else apply_report.host_line,
                              revert_seconds=revert_after)
     code = exit_code(outcome)
+    if prom:
+        from provisioner import prom as textfile
+
+        textfile.write(prom, textfile.apply_text(outcome))
     _emit(outcome, code, as_json, junit, inventory, playbook, limit, planned, verbose, show_results=True)
     raise SystemExit(code)
 

@@ -178,7 +178,9 @@ def test_a_second_concurrent_apply_refuses_and_names_the_holder(alab: Lab, inven
     slow = tmp_path / "slow"
     (slow / "group_vars").mkdir(parents=True)
     (slow / "group_vars" / "all.yml").write_text(
-        yaml.safe_dump({"fabnet_ofed_install_command": "sleep 20; " + INSTALL_COMMAND}))
+        # The first run's OFED install waits until the test lets it go: no race on a busy machine.
+        yaml.safe_dump({"fabnet_ofed_install_command": "while [ ! -e /run/fabnet-test-release ]; do sleep 0.2; "
+                                                       "done; " + INSTALL_COMMAND}))
     (slow / "hosts.yml").write_text(inventory.read_text())
     args = ("apply", str(slow / "hosts.yml"), "-p", str(SITE), "--limit", "gpu04", "--yes", "--json",
             "--journal", str(tmp_path / "j.jsonl"))
@@ -190,8 +192,10 @@ def test_a_second_concurrent_apply_refuses_and_names_the_holder(alab: Lab, inven
             assert time.monotonic() < deadline and first.poll() is None, "the first apply never took the lock"
             time.sleep(0.2)
         second = fabnet(*args)
+        alab.ssh(node, "touch /run/fabnet-test-release")
         out, _ = first.communicate(timeout=120)
     finally:
+        alab.ssh(node, "touch /run/fabnet-test-release", check=False)
         if first.poll() is None:
             first.kill()
     first_report = json.loads(out)
