@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
-
 from provisioner import prom
 
 
@@ -27,7 +25,7 @@ def test_apply_textfile_has_per_host_counts_and_escaped_labels() -> None:
 
 
 def test_textfile_parses_with_prometheus_client() -> None:
-    parser = pytest.importorskip("prometheus_client.parser")
+    from prometheus_client import parser
     families = {f.name: f for f in parser.text_string_to_metric_families(prom.apply_text(_apply_outcome()))}
     failed = {s.labels["host"]: s.value for s in families["fabnet_apply_failed_resources"].samples}
     assert failed == {"gpu01": 0, 'gpu"02\\': 2}
