@@ -142,7 +142,8 @@ def lab_down(name: str) -> None:
 @click.option("--nodes", type=click.IntRange(1, 200), default=None, help="Number of nodes (default 6).")
 @click.option("--keep/--no-keep", default=True, show_default=True, help="Leave the lab running afterwards.")
 def demo(name: str, nodes: int | None, keep: bool) -> None:
-    """Bring up the default drifted lab, show the fleet and audit it against playbooks/site.yml.
+    """Bring up the default drifted lab, show the fleet, audit it against playbooks/site.yml, fix the
+    drift with apply and audit again.
 
     Re-uses a running lab of the same name. Needs root. Run it from the repository's top directory so
     playbooks/site.yml is found.
@@ -163,6 +164,13 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
 
         report.info(f"\nAuditing the fleet against {DEFAULT_PLAYBOOK} (read-only):\n")
         plans = _load_plans(state.inventory_path, DEFAULT_PLAYBOOK, None)
+        with report.host_progress(len(plans), "auditing") as progress:
+            outcome = engine.audit(plans, engine.Options(), progress)
+        report.audit_tables(outcome)
+        from provisioner.commands.apply import converge_for_demo
+        report.info(f"\nFixing the drift: fabnet apply {state.inventory_path} --yes\n")
+        converge_for_demo(plans, engine.Options())
+        report.info("\nAuditing again (exit 0 means every node is in sync):\n")
         with report.host_progress(len(plans), "auditing") as progress:
             outcome = engine.audit(plans, engine.Options(), progress)
         report.audit_tables(outcome)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from provisioner import apply_report, report
 from provisioner.errors import ConfigError
+
+if TYPE_CHECKING:
+    from provisioner.engine import Options
+    from provisioner.playbook import HostPlan
 
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_UNREACHABLE, EXIT_USAGE = 0, 2, 4, 64
 
@@ -171,3 +176,18 @@ def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, invento
     if show_results:
         apply_report.results(outcome, verbose=verbose)
     apply_report.recap(outcome)
+
+
+def converge_for_demo(plans: list[HostPlan], options: Options) -> int:
+    """The demo's apply step: plan shown, applied without asking (the lab is the demo's own), recap.
+    Returns the exit code apply would give."""
+    from provisioner import apply as converge
+    from provisioner.journal import Journal, default_path
+
+    with report.host_progress(len(plans), "gathering") as progress:
+        planned = converge.make_plan(plans, options, progress)
+    apply_report.plan_text(planned)
+    outcome = converge.apply(planned, options, journal=Journal(default_path()), on_host=apply_report.host_line)
+    apply_report.results(outcome)
+    apply_report.recap(outcome)
+    return exit_code(outcome)
