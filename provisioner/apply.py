@@ -145,13 +145,15 @@ def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds:
     answer = attempt(min(options.connect_timeout, 5.0))
     if answer is not None:
         return answer, 1
-    # No way in: the host reverts on its own when its timer fires. Wait for that, then look again.
+    # No way in: the host reverts on its own when its timer fires. Wait for that, then keep trying for
+    # as long again (at least a minute): a link that comes back takes a moment to carry SSH again.
     time.sleep(max(0.0, armed_at + revert_seconds + 2 - time.monotonic()))
-    for _ in range(5):
+    give_up = time.monotonic() + max(60.0, revert_seconds)
+    while time.monotonic() < give_up:
         answer = attempt(5.0)
         if answer is not None:
             return ("reverted" if answer == "reverted" else answer), execs + 1
-        time.sleep(3)
+        time.sleep(2)
     return "unreachable", execs
 
 
