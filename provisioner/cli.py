@@ -2,7 +2,7 @@
 
 Exit codes (stable, for CI jobs):
   0  success; for `audit`, every host is in sync
-  2  `audit`: drift found on at least one host
+  2  `audit`: drift found on at least one host; `apply`: some host failed or did not converge
   3  invalid input: inventory, playbook, profile or tool output that fabnet cannot use
   4  `audit`: some hosts unreachable or failed (takes precedence over 2)
   1  any other failure (the lab could not be built, an internal error)
@@ -29,9 +29,9 @@ EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_USAGE = 0,
 EXIT_CODES_HELP = (
     "\b\nExit codes:\n"
     "  0   ok; audit: every host in sync\n"
-    "  2   audit: drift found\n"
+    "  2   audit: drift found; apply: some host failed or did not converge\n"
     "  3   invalid input (inventory, playbook, profile, tool output)\n"
-    "  4   audit: hosts unreachable or failed (wins over 2)\n"
+    "  4   audit: hosts unreachable or failed; apply: hosts unreachable (wins over 2)\n"
     "  1   other failure\n"
     "  64  usage error"
 )
@@ -49,6 +49,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
         "\b\nStart here:\n"
         "  fabnet demo                       a local lab of virtual GPU nodes (root; no hardware)\n"
         "  fabnet audit INVENTORY            which nodes drifted from playbooks/site.yml, and how\n"
+        "  fabnet apply INVENTORY --check    what apply would change; without --check it converges\n"
         "  fabnet validate INVENTORY -p PB   check an inventory and playbook offline\n"
         "  fabnet lab status --name demo     where the nodes are and how to reach them\n"
         "  fabnet parse mlnx_qos out.txt     what fabnet understands of a tool's output\n\n"
