@@ -10,8 +10,6 @@ more than --max-fail-percent of the hosts so far failed. A failing host never st
 from __future__ import annotations
 
 import getpass
-import hashlib
-import json
 import secrets
 import socket
 import time
@@ -22,11 +20,12 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from provisioner import batch, changes, engine, transport
-from provisioner.engine import HostOutcome, Options, ResourceOutcome
-from provisioner.playbook import HostPlan
-from provisioner.resources import REGISTRY
-from provisioner.resources.base import Check, Results
+from provisioner.engine import Options, ResourceOutcome
+from provisioner.plan import HostPlanned, make_plan
+from provisioner.resources.base import Check
 from provisioner.resources.steps import Step
+
+__all__ = ["ApplyOutcome", "HostApplied", "HostPlanned", "apply", "batches", "make_plan", "unchanged_host"]
 
 HostApplyStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
 ResourceStatus = Literal["ok", "changed", "failed"]
@@ -42,103 +41,6 @@ def control_machine() -> str:
     except Exception:  # no passwd entry (containers): the uid still says who
         user = "uid" + str(__import__("os").getuid())
     return f"{user}@{socket.gethostname()}"
-
-
-# ------------------------------------------------------------------------------------------------ plan
-
-
-@dataclass
-class ResourcePlan:
-    outcome: ResourceOutcome  # the evaluation before any change
-    steps: list[Step] = field(default_factory=list)
-
-
-@dataclass
-class HostPlanned:
-    """What gathering found on a host and what would change it."""
-
-    plan: HostPlan
-    audit: HostOutcome
-    resources: list[ResourcePlan] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)  # ordered, handlers included
-    digest: str = ""  # of the facts the plan was made from (saved plans refuse a host that changed)
-
-    @property
-    def name(self) -> str:
-        return self.plan.host.name
-
-
-def facts_digest(results: Results) -> str:
-    payload = json.dumps({k: [v.stdout, v.exit_code] for k, v in sorted(results.by_key.items())})
-    return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()
-
-
-def remedies(plan: HostPlan, results: Results, outcomes: list[ResourceOutcome]) -> list[ResourcePlan]:
-    ctx = engine.host_context(plan)
-    planned = []
-    for resource, outcome in zip(plan.resources, outcomes, strict=True):
-        steps: list[Step] = []
-        remedy = REGISTRY[resource.kind].remedy
-        if outcome.status == "drift" and remedy is not None:
-            try:
-                steps = remedy(resource.spec, results, ctx, outcome.checks)
-            except Exception as exc:  # a bug in one remedy must not hide the others' plans
-                from provisioner.resources.steps import impossible
-                steps = [impossible(resource.target, "plan", f"internal error: {type(exc).__name__}: {exc}")]
-        planned.append(ResourcePlan(outcome, steps))
-    return planned
-
-
-def _gather_one(plan: HostPlan, options: Options) -> tuple[HostOutcome, Results | None]:
-    started = time.monotonic()
-    host = plan.host
-    try:
-        results, execs = engine.gather(plan, options)
-    except transport.HostUnreachable as exc:
-        return HostOutcome(host.name, host.address, "unreachable", exc.reason, seconds=time.monotonic() - started), None
-    except Exception as exc:
-        return HostOutcome(host.name, host.address, "failed", f"{type(exc).__name__}: {exc}",
-                           seconds=time.monotonic() - started), None
-    outcome = HostOutcome(host.name, host.address, "in_sync", resources=engine.evaluate(plan, results), execs=execs)
-    outcome.seconds = time.monotonic() - started
-    return outcome, results
-
-
-def gather_all(plans: Sequence[HostPlan], options: Options,
-               progress: engine.Progress | None = None) -> tuple[dict[str, HostOutcome], dict[str, Results]]:
-    outcomes: dict[str, HostOutcome] = {}
-    facts: dict[str, Results] = {}
-    workers = max(1, min(options.forks, len(plans)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host") as pool:
-        futures = {pool.submit(_gather_one, plan, options): plan for plan in plans}
-        for future in as_completed(futures):
-            outcome, results = future.result()
-            outcomes[outcome.name] = outcome
-            if results is not None:
-                facts[outcome.name] = results
-            if progress:
-                progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
-    engine.apply_fleet_checks(plans, outcomes)
-    for outcome in outcomes.values():
-        engine.finish_status(outcome)
-    return outcomes, facts
-
-
-def make_plan(plans: Sequence[HostPlan], options: Options,
-              progress: engine.Progress | None = None) -> list[HostPlanned]:
-    """Gather every host (one exec each) and work out its steps. Changes nothing."""
-    outcomes, facts = gather_all(plans, options, progress)
-    planned = []
-    for plan in plans:
-        outcome = outcomes[plan.host.name]
-        results = facts.get(plan.host.name)
-        host = HostPlanned(plan, outcome)
-        if results is not None:
-            host.digest = facts_digest(results)
-            host.resources = remedies(plan, results, outcome.resources)
-            host.steps = changes.order([(rp.outcome.kind, rp.outcome.target, rp.steps) for rp in host.resources])
-        planned.append(host)
-    return planned
 
 
 # ----------------------------------------------------------------------------------------------- apply
@@ -213,15 +115,64 @@ def _states(planned: HostPlanned) -> dict[str, tuple[str | None, str | None]]:
     return states
 
 
+def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds: int,
+            armed_at: float) -> tuple[str, int]:
+    """"Commit confirmed": a FRESH connection disarms the revert armed before a management-path change.
+
+    Returns ("confirmed" | "reverted" | "unreachable", execs). When no fresh connection gets through,
+    the host reverts on its own once its timer fires; fabnet then waits for that and checks again.
+    """
+    host = planned.plan.host
+    unit = changes.revert_unit(run_id)
+    command = (f"systemctl stop {unit}.timer >/dev/null 2>&1; "
+               f"if [ -e {changes.reverted_flag(run_id)} ]; then echo reverted; else echo confirmed; fi")
+    become = host.become_user if host.become else None
+
+    def attempt(connect_timeout: float) -> str | None:
+        try:
+            conn = transport.connect(host, connect_timeout=connect_timeout, ssh_config=options.ssh_config)
+        except transport.HostUnreachable:
+            return None
+        try:
+            result = transport.run_stdin(conn, command, timeout=30, become_user=become)
+        except transport.CommandFailed:
+            return None
+        finally:
+            conn.close()
+        return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else None
+
+    execs = 0
+    answer = attempt(min(options.connect_timeout, 5.0))
+    if answer is not None:
+        return answer, 1
+    # No way in: the host reverts on its own when its timer fires. Wait for that, then keep trying for
+    # as long again (at least a minute): a link that comes back takes a moment to carry SSH again.
+    time.sleep(max(0.0, armed_at + revert_seconds + 2 - time.monotonic()))
+    give_up = time.monotonic() + max(60.0, revert_seconds)
+    while time.monotonic() < give_up:
+        answer = attempt(5.0)
+        if answer is not None:
+            return ("reverted" if answer == "reverted" else answer), execs + 1
+        time.sleep(2)
+    return "unreachable", execs
+
+
 def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: changes.Holder,
-               journal: Journal | None = None) -> HostApplied:
-    """Change one host in one exec, then re-read it in one more. Only for a host that has steps."""
+               journal: Journal | None = None, revert_seconds: int = 60) -> HostApplied:
+    """Change one host in one exec, then re-read it in one more. Only for a host that has steps.
+
+    A change to the management path adds a confirming exec on a fresh connection (see `confirm`).
+    """
     started = time.monotonic()
     host = planned.plan.host
     applied = HostApplied(host.name, host.address, "ok", execs=planned.audit.execs, digest=planned.digest)
     steps = planned.steps
     nonce = batch.new_nonce()
-    script = changes.build_script(steps, nonce, run_id, host.name, holder, _states(planned))
+    script = changes.build_script(steps, nonce, run_id, host.name, holder, _states(planned), revert_seconds)
+    guarded = any(s.netdev is not None or s.lockout for s in steps)
+    # Once a revert is armed, the exec is given half the revert time to end; a change that cut the
+    # session's path leaves it hanging, and only a fresh connection can tell.
+    shorten = (f"@@fabnet:{nonce}:armed:", revert_seconds / 2) if guarded else None
     for step in steps:
         if journal:
             journal({"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
@@ -230,7 +181,8 @@ def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: chan
         conn = transport.connect(host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
         try:
             result = transport.run_stdin(conn, script, timeout=options.command_timeout,
-                                         become_user=host.become_user if host.become else None)
+                                         become_user=host.become_user if host.become else None,
+                                         shorten_after=shorten)
         finally:
             conn.close()
         applied.execs += 1
@@ -253,6 +205,20 @@ def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: chan
     if not parsed.finished and not any(s.status != "not_run" for s in parsed.steps):
         detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0]
         applied.status, applied.error = "failed", f"the change script did not run: {detail}"
+    if parsed.armed:
+        answer, execs = confirm(planned, options, run_id, revert_seconds, time.monotonic())
+        applied.execs += execs
+        if journal:
+            journal({"run": run_id, "host": host.name, "resource": "management path", "action": "confirm",
+                     "outcome": answer})
+        if answer != "confirmed":
+            applied.status = "failed" if answer == "reverted" else "unreachable"
+            lost = "the management path was lost" if result.cut else "the change could not be confirmed"
+            applied.error = (f"{lost}; the host reverted the change on its own after {revert_seconds} s"
+                             if answer == "reverted" else
+                             f"{lost}, and the host is still unreachable after its revert time ({revert_seconds} s)")
+            if answer != "reverted":
+                return _finish(applied, planned, parsed, None, started)
     after = None
     try:
         results, execs = engine.gather(planned.plan, options)
@@ -291,6 +257,10 @@ def unchanged_host(planned: HostPlanned, check: bool = False) -> HostApplied:
     audit = planned.audit
     applied = HostApplied(planned.name, audit.address, "ok", audit.error, execs=audit.execs, seconds=audit.seconds,
                           digest=planned.digest)
+    if planned.refusal is not None:
+        applied.status, applied.error = "failed", planned.refusal
+        applied.resources = [ResourceApplied(rp.outcome, None) for rp in planned.resources]
+        return applied
     if audit.status == "unreachable":
         applied.status = "unreachable"
         return applied
@@ -338,7 +308,7 @@ HostDone = Callable[[HostApplied], None]
 
 def apply(planned: Sequence[HostPlanned], options: Options, *, run_id: str | None = None,
           serial: Sequence[str] | None = None, max_fail_percent: float | None = None,
-          journal: Journal | None = None, on_host: HostDone | None = None) -> ApplyOutcome:
+          journal: Journal | None = None, on_host: HostDone | None = None, revert_seconds: int = 60) -> ApplyOutcome:
     """Run every host's plan, batch by batch. Hosts without steps are reported from their gathered state."""
     started = time.monotonic()
     run_id = run_id or new_run_id()
@@ -361,7 +331,7 @@ def apply(planned: Sequence[HostPlanned], options: Options, *, run_id: str | Non
             for name in group:
                 host = by_name[name]
                 if host.steps and host.audit.status not in ("unreachable",):
-                    futures[pool.submit(apply_host, host, options, run_id, holder, journal)] = name
+                    futures[pool.submit(apply_host, host, options, run_id, holder, journal, revert_seconds)] = name
                 else:
                     done[name] = unchanged_host(host)
                     if on_host:

@@ -83,11 +83,45 @@ def _journal_prefix(step: Step, run_id: str, host: str, before: str | None, afte
     return text[:-1] + ',"time":"'  # the script appends the time and the outcome
 
 
+def revert_unit(run_id: str) -> str:
+    return f"fabnet-revert-{run_id}"
+
+
+def reverted_flag(run_id: str) -> str:
+    return f"/run/fabnet-reverted-{run_id}"
+
+
+def _guard_lines(steps: Sequence[Step], run_id: str, revert_seconds: int) -> tuple[list[str], str]:
+    """Shell finding the interface the SSH session arrives on, and the command arming the revert.
+
+    The revert undoes every runtime link change of the run (last first) unless a fresh connection
+    disarms it in time (apply.confirm): "commit confirmed", as network gear does it.
+    """
+    undo = [s.undo for s in reversed(steps) if s.netdev is not None and s.undo]
+    revert = "; ".join([*undo, f": > {reverted_flag(run_id)}"])
+    find = [
+        # sudo resets the environment: run_stdin hands SSH_CONNECTION over as FABNET_SSH.
+        '__fn_ssh=${FABNET_SSH:-$SSH_CONNECTION}; __fn_armed=',
+        '__fn_mgmt=$(set -- $__fn_ssh; [ -n "$1" ] && ip -o route get "$1" 2>/dev/null '
+        r"| sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1)",
+    ]
+    arm = ("command -v systemd-run >/dev/null 2>&1 && "
+           f"systemd-run --quiet --unit={shlex.quote(revert_unit(run_id))} --on-active={revert_seconds}s "
+           f"/bin/sh -c {shlex.quote(revert)}")
+    return find, arm
+
+
 def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, holder: Holder,
-                 states: dict[str, tuple[str | None, str | None]] | None = None) -> str:
-    """The change script for one host. `states` maps a step id to (before, after) for the journal."""
+                 states: dict[str, tuple[str | None, str | None]] | None = None, revert_seconds: int = 60) -> str:
+    """The change script for one host. `states` maps a step id to (before, after) for the journal.
+
+    A runtime change to the interface the SSH session arrives on (found on the host, or marked
+    `lockout` from the inventory) first arms an automatic revert and prints an `armed` marker; where
+    no revert can be armed, the step is refused.
+    """
     states = states or {}
     tag = f"@@fabnet:{nonce}"
+    guard_find, arm = _guard_lines(steps, run_id, revert_seconds)
     lines = [
         "trap '' PIPE HUP",
         "umask 022",
@@ -107,6 +141,7 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         "fi",
         f"printf '%s\\npid=%s\\n' {shlex.quote(holder.line())} \"$$\" > \"$__fn_lock/holder\"",
         "trap 'rm -rf \"$__fn_lock\"' EXIT",
+        *guard_find,
     ]
     index_of: dict[str, int] = {}
     by_resource: dict[str, list[int]] = {}
@@ -126,14 +161,26 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         journal = (f"printf '%s%s\",\"outcome\":\"%s\",\"rc\":%s}}\\n' {prefix} "
                    f"\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" \"$__fn_st\" \"${{__fn_rc:-null}}\" >> {JOURNAL}")
         condition = " && ".join(conditions) or "true"
+        run = f"__fn_o=$(sh -ec {shlex.quote(step.command)} 2>&1 </dev/null); __fn_rc=$?"
+        if step.netdev is not None or step.lockout:
+            carries = f'[ "$__fn_mgmt" = {shlex.quote(step.netdev or "")} ]' + (" || true" if step.lockout else "")
+            run = (f"__fn_g=; if {{ {carries}; }} && [ -z \"$__fn_armed\" ]; then "
+                   f"if {arm}; then __fn_armed=1; printf '%s\\n' '{tag}:armed:{i}@@'; else __fn_g=failed; fi; fi; "
+                   'if [ "$__fn_g" = failed ]; then __fn_rc=90; __fn_o="refused: this changes the interface the '
+                   'SSH session arrives on and no automatic revert could be armed (systemd-run)"; '
+                   f"else {run}; fi")
+        # What undoes a step that ran, kept on the host for `fabnet rollback` (no file contents: a
+        # file's undo restores it from the run's backup).
+        keep_undo = (f"mkdir -p \"$FABNET_BACKUP_DIR/undo\" && printf '%s\\n' {shlex.quote(step.undo)} "
+                     f"> \"$FABNET_BACKUP_DIR/undo/{i:04d}\"; ") if step.undo else ""
         lines += [
             f"__fn_ok_{i}=0; __fn_rc=",
             f"if {condition}; then",
             f"  printf '%s\\n' '{tag}:begin:{i}@@'",
-            f"  __fn_o=$(sh -ec {shlex.quote(step.command)} 2>&1 </dev/null); __fn_rc=$?",
+            f"  {run}",
             "  printf '%s\\n' \"$__fn_o\"",
             f"  printf '%s\\n' \"{tag}:rc:{i}:$__fn_rc@@\"",
-            "  if [ \"$__fn_rc\" = 0 ]; then __fn_ok_" + str(i) + "=1; __fn_st=ok; "
+            "  if [ \"$__fn_rc\" = 0 ]; then __fn_ok_" + str(i) + "=1; __fn_st=ok; " + keep_undo
             + "".join(f"{s}; " for s in notify_sets) + "else __fn_st=failed; fi",
             "else",
             f"  printf '%s\\n' '{tag}:skip:{i}@@'; __fn_st=skipped",
@@ -158,6 +205,7 @@ class ScriptResult:
     steps: list[StepResult]
     locked_by: str | None = None  # the holder line when another run holds the host
     finished: bool = False  # the script reached its end
+    armed: bool = False  # an automatic revert was armed before a management-path change
 
 
 def parse_output(stdout: str, nonce: str, count: int) -> ScriptResult:
@@ -176,4 +224,7 @@ def parse_output(stdout: str, nonce: str, count: int) -> ScriptResult:
         if int(match["i"]) < count:
             results[int(match["i"])] = StepResult("skipped")
     finished = re.search(rf"^{tag}:done@@$", stdout, re.MULTILINE) is not None
-    return ScriptResult(results, finished=finished)
+    armed = re.search(rf"^{tag}:armed:\d+@@$", stdout, re.MULTILINE) is not None
+    # A step cut off after its begin marker (the exec ended) is reported as not run: its outcome is
+    # unknown here, and the re-check says what is there.
+    return ScriptResult(results, finished=finished, armed=armed)

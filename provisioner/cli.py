@@ -2,7 +2,7 @@
 
 Exit codes (stable, for CI jobs):
   0  success; for `audit`, every host is in sync
-  2  `audit`: drift found on at least one host
+  2  `audit`: drift found on at least one host; `apply`: some host failed or did not converge
   3  invalid input: inventory, playbook, profile or tool output that fabnet cannot use
   4  `audit`: some hosts unreachable or failed (takes precedence over 2)
   1  any other failure (the lab could not be built, an internal error)
@@ -36,9 +36,9 @@ EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_USAGE = 0,
 EXIT_CODES_HELP = (
     "\b\nExit codes:\n"
     "  0   ok; audit: every host in sync\n"
-    "  2   audit: drift found\n"
+    "  2   audit: drift found; apply: some host failed or did not converge\n"
     "  3   invalid input (inventory, playbook, profile, tool output)\n"
-    "  4   audit: hosts unreachable or failed (wins over 2)\n"
+    "  4   audit: hosts unreachable or failed; apply: hosts unreachable (wins over 2)\n"
     "  1   other failure\n"
     "  64  usage error"
 )
@@ -56,6 +56,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
         "\b\nStart here:\n"
         "  fabnet demo                       a local lab of virtual GPU nodes (root; no hardware)\n"
         "  fabnet audit INVENTORY            which nodes drifted from playbooks/site.yml, and how\n"
+        "  fabnet apply INVENTORY --check    what apply would change; without --check it converges\n"
         "  fabnet validate INVENTORY -p PB   check an inventory and playbook offline\n"
         "  fabnet lab status --name demo     where the nodes are and how to reach them\n"
         "  fabnet parse mlnx_qos out.txt     what fabnet understands of a tool's output\n\n"
@@ -166,7 +167,8 @@ def lab_down(name: str) -> None:
 @click.option("--nodes", type=click.IntRange(1, 200), default=None, help="Number of nodes (default 6).")
 @click.option("--keep/--no-keep", default=True, show_default=True, help="Leave the lab running afterwards.")
 def demo(name: str, nodes: int | None, keep: bool) -> None:
-    """Bring up the default drifted lab, show the fleet and audit it against playbooks/site.yml.
+    """Bring up the default drifted lab, show the fleet, audit it against playbooks/site.yml, fix the
+    drift with apply and audit again.
 
     Re-uses a running lab of the same name. Needs root. Run it from the repository's top directory so
     playbooks/site.yml is found.
@@ -190,6 +192,14 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
         with report.host_progress(len(plans), "auditing") as progress:
             outcome = engine.audit(plans, engine.Options(), progress)
         report.audit_tables(outcome)
+        from provisioner.commands.apply import converge_for_demo
+        report.info(f"\nFixing the drift: fabnet apply {state.inventory_path} --yes\n")
+        converge_for_demo(plans, engine.Options())
+        report.info("\nAuditing again (exit 0 means every node is in sync):\n")
+        with report.host_progress(len(plans), "auditing") as progress:
+            outcome = engine.audit(plans, engine.Options(), progress)
+        report.audit_tables(outcome)
+
         from provisioner.commands.smoke import demo_smoke
 
         demo_smoke(state.inventory_path, DEFAULT_PLAYBOOK)
@@ -299,8 +309,11 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
               help="OpenSSH client config to use instead of ~/.ssh/config (HostName, User, Port, "
                    "IdentityFile, ProxyJump).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only those that need attention.")
+@click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write per-host drift counts as a Prometheus textfile (node_exporter collector).")
 def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, junit: Path | None, forks: int,
-          connect_timeout: float, command_timeout: float, ssh_config: Path | None, verbose: bool) -> None:
+          connect_timeout: float, command_timeout: float, ssh_config: Path | None, verbose: bool,
+          prom: Path | None) -> None:
     """Report how each host drifted from the playbook. Read-only: nothing on any host is changed.
 
     Each host's live state is read in ONE SSH exec (every resource's read command batched), hosts in
@@ -341,6 +354,10 @@ def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, jun
         except OutputError as exc:
             junit_error = exc
     report.audit_warnings(outcome)
+    if prom:
+        from provisioner import prom as textfile
+
+        textfile.write(prom, textfile.audit_text(outcome))
     if as_json:
         report.print_json(report.audit_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
                                             exit_code=code))
@@ -371,6 +388,12 @@ app.add_command(apply_command)
 from provisioner.commands.explain import explain_command  # noqa: E402 - commands register after the app exists
 
 app.add_command(explain_command)
+from provisioner.commands.rollback import rollback_command  # noqa: E402
+
+app.add_command(rollback_command)
+from provisioner.commands.plan import plan_command  # noqa: E402
+
+app.add_command(plan_command)
 
 
 def main(argv: list[str] | None = None) -> None:

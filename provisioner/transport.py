@@ -63,6 +63,7 @@ class ExecResult:
     exit_code: int  # -1 when the exec did not end by itself (see `ended`)
     seconds: float
     ended: Ended = "exited"
+    cut: bool = False  # run_stdin gave up waiting after its `shorten_after` marker (the output is partial)
 
 
 # ---------------------------------------------------------------------------------------- cancellation
@@ -392,9 +393,67 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
                       time.monotonic() - started, ended)
 
 
-def run_stdin(conn: Connection, script: str, *, timeout: float = 600.0, become_user: str | None = None) -> ExecResult:
-    """`run` for scripts that change a host: through `sudo -n` when `become_user` is given."""
+def run_stdin(conn: Connection, script: str, *, timeout: float = 600.0, become_user: str | None = None,
+              shorten_after: tuple[str, float] | None = None) -> ExecResult:
+    """Run `script` with /bin/sh in ONE exec, the script on standard input (no argument-length limit,
+    and the script's text never shows in the host's process list); through `sudo -n` when
+    `become_user` is given. The script's own exit code is returned, never raised.
+
+    The channel is driven with paramiko directly: invoke feeds a non-terminal stdin one byte per
+    poll interval, which made a 10 kB script take minutes. Once the text `shorten_after[0]` shows in
+    stdout, at most `shorten_after[1]` more seconds are waited; past that the partial output comes back
+    with `cut` set (a change that cut the session's own path never ends the exec by itself).
+    """
+    started = time.monotonic()
     command = "sh -s"
     if become_user:
-        command = " ".join(shlex.quote(p) for p in ("sudo", "-n", "-H", "-u", become_user, "--", "sh", "-s"))
-    return run(conn, script, command=command, timeout=timeout)
+        # sudo resets the environment; the script needs SSH_CONNECTION to find the management path.
+        command = " ".join(shlex.quote(p) for p in ("sudo", "-n", "-H", "-u", become_user, "--", "env")) + \
+            ' "FABNET_SSH=$SSH_CONNECTION" sh -s'
+    cut = False
+    try:
+        transport = conn.client.get_transport()
+        if transport is None:
+            raise CommandFailed(f"{conn.host}: not connected")
+        channel = transport.open_session(timeout=timeout)
+        try:
+            channel.settimeout(timeout)
+            channel.exec_command(command)
+            channel.sendall(script.encode())
+            channel.shutdown_write()
+            out, err = bytearray(), bytearray()
+            deadline = started + timeout
+            while True:
+                busy = False
+                if channel.recv_ready():
+                    out += channel.recv(65536)
+                    busy = True
+                if channel.recv_stderr_ready():
+                    err += channel.recv_stderr(65536)
+                    busy = True
+                if shorten_after and shorten_after[0].encode() in out:
+                    deadline = min(deadline, time.monotonic() + shorten_after[1])
+                    shorten_after = None
+                if not busy:
+                    if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                        break
+                    if time.monotonic() > deadline and cut_allowed(shorten_after, deadline, started, timeout):
+                        cut = True
+                        break
+                    if time.monotonic() > deadline:
+                        raise CommandFailed(f"{conn.host}: remote command timed out after {timeout:g} s")
+                    time.sleep(0.002)
+            code = -1 if cut else channel.recv_exit_status()
+        finally:
+            channel.close()
+    except CommandFailed:
+        raise
+    except Exception as exc:  # paramiko raises several types for channel and socket errors
+        raise CommandFailed(f"{conn.host}: remote command failed: {type(exc).__name__}: {exc}") from exc
+    return ExecResult(out.decode(errors="replace"), err.decode(errors="replace"), code, time.monotonic() - started,
+                      cut=cut)
+
+
+def cut_allowed(pending: tuple[str, float] | None, deadline: float, started: float, timeout: float) -> bool:
+    """Whether a passed deadline is the shortened one (partial output returned) rather than the timeout."""
+    return pending is None and deadline < started + timeout

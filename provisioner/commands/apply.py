@@ -17,6 +17,10 @@ else:
     apply_report = lazy_module("provisioner.apply_report")
     report = lazy_module("provisioner.report")
 
+if TYPE_CHECKING:
+    from provisioner.engine import Options
+    from provisioner.playbook import HostPlan
+
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_UNREACHABLE, EXIT_USAGE = 0, 2, 4, 64
 
 
@@ -60,6 +64,8 @@ def exit_code(outcome: object) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/apply/v1).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report (one test case per resource).")
+@click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write per-host changed/failed counts as a Prometheus textfile (node_exporter collector).")
 @click.option("--journal", "journal_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Local journal of changes (JSON lines); default $XDG_STATE_HOME/fabnet/journal.jsonl.")
 @click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
@@ -68,11 +74,16 @@ def exit_code(outcome: object) -> int:
               help="Seconds for one host's exec (package installs included).")
 @click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="OpenSSH client config to use instead of ~/.ssh/config.")
+@click.option("--revert-after", type=click.IntRange(10, 3600), default=60, show_default=True,
+              help="Seconds after which a host reverts a change to its management path by itself unless a "
+                   "fresh SSH connection confirmed it (\"commit confirmed\").")
+@click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Apply exactly this saved plan (fabnet plan -o FILE); hosts whose facts changed since are refused.")
 @click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
 def apply_command(inventory: Path, playbook: Path, limit: str | None, check: bool, diff: bool, yes: bool,
                   serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
-                  journal_path: Path | None, connect_timeout: float, command_timeout: float,
-                  ssh_config: Path | None, verbose: bool) -> None:
+                  prom: Path | None, journal_path: Path | None, connect_timeout: float, command_timeout: float,
+                  ssh_config: Path | None, revert_after: int, plan_file: Path | None, verbose: bool) -> None:
     """Converge hosts to the playbook: gather, show the plan, ask, change, re-check.
 
     Per host: ONE exec reads the facts (as audit does); the plan lists every step and its command;
@@ -80,7 +91,9 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
     re-reads the host, and each resource is reported ok / changed / failed from what is there now.
     A host already in sync costs one exec. Files are replaced atomically after a backup on the host
     (/var/backups/fabnet/RUN); every step is journaled locally and on the host (/var/log/fabnet); a
-    per-host lock refuses a second concurrent run and names its holder.
+    per-host lock refuses a second concurrent run and names its holder. A change to the interface the
+    SSH session arrives on first arms a revert on the host (systemd-run timer); a fresh connection
+    confirms and disarms it, else the host reverts by itself after --revert-after seconds.
 
     \b
     Examples:
@@ -101,6 +114,13 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
     from provisioner.loading import load_plans
 
     serial_items = _serial(serial)
+    if plan_file is not None:
+        from provisioner import saved_plan
+
+        saved = saved_plan.read(plan_file)
+        playbook, limit = Path(saved["playbook"]), saved.get("limit")
+    else:
+        saved = None
     plans, warnings = load_plans(inventory, playbook, limit)
     for warning in warnings:
         report.warn(warning)
@@ -111,6 +131,13 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
                              ssh_config=ssh_config)
     with report.host_progress(len(plans), "gathering") as progress:
         planned = converge.make_plan(plans, options, progress)
+    refused: list[str] = []
+    if saved is not None:
+        refused = saved_plan.adopt(planned, saved)
+        for host in planned:
+            if host.name in refused and host.audit.status not in ("unreachable",):
+                host.refusal = ("live state changed since the plan was made (facts digest differs); "
+                                "make a new plan")
     if not as_json:
         apply_report.plan_text(planned, diff=diff)
     pending = any(host.steps for host in planned)
@@ -131,8 +158,13 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
             raise SystemExit(EXIT_NOT_CONVERGED)
     journal = Journal(journal_path or default_path())
     outcome = converge.apply(planned, options, serial=serial_items, max_fail_percent=max_fail_percent,
-                             journal=journal, on_host=None if as_json else apply_report.host_line)
+                             journal=journal, on_host=None if as_json else apply_report.host_line,
+                             revert_seconds=revert_after)
     code = exit_code(outcome)
+    if prom:
+        from provisioner import prom as textfile
+
+        textfile.write(prom, textfile.apply_text(outcome))
     _emit(outcome, code, as_json, junit, inventory, playbook, limit, planned, verbose, show_results=True)
     raise SystemExit(code)
 
@@ -152,3 +184,18 @@ def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, invento
     if show_results:
         apply_report.results(outcome, verbose=verbose)
     apply_report.recap(outcome)
+
+
+def converge_for_demo(plans: list[HostPlan], options: Options) -> int:
+    """The demo's apply step: plan shown, applied without asking (the lab is the demo's own), recap.
+    Returns the exit code apply would give."""
+    from provisioner import apply as converge
+    from provisioner.journal import Journal, default_path
+
+    with report.host_progress(len(plans), "gathering") as progress:
+        planned = converge.make_plan(plans, options, progress)
+    apply_report.plan_text(planned)
+    outcome = converge.apply(planned, options, journal=Journal(default_path()), on_host=apply_report.host_line)
+    apply_report.results(outcome)
+    apply_report.recap(outcome)
+    return exit_code(outcome)

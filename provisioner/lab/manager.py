@@ -18,6 +18,7 @@ import yaml
 from provisioner.errors import LabError
 from provisioner.lab import network, node, nodepython, rootfs
 from provisioner.lab.delay import DelayConfig
+from provisioner.lab.emulation import ofed_install
 from provisioner.lab.naming import MAX_NODES, check_lab_name, node_name
 from provisioner.lab.profile import DEFAULT_PROFILE, Profile, load_profile
 from provisioner.lab.state import LabState, NodeRecord, all_labs, free_slot, labs_root
@@ -172,6 +173,8 @@ def _write_access_files(state: LabState, profile: Profile, host_keys: list[str],
                     f"-o UserKnownHostsFile={state.known_hosts_path} -o StrictHostKeyChecking=yes"
                 ),
                 **LAB_PLAYBOOK_VARS,
+                # How `fabnet apply` "installs" OFED on a lab node (the stand-in for a site's installer).
+                "fabnet_ofed_install_command": ofed_install.INSTALL_COMMAND,
                 "fabnet_sysfs_root": node.HW_ROOT_IN_NODE + "/sys",
                 "fabnet_lab": state.name,
                 **(extra_vars or {}),

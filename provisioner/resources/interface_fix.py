@@ -236,12 +236,12 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
         old = drifted["mtu"].actual
         steps.append(command_step(target, "mtu", ("ip", "link", "set", "dev", netdev, "mtu", str(spec.mtu)),
                                   undo=["ip", "link", "set", "dev", netdev, "mtu", str(old)] if old else None,
-                                  phase=PHASE_NETWORK, lockout=lockout))
+                                  phase=PHASE_NETWORK, lockout=lockout, netdev=netdev))
     if "link" in drifted:
         back = "down" if spec.state == "up" else "up"
         steps.append(command_step(target, "link", ("ip", "link", "set", "dev", netdev, spec.state),
                                   undo=["ip", "link", "set", "dev", netdev, back], phase=PHASE_NETWORK,
-                                  lockout=lockout))
+                                  lockout=lockout, netdev=netdev))
     if "mtu_persistent" in drifted and spec.mtu is not None:
         try:
             files: dict[str, Any] = parse_file_listing(stdout_of(results, BOOT_CONFIG, "network config")).files

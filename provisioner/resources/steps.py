@@ -52,6 +52,7 @@ class Step:
     lockout: bool = False
     diff: str | None = None  # a unified diff of a file change, for --diff (None for secret paths)
     possible: bool = True  # False: no automatic fix; the step only reports why (see `impossible`)
+    netdev: str | None = None  # the interface a runtime link change touches (guarded if it carries SSH)
 
     @property
     def id(self) -> str:
@@ -130,8 +131,8 @@ def file_step(resource: str, action: str, path: str, data: bytes, *, phase: int 
 
 def command_step(resource: str, action: str, parts: tuple[str, ...] | list[str], *, undo: list[str] | None = None,
                  phase: int, needs: tuple[str, ...] = (), notify: tuple[str, ...] = (),
-                 lockout: bool = False) -> Step:
+                 lockout: bool = False, netdev: str | None = None) -> Step:
     """A step running one command given as parts (each quoted)."""
     command = sh(*parts)
     return Step(resource, action, command, command, undo=sh(*undo) if undo else None, phase=phase, needs=needs,
-                 notify=notify, lockout=lockout)
+                 notify=notify, lockout=lockout, netdev=netdev)

@@ -172,13 +172,16 @@ def test_second_apply_changes_nothing_in_one_exec_per_host(alab: Lab, inventory:
             for n in alab.nodes} == journal_lines
 
 
-def test_a_second_concurrent_apply_refuses_and_names_the_holder(alab: Lab, inventory: Path, tmp_path: Path) -> None:
+def test_a_second_concurrent_apply_refuses_and_names_the_holder(alab: Lab, inventory: Path,
+                                                                first_apply: dict, tmp_path: Path) -> None:
     node = alab.node("gpu04")
     alab.ssh(node, "sed -i 's/MLNX_OFED_LINUX-23.10-1.1.9.0/MLNX_OFED_LINUX-5.8-2.0.3.0/' /var/lib/fabnet-lab/hw.json")
     slow = tmp_path / "slow"
     (slow / "group_vars").mkdir(parents=True)
     (slow / "group_vars" / "all.yml").write_text(
-        yaml.safe_dump({"fabnet_ofed_install_command": "sleep 6; " + INSTALL_COMMAND}))
+        # The first run's OFED install waits until the test lets it go: no race on a busy machine.
+        yaml.safe_dump({"fabnet_ofed_install_command": "while [ ! -e /run/fabnet-test-release ]; do sleep 0.2; "
+                                                       "done; " + INSTALL_COMMAND}))
     (slow / "hosts.yml").write_text(inventory.read_text())
     args = ("apply", str(slow / "hosts.yml"), "-p", str(SITE), "--limit", "gpu04", "--yes", "--json",
             "--journal", str(tmp_path / "j.jsonl"))
@@ -190,8 +193,10 @@ def test_a_second_concurrent_apply_refuses_and_names_the_holder(alab: Lab, inven
             assert time.monotonic() < deadline and first.poll() is None, "the first apply never took the lock"
             time.sleep(0.2)
         second = fabnet(*args)
+        alab.ssh(node, "touch /run/fabnet-test-release")
         out, _ = first.communicate(timeout=120)
     finally:
+        alab.ssh(node, "touch /run/fabnet-test-release", check=False)
         if first.poll() is None:
             first.kill()
     first_report = json.loads(out)
@@ -211,7 +216,8 @@ exec /usr/local/sbin/mlnx_qos.real "$@"
 """
 
 
-def test_serial_batches_stop_past_max_fail_percent(alab: Lab, inventory: Path, tmp_path: Path) -> None:
+def test_serial_batches_stop_past_max_fail_percent(alab: Lab, inventory: Path,
+                                                   first_apply: dict, tmp_path: Path) -> None:
     # gpu01, gpu03 and gpu05 drift; gpu01's mlnx_qos refuses to set anything, so gpu01 fails.
     for name in ("gpu01", "gpu03", "gpu05"):
         alab.ssh(alab.node(name), "mlnx_qos -i eth1 --trust pcp >/dev/null")
@@ -239,3 +245,212 @@ def test_serial_batches_stop_past_max_fail_percent(alab: Lab, inventory: Path, t
     finally:
         alab.ssh(alab.node("gpu01"), "if [ -e /usr/local/sbin/mlnx_qos.real ]; then "
                  "mv /usr/local/sbin/mlnx_qos.real /usr/local/sbin/mlnx_qos; fi", check=False)
+
+
+MGMT_DOWN = """\
+- name: take the management interface down
+  hosts: gpu
+  resources:
+    - interface: {name: eth0, state: down, persistent: false}
+"""
+
+
+def test_a_change_that_cuts_the_management_path_is_reverted_by_the_node(alab: Lab, inventory: Path, first_apply: dict,
+                                                                        tmp_path: Path) -> None:
+    playbook = tmp_path / "mgmt.yml"
+    playbook.write_text(MGMT_DOWN)
+    node = alab.node("gpu02")
+    started = time.monotonic()
+    proc = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu02", "--yes", "--json",
+                  "--revert-after", "10", "--journal", str(tmp_path / "j.jsonl"))
+    report = json.loads(proc.stdout)
+    host = report["hosts"][0]
+    assert proc.returncode == 2 and host["status"] == "failed"
+    assert "management path was lost" in host["error"] and "reverted the change on its own" in host["error"]
+    assert time.monotonic() - started < 150  # bounded: the revert time plus reconnecting
+    # The node is reachable again, its management interface up, and it says it reverted.
+    link = json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]
+    assert "UP" in link["flags"]
+    assert alab.host(node).file(f"/run/fabnet-reverted-{report['run_id']}").exists
+    local = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
+    assert {"action": "confirm", "outcome": "reverted"}.items() <= next(
+        j for j in local if j.get("action") == "confirm").items()
+
+
+def test_a_management_path_change_that_keeps_the_session_is_confirmed(alab: Lab, inventory: Path, first_apply: dict,
+                                                                      tmp_path: Path) -> None:
+    # An MTU change on eth0 keeps the path: armed, confirmed over a fresh connection, disarmed.
+    playbook = tmp_path / "mtu.yml"
+    playbook.write_text(MGMT_DOWN.replace("state: down, persistent: false", "mtu: 1500, persistent: false")
+                        .replace("{name: eth0,", "{name: eth0, state: up,"))
+    node = alab.node("gpu03")
+    alab.ssh(node, "ip link set dev eth0 mtu 1400")
+    proc = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu03", "--yes", "--json",
+                  "--revert-after", "10", "--journal", str(tmp_path / "j.jsonl"))
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert report["hosts"][0]["status"] == "changed" and report["hosts"][0]["execs"] == 4  # + the confirmation
+    time.sleep(11)  # past the revert time: the disarmed timer must not have fired
+    assert json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]["mtu"] == 1500
+    assert not alab.host(node).file(f"/run/fabnet-reverted-{report['run_id']}").exists
+
+
+def test_sigkill_mid_apply_leaves_files_whole_and_the_next_apply_finishes(alab: Lab, inventory: Path, first_apply: dict,
+                                                                           tmp_path: Path) -> None:
+    # gpu04 gets a slow OFED install (its change exec takes several seconds), gpu06 loses /etc/nccl.conf.
+    gpu04, gpu06 = alab.node("gpu04"), alab.node("gpu06")
+    alab.ssh(gpu04, "sed -i 's/MLNX_OFED_LINUX-23.10-1.1.9.0/MLNX_OFED_LINUX-5.8-2.0.3.0/' /var/lib/fabnet-lab/hw.json")
+    alab.ssh(gpu04, "rm -f /etc/nccl.conf")
+    alab.ssh(gpu06, "rm -f /etc/nccl.conf")
+    slow = tmp_path / "slow"
+    (slow / "group_vars").mkdir(parents=True)
+    (slow / "group_vars" / "all.yml").write_text(
+        yaml.safe_dump({"fabnet_ofed_install_command": "sleep 5; " + INSTALL_COMMAND}))
+    (slow / "hosts.yml").write_text(inventory.read_text())
+    journal = tmp_path / "j.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "provisioner", "apply", str(slow / "hosts.yml"), "-p", str(SITE),
+                             "--yes", "--journal", str(journal)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while alab.ssh(gpu04, "test -d /run/fabnet.lock", check=False).returncode != 0:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    proc.kill()  # SIGKILL: no cleanup of any kind on the control machine
+    proc.wait()
+    wanted = yaml.safe_load(NCCL_CONF.read_text())["defaults"]["files"]["/etc/nccl.conf"]
+    for node in (gpu04, gpu06):
+        host = alab.host(node)
+        conf = host.file("/etc/nccl.conf")
+        assert not conf.exists or conf.content_string == wanted  # old (absent) or new, never a part
+    # The host finishes its steps on its own (the kill only closed the session), and says so.
+    while alab.ssh(gpu04, "test -d /run/fabnet.lock", check=False).returncode == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    for node in (gpu04, gpu06):
+        assert alab.host(node).file("/etc/nccl.conf").content_string == wanted
+        assert alab.host(node).run("ls -a /etc | grep -c '^[.]fabnet[.]'").stdout.strip() == "0"  # no temporary left
+    entries = [json.loads(line) for line in
+               alab.host(gpu04).file("/var/log/fabnet/journal.jsonl").content_string.splitlines()]
+    run_id = entries[-1]["run"]
+    assert {(e["resource"], e["outcome"]) for e in entries if e["run"] == run_id} >= {
+        ("ofed", "ok"), ("file[/etc/nccl.conf]", "ok")}
+    assert alab.host(gpu04).file(f"/var/backups/fabnet/{run_id}/etc/nccl.conf.absent").exists
+    local = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert {(e["host"], e["outcome"]) for e in local} >= {("gpu04", "started")}  # it was recorded before the kill
+    proc2 = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--journal", str(journal))
+    assert proc2.returncode == 0, proc2.stdout[-2000:]
+    assert fabnet("audit", str(inventory), "-p", str(SITE)).returncode == 0
+
+
+def test_rollback_restores_the_before_state_of_a_run(alab: Lab, inventory: Path, first_apply: dict) -> None:
+    run_id = first_apply["report"]["run_id"]
+    proc = fabnet("rollback", str(inventory), "-p", str(SITE), "--limit", "gpu02,gpu06", "--run", run_id,
+                  "--yes", "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert {h["name"]: h["status"] for h in report["hosts"]} == {"gpu02": "rolled_back", "gpu06": "rolled_back"}
+    gpu02, gpu06 = alab.host(alab.node("gpu02")), alab.host(alab.node("gpu06"))
+    assert json.loads(gpu02.check_output("ip -j link show eth1"))[0]["mtu"] == 1500
+    assert "MTUBytes" not in gpu02.file("/etc/systemd/network/10-data.network").content_string
+    assert not gpu06.file("/etc/nccl.conf").exists
+    assert gpu06.package("libnccl2").version == OLD_NCCL
+    # Rolled back once: a second rollback of the same run finds nothing left to undo.
+    again = fabnet("rollback", str(inventory), "-p", str(SITE), "--limit", "gpu02", "--run", run_id, "--yes", "--json")
+    assert again.returncode == 2 and json.loads(again.stdout)["hosts"][0]["status"] == "nothing"
+
+
+# Shell metacharacters in every string field a playbook or an inventory can set. Each either fails
+# validation or arrives at the host as data: no `touch` below may ever run, on a node or here.
+PAYLOADS = ["; touch /tmp/pwned-semi", "$(touch /tmp/pwned-dollar)", "`touch /tmp/pwned-tick`",
+            "x\ntouch /tmp/pwned-newline", "-rf --no-preserve-root"]
+SHORT = [";touch${IFS}pw1", "$(touch${IFS}pw)", "`touch${IFS}pw3`", "-x", "a&&touch${IFS}p"]  # netdev names: <=15
+
+
+def _fields() -> list[tuple[str, dict]]:
+    cases: list[tuple[str, dict]] = []
+    for i, payload in enumerate(PAYLOADS):
+        cases += [
+            ("file", {"path": f"/tmp/fabnet-inj-{i}{payload}", "content": payload + "\n"}),
+            ("file", {"path": f"/tmp/fabnet-inj-owner-{i}", "content": "x\n", "owner": payload}),
+            ("file", {"path": f"/tmp/fabnet-inj-mode-{i}", "content": "x\n", "mode": payload}),
+            ("file", {"path": f"/tmp/fabnet-inj-notify-{i}", "content": "x\n", "notify": [payload]}),
+            ("sysctl", {"name": "net.ipv4.conf.all.arp_ignore", "value": payload, "persistent": False}),
+            ("sysctl", {"name": payload, "value": "1"}),
+            ("service", {"name": payload}),
+            ("kernel_module", {"name": payload}),
+            ("nccl", {"version": "==2.21.5", "package": payload}),
+            ("nccl", {"version": payload}),
+            ("roce_qos", {"rdma_device": payload, "trust": "dscp"}),
+        ]
+    for name in SHORT:
+        cases += [("interface", {"name": name, "mtu": 9000}), ("roce_qos", {"interface": name, "ecn": [3],
+                                                                            "roce_tos": 106, "trust": "dscp"})]
+    return cases
+
+
+def test_metacharacters_fail_validation_or_arrive_quoted(alab: Lab, inventory: Path,
+                                                         first_apply: dict, tmp_path: Path) -> None:
+    accepted = []
+    for kind, spec in _fields():
+        single = tmp_path / "one.yml"
+        single.write_text(yaml.safe_dump([{"name": "inj", "hosts": "gpu01", "resources": [{kind: spec}]}]))
+        proc = fabnet("validate", str(inventory), "-p", str(single))
+        if proc.returncode == 0:
+            accepted.append({kind: spec})
+        else:
+            assert proc.returncode == 3, proc.stderr
+    # File paths and contents, sysctl values and odd-but-legal netdev names reach the host.
+    kinds = [next(iter(r)) for r in accepted]
+    assert kinds.count("file") == len(PAYLOADS) and kinds.count("interface") >= 3
+    assert kinds.count("sysctl") >= 3
+    playbook = tmp_path / "inj.yml"
+    playbook.write_text(yaml.safe_dump([{"name": "inj", "hosts": "gpu01", "resources": accepted}]))
+    evil = tmp_path / "evil"
+    (evil / "host_vars").mkdir(parents=True)
+    (evil / "host_vars" / "gpu01.yml").write_text(yaml.safe_dump({
+        "fabnet_ofed_install_command": INSTALL_COMMAND,
+        "fabnet_sysfs_root": "/var/lib/fabnet-lab/sys; touch /tmp/pwned-sysfs",
+        "fabnet_management_interfaces": ["$(touch /tmp/pwned-mgmt)"],
+    }))
+    (evil / "hosts.yml").write_text(inventory.read_text())
+    for args in (("--check",), ("--yes",)):
+        fabnet("apply", str(evil / "hosts.yml"), "-p", str(playbook), "--limit", "gpu01", "--json",
+               "--journal", str(tmp_path / "j.jsonl"), *args)
+    node = alab.host(alab.node("gpu01"))
+    canaries = [f"/tmp/pwned-{n}" for n in ("semi", "dollar", "tick", "newline", "sysfs", "mgmt")]
+    canaries += [f"{d}/{n}" for d in ("/root", "/") for n in ("pw1", "pw", "pw3", "p")]
+    for canary in canaries:
+        assert not node.file(canary).exists, canary
+        assert not Path(canary).exists(), canary
+    assert not any((ROOT / n).exists() for n in ("pw1", "pw", "pw3", "p"))
+    # The files whose paths carried metacharacters exist under exactly those names, content intact.
+    written = node.run("ls /tmp | grep -c '^fabnet-inj-'").stdout.strip()
+    assert int(written) >= len(PAYLOADS)
+    path = f"/tmp/fabnet-inj-1{PAYLOADS[1]}"
+    assert node.file(path).content_string == PAYLOADS[1] + "\n"
+
+
+def test_a_saved_plan_applies_exactly_and_refuses_hosts_changed_since(alab: Lab, inventory: Path, first_apply: dict,
+                                                                      tmp_path: Path) -> None:
+    # From a converged fleet (earlier tests rolled some hosts back), gpu03 and gpu05 drift.
+    assert fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--journal", str(tmp_path / "j")).returncode == 0
+    for name in ("gpu03", "gpu05"):
+        alab.ssh(alab.node(name), "mlnx_qos -i eth1 --trust pcp >/dev/null")
+    plan = tmp_path / "plan.json"
+    proc = fabnet("plan", str(inventory), "-p", str(SITE), "-o", str(plan))
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert plan.stat().st_mode & 0o077 == 0  # it holds file contents: owner only
+    saved = json.loads(plan.read_text())
+    planned = {h["name"]: [s["resource"] + ":" + s["action"] for s in h["steps"]] for h in saved["hosts"]}
+    assert {n for n, steps in planned.items() if steps} == {"gpu03", "gpu05"}
+    # Someone changes gpu05 by hand after the plan was made.
+    alab.ssh(alab.node("gpu05"), "mlnx_qos -i eth1 --pfc 0,0,0,0,0,0,0,0 >/dev/null")
+    proc = fabnet("apply", str(inventory), "--plan", str(plan), "--yes", "--json", "--journal", str(tmp_path / "j"))
+    assert proc.returncode == 2
+    report = json.loads(proc.stdout)
+    hosts = {h["name"]: h for h in report["hosts"]}
+    assert hosts["gpu03"]["status"] == "changed"
+    assert [s["id"] for r in hosts["gpu03"]["resources"] for s in r["steps"]] == planned["gpu03"]
+    assert hosts["gpu05"]["status"] == "failed" and "changed since the plan" in hosts["gpu05"]["error"]
+    assert "trust state: pcp" in alab.host(alab.node("gpu05")).check_output("mlnx_qos -i eth1")  # untouched
+    assert fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--journal", str(tmp_path / "j")).returncode == 0

@@ -1,0 +1,47 @@
+"""`fabnet plan`: gather every host and save what apply would do, to apply later exactly (--plan)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from provisioner import apply_report, report
+from provisioner.errors import ConfigError
+
+
+@click.command("plan")
+@click.argument("inventory", type=click.Path(path_type=Path))
+@click.option("-p", "--playbook", type=click.Path(path_type=Path), default=Path("playbooks/site.yml"),
+              show_default=True, help="Playbook: the desired state, as YAML plays.")
+@click.option("-l", "--limit", default=None, help="Only these hosts: Ansible host patterns.")
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Where to write the plan (JSON, schema fabnet/plan/v1, mode 0600: it holds file contents).")
+@click.option("-D", "--diff", is_flag=True, help="Show unified diffs of the files that would change.")
+@click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True)
+def plan_command(inventory: Path, playbook: Path, limit: str | None, out: Path, diff: bool, forks: int) -> None:
+    """Gather every host (one exec each), show what apply would change and save it to apply later with
+    `fabnet apply INVENTORY --plan FILE`, which refuses any host whose facts changed in between.
+
+    \b
+    Example:
+      fabnet plan inventories/prod.yml -o plan.json && fabnet apply inventories/prod.yml --plan plan.json --yes
+
+    Exit codes: 0 nothing to change, 2 changes planned, 4 some host unreachable.
+    """
+    from provisioner import apply as converge
+    from provisioner import engine, saved_plan
+    from provisioner.inventory import load_inventory
+    from provisioner.playbook import load_playbook, resolve
+
+    plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
+    if not plans:
+        raise ConfigError("no host of the inventory is targeted by the playbook's plays", file=str(playbook))
+    with report.host_progress(len(plans), "gathering") as progress:
+        planned = converge.make_plan(plans, engine.Options(forks=forks), progress)
+    apply_report.plan_text(planned, diff=diff)
+    saved_plan.write(out, saved_plan.to_dict(planned, inventory=str(inventory), playbook=str(playbook), limit=limit))
+    report.info(f"plan written to {out}")
+    if any(h.audit.status == "unreachable" for h in planned):
+        raise SystemExit(4)
+    raise SystemExit(2 if any(h.steps for h in planned) else 0)

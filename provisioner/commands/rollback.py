@@ -1,0 +1,64 @@
+"""`fabnet rollback`: restore the files and settings a run changed, from its undo steps and backups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from provisioner import report
+from provisioner.errors import ConfigError
+
+
+@click.command("rollback")
+@click.argument("inventory", type=click.Path(path_type=Path))
+@click.option("-p", "--playbook", type=click.Path(path_type=Path), default=Path("playbooks/site.yml"),
+              show_default=True, help="Playbook whose hosts are meant (with --limit).")
+@click.option("-l", "--limit", required=True, help="The hosts to roll back: Ansible host patterns (required).")
+@click.option("--run", "run_id", default=None, help="The run to undo (default: each host's latest run).")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask first.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/rollback/v1).")
+@click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True)
+@click.option("--timeout", "command_timeout", type=click.FloatRange(1, 7200), default=900.0, show_default=True)
+def rollback_command(inventory: Path, playbook: Path, limit: str, run_id: str | None, yes: bool, as_json: bool,
+                     connect_timeout: float, command_timeout: float) -> None:
+    """Undo what a fabnet apply run changed on some hosts: files back from their backups (or removed
+    where they did not exist), settings back to their old values, newest change first. ONE exec per host.
+
+    \b
+    Example:
+      fabnet rollback inventories/prod.yml --limit gpu-a03 --run 20261123T114934Z-554de5
+
+    Exit codes: 0 rolled back, 2 some undo failed or nothing to undo, 4 unreachable.
+    """
+    import sys
+
+    from provisioner import engine
+    from provisioner import rollback as undo
+    from provisioner.inventory import load_inventory
+    from provisioner.playbook import load_playbook, resolve
+
+    plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
+    if not plans:
+        raise ConfigError("--limit matches no host of the playbook's plays", file=str(playbook))
+    if run_id is not None and not undo.RUN_ID.match(run_id):
+        raise click.BadParameter(f"{run_id!r} is not a run id like 20261123T114934Z-554de5", param_hint="--run")
+    if not yes:
+        if not sys.stdin.isatty():
+            report.error("rolling back changes hosts: pass --yes")
+            raise SystemExit(64)
+        names = ", ".join(p.host.name for p in plans)
+        if not click.confirm(f"Roll back run {run_id or '(latest)'} on {names}?", default=False, err=True):
+            raise SystemExit(2)
+    options = engine.Options(connect_timeout=connect_timeout, command_timeout=command_timeout)
+    results = undo.rollback(plans, options, run_id)
+    if as_json:
+        report.print_json(undo.to_json(results))
+    else:
+        for result in results:
+            report.info(f"{result.name}: {result.status}" + (f" (run {result.run_id})" if result.run_id else "")
+                        + (f" — {result.error}" if result.error else ""))
+            for step in result.undone:
+                report.info(f"    undo {step.step}: {'ok' if step.exit_code == 0 else f'failed ({step.exit_code})'}")
+    statuses = {r.status for r in results}
+    raise SystemExit(4 if "unreachable" in statuses else 2 if statuses - {"rolled_back"} else 0)

@@ -1,0 +1,114 @@
+"""gather -> plan: every host read in one exec (engine.gather, shared with audit) and, from what was
+read, each drifted resource's remedy steps, ordered into the host's plan. Changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from provisioner import changes, engine, transport
+from provisioner.engine import HostOutcome, Options, ResourceOutcome
+from provisioner.playbook import HostPlan
+from provisioner.resources import REGISTRY
+from provisioner.resources.base import Results
+from provisioner.resources.steps import Step, impossible
+
+# ------------------------------------------------------------------------------------------------ plan
+
+
+@dataclass
+class ResourcePlan:
+    outcome: ResourceOutcome  # the evaluation before any change
+    steps: list[Step] = field(default_factory=list)
+
+
+@dataclass
+class HostPlanned:
+    """What gathering found on a host and what would change it."""
+
+    plan: HostPlan
+    audit: HostOutcome
+    resources: list[ResourcePlan] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)  # ordered, handlers included
+    digest: str = ""  # of the facts the plan was made from (saved plans refuse a host that changed)
+    refusal: str | None = None  # why this host is not changed at all (a saved plan that no longer fits)
+
+    @property
+    def name(self) -> str:
+        return self.plan.host.name
+
+
+def facts_digest(results: Results) -> str:
+    payload = json.dumps({k: [v.stdout, v.exit_code] for k, v in sorted(results.by_key.items())})
+    return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()
+
+
+def remedies(plan: HostPlan, results: Results, outcomes: list[ResourceOutcome]) -> list[ResourcePlan]:
+    ctx = engine.host_context(plan)
+    planned = []
+    for resource, outcome in zip(plan.resources, outcomes, strict=True):
+        steps: list[Step] = []
+        remedy = REGISTRY[resource.kind].remedy
+        if outcome.status == "drift" and remedy is not None:
+            try:
+                steps = remedy(resource.spec, results, ctx, outcome.checks)
+            except Exception as exc:  # a bug in one remedy must not hide the others' plans
+                steps = [impossible(resource.target, "plan", f"internal error: {type(exc).__name__}: {exc}")]
+        planned.append(ResourcePlan(outcome, steps))
+    return planned
+
+
+def _gather_one(plan: HostPlan, options: Options) -> tuple[HostOutcome, Results | None]:
+    started = time.monotonic()
+    host = plan.host
+    try:
+        results, execs = engine.gather(plan, options)
+    except transport.HostUnreachable as exc:
+        return HostOutcome(host.name, host.address, "unreachable", exc.reason, seconds=time.monotonic() - started), None
+    except Exception as exc:
+        return HostOutcome(host.name, host.address, "failed", f"{type(exc).__name__}: {exc}",
+                           seconds=time.monotonic() - started), None
+    outcome = HostOutcome(host.name, host.address, "in_sync", resources=engine.evaluate(plan, results), execs=execs)
+    outcome.seconds = time.monotonic() - started
+    return outcome, results
+
+
+def gather_all(plans: Sequence[HostPlan], options: Options,
+               progress: engine.Progress | None = None) -> tuple[dict[str, HostOutcome], dict[str, Results]]:
+    outcomes: dict[str, HostOutcome] = {}
+    facts: dict[str, Results] = {}
+    workers = max(1, min(options.forks, len(plans)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host") as pool:
+        futures = {pool.submit(_gather_one, plan, options): plan for plan in plans}
+        for future in as_completed(futures):
+            outcome, results = future.result()
+            outcomes[outcome.name] = outcome
+            if results is not None:
+                facts[outcome.name] = results
+            if progress:
+                progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
+    engine.apply_fleet_checks(plans, outcomes)
+    for outcome in outcomes.values():
+        engine.finish_status(outcome)
+    return outcomes, facts
+
+
+def make_plan(plans: Sequence[HostPlan], options: Options,
+              progress: engine.Progress | None = None) -> list[HostPlanned]:
+    """Gather every host (one exec each) and work out its steps. Changes nothing."""
+    outcomes, facts = gather_all(plans, options, progress)
+    planned = []
+    for plan in plans:
+        outcome = outcomes[plan.host.name]
+        results = facts.get(plan.host.name)
+        host = HostPlanned(plan, outcome)
+        if results is not None:
+            host.digest = facts_digest(results)
+            host.resources = remedies(plan, results, outcome.resources)
+            host.steps = changes.order([(rp.outcome.kind, rp.outcome.target, rp.steps) for rp in host.resources])
+        planned.append(host)
+    return planned

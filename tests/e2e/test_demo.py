@@ -1,0 +1,28 @@
+"""`fabnet demo`: the drifted lab, its audit, the fix and a clean audit, in one command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from provisioner.lab import manager
+from tests.e2e.conftest import lab_name
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_shows_drift_the_fix_and_a_clean_audit() -> None:
+    name = lab_name("demo")
+    manager.down(name)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "provisioner", "demo", "--name", name, "--no-keep"],
+                              capture_output=True, text=True, timeout=600, cwd=ROOT)
+    finally:
+        manager.down(name)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    first, fixed = out.index("drifted=5"), out.index("PLAY RECAP")
+    clean = out.index("in sync=6")
+    assert first < fixed < clean
+    assert "failed=0" in out[fixed:clean] and "changed=1" in out[fixed:clean]
