@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from provisioner import apply_report, report
 from provisioner.errors import ConfigError
+from provisioner.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from provisioner import apply_report, report
+else:
+    apply_report = lazy_module("provisioner.apply_report")
+    report = lazy_module("provisioner.report")
 
 
 @click.command("plan")

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from provisioner import report
 from provisioner.errors import ConfigError
+from provisioner.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from provisioner import report
+else:
+    report = lazy_module("provisioner.report")
 
 
 @click.command("rollback")
