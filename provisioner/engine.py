@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from provisioner import batch, transport, workers
+from provisioner import batch, knownhosts, transport, workers
 from provisioner.playbook import HostPlan, Resource
 from provisioner.resources import FLEET_CHECKS, REGISTRY
 from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
@@ -229,4 +229,4 @@ def audit(plans: Sequence[HostPlan], options: Options, progress: Progress | None
     for outcome in outcomes.values():
         finish_status(outcome)
     ordered = [outcomes[plan.host.name] for plan in plans]
-    return AuditOutcome(ordered, time.monotonic() - started, transport.take_warnings())
+    return AuditOutcome(ordered, time.monotonic() - started, knownhosts.take_warnings())

@@ -13,6 +13,7 @@ import base64
 import binascii
 import re
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,3 +134,40 @@ def load(paths: list[Path]) -> KnownHosts:
     # A revoked key is refused even where another line lists it as known.
     known.keys._entries = [e for e in known.keys._entries if not known.is_revoked(e.key)]
     return known
+
+
+# ------------------------------------------------------------------ parsed once per run, warned once
+
+_known_cache: dict[tuple, KnownHosts] = {}
+_known_lock = threading.Lock()
+_warned: set[str] = set()
+_pending_warnings: list[str] = []
+
+
+def load_cached(files: list[Path]) -> KnownHosts:
+    """The parsed files, once per run (keyed by their size and mtime); their warnings queued once."""
+    stamp = []
+    for path in files:
+        try:
+            info = path.stat()
+            stamp.append((str(path), info.st_size, info.st_mtime_ns))
+        except OSError:
+            stamp.append((str(path), -1, -1))
+    key = tuple(stamp)
+    with _known_lock:
+        if key not in _known_cache:
+            known = load(files)
+            _known_cache[key] = known
+            for warning in known.warnings:
+                if warning not in _warned:
+                    _warned.add(warning)
+                    _pending_warnings.append(warning)
+        return _known_cache[key]
+
+
+def take_warnings() -> list[str]:
+    """Warnings (such as skipped known_hosts lines) not yet handed out, each once per process."""
+    with _known_lock:
+        taken = list(_pending_warnings)
+        _pending_warnings.clear()
+    return taken

@@ -94,43 +94,6 @@ def _track(sock: socket.socket) -> None:
         _sockets.add(sock)
 
 
-# ------------------------------------------------------------------------------------------ host keys
-
-_known_cache: dict[tuple, knownhosts.KnownHosts] = {}
-_known_lock = threading.Lock()
-_warned: set[str] = set()
-_pending_warnings: list[str] = []
-
-
-def _known_hosts(files: list[Path]) -> knownhosts.KnownHosts:
-    """The parsed files, once per run (keyed by their size and mtime); their warnings queued once."""
-    stamp = []
-    for path in files:
-        try:
-            info = path.stat()
-            stamp.append((str(path), info.st_size, info.st_mtime_ns))
-        except OSError:
-            stamp.append((str(path), -1, -1))
-    key = tuple(stamp)
-    with _known_lock:
-        if key not in _known_cache:
-            known = knownhosts.load(files)
-            _known_cache[key] = known
-            for warning in known.warnings:
-                if warning not in _warned:
-                    _warned.add(warning)
-                    _pending_warnings.append(warning)
-        return _known_cache[key]
-
-
-def take_warnings() -> list[str]:
-    """Warnings (such as skipped known_hosts lines) not yet handed out, each once per process."""
-    with _known_lock:
-        taken = list(_pending_warnings)
-        _pending_warnings.clear()
-    return taken
-
-
 def _known_hosts_files(host: Host, conn: Connection) -> list[Path]:
     files = [Path("~/.ssh/known_hosts").expanduser()]
     for configured in str(conn.ssh_config.get("userknownhostsfile", "")).split():
@@ -209,7 +172,7 @@ def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | Non
         connect_kwargs=connect_kwargs,
         config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config(),
     )
-    known = _known_hosts(_known_hosts_files(host, conn))
+    known = knownhosts.load_cached(_known_hosts_files(host, conn))
     chain: list[Connection] = []  # the target first, then each jump host outwards
     hop: Connection | None = conn
     while isinstance(hop, Connection):

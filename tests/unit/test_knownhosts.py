@@ -7,7 +7,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from provisioner import knownhosts, transport
+from provisioner import knownhosts
 
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPV0Ub2RoR8DfzKZ3NfGJ6+FxynfURNgLjfmn/sWCipv"
 KEY_B = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMlu2V6eEmLOkFw7WQYd7j+HpcoDkKEWFvJRxE4dFplN"
@@ -73,8 +73,8 @@ def test_hashed_names(tmp_path) -> None:
 def test_warnings_are_handed_out_once(tmp_path) -> None:
     path = tmp_path / "known_hosts"
     path.write_text("garbage\n")
-    transport.take_warnings()
-    transport._known_hosts([path])
-    transport._known_hosts([path])
-    assert transport.take_warnings() == [f"{path}:1: expected: host patterns, key type, base64 key; line skipped"]
-    assert transport.take_warnings() == []
+    knownhosts.take_warnings()
+    knownhosts.load_cached([path])
+    knownhosts.load_cached([path])
+    assert knownhosts.take_warnings() == [f"{path}:1: expected: host patterns, key type, base64 key; line skipped"]
+    assert knownhosts.take_warnings() == []
