@@ -8,6 +8,7 @@ connection values are checked in `connvars`; templated connection values are ren
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,13 +190,49 @@ def _host_model(name: str, merged: VarSet, values: Mapping[str, Any], groups: tu
     known_hosts = None
     if found := pick(values, "fabnet_known_hosts"):
         known_hosts = check_path(found[1], origins.get(found[0]), base)
+    understood = False
+    if found := pick(values, "ansible_ssh_common_args"):
+        strict_file = _strict_host_key_args(found[1])
+        understood = strict_file is not None
+        if strict_file and known_hosts is None:
+            known_hosts = check_path(strict_file, origins.get(found[0]), base)
     return Host(
         name=name, address=address, port=port, user=user, key_file=key_file, become=become,
         become_user=become_user, known_hosts=known_hosts, groups=groups, vars=dict(merged.values),
         var_origins=dict(origins), explicit=frozenset(explicit),
         ignored_vars=tuple(sorted(v for v in values if v in _IGNORED_VARS
-                                  and not (v == "ansible_connection" and str(values[v]) in _SSH_CONNECTIONS))),
+                                  and not (v == "ansible_connection" and str(values[v]) in _SSH_CONNECTIONS)
+                                  and not (v == "ansible_ssh_common_args" and understood))),
     )
+
+
+def _strict_host_key_args(value: object) -> str | None:
+    """For ssh arguments that only ask for strict host-key checking (what fabnet always does), the
+    UserKnownHostsFile they name ('' when none); None when they ask for anything else."""
+    try:
+        words = shlex.split(str(value))
+    except ValueError:
+        return None
+    options: list[str] = []
+    while words:
+        word = words.pop(0)
+        if word == "-o" and words:
+            options.append(words.pop(0))
+        elif word.startswith("-o") and len(word) > 2:
+            options.append(word[2:])
+        else:
+            return None
+    known_file = ""
+    for option in options:
+        key, _, setting = option.partition("=")
+        key = key.strip().lower()
+        if key == "stricthostkeychecking" and setting.strip().lower() == "yes":
+            continue
+        if key == "userknownhostsfile" and setting.strip() and " " not in setting.strip() and not known_file:
+            known_file = setting.strip()
+            continue
+        return None
+    return known_file
 
 
 def _warn_unknown_files(graph: InventoryGraph, bases: list[Path]) -> None:

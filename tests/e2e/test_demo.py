@@ -1,4 +1,4 @@
-"""`fabnet demo`: the drifted lab, its audit, the fix and a clean audit, in one command."""
+"""`fabnet demo`: the drifted lab, its audit, the fix, a clean audit and a smoke test, in one command."""
 
 from __future__ import annotations
 
@@ -26,3 +26,6 @@ def test_demo_shows_drift_the_fix_and_a_clean_audit() -> None:
     clean = out.index("in sync=6")
     assert first < fixed < clean
     assert "failed=0" in out[fixed:clean] and "changed=1" in out[fixed:clean]
+    # It ends with an all-reduce across every converged node that passes.
+    smoke = out.index("All-reduce smoke test across 6 nodes")
+    assert clean < smoke and "pre-flight passed" in out[smoke:] and "PASS: average busbw" in out[smoke:]

@@ -198,3 +198,21 @@ def test_deep_nesting_and_control_characters_are_clear_errors_or_text(tmp_path: 
         assert exc.file == str(path)
     else:  # INI keeps a value Python cannot parse as text, as Ansible does
         assert inventory.hosts == {}
+
+
+def test_ssh_args_that_only_ask_for_strict_host_keys_are_understood(tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    path = tmp_path / "hosts.yml"
+    path.write_text(
+        "all:\n  hosts:\n    gpu01: {}\n    gpu02:\n      ansible_ssh_common_args: '-o ForwardAgent=yes'\n"
+        f"  vars:\n    ansible_ssh_common_args: '-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes'\n"
+    )
+    inventory = load_inventory(path)
+    # The known_hosts file named there is used, and nothing is said about it.
+    assert inventory.hosts["gpu01"].known_hosts == known
+    assert inventory.hosts["gpu01"].ignored_vars == ()
+    # Anything else those arguments ask for is still not passed on, and said so.
+    assert inventory.hosts["gpu02"].ignored_vars == ("ansible_ssh_common_args",)
+    assert any("ansible_ssh_common_args is ignored" in w and "gpu02" in w for w in inventory.warnings)
+    assert not any("gpu01" in w for w in inventory.warnings)
