@@ -7,8 +7,6 @@ JUnit XML ill-formed; names are never read as rich markup.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -20,20 +18,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from provisioner.files import OutputError
-
-
-def _broken_pipe() -> None:
-    # Point stdout at /dev/null so that the interpreter's own flush at exit stays quiet.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    raise OutputError("standard output was closed by its reader (broken pipe)")
+from provisioner.stdout import broken_pipe, print_json, writing
 
 
 class _StdoutConsole(Console):
     def on_broken_pipe(self) -> None:  # rich's own would exit 1 without a word
-        _broken_pipe()
+        broken_pipe()
 
 
 console: Console = _StdoutConsole()
@@ -62,23 +52,8 @@ def _cleaned(text: str | None) -> str | None:
     return None if text is None else clean(text)
 
 
-@contextmanager
-def _stdout() -> Iterator[None]:
-    """Writes to standard output that end in one clear error when it is closed or unwritable."""
-    if sys.stdout is None:
-        raise OutputError("standard output is closed: nothing can be printed (redirect it to a file instead)")
-    try:
-        yield
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _broken_pipe()
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise OutputError(f"cannot write to standard output: {reason}") from None
-
-
 def info(message: str) -> None:
-    with _stdout():
+    with writing():
         console.print(clean(message), highlight=False, soft_wrap=True, markup=False)
 
 
@@ -88,12 +63,6 @@ def error(message: str) -> None:
 
 def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/] {escape(clean(message))}", highlight=False, soft_wrap=True)
-
-
-def print_json(data: Any) -> None:
-    # ensure_ascii: any control byte left is a \u escape, never a raw byte on the terminal.
-    with _stdout():
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=True) + "\n")
 
 
 @contextmanager
@@ -204,7 +173,7 @@ def audit_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None
 
 def audit_tables(outcome: Any, *, verbose: bool = False) -> None:
     """One table per host that needs attention (every row with --verbose), then the recap."""
-    with _stdout():
+    with writing():
         for host in outcome.hosts:
             _host_table(host, verbose)
         recap(outcome)

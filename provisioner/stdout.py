@@ -1,0 +1,45 @@
+"""Standard output without rich: JSON for programs, and one clear error when nobody is reading.
+
+`fabnet parse` and every `--json` print through here; loading rich (about 20 ms) is left to the
+commands that draw tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from provisioner.files import OutputError
+
+
+def broken_pipe() -> None:
+    # Point stdout at /dev/null so that the interpreter's own flush at exit stays quiet.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    raise OutputError("standard output was closed by its reader (broken pipe)")
+
+
+@contextmanager
+def writing() -> Iterator[None]:
+    """Writes to standard output that end in one clear error when it is closed or unwritable."""
+    if sys.stdout is None:
+        raise OutputError("standard output is closed: nothing can be printed (redirect it to a file instead)")
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        broken_pipe()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise OutputError(f"cannot write to standard output: {reason}") from None
+
+
+def print_json(data: Any) -> None:
+    # ensure_ascii: any control byte left is a \u escape, never a raw byte on the terminal.
+    with writing():
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=True) + "\n")
