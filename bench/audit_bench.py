@@ -461,12 +461,19 @@ def measure(
         entry["reference_drift"] = sorted(f"{host} {key}" for host, key in reference)
         timed_runs: dict[str, list[Run]] = {name: [] for name in runners}
         order = list(runners)
+        # A tool whose warm-up took minutes gets fewer timed runs (--slow-repeat): its ratio is far from any
+        # target, and its runs would otherwise be most of the benchmark's hour.
+        slow_after, slow_repeat = getattr(args, "slow_after", None), getattr(args, "slow_repeat", args.repeat)
+        wanted = {name: slow_repeat if slow_after is not None and warm[name].seconds > slow_after else args.repeat
+                  for name in order}
         for round_number in range(args.repeat):
             shift = round_number % len(order)  # rotate who goes first, so no tool always runs after the same one
             for name in order[shift:] + order[:shift]:
+                if len(timed_runs[name]) >= wanted[name]:
+                    continue
                 run = runners[name].run(workload, limit)
                 timed_runs[name].append(run)
-                log(f"run {round_number + 1}/{args.repeat}  {name:8} {run.seconds:7.2f} s  exit {run.exit_code}  "
+                log(f"run {round_number + 1}/{wanted[name]}  {name:8} {run.seconds:7.2f} s  exit {run.exit_code}  "
                     f"hosts {run.hosts_checked}/{nodes}")
         fabnet_median = median([r.seconds for r in timed_runs["fabnet"]])
         for name, runs in timed_runs.items():

@@ -294,7 +294,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=64, help="lab size (default 64); comparisons at 16 and this")
     parser.add_argument("--rtt", type=float, default=20.0, help="round-trip time of the second lab, ms (20)")
-    parser.add_argument("--repeat", type=int, default=2, help="timed runs per tool, workload and size (2)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per tool, workload and size (3)")
+    parser.add_argument("--slow-repeat", type=int, default=1,
+                        help="timed runs for a tool whose warm-up took longer than --slow-after (1)")
+    parser.add_argument("--slow-after", type=float, default=60.0, help="seconds; see --slow-repeat (60)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs first; checks the drift (1)")
     parser.add_argument("--scaling-repeat", type=int, default=3, help="timed runs per size of the scaling series")
     parser.add_argument("--tool-calls", type=int, default=21, help="calls per emulated tool on a node (21)")
@@ -309,6 +312,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.workloads = list(ab.WORKLOADS)
     if args.nodes < 16 or args.nodes > 200 or "fabnet" not in args.tools:
         parser.error("need 16 <= --nodes <= 200 and fabnet among --tools")
+    if args.repeat < 1 or not 1 <= args.slow_repeat <= args.repeat:
+        parser.error("need --repeat >= 1 and 1 <= --slow-repeat <= --repeat")
     return args
 
 

@@ -11,6 +11,9 @@ if [ ! -x "$python" ]; then
     echo "error: $python not found: install fabnet into .venv first" >&2
     exit 1
 fi
+# fabnet as installed from a wheel: bytecode compiled (PYTHONDONTWRITEBYTECODE would otherwise make
+# every timed start compile the package again).
+"$python" -m compileall -q "$here/../provisioner" >/dev/null
 if [ "${1:-}" = "--fleet" ]; then
     shift
     exec "$python" "$here/fleet_bench.py" "$@"
