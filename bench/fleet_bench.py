@@ -137,7 +137,8 @@ def cpu():
 c0 = cpu()
 from provisioner import batch, engine, report, transport
 from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook, resolve
+from provisioner.hostplans import resolve
+from provisioner.playbook import load_playbook
 imports = cpu() - c0
 c = cpu(); plans = resolve(load_playbook(Path({str(SITE_PLAYBOOK)!r})), load_inventory(Path({str(inventory)!r})), None)
 plans = plans[:{hosts}]; n = len(plans); ph = dict(plan=(cpu() - c) / n)

@@ -29,7 +29,7 @@ else:
 
 if TYPE_CHECKING:
     from provisioner.engine import AuditOutcome
-    from provisioner.playbook import HostPlan
+    from provisioner.hostplans import HostPlan
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_USAGE = 0, 1, 2, 3, 4, 64
 
@@ -304,7 +304,7 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
     Every problem is reported on one line with file:line: key and what is allowed; templates are
     rendered for every host, so an undefined variable on one host is found too. Exit 3 if any.
     """
-    from provisioner.playbook import validate as validate_files
+    from provisioner.hostplans import validate as validate_files
 
     warnings: list[str] = []
     errors = validate_files(inventory, playbook, limit, warnings)

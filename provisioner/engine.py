@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from provisioner import batch, knownhosts, transport, workers
-from provisioner.playbook import HostPlan, Resource
+from provisioner.hostplans import HostPlan, Resource
 from provisioner.resources import FLEET_CHECKS, REGISTRY
 from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
 

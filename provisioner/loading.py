@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from provisioner.hostplans import HostPlan, resolve
 from provisioner.inventory import load_inventory
-from provisioner.playbook import HostPlan, load_playbook, resolve
+from provisioner.playbook import load_playbook
 
 
 def load_plans(inventory: Path, playbook: Path, limit: str | None) -> tuple[list[HostPlan], list[str]]:

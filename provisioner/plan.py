@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from provisioner import changes, engine, transport
 from provisioner.engine import HostOutcome, Options, ResourceOutcome
-from provisioner.playbook import HostPlan
+from provisioner.hostplans import HostPlan
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import Results
 from provisioner.resources.steps import Step, impossible

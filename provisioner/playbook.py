@@ -1,8 +1,7 @@
-"""Playbooks: YAML lists of plays -> validated resource specs per host, every error with file:line: key.
+"""Playbooks: YAML lists of plays, their structure checked offline, every error with file:line: key.
 
-Two steps. `load_playbook` checks the structure offline (keys, kinds, types of values written literally,
-template syntax, template files). `resolve` renders the Jinja2 values per host against the inventory
-and validates the result, keeping each resource's playbook line for reports.
+`load_playbook` checks keys, kinds, types of values written literally, template syntax and template
+files; nothing is rendered yet. Rendering per host is the next step, in hostplans.py.
 """
 
 from __future__ import annotations
@@ -10,25 +9,22 @@ from __future__ import annotations
 import re
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from provisioner.errors import ConfigError, ConfigErrors, RenderError, did_you_mean
-from provisioner.inventory import Host, Inventory, load_inventory
 from provisioner.sandbox import check_name as check_template_name
 from provisioner.sandbox import template_dirs
 from provisioner.smoke.settings import AllReduceSpec
-from provisioner.specs import KINDS, FileSpec, Int, Spec
+from provisioner.specs import KINDS, FileSpec, Int
 from provisioner.templating import (
-    VarResolver,
     check_template_file,
     check_template_text,
     find_template,
     has_template,
-    magic_vars,
 )
 from provisioner.yamlsrc import KeyPath, Origin, Sourced, load_yaml
 
@@ -108,45 +104,6 @@ class Playbook:
     source: Sourced
 
 
-# ------------------------------------------------------------------------------------- resolved per host
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A rendered, validated resource for one host. For `file` with `template`, `spec.content` holds the
-    rendered text and `spec.template` still names its source."""
-
-    kind: str
-    spec: Spec
-    origin: Origin
-
-    @property
-    def key(self) -> str:
-        return self.origin.key
-
-    @property
-    def target(self) -> str:
-        return self.spec.target()
-
-
-@dataclass
-class HostPlay:
-    play: Play
-    hosts: tuple[str, ...]  # every host of the play after --limit, for fleet-wide checks like mtu_uniform
-    vars: dict[str, Any]  # the play's vars rendered for this host
-    resources: list[Resource] = field(default_factory=list)
-
-
-@dataclass
-class HostPlan:
-    host: Host
-    plays: list[HostPlay] = field(default_factory=list)
-
-    @property
-    def resources(self) -> list[Resource]:
-        return [r for p in self.plays for r in p.resources]
-
-
 # ---------------------------------------------------------------------------------------- error wording
 
 
@@ -169,7 +126,7 @@ def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> tuple[type[BaseMode
     return model, ()
 
 
-def _describe(err: Mapping[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
+def describe_error(err: Mapping[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
     """A pydantic error as (location within the model, one clear sentence that says what is allowed)."""
     loc = tuple(err["loc"])
     kind = err["type"]
@@ -253,7 +210,7 @@ _VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # -------------------------------------------------------------------------------------------- loading
 
 
-class _PlaybookLoader:
+class PlaybookLoader:
     def __init__(self, path: Path, errors: list[ConfigError]) -> None:
         self.path = path
         self.errors = errors
@@ -288,7 +245,7 @@ class _PlaybookLoader:
             spec = PlaySpec.model_validate(body)
         except ValidationError as exc:
             for err in exc.errors():
-                loc, message = _describe(err, PlaySpec)
+                loc, message = describe_error(err, PlaySpec)
                 self.errors.append(self.src.error(message, (*path, *data_path(body, loc))))
             # Still check the resources, so one pass shows every problem of the play.
             if isinstance(body.get("resources"), list):
@@ -365,7 +322,7 @@ class _PlaybookLoader:
             for err in exc.errors():
                 if _templated_at(spec, err["loc"]):
                     continue  # known only once rendered for a host
-                loc, message = _describe(err, model)
+                loc, message = describe_error(err, model)
                 self.errors.append(self.src.error(message, (*spec_path, *data_path(spec, loc))))
                 ok = False
         template = spec.get("template") if model is FileSpec else None
@@ -378,7 +335,7 @@ class _PlaybookLoader:
         if check_template_name(name) is not None:
             return False  # the spec's own validation has reported it
         if find_template(name, dirs) is None:
-            self.errors.append(self.src.error(_not_found(name, dirs), path))
+            self.errors.append(self.src.error(template_not_found(name, dirs), path))
             return False
         problem = check_template_file(name, dirs)
         if problem is not None:
@@ -390,145 +347,17 @@ class _PlaybookLoader:
 def load_playbook(path: str | Path) -> Playbook:
     """Read and check a playbook's structure; templates are not rendered yet. Raises ConfigErrors."""
     errors: list[ConfigError] = []
-    playbook = _PlaybookLoader(Path(path), errors).load()
+    playbook = PlaybookLoader(Path(path), errors).load()
     if errors or playbook is None:
-        raise ConfigErrors(_fold(errors))
+        raise ConfigErrors(fold_errors(errors))
     return playbook
 
 
-# ------------------------------------------------------------------------------------------- resolving
-
-
-def _resolve(
-    playbook: Playbook, inventory: Inventory, limit: str | Sequence[str] | None, errors: list[ConfigError]
-) -> list[HostPlan]:
-    limited: set[str] | None = None
-    if limit is not None:  # an empty limit is an error, never "every host"
-        try:
-            limited = set(inventory.select_limit(limit) if isinstance(limit, str) else inventory.select(limit))
-        except ConfigError as exc:
-            errors.append(exc)
-            return []
-    src = playbook.source
-    plans: dict[str, HostPlan] = {}
-    for play in playbook.plays:
-        try:
-            hosts = inventory.select(play.hosts, origin=src.origin((play.index, "hosts")))
-        except ConfigError as exc:
-            errors.append(exc)
-            continue
-        if limited is not None:
-            hosts = [h for h in hosts if h in limited]
-        for name in hosts:
-            host = inventory.hosts[name]
-            host_play = _resolve_play(playbook, play, inventory, host, tuple(hosts), errors)
-            plans.setdefault(name, HostPlan(host)).plays.append(host_play)
-    return [plans[name] for name in inventory.hosts if name in plans]
-
-
-def _resolve_play(
-    playbook: Playbook,
-    play: Play,
-    inventory: Inventory,
-    host: Host,
-    hosts: tuple[str, ...],
-    errors: list[ConfigError],
-) -> HostPlay:
-    src = playbook.source
-    magic = {
-        **magic_vars(inventory, host),
-        "play_hosts": list(hosts),
-        "ansible_play_hosts": list(hosts),
-        "playbook_dir": str(playbook.path.parent),
-    }
-    # Play vars override inventory vars, as in Ansible; both may refer to each other.
-    raw = {**host.vars, **play.vars}
-    origins = {**host.var_origins, **play.var_origins}
-    resolver = VarResolver(host.name, raw, origins, magic)
-    rendered_vars: dict[str, Any] = {}
-    for name in play.vars:
-        try:
-            rendered_vars[name] = resolver.var(name)
-        except ConfigError as exc:
-            errors.append(exc)
-    host_play = HostPlay(play=play, hosts=hosts, vars=rendered_vars)
-    for decl in play.resources:
-        if not decl.ok:
-            continue
-        resource = _resolve_resource(decl, resolver, src, host, playbook.path.parent, errors)
-        if resource is not None:
-            host_play.resources.append(resource)
-    return host_play
-
-
-def _render_tree(
-    value: Any, path: KeyPath, resolver: VarResolver, src: Sourced, errors: list[ConfigError]
-) -> tuple[Any, bool]:
-    if isinstance(value, str):
-        try:
-            return resolver.render_text(value, src.origin(path)), True
-        except ConfigError as exc:
-            errors.append(exc)
-            return value, False
-    if isinstance(value, dict):
-        out, ok = {}, True
-        for key, sub in value.items():
-            out[key], sub_ok = _render_tree(sub, (*path, str(key)), resolver, src, errors)
-            ok = ok and sub_ok
-        return out, ok
-    if isinstance(value, list):
-        items, ok = [], True
-        for index, sub in enumerate(value):
-            item, sub_ok = _render_tree(sub, (*path, index), resolver, src, errors)
-            items.append(item)
-            ok = ok and sub_ok
-        return items, ok
-    return value, True
-
-
-def _resolve_resource(
-    decl: ResourceDecl,
-    resolver: VarResolver,
-    src: Sourced,
-    host: Host,
-    playbook_dir: Path,
-    errors: list[ConfigError],
-) -> Resource | None:
-    rendered, ok = _render_tree(dict(decl.spec), decl.path, resolver, src, errors)
-    if not ok:
-        return None
-    model = KINDS[decl.kind]
-    try:
-        spec = model.model_validate(rendered)
-    except ValidationError as exc:
-        for err in exc.errors():
-            loc, message = _describe(err, model)
-            where = src.origin((*decl.path, *data_path(rendered, loc)))
-            errors.append(RenderError(message, host=host.name, file=where.file, line=where.line, key=where.key))
-        return None
-    if isinstance(spec, FileSpec) and spec.template is not None:
-        where = src.origin((*decl.path, "template"))
-        dirs = template_dirs(playbook_dir)
-        problem = check_template_name(spec.template)
-        if problem is None and find_template(spec.template, dirs) is None:
-            problem = _not_found(spec.template, dirs)
-        if problem is not None:
-            errors.append(RenderError(problem, host=host.name, file=where.file, line=where.line, key=where.key))
-            return None
-        try:
-            content = resolver.render_file(spec.template, dirs, where)
-        except ConfigError as exc:
-            errors.append(exc)
-            return None
-        spec = spec.model_copy(update={"content": content})
-    return Resource(kind=decl.kind, spec=spec, origin=decl.origin)
-
-
-def _not_found(name: str, dirs: tuple[Path, ...]) -> str:
+def template_not_found(name: str, dirs: tuple[Path, ...]) -> str:
     return f"template {name!r} not found in {' or '.join(str(d) for d in dirs)}"
 
 
-def _fold(errors: Sequence[ConfigError], shown: int = 3) -> list[ConfigError]:
+def fold_errors(errors: Sequence[ConfigError], shown: int = 3) -> list[ConfigError]:
     """One line per problem: the same template failing on many hosts is reported once, naming them."""
     folded: dict[tuple[Any, ...], list[ConfigError]] = {}
     for error in errors:
@@ -553,35 +382,3 @@ def _fold_key(error: ConfigError) -> tuple[Any, ...]:
     if isinstance(error, RenderError):
         return ("render", error.file, error.line, error.key, error.detail)
     return ("plain", str(error))
-
-
-def resolve(playbook: Playbook, inventory: Inventory, limit: str | Sequence[str] | None = None) -> list[HostPlan]:
-    """Per host (inventory order), per play, the rendered and validated resources. Raises ConfigErrors
-    listing every problem found."""
-    errors: list[ConfigError] = []
-    plans = _resolve(playbook, inventory, limit, errors)
-    if errors:
-        raise ConfigErrors(_fold(errors))
-    return plans
-
-
-def validate(
-    inventory_path: str | Path,
-    playbook_path: str | Path,
-    limit: str | Sequence[str] | None = None,
-    warnings: list[str] | None = None,
-) -> list[ConfigError]:
-    """Every problem in an inventory + playbook pair (structure, then rendering for each host), one line
-    each; empty when all is well. The inventory's warnings are appended to `warnings` when given."""
-    errors: list[ConfigError] = []
-    inventory = None
-    try:
-        inventory = load_inventory(inventory_path, playbook_dir=Path(playbook_path).parent)
-    except ConfigError as exc:
-        errors.append(exc)
-    playbook = _PlaybookLoader(Path(playbook_path), errors).load()
-    if inventory is not None and playbook is not None:
-        _resolve(playbook, inventory, limit, errors)
-    if inventory is not None and warnings is not None:  # after resolving: --limit adds its own
-        warnings.extend(inventory.warnings)
-    return _fold(errors)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from provisioner import batch, changes, engine, transport
-from provisioner.playbook import HostPlan
+from provisioner.hostplans import HostPlan
 
 RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$")
 

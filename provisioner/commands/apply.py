@@ -19,7 +19,7 @@ else:
 
 if TYPE_CHECKING:
     from provisioner.engine import Options
-    from provisioner.playbook import HostPlan
+    from provisioner.hostplans import HostPlan
 
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_UNREACHABLE, EXIT_USAGE = 0, 2, 4, 64
 

@@ -40,8 +40,9 @@ def _seen(result: Explanation) -> list[str]:
 
 def _audit_hosts(inventory: Path, playbook: Path, hosts: list[str], forks: int) -> list[dict[str, Any]]:
     from provisioner import engine
+    from provisioner.hostplans import resolve
     from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook, resolve
+    from provisioner.playbook import load_playbook
 
     plans = resolve(load_playbook(playbook), load_inventory(inventory), ",".join(hosts))
     if not plans:

@@ -38,8 +38,9 @@ def plan_command(inventory: Path, playbook: Path, limit: str | None, out: Path, 
     """
     from provisioner import apply as converge
     from provisioner import engine, saved_plan
+    from provisioner.hostplans import resolve
     from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook, resolve
+    from provisioner.playbook import load_playbook
 
     plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
     if not plans:

@@ -41,8 +41,9 @@ def rollback_command(inventory: Path, playbook: Path, limit: str, run_id: str | 
 
     from provisioner import engine
     from provisioner import rollback as undo
+    from provisioner.hostplans import resolve
     from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook, resolve
+    from provisioner.playbook import load_playbook
 
     plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
     if not plans:

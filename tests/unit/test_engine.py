@@ -8,8 +8,9 @@ import yaml
 
 from provisioner import engine
 from provisioner.engine import HostOutcome, ResourceOutcome
+from provisioner.hostplans import resolve
 from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook, resolve
+from provisioner.playbook import load_playbook
 from provisioner.resources.base import Check
 
 PLAYBOOK = """\

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from provisioner import sandbox, yamlsrc
 from provisioner.errors import ConfigError
+from provisioner.hostplans import validate
 from provisioner.inventory import load_inventory
-from provisioner.playbook import validate
 from provisioner.specs import KINDS
 from provisioner.templating import VarResolver, check_template_text
 from provisioner.yamlsrc import Origin, load_yaml

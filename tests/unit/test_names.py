@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from provisioner import names
-from provisioner.playbook import validate
+from provisioner.hostplans import validate
 
 HOSTILE = [
     "x; touch /tmp/pwned",

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.errors import ConfigError, ConfigErrors
+from provisioner.hostplans import HostPlan, resolve, validate
 from provisioner.inventory import load_inventory
-from provisioner.playbook import HostPlan, load_playbook, resolve, validate
+from provisioner.playbook import load_playbook
 from provisioner.specs import FileSpec, InterfaceSpec, RoceQosSpec
 
 REPO = Path(__file__).resolve().parents[2]

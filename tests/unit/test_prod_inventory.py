@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from provisioner import engine
+from provisioner.hostplans import resolve, validate
 from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook, resolve, validate
+from provisioner.playbook import load_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 PROD = ROOT / "inventories" / "prod.yml"

@@ -128,8 +128,9 @@ def test_sensitive_true_hides_anything(monkeypatch) -> None:
 def test_a_playbook_can_mark_a_file_sensitive(tmp_path) -> None:
     import yaml
 
+    from provisioner.hostplans import resolve
     from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook, resolve
+    from provisioner.playbook import load_playbook
 
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu01": {"ansible_host": "127.0.0.1"}}}}))
