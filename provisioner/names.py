@@ -73,14 +73,20 @@ def _length(what: str, value: str, top: int, allowed: str, low: int = 1) -> None
         raise ValueError(f"{what} must be {low}..{top} characters long (got {len(value)}); {allowed}")
 
 
+def _matching(what: str, value: str, pattern: re.Pattern[str], top: int, allowed: str, low: int = 1) -> str:
+    """`value` when it has the right length and matches `pattern` whole; else a ValueError saying why."""
+    _length(what, value, top, allowed, low)
+    if not pattern.fullmatch(value):
+        raise _refuse(what, value, allowed)
+    return value
+
+
 def netdev(value: str) -> str:
     allowed = (
         f"allowed: 1..{IFNAME_MAX} letters, digits, '_', '.', '-' (the kernel's limit), "
         "starting with a letter, digit or '_', not all digits"
     )
-    _length("an interface name", value, IFNAME_MAX, allowed)
-    if not _NETDEV.fullmatch(value):
-        raise _refuse("an interface name", value, allowed)
+    _matching("an interface name", value, _NETDEV, IFNAME_MAX, allowed)
     if value.isdigit():
         # systemd and iproute2 would take an all-digit name for an interface index.
         raise ValueError(f"an interface name must not be all digits; {allowed}")
@@ -89,10 +95,7 @@ def netdev(value: str) -> str:
 
 def rdma_device(value: str) -> str:
     allowed = f"allowed: 1..{RDMA_NAME_MAX} letters, digits, '_', '.', '-', not starting with '-' or '.'"
-    _length("an RDMA device name", value, RDMA_NAME_MAX, allowed)
-    if not _RDMA.fullmatch(value):
-        raise _refuse("an RDMA device name", value, allowed)
-    return value
+    return _matching("an RDMA device name", value, _RDMA, RDMA_NAME_MAX, allowed)
 
 
 def unit(value: str) -> str:
@@ -109,10 +112,7 @@ def unit(value: str) -> str:
 
 def kernel_module(value: str) -> str:
     allowed = f"allowed: 1..{MODULE_NAME_MAX} letters, digits, '_', '-', starting with a letter or digit"
-    _length("a module name", value, MODULE_NAME_MAX, allowed)
-    if not _MODULE.fullmatch(value):
-        raise _refuse("a module name", value, allowed)
-    return value
+    return _matching("a module name", value, _MODULE, MODULE_NAME_MAX, allowed)
 
 
 def sysctl_name(value: str) -> str:
@@ -148,10 +148,7 @@ def package(value: str) -> str:
         f"allowed: a package name of 2..{PACKAGE_NAME_MAX} letters, digits, '+', '.', '_', '-', starting "
         "with a letter or digit, optionally ':arch' (libnccl2:amd64)"
     )
-    _length("a package name", value, PACKAGE_NAME_MAX, allowed, low=2)
-    if not _PACKAGE.fullmatch(value):
-        raise _refuse("a package name", value, allowed)
-    return value
+    return _matching("a package name", value, _PACKAGE, PACKAGE_NAME_MAX, allowed, low=2)
 
 
 def file_path(value: str) -> str:
