@@ -250,3 +250,24 @@ def test_the_script_goes_on_stdin_as_one_group_and_a_short_end_raises_unless_par
         transport.run(fake_conn(FakeChannel(trickle)), "sleep 9", timeout=0.5)
     result = transport.run(fake_conn(FakeChannel(trickle)), "sleep 9", timeout=0.5, partial=True)
     assert result.ended == "timeout" and result.stdout.startswith(".")
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="TCP_QUICKACK is Linux's")
+def test_a_login_socket_acknowledges_each_read_at_once() -> None:
+    # sshd holds a small packet until the one before is acknowledged; a delayed ACK made that 40 ms a login.
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    sock = transport._dial("127.0.0.1", server.getsockname()[1], timeout=5)
+    peer, _ = server.accept()
+    try:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)  # delayed-ACK mode, as after a while
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK) == 0
+        peer.sendall(b"SSH-2.0-test\r\n")
+        assert sock.recv(64) == b"SSH-2.0-test\r\n"
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK) == 1
+    finally:
+        sock.close()
+        peer.close()
+        server.close()
