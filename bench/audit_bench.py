@@ -376,6 +376,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="untimed runs per tool and workload first; the first one also checks the drift "
                              "each tool finds (default 1)")
     parser.add_argument("--lab", default="bench", help="lab name (default bench); must not exist yet")
+    parser.add_argument("--rtt", type=float, default=0.0,
+                        help="round-trip time on the lab's management path, ms (default 0; see lab up --rtt)")
+    parser.add_argument("--slow-repeat", type=int, default=None,
+                        help="timed runs for a tool whose warm-up took longer than --slow-after (default --repeat)")
+    parser.add_argument("--slow-after", type=float, default=60.0, help="seconds; see --slow-repeat (60)")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated subset of " + ",".join(TOOLS))
     parser.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS),
                         help="comma-separated subset of " + ",".join(w.name for w in WORKLOADS))
@@ -392,7 +397,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     unknown = set(args.tools) - set(TOOLS)
     if unknown or "fabnet" not in args.tools:
         parser.error(f"--tools: unknown {sorted(unknown)}" if unknown else "--tools must include fabnet")
-    if args.nodes < 2 or args.repeat < 1 or args.warmup < 1 or not args.workloads:
+    if args.slow_repeat is None:
+        args.slow_repeat = args.repeat
+    if args.nodes < 2 or args.repeat < 1 or args.warmup < 1 or not args.workloads or args.slow_repeat < 1:
         parser.error("need --nodes >= 2, --repeat >= 1, --warmup >= 1 and at least one workload")
     return args
 
@@ -539,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"bringing up lab {args.lab!r} with {args.nodes} nodes")
         created = True  # from here on a half-built lab must be removed too
         up_start = time.perf_counter()
-        proc = fabnet_cli("lab", "up", "--name", args.lab, "--nodes", str(args.nodes))
+        proc = fabnet_cli("lab", "up", "--name", args.lab, "--nodes", str(args.nodes), "--rtt", f"{args.rtt:g}ms")
         if proc.returncode != 0:
             log(f"error: fabnet lab up failed:\n{tail(proc.stdout, proc.stderr)}")
             return 1
@@ -579,7 +586,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
                     "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
         "nodes": len(status["nodes"]),
+        "rtt_ms": args.rtt,
         "repeat": args.repeat,
+        "slow_repeat": {"runs": args.slow_repeat, "after_s": args.slow_after},
         "warmup": args.warmup,
         "versions": {"fabnet": fabnet_version, **{PACKAGE_OF[t]: v for t, v in versions.items()}},
         "unavailable": unavailable,
@@ -587,7 +596,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "duration_s": round(time.perf_counter() - clock, 1),
         "workloads": results,
     }
-    output = args.output or RESULTS / f"{started.date().isoformat()}-{len(status['nodes'])}.json"
+    rtt = f"-{args.rtt:g}ms" if args.rtt else ""
+    output = args.output or RESULTS / f"{started.date().isoformat()}-{len(status['nodes'])}{rtt}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     # Results may be committed: no machine-specific paths in them.
     text = json.dumps(document, indent=2) + "\n"
@@ -595,7 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = text.replace(str(path), name)
     output.write_text(text)
 
-    print(f"\nfabnet audit vs Ansible and pyinfra: {len(status['nodes'])} nodes, {args.repeat} timed runs each, "
+    print(f"\nfabnet audit vs Ansible and pyinfra: {len(status['nodes'])} nodes at {args.rtt:g} ms round-trip time, "
+          f"{args.repeat} timed runs each (a tool whose warm-up took over {args.slow_after:g} s: {args.slow_repeat}), "
           f"{os.cpu_count()} CPUs, {started:%Y-%m-%d %H:%M %Z}")
     print(table(rows))
     print("ratio = tool median / fabnet median (above 1: slower than fabnet); tool CPU = CPU time of the tool's "
