@@ -104,25 +104,14 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         '  __fn_fl=""',
         "  case $__fn_rc in 124|137) __fn_now; if [ $((__fn_up - __fn_t0)) -ge \"${__fn_lim%.*}\" ]; then __fn_fl=t; "
         f'__fn_sweep "{run_id}-$1"; fi;; esac',
-        # Both sizes from one wc (each process start costs the node about a millisecond, and a full
-        # audit runs tens of probes); an empty stderr, the usual case, costs no process at all.
-        "  __fn_se=0",
-        '  if [ -s "$__fn_d/e" ]; then',
-        '    { read -r __fn_so __fn_x; read -r __fn_se __fn_x; } <<__FN_SIZES__',
-        '$(wc -c "$__fn_d/o" "$__fn_d/e")',
-        "__FN_SIZES__",
-        "  else",
-        '    read -r __fn_so __fn_x <<__FN_SIZES__',
-        '$(wc -c "$__fn_d/o")',
-        "__FN_SIZES__",
-        "  fi",
-        f'  [ "$__fn_so" -gt {caps.stdout} ] && __fn_fl="${{__fn_fl}}o"',
-        f'  [ "$__fn_se" -gt {caps.stderr} ] && __fn_fl="${{__fn_fl}}e"',
+        # One byte past each cap goes back, and the control side judges the overflow (split_output): no
+        # wc per probe (a process start costs the node about a millisecond, and a full audit runs tens
+        # of probes). An empty stderr, the usual case, costs no process at all.
         "  {",
         f"    printf '%s\\n' '{tag}:begin:'\"$1\"'@@'",
-        f'    case $__fn_fl in *o*) head -c {caps.stdout} "$__fn_d/o";; *) cat "$__fn_d/o";; esac',
+        f'    head -c {caps.stdout + 1} "$__fn_d/o"',
         f"    printf '\\n%s:%s:%s@@\\n' '{tag}:rc:'\"$1\" \"$__fn_rc\" \"$__fn_fl\"",
-        f'    if [ "$__fn_se" -gt 0 ]; then head -c {caps.stderr} "$__fn_d/e"; fi',
+        f'    if [ -s "$__fn_d/e" ]; then head -c {caps.stderr + 1} "$__fn_d/e"; fi',
         f"    printf '\\n%s\\n' '{tag}:end:'\"$1\"'@@'",
         '  } >>"$__fn_d/b"',
         # No rm: the next probe's redirections truncate both files, and the EXIT trap removes the folder.
@@ -164,7 +153,11 @@ def split_output(stdout: str, nonce: str, caps: Caps = Caps()) -> dict[str, Prob
     )
     results = {}
     for match in pattern.finditer(stdout):
-        flags, code, err = match["flags"], int(match["rc"]), match["err"]
+        flags, code, out, err = match["flags"], int(match["rc"]), match["out"], match["err"]
+        if _over(out, caps.stdout):
+            flags, out = flags + "o", _cut(out, caps.stdout)
+        if _over(err, caps.stderr):
+            flags, err = flags + "e", _cut(err, caps.stderr)
         if "t" in flags:
             code = TIMEOUT_EXIT
         if "s" in flags:
@@ -177,8 +170,24 @@ def split_output(stdout: str, nonce: str, caps: Caps = Caps()) -> dict[str, Prob
             notes.append(f"fabnet: its stderr passed {_size(caps.stderr)} and was cut")
         if notes:
             err = "\n".join([*notes, err])
-        results[match["key"]] = ProbeResult(stdout=match["out"], stderr=err, exit_code=code)
+        results[match["key"]] = ProbeResult(stdout=out, stderr=err, exit_code=code)
     return results
+
+
+def _over(text: str, cap: int) -> bool:
+    """Whether the node sent more than `cap` bytes (it sends at most one more).
+
+    `text` was decoded with errors="replace": a character stands for at least one byte of what was sent
+    and its UTF-8 for at least as many bytes as it stood for, so a count is exact for valid UTF-8 and can
+    only err towards "over" for invalid bytes within a few bytes of the cap.
+    """
+    if len(text) > cap:
+        return True
+    return len(text) * 4 > cap and len(text.encode("utf-8")) > cap
+
+
+def _cut(text: str, cap: int) -> str:
+    return text.encode("utf-8")[:cap].decode("utf-8", errors="replace")
 
 
 def _size(count: int) -> str:

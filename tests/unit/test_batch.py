@@ -17,9 +17,9 @@ from provisioner.resources.base import Probe
 
 def run_locally(probes: list[Probe], nonce: str = "0123456789abcdef", **kwargs) -> dict:
     script = batch.build_script(probes, nonce, **kwargs)
-    # Bytes, decoded by hand: text mode would turn a printed '\r' into '\n' before we see it.
+    # Bytes, decoded by hand as the transport does: text mode would turn a printed '\r' into '\n'.
     proc = subprocess.run(["sh", "-s"], input=script.encode(), capture_output=True, timeout=60)
-    return batch.split_output(proc.stdout.decode(), nonce, kwargs.get("caps", batch.Caps()))
+    return batch.split_output(proc.stdout.decode(errors="replace"), nonce, kwargs.get("caps", batch.Caps()))
 
 
 def test_each_probe_gets_its_own_stdout_stderr_and_exit_code() -> None:
@@ -222,3 +222,12 @@ def test_wrap_become_builds_a_sudo_command_line_for_whole_command_callers() -> N
     wrapped = batch.wrap_become("echo 'a b'", "root")
     assert wrapped.startswith("sudo -n -H -u root -- sh -c ")
     assert subprocess.run(["sh", "-c", wrapped.split(" -- ", 1)[1]], capture_output=True, text=True).stdout == "a b\n"
+
+
+def test_the_cap_counts_bytes_as_sent_not_characters() -> None:
+    # The node sends one byte past the cap; the control side decides from what it received.
+    exact, over = Probe("printf 'ééééé'"), Probe("printf 'éééééé'")
+    results = run_locally([exact, over], caps=batch.Caps(stdout=10, stderr=64))
+    assert results[exact.key].stdout == "ééééé" and results[exact.key].exit_code == 0  # 10 bytes: not over
+    assert results[over.key].stdout == "ééééé" and results[over.key].exit_code == 1  # 12 bytes: cut to 10
+    assert results[over.key].stderr.startswith("fabnet: its output passed")
