@@ -305,7 +305,6 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
         channel.exec_command(become.command() if become else "sh -s")
         prefix = become.stdin_prefix() if become else b""
         channel.sendall(prefix + ("{\n" + script.rstrip("\n") + "\n}\n").encode())
-        del prefix
         channel.shutdown_write()
     except (paramiko.SSHException, OSError, EOFError) as exc:
         if _interrupted.is_set():
