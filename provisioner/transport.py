@@ -5,8 +5,9 @@ any UserKnownHostsFile from ~/.ssh/config, read as OpenSSH reads them (knownhost
 changed or revoked key refuses the connection (Fabric's default would accept any key). ~/.ssh/config
 is honoured, ProxyJump included; jump hosts get the same policy, and an error on one names it.
 
-The exec sends its script on standard input and reads at most a fixed amount of output until a
-deadline, whatever the host prints; `interrupt()` (Ctrl-C) ends every login and exec within a poll.
+The exec sends its script on standard input (through sudo where the inventory asks: become.py) and
+reads at most a fixed amount of output until a deadline, whatever the host prints; `interrupt()`
+(Ctrl-C) ends every login and exec within a poll.
 """
 
 from __future__ import annotations
