@@ -3,7 +3,7 @@ a real password set with chpasswd): with FABNET_BECOME_PASSWORD apply converges 
 the system ssh client, is the oracle); without it, or with a wrong one, each host fails at once with a
 reason to act on and nothing changes; -K asks on the terminal and refuses without one; the password is in
 no output, no journal (fabnet's, the host's, systemd's, where sudo logs its command line) and no command
-line; with NOPASSWD sudo the password line is never run; rollback goes through the same sudo."""
+line; with NOPASSWD sudo the password line is never run; smoke and rollback go through the same sudo."""
 
 from __future__ import annotations
 
@@ -192,6 +192,14 @@ def test_nopasswd_sudo_with_the_variable_set_never_runs_the_password_line(slab: 
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     for node in slab.nodes:
         assert slab.ssh(node, "test -e /root/pw-ran", check=False).returncode == 1
+
+
+def test_smoke_runs_its_probes_and_ranks_through_the_same_sudo(inventory: Path, converged: dict) -> None:
+    proc = fabnet("smoke", str(inventory), "-p", str(SITE), "--sizes", "1M", "--iters", "2", "--timeout", "60",
+                  "--json", password=PASSWORD)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["verdict"] == "pass"
+    assert PASSWORD not in proc.stdout + proc.stderr
 
 
 def test_rollback_goes_through_the_same_sudo(slab: Lab, inventory: Path, converged: dict) -> None:
