@@ -131,7 +131,7 @@ def test_ask_prompts_on_the_terminal_and_refuses_without_one(monkeypatch: pytest
     assert secret is not None and secret.reveal() == "typed" and prompts == ["BECOME password: "]
 
 
-@pytest.mark.parametrize("command", ["audit", "apply", "plan", "rollback", "smoke"])
+@pytest.mark.parametrize("command", ["audit", "apply", "plan", "rollback", "smoke", "explain"])
 def test_every_command_that_runs_on_hosts_offers_it(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     from provisioner.cli import main
 
