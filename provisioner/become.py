@@ -55,6 +55,12 @@ class Secret:
     def __reduce__(self) -> tuple:  # never pickled into a file or another process by accident
         raise TypeError("a Secret cannot be pickled")
 
+    def __copy__(self) -> Secret:  # immutable: copies (dataclasses.asdict, deepcopy) share it
+        return self
+
+    def __deepcopy__(self, memo: dict) -> Secret:
+        return self
+
 
 def _marker() -> str:
     return "fabnet-become-" + secrets.token_hex(8)

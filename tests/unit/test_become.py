@@ -4,6 +4,7 @@ local /bin/sh exactly as the host's login shell runs what follows `sudo ... --`,
 
 from __future__ import annotations
 
+import copy
 import pickle
 import shlex
 import subprocess
@@ -81,6 +82,7 @@ def test_a_secret_never_shows_and_cannot_hold_what_would_end_its_line() -> None:
             Secret(bad)
     with pytest.raises(TypeError):
         pickle.dumps(secret)
+    assert copy.deepcopy(Become("root", secret)).password is secret
 
 
 def test_become_follows_the_inventory() -> None:
