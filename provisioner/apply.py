@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from provisioner import batch, changes, engine, transport
+from provisioner import batch, become, changes, engine, transport
 from provisioner.engine import Options, ResourceOutcome
 from provisioner.plan import HostPlanned, make_plan
 from provisioner.resources.base import Check
@@ -126,7 +126,6 @@ def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds:
     unit = changes.revert_unit(run_id)
     command = (f"systemctl stop {unit}.timer >/dev/null 2>&1; "
                f"if [ -e {changes.reverted_flag(run_id)} ]; then echo reverted; else echo confirmed; fi")
-    become = host.become_user if host.become else None
 
     def attempt(connect_timeout: float) -> str | None:
         try:
@@ -134,7 +133,7 @@ def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds:
         except transport.HostUnreachable:
             return None
         try:
-            result = transport.run_stdin(conn, command, timeout=30, become_user=become)
+            result = transport.run(conn, command, timeout=30, become=become.for_host(host, options.become_password))
         except transport.CommandFailed:
             return None
         finally:
@@ -180,14 +179,17 @@ def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: chan
     try:
         conn = transport.connect(host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
         try:
-            result = transport.run_stdin(conn, script, timeout=options.command_timeout,
-                                         become_user=host.become_user if host.become else None,
-                                         shorten_after=shorten)
+            result = transport.run(conn, script, timeout=options.command_timeout, shorten_after=shorten,
+                                   become=become.for_host(host, options.become_password, forward_ssh=True))
         finally:
             conn.close()
         applied.execs += 1
     except transport.HostUnreachable as exc:
         applied.status, applied.error = "unreachable", exc.reason
+        return _finish(applied, planned, None, None, started)
+    except transport.CommandFailed as exc:
+        applied.status, applied.error = "failed", f"{exc}; nothing was changed" if isinstance(
+            exc, transport.BecomeFailed) else str(exc)
         return _finish(applied, planned, None, None, started)
     except Exception as exc:
         applied.status, applied.error = "failed", f"{type(exc).__name__}: {exc}"

@@ -192,19 +192,3 @@ def _cut(text: str, cap: int) -> str:
 
 def _size(count: int) -> str:
     return f"{count // (1024 * 1024)} MiB" if count >= 1024 * 1024 else f"{count // 1024} KiB"
-
-
-def remote_command(become_user: str | None = None) -> str:
-    """The exec's command line: a shell reading the script from standard input, through sudo if asked.
-
-    sudo is non-interactive (-n): a password prompt would hang the exec.
-    """
-    if become_user:
-        return " ".join(shlex.quote(p) for p in ("sudo", "-n", "-H", "-u", become_user, "--", "sh", "-s"))
-    return "sh -s"
-
-
-def wrap_become(script: str, user: str = "root") -> str:
-    """A command line running `script` through sudo, for callers that send a whole command line (the
-    fact script itself goes through `remote_command`). Non-interactive: a password prompt would hang."""
-    return " ".join(shlex.quote(p) for p in ("sudo", "-n", "-H", "-u", user, "--", "sh", "-c", script))

@@ -100,7 +100,7 @@ def _guard_lines(steps: Sequence[Step], run_id: str, revert_seconds: int) -> tup
     undo = [s.undo for s in reversed(steps) if s.netdev is not None and s.undo]
     revert = "; ".join([*undo, f": > {reverted_flag(run_id)}"])
     find = [
-        # sudo resets the environment: run_stdin hands SSH_CONNECTION over as FABNET_SSH.
+        # sudo resets the environment: apply hands SSH_CONNECTION over as FABNET_SSH (become.forward_ssh).
         '__fn_ssh=${FABNET_SSH:-$SSH_CONNECTION}; __fn_armed=',
         '__fn_mgmt=$(set -- $__fn_ssh; [ -n "$1" ] && ip -o route get "$1" 2>/dev/null '
         r"| sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1)",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 import click
 
 from provisioner import __version__
+from provisioner.commands.options import become_option, become_password
 from provisioner.errors import ConfigError, ConfigErrors, FabnetError, LabError, ParseError
 from provisioner.lazy import lazy_module
 
@@ -337,9 +338,10 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only those that need attention.")
 @click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write per-host drift counts as a Prometheus textfile (node_exporter collector).")
+@become_option
 def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, junit: Path | None, forks: int,
           connect_timeout: float, command_timeout: float, ssh_config: Path | None, verbose: bool,
-          prom: Path | None) -> None:
+          prom: Path | None, ask_become_pass: bool) -> None:
     """Report how each host drifted from the playbook. Read-only: nothing on any host is changed.
 
     Each host's live state is read in ONE SSH exec (every resource's read command batched), hosts in
@@ -369,7 +371,7 @@ def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, jun
             report.error(str(exc))
             raise SystemExit(EXIT_USAGE) from None
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
-                             ssh_config=ssh_config)
+                             ssh_config=ssh_config, become_password=become_password(ask_become_pass))
     with report.host_progress(len(plans), "auditing") as progress:
         outcome = engine.audit(plans, options, progress)
     code = audit_exit_code(outcome)

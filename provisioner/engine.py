@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from provisioner import batch, knownhosts, transport, workers
+from provisioner import batch, become, knownhosts, transport, workers
 from provisioner.hostplans import HostPlan, Resource
 from provisioner.resources import FLEET_CHECKS, REGISTRY
 from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
@@ -64,6 +64,7 @@ class Options:
     connect_timeout: float = 10.0
     command_timeout: float = 120.0
     ssh_config: Path | None = None
+    become_password: become.Secret | None = None  # for hosts with ansible_become; never shown (Secret)
 
 
 Progress = Callable[[str, HostStatus | None], None]
@@ -96,12 +97,11 @@ def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
     probes = plan_probes(plan)
     nonce = batch.new_nonce()
     script = batch.build_script(probes, nonce, budget=options.command_timeout)
-    command = batch.remote_command(plan.host.become_user if plan.host.become else None)
     conn = transport.connect(plan.host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
     try:
         # The host stops its own probes at the budget; the margin lets it say so before we hang up.
-        result = transport.run(conn, script, command=command, timeout=options.command_timeout + batch.REPORT_MARGIN,
-                               partial=True)
+        result = transport.run(conn, script, become=become.for_host(plan.host, options.become_password),
+                               timeout=options.command_timeout + batch.REPORT_MARGIN, partial=True)
     finally:
         conn.close()
     by_key = batch.split_output(result.stdout, nonce)

@@ -106,8 +106,12 @@ _IGNORED_VARS = {
     "ansible_ssh_extra_args": "extra ssh arguments are not passed on; use ~/.ssh/config",
     "ansible_password": "password logins are not supported; use a key",
     "ansible_ssh_pass": "password logins are not supported; use a key",
-    "ansible_become_password": "sudo passwords are not supported; use NOPASSWD sudo or log in as root",
-    "ansible_become_pass": "sudo passwords are not supported; use NOPASSWD sudo or log in as root",
+    # A password kept in inventory files (plain, or vaulted where fabnet cannot open it) is not used:
+    # it comes from the environment or the terminal, and so never from a file in a repository.
+    "ansible_become_password": "the sudo password is not read from inventories; set FABNET_BECOME_PASSWORD "
+                               "or pass -K (--ask-become-pass)",
+    "ansible_become_pass": "the sudo password is not read from inventories; set FABNET_BECOME_PASSWORD "
+                           "or pass -K (--ask-become-pass)",
     "ansible_connection": "fabnet reaches every host over SSH, whatever the connection plugin",
 }
 _SSH_CONNECTIONS = {"ssh", "smart", "paramiko", "paramiko_ssh", "ansible.builtin.ssh", "ansible.builtin.paramiko_ssh"}

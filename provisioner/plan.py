@@ -69,6 +69,8 @@ def _gather_one(plan: HostPlan, options: Options) -> tuple[HostOutcome, Results 
         results, execs = engine.gather(plan, options)
     except transport.HostUnreachable as exc:
         return HostOutcome(host.name, host.address, "unreachable", exc.reason, seconds=time.monotonic() - started), None
+    except transport.CommandFailed as exc:  # its message is the reason (a sudo refusal among them), as in audit
+        return HostOutcome(host.name, host.address, "failed", str(exc), seconds=time.monotonic() - started), None
     except Exception as exc:
         return HostOutcome(host.name, host.address, "failed", f"{type(exc).__name__}: {exc}",
                            seconds=time.monotonic() - started), None

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from provisioner import batch, changes, engine, transport
+from provisioner import batch, become, changes, engine, transport
 from provisioner.hostplans import HostPlan
 
 RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$")
@@ -86,8 +86,8 @@ def rollback_host(plan: HostPlan, options: engine.Options, run_id: str | None,
     try:
         conn = transport.connect(host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
         try:
-            result = transport.run_stdin(conn, build_script(run_id, nonce, holder), timeout=options.command_timeout,
-                                         become_user=host.become_user if host.become else None)
+            result = transport.run(conn, build_script(run_id, nonce, holder), timeout=options.command_timeout,
+                                   become=become.for_host(host, options.become_password))
         finally:
             conn.close()
     except transport.HostUnreachable as exc:

@@ -5,8 +5,9 @@ any UserKnownHostsFile from ~/.ssh/config, read as OpenSSH reads them (knownhost
 changed or revoked key refuses the connection (Fabric's default would accept any key). ~/.ssh/config
 is honoured, ProxyJump included; jump hosts get the same policy, and an error on one names it.
 
-The exec sends its script on standard input and reads at most a fixed amount of output until a
-deadline, whatever the host prints; `interrupt()` (Ctrl-C) ends every login and exec within a poll.
+The exec sends its script on standard input (through sudo where the inventory asks: become.py) and
+reads at most a fixed amount of output until a deadline, whatever the host prints; `interrupt()`
+(Ctrl-C) ends every login and exec within a poll.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import errno
 import logging
 import os
 import select
-import shlex
 import socket
 import threading
 import time
@@ -28,6 +28,8 @@ import paramiko
 from fabric import Config, Connection
 
 from provisioner import knownhosts
+from provisioner.become import Become
+from provisioner.become import failure as become_failure
 from provisioner.errors import FabnetError
 from provisioner.inventory import Host
 
@@ -53,6 +55,10 @@ class CommandFailed(FabnetError):
     """The remote exec itself failed (not one probe inside it)."""
 
 
+class BecomeFailed(CommandFailed):
+    """sudo refused to run the script (wrong or missing password, not allowed): nothing of it ran."""
+
+
 Ended = Literal["exited", "timeout", "lost", "killed", "interrupted", "overflow"]
 
 
@@ -63,7 +69,7 @@ class ExecResult:
     exit_code: int  # -1 when the exec did not end by itself (see `ended`)
     seconds: float
     ended: Ended = "exited"
-    cut: bool = False  # run_stdin gave up waiting after its `shorten_after` marker (the output is partial)
+    cut: bool = False  # run gave up waiting after its `shorten_after` marker (the output is partial)
 
 
 # ---------------------------------------------------------------------------------------- cancellation
@@ -293,17 +299,23 @@ ENDINGS = {
 }
 
 
-def run(conn: Connection, script: str, *, command: str = "sh -s", timeout: float = 120.0, partial: bool = False,
-        max_stdout: int = MAX_STDOUT, max_stderr: int = MAX_STDERR) -> ExecResult:
-    """Run `command` in ONE exec with `script` on its standard input, for at most `timeout` seconds.
+def run(conn: Connection, script: str, *, become: Become | None = None, timeout: float = 120.0, partial: bool = False,
+        shorten_after: tuple[str, float] | None = None, max_stdout: int = MAX_STDOUT,
+        max_stderr: int = MAX_STDERR) -> ExecResult:
+    """Run `script` with `sh -s` in ONE exec, the script on its standard input, for at most `timeout` seconds;
+    through sudo as `become` says (become.py: the password, if any, goes on standard input before it).
 
     The script's text never shows in the host's process list and has no length limit. It is sent as one
     brace group, so the shell reads all of it before running any of it (a command in it that reads
-    standard input finds nothing of the script). The command's own exit code is returned, never raised.
+    standard input finds nothing of the script). The command's own exit code is returned, never raised;
+    a sudo that refused to run it raises BecomeFailed.
 
     Output past `max_stdout` ends the exec ("overflow"); stderr past `max_stderr` is read and dropped.
     A lost connection, the deadline and `interrupt()` end it too: with `partial`, the result keeps what
     arrived so far and `ended` says why; without, they raise CommandFailed with a one-line reason.
+    Once the text `shorten_after[0]` shows in stdout, at most `shorten_after[1]` more seconds are waited;
+    past that the output so far comes back with `cut` set (a change that cut the session's own path
+    never ends the exec by itself).
     """
     started = time.monotonic()
     deadline = started + timeout
@@ -313,8 +325,9 @@ def run(conn: Connection, script: str, *, command: str = "sh -s", timeout: float
     try:
         channel = client_transport.open_session(timeout=max(1.0, min(timeout, 30.0)))
         channel.settimeout(max(1.0, min(timeout, 30.0)))
-        channel.exec_command(command)
-        channel.sendall(("{\n" + script.rstrip("\n") + "\n}\n").encode())
+        channel.exec_command(become.command() if become else "sh -s")
+        prefix = become.stdin_prefix() if become else b""
+        channel.sendall(prefix + ("{\n" + script.rstrip("\n") + "\n}\n").encode())
         channel.shutdown_write()
     except (paramiko.SSHException, OSError, EOFError) as exc:
         if _interrupted.is_set():
@@ -322,19 +335,23 @@ def run(conn: Connection, script: str, *, command: str = "sh -s", timeout: float
         lost = not client_transport.is_active()
         raise CommandFailed("connection lost" if lost else f"cannot start the command: {_short(exc)}") from exc
     try:
-        result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr)
+        result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr, shorten_after)
     finally:
         channel.close()
-    if not partial and result.ended != "exited":
+    if become and (refused := become_failure(become, result.exit_code, result.stdout, result.stderr)):
+        raise BecomeFailed(refused)
+    if not partial and result.ended != "exited" and not result.cut:
         raise CommandFailed(f"{conn.host}: {ENDINGS.get(result.ended, result.ended)}")
     return result
 
 
 def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, started: float, deadline: float,
-             max_stdout: int, max_stderr: int) -> ExecResult:
+             max_stdout: int, max_stderr: int, shorten_after: tuple[str, float] | None = None) -> ExecResult:
     out, err = bytearray(), bytearray()
     channel.settimeout(POLL)
     ended: Ended | None = None
+    mark = shorten_after[0].encode() if shorten_after else b""
+    shortened = False
     while ended is None:
         while channel.recv_stderr_ready():
             data = channel.recv_stderr(65536)
@@ -358,6 +375,8 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
             ended = "overflow"
             break
         out += data
+        if shorten_after and not shortened and out.find(mark, max(0, len(out) - len(data) - len(mark))) >= 0:
+            deadline, shortened = min(deadline, time.monotonic() + shorten_after[1]), True
     code = -1
     if ended is None:
         while not channel.exit_status_ready() and not channel.closed:
@@ -375,70 +394,4 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
         else:
             ended = "timeout"
     return ExecResult(out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"), code,
-                      time.monotonic() - started, ended)
-
-
-def run_stdin(conn: Connection, script: str, *, timeout: float = 600.0, become_user: str | None = None,
-              shorten_after: tuple[str, float] | None = None) -> ExecResult:
-    """Run `script` with /bin/sh in ONE exec, the script on standard input (no argument-length limit,
-    and the script's text never shows in the host's process list); through `sudo -n` when
-    `become_user` is given. The script's own exit code is returned, never raised.
-
-    The channel is driven with paramiko directly: invoke feeds a non-terminal stdin one byte per
-    poll interval, which made a 10 kB script take minutes. Once the text `shorten_after[0]` shows in
-    stdout, at most `shorten_after[1]` more seconds are waited; past that the partial output comes back
-    with `cut` set (a change that cut the session's own path never ends the exec by itself).
-    """
-    started = time.monotonic()
-    command = "sh -s"
-    if become_user:
-        # sudo resets the environment; the script needs SSH_CONNECTION to find the management path.
-        command = " ".join(shlex.quote(p) for p in ("sudo", "-n", "-H", "-u", become_user, "--", "env")) + \
-            ' "FABNET_SSH=$SSH_CONNECTION" sh -s'
-    cut = False
-    try:
-        transport = conn.client.get_transport()
-        if transport is None:
-            raise CommandFailed(f"{conn.host}: not connected")
-        channel = transport.open_session(timeout=timeout)
-        try:
-            channel.settimeout(timeout)
-            channel.exec_command(command)
-            channel.sendall(script.encode())
-            channel.shutdown_write()
-            out, err = bytearray(), bytearray()
-            deadline = started + timeout
-            while True:
-                busy = False
-                if channel.recv_ready():
-                    out += channel.recv(65536)
-                    busy = True
-                if channel.recv_stderr_ready():
-                    err += channel.recv_stderr(65536)
-                    busy = True
-                if shorten_after and shorten_after[0].encode() in out:
-                    deadline = min(deadline, time.monotonic() + shorten_after[1])
-                    shorten_after = None
-                if not busy:
-                    if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
-                        break
-                    if time.monotonic() > deadline and cut_allowed(shorten_after, deadline, started, timeout):
-                        cut = True
-                        break
-                    if time.monotonic() > deadline:
-                        raise CommandFailed(f"{conn.host}: remote command timed out after {timeout:g} s")
-                    time.sleep(0.002)
-            code = -1 if cut else channel.recv_exit_status()
-        finally:
-            channel.close()
-    except CommandFailed:
-        raise
-    except Exception as exc:  # paramiko raises several types for channel and socket errors
-        raise CommandFailed(f"{conn.host}: remote command failed: {type(exc).__name__}: {exc}") from exc
-    return ExecResult(out.decode(errors="replace"), err.decode(errors="replace"), code, time.monotonic() - started,
-                      cut=cut)
-
-
-def cut_allowed(pending: tuple[str, float] | None, deadline: float, started: float, timeout: float) -> bool:
-    """Whether a passed deadline is the shortened one (partial output returned) rather than the timeout."""
-    return pending is None and deadline < started + timeout
+                      time.monotonic() - started, ended, cut=shortened and ended == "timeout")

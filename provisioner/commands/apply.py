@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from provisioner.commands.options import become_option, become_password
 from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
@@ -80,10 +81,12 @@ def exit_code(outcome: object) -> int:
 @click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Apply exactly this saved plan (fabnet plan -o FILE); hosts whose facts changed since are refused.")
 @click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
+@become_option
 def apply_command(inventory: Path, playbook: Path, limit: str | None, check: bool, diff: bool, yes: bool,
                   serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
                   prom: Path | None, journal_path: Path | None, connect_timeout: float, command_timeout: float,
-                  ssh_config: Path | None, revert_after: int, plan_file: Path | None, verbose: bool) -> None:
+                  ssh_config: Path | None, revert_after: int, plan_file: Path | None, verbose: bool,
+                  ask_become_pass: bool) -> None:
     """Converge hosts to the playbook: gather, show the plan, ask, change, re-check.
 
     Per host: ONE exec reads the facts (as audit does); the plan lists every step and its command;
@@ -100,6 +103,7 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
       fabnet apply inventories/prod.yml --check --diff      what would change, nothing changed
       fabnet apply inventories/prod.yml --yes --serial 1,100% --max-fail-percent 0   canary first
       fabnet apply inventories/prod.yml --limit gpu01 --yes --json
+      FABNET_BECOME_PASSWORD=... fabnet apply inventories/prod.yml --yes    sudo with a password
 
     \b
     Exit codes:
@@ -128,7 +132,7 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
         raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
                           file=str(playbook))
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
-                             ssh_config=ssh_config)
+                             ssh_config=ssh_config, become_password=become_password(ask_become_pass))
     with report.host_progress(len(plans), "gathering") as progress:
         planned = converge.make_plan(plans, options, progress)
     refused: list[str] = []

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from provisioner.commands.options import become_option, become_password
 from provisioner.errors import ConfigError
 
 if TYPE_CHECKING:  # imported where used: `fabnet --help` does not load rich, pydantic or the parsers
+    from provisioner.become import Secret
     from provisioner.explain import Explanation
 
 EXIT_OK, EXIT_FOUND = 0, 2
@@ -38,7 +40,8 @@ def _seen(result: Explanation) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _audit_hosts(inventory: Path, playbook: Path, hosts: list[str], forks: int) -> list[dict[str, Any]]:
+def _audit_hosts(inventory: Path, playbook: Path, hosts: list[str], forks: int,
+                 password: Secret | None) -> list[dict[str, Any]]:
     from provisioner import engine
     from provisioner.hostplans import resolve
     from provisioner.inventory import load_inventory
@@ -47,7 +50,7 @@ def _audit_hosts(inventory: Path, playbook: Path, hosts: list[str], forks: int) 
     plans = resolve(load_playbook(playbook), load_inventory(inventory), ",".join(hosts))
     if not plans:
         return []
-    outcome = engine.audit(plans, engine.Options(forks=forks))
+    outcome = engine.audit(plans, engine.Options(forks=forks, become_password=password))
     audited = []
     for host in outcome.hosts:
         findings = [{"target": r.target, "attribute": c.attribute, "desired": c.desired, "actual": c.actual,
@@ -130,8 +133,9 @@ def _print(result: Explanation, mapping: dict[str, str], audited: list[dict[str,
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/explain/v1).")
 @click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True,
               help="Hosts audited in parallel (with --inventory).")
+@become_option
 def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Path, as_json: bool,
-                    forks: int) -> None:
+                    forks: int, ask_become_pass: bool) -> None:
     """Name the likely causes of a failed or slow job from its logs, most likely first, with evidence.
 
     LOGS are NCCL_DEBUG=INFO logs, nccl-tests output, PyTorch/DeepSpeed tracebacks (several files, or
@@ -162,7 +166,7 @@ def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Pat
         mapping = _mapping(inventory, _seen(result))
         hosts = list(dict.fromkeys(mapping.values()))
         if hosts:
-            audited = _audit_hosts(inventory, playbook, hosts, forks)
+            audited = _audit_hosts(inventory, playbook, hosts, forks, become_password(ask_become_pass))
     code = EXIT_FOUND if result.failed else EXIT_OK
     if as_json:
         data = result.model_dump(mode="json", by_alias=True)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from provisioner.commands.options import become_option, become_password
 from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
@@ -26,7 +27,9 @@ else:
               help="Where to write the plan (JSON, schema fabnet/plan/v1, mode 0600: it holds file contents).")
 @click.option("-D", "--diff", is_flag=True, help="Show unified diffs of the files that would change.")
 @click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True)
-def plan_command(inventory: Path, playbook: Path, limit: str | None, out: Path, diff: bool, forks: int) -> None:
+@become_option
+def plan_command(inventory: Path, playbook: Path, limit: str | None, out: Path, diff: bool, forks: int,
+                 ask_become_pass: bool) -> None:
     """Gather every host (one exec each), show what apply would change and save it to apply later with
     `fabnet apply INVENTORY --plan FILE`, which refuses any host whose facts changed in between.
 
@@ -45,8 +48,9 @@ def plan_command(inventory: Path, playbook: Path, limit: str | None, out: Path, 
     plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays", file=str(playbook))
+    password = become_password(ask_become_pass)
     with report.host_progress(len(plans), "gathering") as progress:
-        planned = converge.make_plan(plans, engine.Options(forks=forks), progress)
+        planned = converge.make_plan(plans, engine.Options(forks=forks, become_password=password), progress)
     apply_report.plan_text(planned, diff=diff)
     saved_plan.write(out, saved_plan.to_dict(planned, inventory=str(inventory), playbook=str(playbook), limit=limit))
     report.info(f"plan written to {out}")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from provisioner.commands.options import become_option, become_password
 from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
@@ -26,8 +27,9 @@ else:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/rollback/v1).")
 @click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True)
 @click.option("--timeout", "command_timeout", type=click.FloatRange(1, 7200), default=900.0, show_default=True)
+@become_option
 def rollback_command(inventory: Path, playbook: Path, limit: str, run_id: str | None, yes: bool, as_json: bool,
-                     connect_timeout: float, command_timeout: float) -> None:
+                     connect_timeout: float, command_timeout: float, ask_become_pass: bool) -> None:
     """Undo what a fabnet apply run changed on some hosts: files back from their backups (or removed
     where they did not exist), settings back to their old values, newest change first. ONE exec per host.
 
@@ -57,7 +59,8 @@ def rollback_command(inventory: Path, playbook: Path, limit: str, run_id: str | 
         names = ", ".join(p.host.name for p in plans)
         if not click.confirm(f"Roll back run {run_id or '(latest)'} on {names}?", default=False, err=True):
             raise SystemExit(2)
-    options = engine.Options(connect_timeout=connect_timeout, command_timeout=command_timeout)
+    options = engine.Options(connect_timeout=connect_timeout, command_timeout=command_timeout,
+                             become_password=become_password(ask_become_pass))
     results = undo.rollback(plans, options, run_id)
     if as_json:
         report.print_json(undo.to_json(results))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from provisioner.commands.options import become_option, become_password
 from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
@@ -79,10 +80,12 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
               help="Seconds to wait for a host's SSH login.")
 @click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="OpenSSH client config to use instead of ~/.ssh/config.")
+@become_option
 def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: float | None,
           sizes: tuple[int, ...] | None, iters: int | None, backend: str | None, runner: str | None,
           timeout: float | None, launch: str | None, port: int | None, no_localise: bool, drain_cmd: str | None,
-          as_json: bool, junit: Path | None, connect_timeout: float, ssh_config: Path | None) -> None:
+          as_json: bool, junit: Path | None, connect_timeout: float, ssh_config: Path | None,
+          ask_become_pass: bool) -> None:
     """Run an all-reduce across the hosts and check it reaches the expected bus bandwidth.
 
     First a pre-flight, one SSH exec per host and no collective: the data interfaces exist and are up,
@@ -119,7 +122,8 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     if no_localise:
         explicit["localise"] = False
     settings = Settings().merged(verify_spec(plans), explicit)
-    options = Options(connect_timeout=connect_timeout, ssh_config=ssh_config, drain_cmd=drain_cmd)
+    options = Options(connect_timeout=connect_timeout, ssh_config=ssh_config, drain_cmd=drain_cmd,
+                      become_password=become_password(ask_become_pass))
     with report.progress_log() as log:
         outcome = run_smoke(targets_from_plans(plans), settings, options, log)
     if junit:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from fabric import Connection
 
-from provisioner import batch, transport
+from provisioner import become, transport
+from provisioner.become import Secret
 from provisioner.smoke import diagnose, plan
 from provisioner.smoke.targets import Target
 
@@ -30,18 +31,13 @@ class Exec:
     unreachable: str | None = None
 
 
-def _script(target: Target, script: str) -> str:
-    host = target.host
-    return batch.wrap_become(script, host.become_user) if host.become and host.become_user else script
-
-
-def _exec(connect: Connect, target: Target, script: str, timeout: float) -> Exec:
+def _exec(connect: Connect, target: Target, script: str, timeout: float, password: Secret | None) -> Exec:
     try:
         conn = connect(target)
     except transport.HostUnreachable as exc:
         return Exec(unreachable=exc.reason)
     try:
-        result = transport.run(conn, _script(target, script), timeout=timeout)
+        result = transport.run(conn, script, timeout=timeout, become=become.for_host(target.host, password))
     except transport.CommandFailed as exc:
         return Exec(error=str(exc))
     finally:
@@ -58,15 +54,16 @@ def _host_failed(job: plan.Job, target: Target, result: Exec) -> bool:
     return any(not any(e.get("event") == "done" for e in report.events.get(r, [])) for r in ranks)
 
 
-def run_job(job: plan.Job, connect: Connect, deadline: float) -> diagnose.JobResult:
-    """Run `job`; the result has figures when every rank finished, else the named cause."""
+def run_job(job: plan.Job, connect: Connect, deadline: float, password: Secret | None = None) -> diagnose.JobResult:
+    """Run `job`; the result has figures when every rank finished, else the named cause. `password` is
+    sudo's, for hosts with ansible_become."""
     started = time.monotonic()
     end = started + deadline
     outputs: dict[str, Exec] = {}
     pool = ThreadPoolExecutor(max_workers=len(job.hosts), thread_name_prefix="fabnet-smoke")
     futures: dict[Future[Exec], Target] = {
         # The exec's own limit is only a safety net: the kill below ends it at the deadline.
-        pool.submit(_exec, connect, target, plan.launch_script(job, target), deadline + KILL_TIMEOUT): target
+        pool.submit(_exec, connect, target, plan.launch_script(job, target), deadline + KILL_TIMEOUT, password): target
         for target in job.hosts
     }
     pending = set(futures)
@@ -83,7 +80,7 @@ def run_job(job: plan.Job, connect: Connect, deadline: float) -> diagnose.JobRes
     killed: dict[str, Exec] = {}
     if pending or failed:
         # A failed or late job is killed everywhere; a finished one has already removed its files.
-        killed = _kill_everywhere(job, connect)
+        killed = _kill_everywhere(job, connect, password)
         for future in list(pending):
             try:
                 outputs[futures[future].name] = future.result(timeout=KILL_TIMEOUT)
@@ -93,9 +90,9 @@ def run_job(job: plan.Job, connect: Connect, deadline: float) -> diagnose.JobRes
     return _result(job, outputs, killed, timed_out, time.monotonic() - started, deadline)
 
 
-def _kill_everywhere(job: plan.Job, connect: Connect) -> dict[str, Exec]:
+def _kill_everywhere(job: plan.Job, connect: Connect, password: Secret | None) -> dict[str, Exec]:
     with ThreadPoolExecutor(max_workers=len(job.hosts)) as pool:
-        results = pool.map(lambda t: _exec(connect, t, plan.kill_script(job, t), KILL_TIMEOUT), job.hosts)
+        results = pool.map(lambda t: _exec(connect, t, plan.kill_script(job, t), KILL_TIMEOUT, password), job.hosts)
         return dict(zip(job.host_names, results, strict=True))
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from fabric import Connection
 
-from provisioner import batch, transport
+from provisioner import batch, become, transport
+from provisioner.become import Secret
 from provisioner.errors import ParseError
 from provisioner.smoke import drain, localise, nccltests, plan, preflight
 from provisioner.smoke.busbw import SizeResult, average_busbw
@@ -35,6 +36,7 @@ class Options:
     connect_timeout: float = 10.0
     ssh_config: Path | None = None
     drain_cmd: str | None = None
+    become_password: Secret | None = None  # sudo's, for hosts with ansible_become; never shown
     # Called once the pre-flight has passed, before any rank starts (tests use it to break things).
     after_preflight: Callable[[], None] | None = None
 
@@ -75,17 +77,16 @@ def _connector(options: Options) -> Callable[[Target], Connection]:
 # ------------------------------------------------------------------------------------------ pre-flight
 
 
-def _probe_host(target: Target, probes: dict, connect: Callable[[Target], Connection]) -> dict | str:
+def _probe_host(target: Target, probes: dict, connect: Callable[[Target], Connection],
+                password: Secret | None) -> dict | str:
     nonce = batch.new_nonce()
     script = preflight.build_script(probes, nonce)
-    if target.host.become and target.host.become_user:
-        script = batch.wrap_become(script, target.host.become_user)
     try:
         conn = connect(target)
     except transport.HostUnreachable as exc:
         return exc.reason
     try:
-        result = transport.run(conn, script, timeout=60)
+        result = transport.run(conn, script, timeout=60, become=become.for_host(target.host, password))
     except transport.CommandFailed as exc:
         return f"pre-flight exec failed: {exc}"
     finally:
@@ -110,7 +111,8 @@ def run_preflight(targets: Sequence[Target], settings: Settings, options: Option
     all_known = all(known_ips.values())
     plans = {t.name: preflight.probes(t, peers(t, known_ips) if all_known else None) for t in targets}
     with ThreadPoolExecutor(max_workers=min(64, len(targets))) as pool:
-        raw = dict(zip(names, pool.map(lambda t: _probe_host(t, plans[t.name], connect), targets), strict=True))
+        raw = dict(zip(names, pool.map(lambda t: _probe_host(t, plans[t.name], connect, options.become_password),
+                                          targets), strict=True))
     facts: dict[str, preflight.HostFacts] = {}
     for target in targets:
         got = raw[target.name]
@@ -123,7 +125,8 @@ def run_preflight(targets: Sequence[Target], settings: Settings, options: Option
     ips = {t.name: preflight.data_address(t, facts[t.name]) for t in targets}
     ping_plans = {t.name: preflight.probes(t, peers(t, ips), facts=False) for t in targets}
     with ThreadPoolExecutor(max_workers=min(64, len(targets))) as pool:
-        raw = dict(zip(names, pool.map(lambda t: _probe_host(t, ping_plans[t.name], connect), targets), strict=True))
+        raw = dict(zip(names, pool.map(lambda t: _probe_host(t, ping_plans[t.name], connect,
+                                                                  options.become_password), targets), strict=True))
     for target in targets:
         got = raw[target.name]
         if isinstance(got, str):
@@ -154,7 +157,7 @@ def _pair_round(pairs: Sequence[localise.Pair], by_name: dict[str, Target], fact
 
     def one(pair: localise.Pair) -> tuple[localise.Pair, JobResult]:
         job = _job([by_name[pair[0]], by_name[pair[1]]], facts, settings, backend, ranks, port)
-        return pair, run_job(job, connect, settings.timeout)
+        return pair, run_job(job, connect, settings.timeout, options.become_password)
 
     results: dict[localise.Pair, float | None] = {}
     with ThreadPoolExecutor(max_workers=max(1, len(pairs))) as pool:
@@ -192,8 +195,6 @@ def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, o
     line = nccltests.command(settings.launch, hosts=[t.host.address for t in targets], ranks_per_host=ranks,
                              binary=settings.binary, sizes=settings.sizes, iters=settings.iters, env=env)
     script = line + " 2>&1"
-    if first.host.become and first.host.become_user:
-        script = batch.wrap_become(script, first.host.become_user)
     try:
         conn = _connector(options)(first)
     except transport.HostUnreachable as exc:
@@ -201,7 +202,8 @@ def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, o
         outcome.verdict, outcome.reason = "unreachable", f"{first.name}: {exc.reason}"
         return
     try:
-        result = transport.run(conn, script, timeout=settings.timeout)
+        result = transport.run(conn, script, timeout=settings.timeout,
+                               become=become.for_host(first.host, options.become_password))
     except transport.CommandFailed as exc:
         outcome.verdict, outcome.reason = "failed", f"nccl-tests did not finish within {settings.timeout:g} s: {exc}"
         return
@@ -300,7 +302,7 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log:
     else:
         log(f"all-reduce on {len(targets)} hosts x {ranks} ranks ({backend}), deadline {settings.timeout:g} s")
         job = _job(targets, facts, settings, backend, ranks, settings.port)
-        result = run_job(job, _connector(options), settings.timeout)
+        result = run_job(job, _connector(options), settings.timeout, options.become_password)
         outcome.job = result
         outcome.rows = result.rows
         if not result.ok:

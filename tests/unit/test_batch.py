@@ -70,12 +70,6 @@ def test_a_truncated_output_keeps_only_complete_blocks() -> None:
     assert set(results) == {first.key}
 
 
-def test_become_runs_the_stdin_shell_through_sudo_without_prompting() -> None:
-    assert batch.remote_command("root") == "sudo -n -H -u root -- sh -s"
-    assert batch.remote_command("svc acct") == "sudo -n -H -u 'svc acct' -- sh -s"
-    assert batch.remote_command(None) == "sh -s"
-
-
 @settings(max_examples=60, deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60))
 def test_any_printed_text_comes_back_verbatim(text: str) -> None:
@@ -216,12 +210,6 @@ def test_a_node_without_a_usable_tmp_falls_back_to_dev_shm() -> None:
     env = {**os.environ, "TMPDIR": "/nonexistent/fabnet-test"}
     proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30, env=env)
     assert batch.split_output(proc.stdout, "ab" * 8)[probe.key].stdout == "ok\n"
-
-
-def test_wrap_become_builds_a_sudo_command_line_for_whole_command_callers() -> None:
-    wrapped = batch.wrap_become("echo 'a b'", "root")
-    assert wrapped.startswith("sudo -n -H -u root -- sh -c ")
-    assert subprocess.run(["sh", "-c", wrapped.split(" -- ", 1)[1]], capture_output=True, text=True).stdout == "a b\n"
 
 
 def test_the_cap_counts_bytes_as_sent_not_characters() -> None:

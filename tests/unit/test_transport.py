@@ -15,7 +15,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from provisioner import knownhosts, transport
+from provisioner import become, knownhosts, transport
 from provisioner.inventory import Host
 
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPV0Ub2RoR8DfzKZ3NfGJ6+FxynfURNgLjfmn/sWCipv"
@@ -234,7 +234,7 @@ def fake_conn(channel: FakeChannel):
 def test_the_script_goes_on_stdin_as_one_group_and_a_short_end_raises_unless_partial() -> None:
     chunks = iter([b"out", b""])
     channel = FakeChannel(lambda: next(chunks), exit_status=0)
-    result = transport.run(fake_conn(channel), "echo a\nexit 3\n", command="sh -s", timeout=5)
+    result = transport.run(fake_conn(channel), "echo a\nexit 3\n", timeout=5)
     assert (channel.command, channel.sent) == ("sh -s", b"{\necho a\nexit 3\n}\n")
     assert (result.ended, result.stdout) == ("exited", "out")
     # Run locally, the group keeps a command that reads stdin from eating the rest of the script.
@@ -271,3 +271,48 @@ def test_a_login_socket_acknowledges_each_read_at_once() -> None:
         sock.close()
         peer.close()
         server.close()
+
+
+class StderrChannel(FakeChannel):
+    def __init__(self, feed, stderr: bytes, **kwargs) -> None:
+        super().__init__(feed, **kwargs)
+        self.stderr_left = stderr
+
+    def recv_stderr_ready(self) -> bool:
+        return bool(self.stderr_left)
+
+    def recv_stderr(self, size: int) -> bytes:
+        data, self.stderr_left = self.stderr_left, b""
+        return data
+
+
+def test_become_with_a_password_sends_it_before_the_script_and_a_refusal_is_one_reason() -> None:
+    chunks = iter([b"out", b""])
+    channel = FakeChannel(lambda: next(chunks), exit_status=0)
+    how = become.Become("root", become.Secret("pw word"))
+    transport.run(fake_conn(channel), "echo a", become=how, timeout=5)
+    assert channel.command == how.command() and "pw word" not in channel.command
+    assert channel.sent == b"pw word\n" + how.marker.encode() + b"\n{\necho a\n}\n"
+
+    refused = StderrChannel(lambda: b"", b"Sorry, try again.\nsudo: 1 incorrect password attempt\n", exit_status=1)
+    with pytest.raises(transport.BecomeFailed, match=r"^sudo refused the password") as info:
+        transport.run(fake_conn(refused), "echo a", become=how, timeout=5, partial=True)
+    assert "pw word" not in str(info.value) and isinstance(info.value, transport.CommandFailed)
+    # Without become, the same exit is the script's own.
+    plain = StderrChannel(lambda: b"", b"sudo: 1 incorrect password attempt\n", exit_status=1)
+    assert transport.run(fake_conn(plain), "echo a", timeout=5).exit_code == 1
+
+
+def test_after_the_shorten_marker_the_exec_is_cut_soon_and_returns_what_came() -> None:
+    sent = iter([b"step 1\n@@fabnet:n:ar", b"med:eth0@@\nstep 2\n"])
+
+    def feed() -> bytes | None:
+        return next(sent, None)  # then silence: the session's own path was cut
+
+    started = time.monotonic()
+    result = transport.run(fake_conn(FakeChannel(feed)), "x", timeout=60, shorten_after=("@@fabnet:n:armed:", 0.5))
+    assert result.cut and result.exit_code == -1 and result.stdout.endswith("step 2\n")
+    assert time.monotonic() - started < 5  # not the 60 s timeout
+    # Without the marker the deadline is the timeout, and running past it is an error.
+    with pytest.raises(transport.CommandFailed, match="no result in time"):
+        transport.run(fake_conn(FakeChannel(lambda: None)), "x", timeout=0.5, shorten_after=("@@never", 0.1))

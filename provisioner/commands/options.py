@@ -1,0 +1,52 @@
+"""Options shared by the commands that run on hosts: the sudo password for `ansible_become`."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+
+from provisioner.become import ENV_VAR, Secret
+
+F = TypeVar("F", bound=Callable[..., object])
+
+BECOME_HELP = (
+    "Ask for the sudo password of hosts with ansible_become, once, on the terminal. Without a terminal, "
+    f"set {ENV_VAR} instead. Without either, sudo must not need one (NOPASSWD)."
+)
+
+
+def become_option(function: F) -> F:
+    return click.option("-K", "--ask-become-pass", "ask_become_pass", is_flag=True, help=BECOME_HELP)(function)
+
+
+def _terminal() -> bool:
+    """Whether there is a terminal to ask on (getpass reads /dev/tty, never standard input)."""
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        return False
+    return True
+
+
+def become_password(ask: bool) -> Secret | None:
+    """The sudo password: asked with -K, else from FABNET_BECOME_PASSWORD, else none.
+
+    The variable is taken out of this process's environment once read, so no program fabnet starts
+    (a drain command, an inventory script) inherits it.
+    """
+    value = os.environ.pop(ENV_VAR, "") or None
+    if ask:
+        if not _terminal():
+            raise click.UsageError(f"-K needs a terminal to ask for the sudo password on; set {ENV_VAR} instead")
+        value = getpass.getpass("BECOME password: ")
+    if value is None:
+        return None
+    try:
+        return Secret(value)
+    except ValueError as exc:
+        source = "the password typed at -K" if ask else ENV_VAR
+        raise click.UsageError(f"{source}: {exc}") from None

@@ -1,0 +1,212 @@
+"""sudo with a password, on a two-node lab whose login user needs one (a real `ALL=(ALL) ALL` sudoers rule,
+a real password set with chpasswd): with FABNET_BECOME_PASSWORD apply converges (testinfra, as root over
+the system ssh client, is the oracle); without it, or with a wrong one, each host fails at once with a
+reason to act on and nothing changes; -K asks on the terminal and refuses without one; the password is in
+no output, no journal (fabnet's, the host's, systemd's, where sudo logs its command line) and no command
+line; with NOPASSWD sudo the password line is never run; smoke and rollback go through the same sudo."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from provisioner.become import ENV_VAR
+from provisioner.lab import manager
+from tests.e2e.conftest import Lab, lab_name
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = ROOT / "playbooks" / "site.yml"
+BECOME_LAB = lab_name("sudo")
+USER = "deploy"
+# Spaces, quotes and shell syntax: the password must arrive as it is, and never be run.
+PASSWORD = "c0rrect h0rse'\"; touch /root/pw-ran; $(touch /root/pw-ran) `touch /root/pw-ran`"
+# For a NOPASSWD login the line reaches the shell under sudo; had it been run, the file would exist.
+NOPASSWD_LINE = "touch /root/pw-ran"
+
+
+def fabnet(*args: str, password: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    if password is not None:
+        env[ENV_VAR] = password
+    return subprocess.run([sys.executable, "-m", "provisioner", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env, start_new_session=True)  # no terminal for -K
+
+
+@pytest.fixture(scope="module")
+def slab() -> Iterator[Lab]:
+    """gpu01 in sync, gpu02 with its data MTU drifted; on both, a login user whose sudo needs a password."""
+    manager.down(BECOME_LAB)
+    try:
+        lab = Lab(manager.up(BECOME_LAB, 2))
+        for node in lab.nodes:
+            lab.ssh(node, f"useradd --create-home --shell /bin/bash {USER} && "
+                          f"install -d -m 0700 -o {USER} -g {USER} /home/{USER}/.ssh && "
+                          f"install -m 0600 -o {USER} -g {USER} /root/.ssh/authorized_keys /home/{USER}/.ssh/ && "
+                          f"echo '{USER} ALL=(ALL) ALL' > /etc/sudoers.d/{USER} && chmod 0440 /etc/sudoers.d/{USER}")
+            # On stdin, so the password is on no command line, not even the test's.
+            subprocess.run([*lab.ssh_args(node), "chpasswd"], input=f"{USER}:{PASSWORD}\n", text=True,
+                           check=True, timeout=60)
+        yield lab
+    finally:
+        manager.down(BECOME_LAB)
+
+
+def inventory_for(lab: Lab, directory: Path, user: str) -> Path:
+    data = yaml.safe_load(lab.state.inventory_path.read_text())
+    data["all"]["vars"].update({"ansible_user": user, "ansible_become": True})
+    path = directory / f"{user}.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def inventory(slab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return inventory_for(slab, tmp_path_factory.mktemp("inventory"), USER)
+
+
+def mtu(lab: Lab, name: str) -> int:
+    return json.loads(lab.host(lab.node(name)).check_output("ip -j link show eth1"))[0]["mtu"]
+
+
+def host_errors(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    return {h["name"]: h["error"] or "" for h in json.loads(proc.stdout)["hosts"]}
+
+
+def test_without_the_password_each_host_fails_at_once_saying_how_to_give_it(slab: Lab, inventory: Path) -> None:
+    started = time.monotonic()
+    proc = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--json")
+    assert time.monotonic() - started < 60  # sudo -n: never a prompt that hangs
+    assert proc.returncode == 2, proc.stderr
+    for name, error in host_errors(proc).items():
+        assert "sudo needs a password" in error and ENV_VAR in error and "-K" in error, (name, error)
+    assert mtu(slab, "gpu02") == 1500  # nothing changed
+
+
+def test_a_wrong_password_fails_each_host_without_running_anything(slab: Lab, inventory: Path) -> None:
+    started = time.monotonic()
+    proc = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--json", password="not " + PASSWORD)
+    assert time.monotonic() - started < 60
+    assert proc.returncode == 2, proc.stderr
+    for name, error in host_errors(proc).items():
+        assert error.startswith("sudo refused the password"), (name, error)
+    assert mtu(slab, "gpu02") == 1500
+    for node in slab.nodes:
+        assert slab.ssh(node, "test -e /var/log/fabnet/journal.jsonl", check=False).returncode == 1
+        assert slab.ssh(node, "test -e /root/pw-ran", check=False).returncode == 1
+
+
+def test_ask_become_pass_without_a_terminal_is_a_usage_error(inventory: Path) -> None:
+    proc = fabnet("audit", str(inventory), "-p", str(SITE), "-K")
+    assert proc.returncode == 64 and "-K needs a terminal" in proc.stderr and ENV_VAR in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def converged(slab: Lab, inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    journal = tmp_path_factory.mktemp("journal") / "journal.jsonl"
+    proc = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--json", "--journal", str(journal),
+                  password=PASSWORD)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"proc": proc, "journal": journal}
+
+
+def test_with_the_password_apply_converges(slab: Lab, converged: dict) -> None:
+    report = json.loads(converged["proc"].stdout)
+    assert {h["name"]: h["status"] for h in report["hosts"]} == {"gpu01": "ok", "gpu02": "changed"}
+    gpu02 = slab.host(slab.node("gpu02"))
+    assert mtu(slab, "gpu02") == 9000
+    assert "MTUBytes=9000" in gpu02.file("/etc/systemd/network/10-data.network").content_string
+    # It was the unprivileged user that logged in, and sudo that made it root.
+    log = slab.ssh(slab.node("gpu02"), f"journalctl --no-pager -o cat | grep -c 'Accepted publickey for {USER}'")
+    assert int(log.stdout) >= 3  # gather, change, re-check
+    sudo_log = slab.ssh(slab.node("gpu02"), "journalctl --no-pager -o cat _COMM=sudo").stdout
+    assert f"{USER} : " in sudo_log and "USER=root" in sudo_log
+
+
+def test_the_password_is_nowhere(slab: Lab, converged: dict) -> None:
+    proc = converged["proc"]
+    secret_parts = [PASSWORD, "c0rrect h0rse"]
+    places = {"stdout (--json)": proc.stdout, "stderr": proc.stderr,
+              "local journal": converged["journal"].read_text()}
+    for node in slab.nodes:
+        places[f"{node.name} fabnet journal"] = slab.ssh(node, "cat /var/log/fabnet/journal.jsonl", check=False).stdout
+        # Every field of every entry: messages, and the _CMDLINE journald records of each process that logs
+        # (sudo's own command line among them).
+        entries = slab.ssh(node, "journalctl --no-pager -o json").stdout
+        assert any(json.loads(line).get("_COMM") == "sudo" for line in entries.splitlines())
+        places[f"{node.name} systemd journal"] = entries
+        assert slab.ssh(node, "test -e /root/pw-ran", check=False).returncode == 1
+    for where, text in places.items():
+        for part in secret_parts:
+            assert part not in text, where
+
+
+def test_a_password_typed_at_the_prompt_is_asked_once(slab: Lab, inventory: Path, converged: dict) -> None:
+    """-K on a real terminal (a pty): one prompt for the whole run, then an audit as the sudo user."""
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: fabnet with the pty as its terminal
+        try:
+            os.chdir(ROOT)
+            os.execve(sys.executable, [sys.executable, "-m", "provisioner", "audit", str(inventory), "-p",
+                                       str(SITE), "-K"], env)
+        finally:
+            os._exit(127)
+    seen = b""
+    deadline = time.monotonic() + 120
+    sent = False
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the child closed the terminal: it ended
+            break
+        if not chunk:
+            break
+        seen += chunk
+        if not sent and b"BECOME password:" in seen:
+            os.write(fd, PASSWORD.encode() + b"\n")
+            sent = True
+    _, status = os.waitpid(pid, 0)
+    text = seen.decode(errors="replace")
+    assert sent and text.count("BECOME password:") == 1, text[-2000:]
+    assert os.waitstatus_to_exitcode(status) == 0, text[-2000:]  # converged above: every host in sync
+    assert PASSWORD not in text and "c0rrect h0rse" not in text  # no echo
+
+
+def test_nopasswd_sudo_with_the_variable_set_never_runs_the_password_line(slab: Lab, converged: dict,
+                                                                          tmp_path: Path) -> None:
+    proc = fabnet("audit", str(inventory_for(slab, tmp_path, "ops")), "-p", str(SITE), "--json",
+                  password=NOPASSWD_LINE)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for node in slab.nodes:
+        assert slab.ssh(node, "test -e /root/pw-ran", check=False).returncode == 1
+
+
+def test_smoke_runs_its_probes_and_ranks_through_the_same_sudo(inventory: Path, converged: dict) -> None:
+    proc = fabnet("smoke", str(inventory), "-p", str(SITE), "--sizes", "1M", "--iters", "2", "--timeout", "60",
+                  "--json", password=PASSWORD)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["verdict"] == "pass"
+    assert PASSWORD not in proc.stdout + proc.stderr
+
+
+def test_rollback_goes_through_the_same_sudo(slab: Lab, inventory: Path, converged: dict) -> None:
+    run_id = json.loads(converged["proc"].stdout)["run_id"]
+    proc = fabnet("rollback", str(inventory), "-p", str(SITE), "--limit", "gpu02", "--run", run_id, "--yes",
+                  "--json", password=PASSWORD)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "MTUBytes=9000" not in slab.host(slab.node("gpu02")).file(
+        "/etc/systemd/network/10-data.network").content_string
+    assert PASSWORD not in proc.stdout + proc.stderr
