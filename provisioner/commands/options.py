@@ -1,4 +1,4 @@
-"""Options shared by the commands that run on hosts: the sudo password for `ansible_become`."""
+"""What the commands share: click settings, and the sudo password for `ansible_become` of those that run on hosts."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import click
 from provisioner.become import ENV_VAR, Secret
 
 F = TypeVar("F", bound=Callable[..., object])
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 BECOME_HELP = (
     "Ask for the sudo password of hosts with ansible_become, once, on the terminal. Without a terminal, "
