@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, ClassVar
 import click
 
 from provisioner import __version__
-from provisioner.commands.options import CONTEXT, become_option, become_password
+from provisioner.commands.options import (
+    CONTEXT,
+    DEFAULT_PLAYBOOK,
+    become_option,
+    become_password,
+    connect_timeout_option,
+    limit_option,
+    playbook_option,
+    ssh_config_option,
+)
 from provisioner.errors import ConfigError, ConfigErrors, FabnetError, LabError, ParseError
 from provisioner.lazy import lazy_module
 
@@ -178,19 +187,6 @@ def parse(kind: str, file: str) -> None:
     stdout.print_json(parsers.parse(kind, raw.decode("utf-8", errors="replace")))
 
 
-DEFAULT_PLAYBOOK = Path("playbooks/site.yml")
-
-playbook_option = click.option(
-    "-p", "--playbook", type=click.Path(path_type=Path), default=DEFAULT_PLAYBOOK, show_default=True,
-    help="Playbook: the desired state, as YAML plays.",
-)
-limit_option = click.option(
-    "-l", "--limit", default=None,
-    help="Only these hosts: Ansible host patterns, e.g. 'gpu01,gpu02', 'gpu:!gpu05', 'rack1:&gpu', 'gpu0*', "
-         "'gpu[0:3]', '~gpu0[1-4]', @FILE (a file of host names).",
-)
-
-
 def _load_plans(inventory: Path, playbook: Path, limit: str | None, *, warn: bool = True) -> list[HostPlan]:
     from provisioner.loading import load_plans
 
@@ -233,13 +229,10 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
               help="Also write a JUnit XML report here (one test case per checked attribute).")
 @click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True,
               help="Hosts audited in parallel.")
-@click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
-              help="Seconds to wait for a host's SSH login.")
+@connect_timeout_option
 @click.option("--timeout", "command_timeout", type=click.FloatRange(1, 3600), default=120.0, show_default=True,
               help="Seconds for a host's fact gathering once logged in.")
-@click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="OpenSSH client config to use instead of ~/.ssh/config (HostName, User, Port, "
-                   "IdentityFile, ProxyJump).")
+@ssh_config_option
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only those that need attention.")
 @click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write per-host drift counts as a Prometheus textfile (node_exporter collector).")

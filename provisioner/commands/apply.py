@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from provisioner.commands.options import become_option, become_password
+from provisioner.commands.options import (
+    become_option,
+    become_password,
+    connect_timeout_option,
+    limit_option,
+    playbook_option,
+    ssh_config_option,
+)
 from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
@@ -50,9 +57,8 @@ def exit_code(outcome: object) -> int:
 
 @click.command("apply")
 @click.argument("inventory", type=click.Path(path_type=Path))
-@click.option("-p", "--playbook", type=click.Path(path_type=Path), default=Path("playbooks/site.yml"),
-              show_default=True, help="Playbook: the desired state, as YAML plays.")
-@click.option("-l", "--limit", default=None, help="Only these hosts: Ansible host patterns, e.g. 'gpu01,gpu02'.")
+@playbook_option
+@limit_option
 @click.option("-C", "--check", is_flag=True, help="Show the plan and change nothing (exit 2 if anything would change).")
 @click.option("-D", "--diff", is_flag=True, help="Show unified diffs of the files that change (not secret paths).")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before changing hosts.")
@@ -69,12 +75,10 @@ def exit_code(outcome: object) -> int:
               help="Also write per-host changed/failed counts as a Prometheus textfile (node_exporter collector).")
 @click.option("--journal", "journal_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Local journal of changes (JSON lines); default $XDG_STATE_HOME/fabnet/journal.jsonl.")
-@click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
-              help="Seconds to wait for a host's SSH login.")
+@connect_timeout_option
 @click.option("--timeout", "command_timeout", type=click.FloatRange(1, 7200), default=900.0, show_default=True,
               help="Seconds for one host's exec (package installs included).")
-@click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="OpenSSH client config to use instead of ~/.ssh/config.")
+@ssh_config_option
 @click.option("--revert-after", type=click.IntRange(10, 3600), default=60, show_default=True,
               help="Seconds after which a host reverts a change to its management path by itself unless a "
                    "fresh SSH connection confirmed it (\"commit confirmed\").")

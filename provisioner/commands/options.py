@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import click
@@ -14,6 +15,26 @@ from provisioner.become import ENV_VAR, Secret
 F = TypeVar("F", bound=Callable[..., object])
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+DEFAULT_PLAYBOOK = Path("playbooks/site.yml")
+
+playbook_option = click.option(
+    "-p", "--playbook", type=click.Path(path_type=Path), default=DEFAULT_PLAYBOOK, show_default=True,
+    help="Playbook: the desired state, as YAML plays.",
+)
+limit_option = click.option(
+    "-l", "--limit", default=None,
+    help="Only these hosts: Ansible host patterns, e.g. 'gpu01,gpu02', 'gpu:!gpu05', 'rack1:&gpu', 'gpu0*', "
+         "'gpu[0:3]', '~gpu0[1-4]', @FILE (a file of host names).",
+)
+connect_timeout_option = click.option(
+    "--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
+    help="Seconds to wait for a host's SSH login.",
+)
+ssh_config_option = click.option(
+    "--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+    help="OpenSSH client config to use instead of ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump).",
+)
 
 BECOME_HELP = (
     "Ask for the sudo password of hosts with ansible_become, once, on the terminal. Without a terminal, "

@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from provisioner.commands.options import become_option, become_password
+from provisioner.commands.options import (
+    become_option,
+    become_password,
+    limit_option,
+    playbook_option,
+)
 from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
@@ -20,9 +25,8 @@ else:
 
 @click.command("plan")
 @click.argument("inventory", type=click.Path(path_type=Path))
-@click.option("-p", "--playbook", type=click.Path(path_type=Path), default=Path("playbooks/site.yml"),
-              show_default=True, help="Playbook: the desired state, as YAML plays.")
-@click.option("-l", "--limit", default=None, help="Only these hosts: Ansible host patterns.")
+@playbook_option
+@limit_option
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Where to write the plan (JSON, schema fabnet/plan/v1, mode 0600: it holds file contents).")
 @click.option("-D", "--diff", is_flag=True, help="Show unified diffs of the files that would change.")

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from provisioner.commands.options import become_option, become_password
+from provisioner.commands.options import (
+    DEFAULT_PLAYBOOK,
+    become_option,
+    become_password,
+    connect_timeout_option,
+    limit_option,
+    ssh_config_option,
+)
 from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
@@ -16,7 +23,6 @@ if TYPE_CHECKING:
 else:
     report = lazy_module("provisioner.report")
 
-DEFAULT_PLAYBOOK = Path("playbooks/site.yml")
 
 EXIT_HELP = (
     "\b\nExit codes:\n"
@@ -54,7 +60,7 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("-p", "--playbook", type=click.Path(path_type=Path), default=None,
               help=f"Playbook: which hosts (its plays), their NCCL environment and verify: all_reduce settings "
                    f"[default: {DEFAULT_PLAYBOOK} if present, else every inventory host].")
-@click.option("-l", "--limit", default=None, help="Only these hosts (Ansible patterns, e.g. 'gpu:!gpu05').")
+@limit_option
 @click.option("--min-busbw", type=click.FloatRange(0), default=None,
               help="Pass threshold: average bus bandwidth in GB/s (nccl-tests' definition).")
 @click.option("--sizes", callback=_sizes, default=None, help="Message sizes: MIN:MAX (doubling), MIN:MAX:FACTOR or "
@@ -76,10 +82,8 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/smoke/v1).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report here.")
-@click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
-              help="Seconds to wait for a host's SSH login.")
-@click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="OpenSSH client config to use instead of ~/.ssh/config.")
+@connect_timeout_option
+@ssh_config_option
 @become_option
 def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: float | None,
           sizes: tuple[int, ...] | None, iters: int | None, backend: str | None, runner: str | None,
