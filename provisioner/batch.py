@@ -1,13 +1,17 @@
 """One SSH exec per host: join many read-only probes into one POSIX shell script, and split its output.
 
 The script travels on the exec's standard input (`sh -s`), so the per-run nonce that marks output
-boundaries never appears in any process's command line. Each probe runs in a session of its own
-(`setsid`) under `timeout`, with its stdout and stderr written to files in a private temporary
-directory, and only then copied out between marker lines, capped. So a probe cannot write to the
-channel at all (its markers cannot be forged), cannot stall the others by holding a pipe open, and
-cannot make the host send more than the caps. At its timeout the whole session is killed; processes
-that left the session (daemons) are found by a per-run marker in their environment and killed too,
-after a timed-out probe and when the script ends, however it ends.
+boundaries never appears in any process's command line. Each probe runs with its stdout and stderr
+written to files of its own in a private temporary directory, under a file-size limit, and only then
+goes out between marker lines. So a probe cannot write to the channel at all (its markers cannot be
+forged), cannot stall the others by holding a pipe open, and cannot make the host send much more than
+the caps. Every process a probe starts carries a per-run marker in its environment: a watchdog that
+wakes each second stops a probe at its timeout by that marker (TERM, then KILL), and when the script
+ends, however it ends, whatever is left with the marker (daemons too) is killed.
+
+A process start costs a node about a millisecond, and a full audit runs tens of probes, so the script
+starts as few as it can: per probe, the probe's own shell and what its command runs; per run, the
+temporary directory, the watchdog, one copy-out per second and the sweep at the end.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ TIMEOUT_EXIT = 124
 STDOUT_CAP = 8 * 1024 * 1024  # per probe: base64 of a 6 MiB file still fits
 STDERR_CAP = 16 * 1024  # per probe: only its first lines are ever shown
 KILL_GRACE = 2  # seconds between SIGTERM and SIGKILL at a probe's timeout
-REPORT_MARGIN = KILL_GRACE + 2  # seconds past the budget the control side waits for the host's report
+TICK = 1  # seconds between the watchdog's checks: timeouts are kept to within about this
+REPORT_MARGIN = KILL_GRACE + 2 * TICK + 1  # seconds past the budget the control side waits for the report
 ENV_MARKER = "FABNET_PROBE"
 
 
@@ -39,82 +44,93 @@ class Caps:
 
 
 def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
-    # ulimit -f counts 512-byte blocks (dash, POSIX); a writer past it gets SIGXFSZ, so a flood costs
-    # the node a few MiB of temporary file, never the disk, and never the network.
-    blocks = max(caps.stdout, caps.stderr) // 512 + 2
+    # ulimit -f counts 512-byte blocks (dash, POSIX); a writer past it gets SIGXFSZ. The limit lets one
+    # byte past the larger cap through, so the control side can tell "exactly the cap" from "over", and
+    # a flood costs the node a few MiB of temporary file, never the disk, and never the network.
+    blocks = max(caps.stdout, caps.stderr) // 512 + 1
     tag = f"@@fabnet:{nonce}"
     return [
         # A node whose /tmp is full or read-only still has /dev/shm or /run.
         "__fn_d=$(mktemp -d 2>/dev/null || mktemp -d -p /dev/shm 2>/dev/null || mktemp -d -p /run 2>/dev/null) || "
         '{ echo "fabnet: cannot create a temporary directory (mktemp -d)" >&2; exit 125; }',
-        # Kill every process carrying this run's marker in its environment; repeat, because a dying
-        # daemon may have forked once more between the scan and the kill.
+        # Probes run where the login put us; the script itself works in its folder, so the list of
+        # files to send holds short names whatever TMPDIR is.
+        '__fn_pwd=$PWD; cd "$__fn_d" || exit 125',
+        # Send a signal to every process carrying this marker in its environment; repeat for KILL,
+        # because a dying daemon may have forked once more between the scan and the kill.
         "__fn_sweep() {",
         "  __fn_n=0",
         "  while [ $__fn_n -lt 5 ]; do",
         # grep exits 2 when a process vanished between the glob and the read: judge by what it printed.
         f'    __fn_l=$(grep -lsF -- "{ENV_MARKER}=$1" /proc/[0-9]*/environ 2>/dev/null)',
         '    [ -n "$__fn_l" ] || break',
-        '    for __fn_f in $__fn_l; do __fn_f=${__fn_f#/proc/}; kill -KILL "${__fn_f%/environ}" 2>/dev/null; done',
+        '    for __fn_f in $__fn_l; do __fn_f=${__fn_f#/proc/}; kill -"$2" "${__fn_f%/environ}" 2>/dev/null; done',
+        '    [ "$2" = KILL ] || break',
         "    __fn_n=$((__fn_n + 1))",
         "  done",
         "}",
-        f'__fn_clean() {{ kill "$__fn_w" 2>/dev/null; __fn_sweep "{run_id}-"; rm -rf "$__fn_d"; }}',
+        f'__fn_clean() {{ kill "$__fn_w" 2>/dev/null; __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; }}',
         "trap __fn_clean EXIT",
         "trap '__fn_clean; trap - EXIT; exit 129' HUP",
         "trap '__fn_clean; trap - EXIT; exit 130' INT",
         "trap '__fn_clean; trap - EXIT; exit 141' PIPE",
         "trap '__fn_clean; trap - EXIT; exit 143' TERM",
+        # The clock, in hundredths of a second since boot (no leading zero: the shell reads that as octal).
+        "__fn_now() {",
+        "  __fn_up=0.00; read -r __fn_up __fn_x </proc/uptime 2>/dev/null",
+        "  __fn_x=${__fn_up#*.}; __fn_up=$((${__fn_up%.*} * 100 + 1${__fn_x%${__fn_x#??}} - 100))",
+        "}",
+        "__fn_now; __fn_end=$((__fn_up + __fn_budget * 100))",
         # Without a terminal nobody signals us when the connection goes (Ctrl-C, --timeout, a network
-        # fault): a watchdog writes a newline to stderr every second, and when that fails it stops the
-        # script, whose TERM trap kills the running probe at once instead of at its timeout.
-        "( trap '' PIPE; while sleep 1 2>/dev/null; do printf '\\n' >&2 2>/dev/null || break; done; "
-        "kill -TERM $$ 2>/dev/null ) </dev/null >/dev/null &",
+        # fault): the watchdog writes a newline to stderr every tick, and when that fails it stops the
+        # script, whose TERM trap kills the running probe at once. It also keeps the running probe's
+        # deadline, which the script writes to file w ("number deadline") before starting it: past it,
+        # the probe's processes get TERM and a flag file, and KILL one grace period later.
+        "( trap '' PIPE; __fn_k=; __fn_kat=",
+        f"  while sleep {TICK} 2>/dev/null; do",
+        "    printf '\\n' >&2 2>/dev/null || break",
+        '    __fn_now; __fn_i=; __fn_dl=; read -r __fn_i __fn_dl <w 2>/dev/null',
+        '    if [ -n "$__fn_k" ] && [ "$__fn_up" -ge "$__fn_kat" ]; then',
+        f'      __fn_sweep "{run_id}-$__fn_k-" KILL; __fn_k=',
+        "    fi",
+        '    case $__fn_dl in ""|*[!0-9]*) continue;; esac',
+        '    if [ "$__fn_up" -ge "$__fn_dl" ] && [ "$__fn_i" != "$__fn_k" ] && ! [ -e "t.$__fn_i" ]; then',
+        f'      : >"t.$__fn_i"; __fn_sweep "{run_id}-$__fn_i-" TERM',
+        f"      __fn_k=$__fn_i; __fn_kat=$((__fn_up + {KILL_GRACE * 100}))",
+        "    fi",
+        "  done",
+        "  kill -TERM $$ 2>/dev/null ) </dev/null >/dev/null &",
         "__fn_w=$!",
-        # Without coreutils' timeout or util-linux's setsid the probes still run, only less contained.
-        'if command -v timeout >/dev/null 2>&1; then __fn_t=timeout; else __fn_t=""; fi',
-        'if command -v setsid >/dev/null 2>&1; then __fn_s=setsid; else __fn_s=""; fi',
-        '__fn_now() { __fn_up=0; read -r __fn_up __fn_x </proc/uptime 2>/dev/null; __fn_up=${__fn_up%.*}; }',
-        "__fn_now; __fn_end=$((__fn_up + $__fn_budget))",
-        # Blocks collect in a file and go out when the clock has ticked since the last send, and at the
-        # end: a fast host sends everything in one write (controller CPU goes per SSH message, not per
-        # byte), a slow one still sends what finished, which a lost connection then does not lose.
-        "__fn_sent=$__fn_up",
+        # Finished blocks queue up as file names and go out with one `cat` when the clock has passed a
+        # second since the last send, and at the end: a fast host sends everything in one write
+        # (controller CPU goes per SSH message, not per byte), a slow one still sends what finished,
+        # which a lost connection then does not lose.
+        "__fn_q=; __fn_sent=$__fn_up",
         "__fn_flush() {",
-        '  __fn_now; if [ "$__fn_up" -ne "$__fn_sent" ] || [ "$1" = all ]; then',
-        '    cat "$__fn_d/b"; : >"$__fn_d/b"; __fn_sent=$__fn_up',
+        '  [ -n "$__fn_q" ] || return 0',
+        '  __fn_now; if [ $((__fn_up - __fn_sent)) -ge 100 ] || [ "$1" = all ]; then',
+        "    cat $__fn_q; __fn_q=; __fn_sent=$__fn_up",
         "  fi",
         "}",
-        ': >"$__fn_d/b"',
-        # $1 key, $2 timeout (seconds, may be fractional), $3 whole seconds, $4 the command.
+        # $1 key, $2 number, $3 timeout in hundredths of a second, $4 the command.
         "__fn_probe() {",
-        "  __fn_now; __fn_t0=$__fn_up; __fn_lim=$2; __fn_left=$((__fn_end - __fn_up))",
+        "  __fn_now; __fn_dl=$((__fn_up + $3))",
         # No probe outlives the host's whole budget; once it is spent the rest are reported, not run.
-        f"  if [ $__fn_left -le 0 ]; then printf '%s\\n\\n%s:124:s@@\\n\\n%s\\n' '{tag}:begin:'\"$1\"'@@' "
-        f"'{tag}:rc:'\"$1\" '{tag}:end:'\"$1\"'@@' >>\"$__fn_d/b\"; return; fi",
-        '  if [ $__fn_left -lt "$3" ]; then __fn_lim=$__fn_left; fi',
-        # The background subshell is never a process-group leader, so setsid makes it one without
-        # forking: its pid is the session's id and the group's id.
-        f'  ( ulimit -f {blocks} 2>/dev/null; {ENV_MARKER}="{run_id}-$1"; export {ENV_MARKER}; '
-        f'exec $__fn_s ${{__fn_t:+$__fn_t -k {KILL_GRACE} $__fn_lim}} sh -c "$4" ) '
-        '</dev/null >"$__fn_d/o" 2>"$__fn_d/e" &',
-        "  __fn_p=$!",
-        '  wait "$__fn_p"; __fn_rc=$?',
-        '  [ -n "$__fn_s" ] && kill -KILL -- "-$__fn_p" 2>/dev/null',
-        '  __fn_fl=""',
-        "  case $__fn_rc in 124|137) __fn_now; if [ $((__fn_up - __fn_t0)) -ge \"${__fn_lim%.*}\" ]; then __fn_fl=t; "
-        f'__fn_sweep "{run_id}-$1"; fi;; esac',
-        # One byte past each cap goes back, and the control side judges the overflow (split_output): no
-        # wc per probe (a process start costs the node about a millisecond, and a full audit runs tens
-        # of probes). An empty stderr, the usual case, costs no process at all.
-        "  {",
-        f"    printf '%s\\n' '{tag}:begin:'\"$1\"'@@'",
-        f'    head -c {caps.stdout + 1} "$__fn_d/o"',
-        f"    printf '\\n%s:%s:%s@@\\n' '{tag}:rc:'\"$1\" \"$__fn_rc\" \"$__fn_fl\"",
-        f'    if [ -s "$__fn_d/e" ]; then head -c {caps.stderr + 1} "$__fn_d/e"; fi',
-        f"    printf '\\n%s\\n' '{tag}:end:'\"$1\"'@@'",
-        '  } >>"$__fn_d/b"',
-        # No rm: the next probe's redirections truncate both files, and the EXIT trap removes the folder.
+        f"  if [ $__fn_up -ge $__fn_end ]; then printf '%s\\n\\n%s:124:s@@\\n\\n%s\\n' '{tag}:begin:'\"$1\"'@@' "
+        f"'{tag}:rc:'\"$1\" '{tag}:end:'\"$1\"'@@' >\"h.$2\"; __fn_q=\"$__fn_q h.$2\"; return; fi",
+        '  if [ $__fn_dl -gt $__fn_end ]; then __fn_dl=$__fn_end; fi',
+        "  printf '%s %s\\n' \"$2\" \"$__fn_dl\" >w",
+        f"  printf '%s\\n' '{tag}:begin:'\"$1\"'@@' >\"h.$2\"",
+        f'  ( ulimit -f {blocks} 2>/dev/null; {ENV_MARKER}="{run_id}-$2-"; export {ENV_MARKER}; '
+        'cd "$__fn_pwd" 2>/dev/null; exec sh -c "$4" ) </dev/null >"o.$2" 2>"e.$2" &',
+        '  wait "$!"; __fn_rc=$?',
+        '  __fn_fl=; case $__fn_rc in 1[2-5][0-9]) if [ -e "t.$2" ]; then __fn_fl=t; fi;; esac',
+        f"  printf '\\n%s:%s:%s@@\\n' '{tag}:rc:'\"$1\" \"$__fn_rc\" \"$__fn_fl\" >\"r.$2\"",
+        f"  printf '\\n%s\\n' '{tag}:end:'\"$1\"'@@' >\"z.$2\"",
+        # One byte past the stderr cap goes, and the control side judges the overflow (split_output).
+        # An empty stderr, the usual case, costs no process at all.
+        f'  if [ -s "e.$2" ]; then head -c {caps.stderr + 1} "e.$2" >"f.$2"; __fn_e="f.$2"; else __fn_e=; fi',
+        '  __fn_q="$__fn_q h.$2 o.$2 r.$2 $__fn_e z.$2"',
         "  __fn_flush",
         "}",
     ]
@@ -137,8 +153,8 @@ def build_script(probes: Sequence[Probe], nonce: str, *, run_id: str | None = No
         if probe.key in seen:
             continue
         seen.add(probe.key)
-        whole = int(probe.timeout)  # whole seconds, for the shell's integer clock
-        lines.append(f"__fn_probe {probe.key} {probe.timeout:g} {whole} {shlex.quote(probe.command)}")
+        hundredths = max(1, round(probe.timeout * 100))  # the shell's clock counts hundredths of a second
+        lines.append(f"__fn_probe {probe.key} {len(seen)} {hundredths} {shlex.quote(probe.command)}")
     lines += ["__fn_flush all", "exit 0", "}"]
     return "\n".join(lines) + "\n"
 
@@ -175,7 +191,7 @@ def split_output(stdout: str, nonce: str, caps: Caps = Caps()) -> dict[str, Prob
 
 
 def _over(text: str, cap: int) -> bool:
-    """Whether the node sent more than `cap` bytes (it sends at most one more).
+    """Whether the node sent more than `cap` bytes (it sends at most a few hundred more).
 
     `text` was decoded with errors="replace": a character stands for at least one byte of what was sent
     and its UTF-8 for at least as many bytes as it stood for, so a count is exact for valid UTF-8 and can

@@ -7,27 +7,48 @@ JUnit XML ill-formed; names are never read as rich markup.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from provisioner.stdout import broken_pipe, print_json, writing
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
-class _StdoutConsole(Console):
-    def on_broken_pipe(self) -> None:  # rich's own would exit 1 without a word
-        broken_pipe()
+# rich costs a command about 15 ms to import; JSON output and a quiet audit never need it, so the
+# consoles are made on first use and then kept as the module's `console` and `err_console`.
+def _console(name: str = "console") -> Console:
+    if name not in globals():
+        from rich.console import Console
+
+        class _StdoutConsole(Console):
+            def on_broken_pipe(self) -> None:  # rich's own would exit 1 without a word
+                broken_pipe()
+
+        globals().setdefault("console", _StdoutConsole())
+        globals().setdefault("err_console", Console(stderr=True))
+    return globals()[name]
 
 
-console: Console = _StdoutConsole()
-err_console = Console(stderr=True)
+def _err() -> Console:
+    return _console("err_console")
+
+
+def __getattr__(name: str) -> Console:
+    if name in ("console", "err_console"):
+        return _console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 # C0 controls but newline and tab, DEL, C1 controls, bidirectional overrides (which reorder what a
 # terminal shows), and the code points XML 1.0 cannot hold.
@@ -54,24 +75,24 @@ def _cleaned(text: str | None) -> str | None:
 
 def info(message: str) -> None:
     with writing():
-        console.print(clean(message), highlight=False, soft_wrap=True, markup=False)
+        _console().print(clean(message), highlight=False, soft_wrap=True, markup=False)
 
 
 def error(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {escape(clean(message))}", highlight=False, soft_wrap=True)
+    _err().print(f"[bold red]error:[/] {escape(clean(message))}", highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {escape(clean(message))}", highlight=False, soft_wrap=True)
+    _err().print(f"[yellow]warning:[/] {escape(clean(message))}", highlight=False, soft_wrap=True)
 
 
 @contextmanager
 def progress_log() -> Iterator[Callable[[str], None]]:
     """A status spinner on a terminal; plain lines on stderr otherwise (CI logs stay readable)."""
-    if err_console.is_terminal:
-        with err_console.status("starting") as status:
+    if _err().is_terminal:
+        with _err().status("starting") as status:
             def log(message: str) -> None:
-                err_console.print(f"[dim]{message}[/]", highlight=False)
+                _err().print(f"[dim]{message}[/]", highlight=False)
                 status.update(message)
             yield log
     else:
@@ -103,12 +124,14 @@ def lab_status(state: Any, nodes: list[Any], *, as_json: bool) -> None:
             ],
         })
         return
+    from rich.table import Table
+
     table = Table(title=f"lab {state.name}", title_justify="left")
     for column in ("node", "management (ssh)", "data interface", "running", "ssh"):
         table.add_column(column)
     for n in nodes:
         table.add_row(n.name, n.mgmt_ip, f"{n.data_iface} {n.data_ip}", _yes(n.running), _yes(n.ssh_ready))
-    console.print(table)
+    _console().print(table)
     info(f"inventory:   {state.inventory_path}\nprivate key: {state.key_path}\nknown_hosts: {state.known_hosts_path}")
 
 
@@ -181,6 +204,8 @@ def audit_tables(outcome: Any, *, verbose: bool = False) -> None:
 
 def _host_title(host: Any, style: str, label: str) -> Text:
     # Built as Text, never as markup: a host name such as `gpu[/]01` is shown, not interpreted.
+    from rich.text import Text
+
     title = Text()
     title.append(clean(host.name), style="bold")
     title.append(f" ({clean(host.address)}): ")
@@ -189,16 +214,19 @@ def _host_title(host: Any, style: str, label: str) -> Text:
 
 
 def _host_table(host: Any, verbose: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     style = _STATUS_STYLE[host.status]
     label = host.status.replace("_", " ")
     title = _host_title(host, style, label)
     if host.status in ("unreachable",) or (host.status == "failed" and not host.resources):
-        console.print(title + Text(f" — {clean(host.error or '')}"), highlight=False)
+        _console().print(title + Text(f" — {clean(host.error or '')}"), highlight=False)
         return
     rows = [(r, c) for r in host.resources for c in r.checks if verbose or c.status != "ok"]
     checked = sum(len(r.checks) for r in host.resources)
     if not rows:
-        console.print(title + Text(f" — {len(host.resources)} resources, {checked} checks"), highlight=False)
+        _console().print(title + Text(f" — {len(host.resources)} resources, {checked} checks"), highlight=False)
         return
     table = Table(title=title, title_justify="left", show_lines=False, expand=False)
     for column in ("resource", "attribute", "desired", "actual", "status", "detail"):
@@ -210,10 +238,10 @@ def _host_table(host: Any, verbose: bool) -> None:
             Text(clean(check.actual)),
             Text(check.status, style=_STATUS_STYLE[check.status]), Text(clean(check.message)),
         )
-    console.print(table)
+    _console().print(table)
     if not verbose:
         hidden = checked - len(rows)
-        console.print(f"  [dim]{hidden} other checks ok (--verbose shows them)[/]", highlight=False)
+        _console().print(f"  [dim]{hidden} other checks ok (--verbose shows them)[/]", highlight=False)
 
 
 def recap(outcome: Any) -> None:
@@ -222,7 +250,7 @@ def recap(outcome: Any) -> None:
         count = outcome.count(status)
         style = _STATUS_STYLE[status] if count else "dim"
         parts.append(f"[{style}]{status.replace('_', ' ')}={count}[/]")
-    console.print(f"\n[bold]recap[/] {len(outcome.hosts)} hosts in {outcome.seconds:.2f} s: " + "  ".join(parts),
+    _console().print(f"\n[bold]recap[/] {len(outcome.hosts)} hosts in {outcome.seconds:.2f} s: " + "  ".join(parts),
                   highlight=False)
 
 
@@ -267,16 +295,21 @@ def audit_warnings(outcome: Any) -> None:
         warn(warning)
 
 
+def _may_be_terminal() -> bool:
+    """False where rich would surely find stderr no terminal (its TTY_COMPATIBLE and FORCE_COLOR rules)."""
+    return sys.stderr.isatty() or os.environ.get("TTY_COMPATIBLE") == "1" or bool(os.environ.get("FORCE_COLOR"))
+
+
 @contextmanager
 def host_progress(total: int, description: str) -> Iterator[Callable[[str, str | None], None]]:
     """A progress bar over hosts on a terminal (transient); silent otherwise, so pipes and CI logs stay clean."""
-    if not err_console.is_terminal or total < 2:
+    if total < 2 or not _may_be_terminal() or not _err().is_terminal:
         yield lambda host, problem: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as progress:
+    with Progress(*columns, console=_err(), transient=True) as progress:
         task = progress.add_task(description, total=total)
 
         def advance(host: str, problem: str | None) -> None:
@@ -289,6 +322,6 @@ def host_progress(total: int, description: str) -> Iterator[Callable[[str, str |
 
 def config_errors(errors: list[Any]) -> None:
     for problem in errors:
-        err_console.print(f"[bold red]error:[/] {escape(clean(problem))}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]error:[/] {escape(clean(problem))}", highlight=False, soft_wrap=True)
     if len(errors) > 1:
-        err_console.print(f"{len(errors)} problems found", highlight=False)
+        _err().print(f"{len(errors)} problems found", highlight=False)
