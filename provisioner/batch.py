@@ -69,7 +69,10 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         "    __fn_n=$((__fn_n + 1))",
         "  done",
         "}",
-        f'__fn_clean() {{ kill "$__fn_w" 2>/dev/null; __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; }}',
+        # KILL, not TERM: a TERM that reaches the watchdog before it has dropped the traps it inherited
+        # is caught and then forgotten, and a watchdog left behind holds the exec's stderr open, so the
+        # channel would not end until the controller's timeout.
+        f'__fn_clean() {{ kill -KILL "$__fn_w" 2>/dev/null; __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; }}',
         "trap __fn_clean EXIT",
         "trap '__fn_clean; trap - EXIT; exit 129' HUP",
         "trap '__fn_clean; trap - EXIT; exit 130' INT",
@@ -88,6 +91,10 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         # the probe's processes get TERM and a flag file, and KILL one grace period later.
         "( trap '' PIPE; __fn_k=; __fn_kat=",
         f"  while sleep {TICK} 2>/dev/null; do",
+        # The script gone however it went (even SIGKILL, which runs no trap): clean up for it and leave,
+        # letting go of stderr.
+        '    [ -d "$__fn_d" ] || exit 0',
+        f'    kill -0 $$ 2>/dev/null || {{ __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; exit 0; }}',
         "    printf '\\n' >&2 2>/dev/null || break",
         '    __fn_now; __fn_i=; __fn_dl=; read -r __fn_i __fn_dl <w 2>/dev/null',
         '    if [ -n "$__fn_k" ] && [ "$__fn_up" -ge "$__fn_kat" ]; then',

@@ -219,3 +219,27 @@ def test_the_cap_counts_bytes_as_sent_not_characters() -> None:
     assert results[exact.key].stdout == "ééééé" and results[exact.key].exit_code == 0  # 10 bytes: not over
     assert results[over.key].stdout == "ééééé" and results[over.key].exit_code == 1  # 12 bytes: cut to 10
     assert results[over.key].stderr.startswith("fabnet: its output passed")
+
+
+def test_a_script_killed_outright_leaves_no_watchdog_holding_the_channel() -> None:
+    # SIGKILL runs no trap: the watchdog must notice by itself, stop the probe and let go of stderr, or
+    # the SSH channel (which ends only when every holder of its stderr has closed it) stays open.
+    hung = Probe("sleep 300", timeout=120)
+    proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write(batch.build_script([hung], "ab" * 8, run_id="a8" * 8).encode())
+    proc.stdin.close()
+    deadline = time.monotonic() + 10
+    while not _marked("a8" * 8):
+        assert time.monotonic() < deadline, "the probe never started"
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    started = time.monotonic()
+    try:
+        while os.read(proc.stderr.fileno(), 65536):  # b"" once nothing holds stderr open
+            assert time.monotonic() - started < 10, "something the script started still holds its stderr"
+        assert time.monotonic() - started < 3
+        assert _marked("a8" * 8) == []
+    finally:
+        _leftovers_killed("a8" * 8)
