@@ -50,8 +50,10 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
     blocks = max(caps.stdout, caps.stderr) // 512 + 1
     tag = f"@@fabnet:{nonce}"
     return [
-        # A node whose /tmp is full or read-only still has /dev/shm or /run.
-        "__fn_d=$(mktemp -d 2>/dev/null || mktemp -d -p /dev/shm 2>/dev/null || mktemp -d -p /run 2>/dev/null) || "
+        # A node whose /tmp is full or read-only still has /dev/shm or /run. One command per substitution,
+        # so the shell runs it in the substitution's own process instead of forking once more.
+        "__fn_d=$(mktemp -d 2>/dev/null) || __fn_d=$(mktemp -d -p /dev/shm 2>/dev/null) || "
+        "__fn_d=$(mktemp -d -p /run 2>/dev/null) || "
         '{ echo "fabnet: cannot create a temporary directory (mktemp -d)" >&2; exit 125; }',
         # Probes run where the login put us; the script itself works in its folder, so the list of
         # files to send holds short names whatever TMPDIR is.
@@ -119,7 +121,7 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         "    cat $__fn_q; __fn_q=; __fn_sent=$__fn_up",
         "  fi",
         "}",
-        # $1 key, $2 number, $3 timeout in hundredths of a second, $4 the command.
+        # $1 key, $2 number, $3 timeout in hundredths of a second, $4 the command, $5 x if it is plain.
         "__fn_probe() {",
         "  __fn_now; __fn_dl=$((__fn_up + $3))",
         # No probe outlives the host's whole budget; once it is spent the rest are reported, not run.
@@ -128,8 +130,10 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         '  if [ $__fn_dl -gt $__fn_end ]; then __fn_dl=$__fn_end; fi',
         "  printf '%s %s\\n' \"$2\" \"$__fn_dl\" >w",
         f"  printf '%s\\n' '{tag}:begin:'\"$1\"'@@' >\"h.$2\"",
+        # A plain command ($5 = x: words of safe characters only) is run without a shell of its own.
         f'  ( ulimit -f {blocks} 2>/dev/null; {ENV_MARKER}="{run_id}-$2-"; export {ENV_MARKER}; '
-        'cd "$__fn_pwd" 2>/dev/null; exec sh -c "$4" ) </dev/null >"o.$2" 2>"e.$2" &',
+        'cd "$__fn_pwd" 2>/dev/null; if [ "$5" = x ]; then set -f; exec $4; fi; exec sh -c "$4" ) '
+        '</dev/null >"o.$2" 2>"e.$2" &',
         '  wait "$!"; __fn_rc=$?',
         '  __fn_fl=; case $__fn_rc in 1[2-5][0-9]) if [ -e "t.$2" ]; then __fn_fl=t; fi;; esac',
         f"  printf '\\n%s:%s:%s@@\\n' '{tag}:rc:'\"$1\" \"$__fn_rc\" \"$__fn_fl\" >\"r.$2\"",
@@ -161,9 +165,26 @@ def build_script(probes: Sequence[Probe], nonce: str, *, run_id: str | None = No
             continue
         seen.add(probe.key)
         hundredths = max(1, round(probe.timeout * 100))  # the shell's clock counts hundredths of a second
-        lines.append(f"__fn_probe {probe.key} {len(seen)} {hundredths} {shlex.quote(probe.command)}")
+        plain = " x" if _plain(probe.command) else ""
+        lines.append(f"__fn_probe {probe.key} {len(seen)} {hundredths} {shlex.quote(probe.command)}{plain}")
     lines += ["__fn_flush all", "exit 0", "}"]
     return "\n".join(lines) + "\n"
+
+
+# Words the shell itself gives meaning to, which no program on PATH stands in for.
+_SHELL_WORDS = frozenset((
+    "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for", "in",
+    "alias", "bg", "break", "cd", "command", "continue", "eval", "exec", "exit", "export", "fg", "getopts",
+    "hash", "jobs", "local", "read", "readonly", "return", "set", "shift", "times", "trap", "type", "ulimit",
+    "umask", "unalias", "unset", "wait", ".", ":",
+))
+_PLAIN = re.compile(r"[A-Za-z0-9_./:,@%+-]+(?: [A-Za-z0-9_./:,@%+=-]+)*")
+
+
+def _plain(command: str) -> bool:
+    """Whether `command` is one program and its arguments, each a word no shell would expand or split
+    differently: it can then be exec'd straight from the probe's subshell (a process start saved)."""
+    return _PLAIN.fullmatch(command) is not None and command.split(" ", 1)[0] not in _SHELL_WORDS
 
 
 def split_output(stdout: str, nonce: str, caps: Caps = Caps()) -> dict[str, ProbeResult]:

@@ -243,3 +243,17 @@ def test_a_script_killed_outright_leaves_no_watchdog_holding_the_channel() -> No
         assert _marked("a8" * 8) == []
     finally:
         _leftovers_killed("a8" * 8)
+
+
+def test_plain_commands_run_without_a_shell_and_report_the_same() -> None:
+    # One program and its arguments is exec'd straight; anything a shell would expand goes through sh -c.
+    assert batch._plain("ip -j -d link show") and batch._plain("cat -- /proc/sys/net/ipv4/ip_forward")
+    for shelly in ("echo $HOME", "ls *", "FOO=1 env", "cd /", "a  b", "echo ~", "true; false", "exit 3"):
+        assert not batch._plain(shelly), shelly
+    plain, missing, failing = Probe("printf %s,%s a b"), Probe("no-such-tool-here -x"), Probe("false")
+    script = batch.build_script([plain, missing, failing], "ab" * 8)
+    assert script.count(" x\n") == 3
+    results = run_locally([plain, missing, failing], nonce="ab" * 8)
+    assert results[plain.key].stdout == "a,b" and results[plain.key].exit_code == 0
+    assert results[missing.key].exit_code == 127 and "not found" in results[missing.key].stderr
+    assert results[failing.key].exit_code == 1
