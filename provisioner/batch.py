@@ -44,9 +44,10 @@ class Caps:
 
 
 def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
-    # ulimit -f counts 512-byte blocks (dash, POSIX); a writer past it gets SIGXFSZ. The limit lets one
-    # byte past the larger cap through, so the control side can tell "exactly the cap" from "over", and
-    # a flood costs the node a few MiB of temporary file, never the disk, and never the network.
+    # ulimit -f counts 512-byte blocks (dash, POSIX); a writer past it gets SIGXFSZ. The limit lets at
+    # least one byte past the larger cap through (at most a block), so the control side can tell
+    # "exactly the cap" from "over", and a flood costs the node a few MiB of temporary file, never the
+    # disk, and never the network.
     blocks = max(caps.stdout, caps.stderr) // 512 + 1
     tag = f"@@fabnet:{nonce}"
     return [

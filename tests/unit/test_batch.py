@@ -186,15 +186,23 @@ def test_the_budget_cuts_a_probes_timeout_and_skips_what_is_left() -> None:
     assert _leftovers_killed("e5" * 8) == []
 
 
-def test_when_the_reader_goes_away_the_running_probe_is_stopped_at_once() -> None:
-    # What a closed SSH channel looks like to the host's shell: its stdout and stderr lose their reader.
-    hung = Probe("trap '' TERM; sleep 300", timeout=120)
+def _running(command: str, run_id: str) -> subprocess.Popen[bytes]:
+    """`sh -s` running a script whose one probe, `command`, has started (120 s timeout)."""
     proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin and proc.stdout and proc.stderr
-    proc.stdin.write(batch.build_script([hung], "ab" * 8, run_id="f7" * 8).encode())
+    proc.stdin.write(batch.build_script([Probe(command, timeout=120)], "ab" * 8, run_id=run_id).encode())
     proc.stdin.close()
-    time.sleep(1)
-    assert _marked("f7" * 8), "the probe should be running"
+    deadline = time.monotonic() + 10
+    while not _marked(run_id):
+        assert time.monotonic() < deadline, "the probe never started"
+        time.sleep(0.05)
+    return proc
+
+
+def test_when_the_reader_goes_away_the_running_probe_is_stopped_at_once() -> None:
+    # What a closed SSH channel looks like to the host's shell: its stdout and stderr lose their reader.
+    proc = _running("trap '' TERM; sleep 300", "f7" * 8)
+    assert proc.stdout and proc.stderr
     proc.stdout.close()
     proc.stderr.close()
     try:
@@ -224,15 +232,8 @@ def test_the_cap_counts_bytes_as_sent_not_characters() -> None:
 def test_a_script_killed_outright_leaves_no_watchdog_holding_the_channel() -> None:
     # SIGKILL runs no trap: the watchdog must notice by itself, stop the probe and let go of stderr, or
     # the SSH channel (which ends only when every holder of its stderr has closed it) stays open.
-    hung = Probe("sleep 300", timeout=120)
-    proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdin and proc.stdout and proc.stderr
-    proc.stdin.write(batch.build_script([hung], "ab" * 8, run_id="a8" * 8).encode())
-    proc.stdin.close()
-    deadline = time.monotonic() + 10
-    while not _marked("a8" * 8):
-        assert time.monotonic() < deadline, "the probe never started"
-        time.sleep(0.05)
+    proc = _running("sleep 300", "a8" * 8)
+    assert proc.stderr
     proc.kill()
     proc.wait()
     started = time.monotonic()
