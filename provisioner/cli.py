@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import click
 
-from provisioner import __version__
+from provisioner import __version__, startup
 from provisioner.commands.options import (
     CONTEXT,
     DEFAULT_PLAYBOOK,
@@ -304,6 +304,8 @@ def audit_exit_code(outcome: AuditOutcome) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning typed errors into one clear message and an exit code."""
+    if argv is None:  # the program itself, not a caller in its own process (startup.py)
+        startup.hold()
     try:
         code = app.main(args=argv, prog_name="fabnet", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from provisioner import startup
 from provisioner.hostplans import HostPlan, resolve
 from provisioner.inventory import load_inventory
 from provisioner.playbook import load_playbook
@@ -16,6 +17,7 @@ def load_plans(inventory: Path, playbook: Path, limit: str | None) -> tuple[list
     """
     loaded_inventory = load_inventory(inventory, playbook_dir=playbook.parent)
     plans = resolve(load_playbook(playbook), loaded_inventory, limit)
+    startup.release()  # what was loaded lives until exit
     return plans, list(loaded_inventory.warnings)
 
 
@@ -24,4 +26,5 @@ def load_hosts(inventory: Path, limit: str | None) -> tuple[list[HostPlan], list
     loaded = load_inventory(inventory)
     # `--limit ''` is an error from select_limit, never "every host".
     names = loaded.select_limit(limit) if limit is not None else list(loaded.hosts)
+    startup.release()
     return [HostPlan(loaded.hosts[name]) for name in names], list(loaded.warnings)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, TypeVar
 
+from provisioner import startup
+
 # multiprocessing is imported where worker processes are started: most audits never need it, and it
 # costs every start-up several milliseconds.
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ def run(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Calla
     """
     if not items:
         return
+    startup.release()  # before any fork: see startup.py
     ensure_fd_limit(forks)
     processes = process_count(len(items), forks)
     if processes == 1 or not hasattr(os, "fork"):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from provisioner import startup
 from provisioner.commands.options import CONTEXT
 from provisioner.lazy import lazy_module
 
@@ -33,7 +34,7 @@ else:
     ),
 )
 def lab_group() -> None:
-    pass
+    startup.release()  # lab work loads no plans; its commands run long enough to want the collector
 
 
 name_option = click.option("--name", "-n", default="lab", show_default=True,
