@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import struct
 import threading
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,14 +25,52 @@ from paramiko.hostkeys import HostKeyEntry
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a known_hosts file larger than this is not one
 
 
+@functools.lru_cache(maxsize=4096)
 def _pattern(text: str) -> re.Pattern[str]:
     # OpenSSH patterns: `*` and `?` are wildcards; everything else (brackets of [host]:port included)
     # is literal, and names compare without regard to case.
     return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text), re.IGNORECASE)
 
 
+def _plain(name: str) -> bool:
+    """A name that matches only itself (case aside): no wildcard, negation or hash."""
+    return name.isascii() and not name.startswith(("!", "|1|")) and "*" not in name and "?" not in name
+
+
 class PatternHostKeys(paramiko.HostKeys):
-    """paramiko's HostKeys, with OpenSSH's wildcards and negated patterns (`!host`) in the names."""
+    """paramiko's HostKeys, with OpenSSH's wildcards and negated patterns (`!host`) in the names.
+
+    paramiko tries every line for every connection, which makes a fleet's logins quadratic in its size
+    (1000 hosts: a million matches). Lines that name only plain hosts are indexed by name; only lines
+    with patterns or hashed names are tried one by one. The matches keep the files' order.
+    """
+
+    _index: tuple[int, int, dict[str, list[int]], list[int]] | None = None
+
+    def lookup(self, hostname: str) -> MutableMapping[str, paramiko.PKey] | None:
+        entries = self._entries
+        index = self._index
+        if index is None or index[0] != id(entries) or index[1] != len(entries):
+            index = self._index = self._build_index(entries)
+        positions = sorted(index[2].get(hostname.lower(), []) + index[3]) if hostname.isascii() else None
+        view = PatternHostKeys()
+        view._entries = entries if positions is None else [entries[i] for i in positions]
+        found = paramiko.HostKeys.lookup(view, hostname)
+        if found is not None:
+            found._hostkeys = self  # a key set through the result lands in this set, as in paramiko
+        return found
+
+    @staticmethod
+    def _build_index(entries: list[HostKeyEntry]) -> tuple[int, int, dict[str, list[int]], list[int]]:
+        by_name: dict[str, list[int]] = {}
+        others: list[int] = []
+        for position, entry in enumerate(entries):
+            if entry.hostnames and all(_plain(name) for name in entry.hostnames):
+                for name in {name.lower() for name in entry.hostnames}:
+                    by_name.setdefault(name, []).append(position)
+            else:
+                others.append(position)
+        return id(entries), len(entries), by_name, others
 
     def _hostname_matches(self, hostname: str, entry: HostKeyEntry) -> bool:
         matched = False

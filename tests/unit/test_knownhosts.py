@@ -78,3 +78,26 @@ def test_warnings_are_handed_out_once(tmp_path) -> None:
     knownhosts.load_cached([path])
     assert knownhosts.take_warnings() == [f"{path}:1: expected: host patterns, key type, base64 key; line skipped"]
     assert knownhosts.take_warnings() == []
+
+
+def test_the_name_index_finds_what_a_scan_of_every_line_finds_in_the_files_order(tmp_path) -> None:
+    hashed = paramiko.HostKeys.hash_host("gpu02")
+    known = load(tmp_path, f"GPU01,gpu03 {KEY_A}\n*.example.com {KEY_A}\n{hashed} {KEY_B}\ngpu0? {KEY_B}\n"
+                           f"gpu01 {KEY_B}\n!gpu05,gpu0* {KEY_A}\n[gpu01]:2222 {KEY_B}\n")
+    for host in ("gpu01", "gpu02", "Gpu03", "gpu04", "gpu05", "node.example.com", "[gpu01]:2222", "gpü01", "x"):
+        fast = known.keys.lookup(host)
+        scanned = paramiko.HostKeys.lookup(known.keys, host)  # paramiko's own loop over every line
+        assert (fast is None) == (scanned is None), host
+        if fast is not None and scanned is not None:
+            assert [(k, fast[k]) for k in fast] == [(k, scanned[k]) for k in scanned], host
+    assert known.keys.lookup("gpu01")["ssh-ed25519"] == key(KEY_A)  # the first line that names it wins
+
+
+def test_the_name_index_follows_lines_added_later(tmp_path) -> None:
+    known = load(tmp_path, f"gpu01 {KEY_A}\n")
+    assert known.keys.lookup("gpu09") is None
+    known.keys.add("gpu09", "ssh-ed25519", key(KEY_B))
+    assert known.keys.lookup("gpu09")["ssh-ed25519"] == key(KEY_B)
+    found = known.keys.lookup("gpu01")
+    found["ssh-rsa-x"] = key(KEY_B)  # set through a lookup's result: lands in the set itself
+    assert len(known.keys._entries) == 3
