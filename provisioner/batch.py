@@ -5,13 +5,16 @@ boundaries never appears in any process's command line. Each probe runs with its
 written to files of its own in a private temporary directory, under a file-size limit, and only then
 goes out between marker lines. So a probe cannot write to the channel at all (its markers cannot be
 forged), cannot stall the others by holding a pipe open, and cannot make the host send much more than
-the caps. Every process a probe starts carries a per-run marker in its environment: a watchdog that
-wakes each second stops a probe at its timeout by that marker (TERM, then KILL), and when the script
-ends, however it ends, whatever is left with the marker (daemons too) is killed.
+the caps. Every process a probe starts carries a per-run marker in its environment: a watchdog, woken
+by the controller's ticks on the exec's standard input, stops a probe at its timeout by that marker
+(TERM, then KILL), and when the script ends, however it ends, whatever is left with the marker
+(daemons too) is killed. The end of that input tells the watchdog the connection is gone.
 
 A process start costs a node about a millisecond, and a full audit runs tens of probes, so the script
 starts as few as it can: per probe, the probe's own shell and what its command runs; per run, the
-temporary directory, the watchdog, one copy-out per second and the sweep at the end.
+temporary directory, the watchdog (a fork, no program), one copy-out per second and the removal of the
+directory; the sweep through every process's environment only when a process outlived its probe.
+The script needs the ticks: run it with transport.run(..., ticks=TICK).
 """
 
 from __future__ import annotations
@@ -72,10 +75,18 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         "    __fn_n=$((__fn_n + 1))",
         "  done",
         "}",
+        # The processes alive before any probe: if the same ones are alive at the end, nothing a probe
+        # started survived it, and the sweep (a grep through every process's environment, the dearest
+        # step of a short run) is skipped. Only a process id reused within the run could fool it.
+        "__fn_pids() { __fn_ps=$*; }",
         # KILL, not TERM: a TERM that reaches the watchdog before it has dropped the traps it inherited
-        # is caught and then forgotten, and a watchdog left behind holds the exec's stderr open, so the
-        # channel would not end until the controller's timeout.
-        f'__fn_clean() {{ kill -KILL "$__fn_w" 2>/dev/null; __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; }}',
+        # is caught and then forgotten. Reaped before the list is taken, so it is not in it.
+        "__fn_clean() {",
+        '  [ -z "$__fn_w" ] || { kill -KILL "$__fn_w" 2>/dev/null; wait "$__fn_w" 2>/dev/null; }',
+        f'  __fn_pids /proc/[0-9]*; [ "$__fn_ps" = "$__fn_ps0" ] || __fn_sweep "{run_id}-" KILL',
+        '  cd /; rm -rf "$__fn_d"',
+        "}",
+        "__fn_w=; __fn_ps0=",
         "trap __fn_clean EXIT",
         "trap '__fn_clean; trap - EXIT; exit 129' HUP",
         "trap '__fn_clean; trap - EXIT; exit 130' INT",
@@ -87,18 +98,22 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         "  __fn_x=${__fn_up#*.}; __fn_up=$((${__fn_up%.*} * 100 + 1${__fn_x%${__fn_x#??}} - 100))",
         "}",
         "__fn_now; __fn_end=$((__fn_up + __fn_budget * 100))",
-        # Without a terminal nobody signals us when the connection goes (Ctrl-C, --timeout, a network
-        # fault): the watchdog writes a newline to stderr every tick, and when that fails it stops the
-        # script, whose TERM trap kills the running probe at once. It also keeps the running probe's
-        # deadline, which the script writes to file w ("number deadline") before starting it: past it,
-        # the probe's processes get TERM and a flag file, and KILL one grace period later.
+        # The watchdog wakes on each tick, a line the controller sends on the script's standard input
+        # every TICK seconds (no timer process on the node), and keeps the running probe's deadline,
+        # which the script writes to file w ("number deadline") before starting it: past it, the
+        # probe's processes get TERM and a flag file, and KILL one grace period later. The end of
+        # standard input means the connection is gone (Ctrl-C, --timeout, a network fault; without a
+        # terminal nobody signals us): it stops the script, whose TERM trap kills the running probe.
+        # It holds neither stdout nor stderr, so it can never keep the channel open. A background job
+        # gets /dev/null as standard input, so the exec's goes to it through fd 3. The list of processes
+        # alive at the start is taken before it exists: it is gone again at the end.
+        "__fn_pids /proc/[0-9]*; __fn_ps0=$__fn_ps",
+        "exec 3<&0",
         "( trap '' PIPE; __fn_k=; __fn_kat=",
-        f"  while sleep {TICK} 2>/dev/null; do",
-        # The script gone however it went (even SIGKILL, which runs no trap): clean up for it and leave,
-        # letting go of stderr.
+        "  while read -r __fn_t; do",
+        # The script gone however it went (even SIGKILL, which runs no trap): clean up for it and leave.
         '    [ -d "$__fn_d" ] || exit 0',
         f'    kill -0 $$ 2>/dev/null || {{ __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; exit 0; }}',
-        "    printf '\\n' >&2 2>/dev/null || break",
         '    __fn_now; __fn_i=; __fn_dl=; read -r __fn_i __fn_dl <w 2>/dev/null',
         '    if [ -n "$__fn_k" ] && [ "$__fn_up" -ge "$__fn_kat" ]; then',
         f'      __fn_sweep "{run_id}-$__fn_k-" KILL; __fn_k=',
@@ -109,8 +124,10 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         f"      __fn_k=$__fn_i; __fn_kat=$((__fn_up + {KILL_GRACE * 100}))",
         "    fi",
         "  done",
-        "  kill -TERM $$ 2>/dev/null ) </dev/null >/dev/null &",
-        "__fn_w=$!",
+        "  if kill -0 $$ 2>/dev/null; then kill -TERM $$",
+        f'  else __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; fi',
+        ") <&3 >/dev/null 2>&1 &",
+        "__fn_w=$!; exec 3<&-",
         # Finished blocks queue up as file names and go out with one `cat` when the clock has passed a
         # second since the last send, and at the end: a fast host sends everything in one write
         # (controller CPU goes per SSH message, not per byte), a slow one still sends what finished,

@@ -101,7 +101,7 @@ def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
     try:
         # The host stops its own probes at the budget; the margin lets it say so before we hang up.
         result = transport.run(conn, script, become=become.for_host(plan.host, options.become_password),
-                               timeout=options.command_timeout + batch.REPORT_MARGIN, partial=True)
+                               timeout=options.command_timeout + batch.REPORT_MARGIN, partial=True, ticks=batch.TICK)
     finally:
         conn.close()
     by_key = batch.split_output(result.stdout, nonce)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import select
 import socket
@@ -303,7 +304,7 @@ ENDINGS = {
 
 def run(conn: Connection, script: str, *, become: Become | None = None, timeout: float = 120.0, partial: bool = False,
         shorten_after: tuple[str, float] | None = None, max_stdout: int = MAX_STDOUT,
-        max_stderr: int = MAX_STDERR) -> ExecResult:
+        max_stderr: int = MAX_STDERR, ticks: float | None = None) -> ExecResult:
     """Run `script` with `sh -s` in ONE exec, the script on its standard input, for at most `timeout` seconds;
     through sudo as `become` says (become.py: the password, if any, goes on standard input before it).
 
@@ -318,6 +319,10 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
     Once the text `shorten_after[0]` shows in stdout, at most `shorten_after[1]` more seconds are waited;
     past that the output so far comes back with `cut` set (a change that cut the session's own path
     never ends the exec by itself).
+
+    With `ticks` (seconds), standard input stays open after the script and a newline goes on it every
+    `ticks` seconds: the clock of the script's watchdog (batch.py), whose end tells it the connection
+    is gone.
     """
     started = time.monotonic()
     deadline = started + timeout
@@ -330,14 +335,16 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
         channel.exec_command(become.command() if become else "sh -s")
         prefix = become.stdin_prefix() if become else b""
         channel.sendall(prefix + ("{\n" + script.rstrip("\n") + "\n}\n").encode())
-        channel.shutdown_write()
+        if ticks is None:
+            channel.shutdown_write()
     except (paramiko.SSHException, OSError, EOFError) as exc:
         if _interrupted.is_set():
             raise CommandFailed("interrupted") from exc
         lost = not client_transport.is_active()
         raise CommandFailed("connection lost" if lost else f"cannot start the command: {_short(exc)}") from exc
     try:
-        result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr, shorten_after)
+        result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr, shorten_after,
+                          ticks)
     finally:
         channel.close()
     if become and (refused := become_failure(become, result.exit_code, result.stdout, result.stderr)):
@@ -347,14 +354,29 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
     return result
 
 
+def _tick(channel: paramiko.Channel, due: float, every: float) -> float:
+    """One tick on the exec's standard input; the time of the next. A full window or a closed channel
+    loses the tick, which is harmless: the script's end is then near anyway."""
+    try:
+        if channel.send_ready():
+            channel.send(b"\n")
+    except (paramiko.SSHException, OSError, EOFError):
+        pass
+    return max(due + every, time.monotonic())
+
+
 def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, started: float, deadline: float,
-             max_stdout: int, max_stderr: int, shorten_after: tuple[str, float] | None = None) -> ExecResult:
+             max_stdout: int, max_stderr: int, shorten_after: tuple[str, float] | None = None,
+             ticks: float | None = None) -> ExecResult:
     out, err = bytearray(), bytearray()
     channel.settimeout(POLL)
     ended: Ended | None = None
     mark = shorten_after[0].encode() if shorten_after else b""
     shortened = False
+    next_tick = started + ticks if ticks else math.inf
     while ended is None:
+        if time.monotonic() >= next_tick:
+            next_tick = _tick(channel, next_tick, ticks or 1.0)
         while channel.recv_stderr_ready():
             data = channel.recv_stderr(65536)
             err += data[: max(0, max_stderr - len(err))]
@@ -384,6 +406,8 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
         while not channel.exit_status_ready() and not channel.closed:
             if _interrupted.is_set() or time.monotonic() >= deadline:
                 break
+            if time.monotonic() >= next_tick:
+                next_tick = _tick(channel, next_tick, ticks or 1.0)
             channel.status_event.wait(POLL)
         if channel.exit_status_ready() and channel.exit_status >= 0:
             code, ended = channel.recv_exit_status(), "exited"

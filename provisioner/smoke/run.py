@@ -86,7 +86,8 @@ def _probe_host(target: Target, probes: dict, connect: Callable[[Target], Connec
     except transport.HostUnreachable as exc:
         return exc.reason
     try:
-        result = transport.run(conn, script, timeout=60, become=become.for_host(target.host, password))
+        result = transport.run(conn, script, timeout=60, become=become.for_host(target.host, password),
+                               ticks=batch.TICK)
     except transport.CommandFailed as exc:
         return f"pre-flight exec failed: {exc}"
     finally:

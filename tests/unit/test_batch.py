@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 
 from provisioner import batch
 from provisioner.resources.base import Probe
+from tests.unit.ticking import run_ticking, start_ticking
 
 
 def run_locally(probes: list[Probe], nonce: str = "0123456789abcdef", **kwargs) -> dict:
     script = batch.build_script(probes, nonce, **kwargs)
     # Bytes, decoded by hand as the transport does: text mode would turn a printed '\r' into '\n'.
-    proc = subprocess.run(["sh", "-s"], input=script.encode(), capture_output=True, timeout=60)
+    proc = run_ticking(script)
     return batch.split_output(proc.stdout.decode(errors="replace"), nonce, kwargs.get("caps", batch.Caps()))
 
 
@@ -54,18 +55,17 @@ def test_identical_commands_run_once() -> None:
 def test_probes_do_not_read_the_execs_stdin_which_carries_the_script() -> None:
     reader, after = Probe("cat"), Probe("echo after")
     script = batch.build_script([reader, after], "ff" * 8)
-    proc = subprocess.run(["sh", "-s"], input=script + "echo injected\n", capture_output=True, text=True, timeout=10)
-    results = batch.split_output(proc.stdout, "ff" * 8)
+    proc = run_ticking(script + "echo injected\n", timeout=10)
+    results = batch.split_output(proc.stdout.decode(), "ff" * 8)
     assert results[reader.key].stdout == "" and results[after.key].stdout == "after\n"
-    assert "injected" not in proc.stdout  # the script ends with `exit`: nothing after it runs
+    assert b"injected" not in proc.stdout  # the script ends with `exit`: nothing after it runs
 
 
 def test_a_truncated_output_keeps_only_complete_blocks() -> None:
     first, second = Probe("echo one"), Probe("echo two")
     nonce = "12" * 8
-    proc = subprocess.run(["sh", "-s"], input=batch.build_script([first, second], nonce), capture_output=True,
-                          text=True)
-    cut = proc.stdout[: proc.stdout.index(f"@@fabnet:{nonce}:begin:{second.key}") + 30]
+    stdout = run_ticking(batch.build_script([first, second], nonce)).stdout.decode()
+    cut = stdout[: stdout.index(f"@@fabnet:{nonce}:begin:{second.key}") + 30]
     results = batch.split_output(cut, nonce)
     assert set(results) == {first.key}
 
@@ -129,7 +129,7 @@ def test_a_stderr_flood_is_capped_on_the_node_and_costs_only_its_probe() -> None
     after = Probe("echo after")
     caps = batch.Caps(stdout=1024 * 1024, stderr=4096)
     script = batch.build_script([flood, after], "cd" * 8, caps=caps, run_id="c3" * 8)
-    proc = subprocess.run(["sh", "-s"], input=script.encode(), capture_output=True, timeout=120)
+    proc = run_ticking(script, timeout=120)
     assert len(proc.stdout) < 64 * 1024  # nothing like 200 MB crossed
     results = batch.split_output(proc.stdout.decode(), "cd" * 8, caps)
     assert results[after.key].stdout == "after\n"
@@ -152,8 +152,7 @@ def test_the_nonce_is_in_no_command_line_or_environment_and_probes_write_to_file
     spy = Probe("ps -eo args; cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'")
     where = Probe("readlink /proc/$$/fd/1 /proc/$$/fd/2")
     script = batch.build_script([spy, where], nonce)
-    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
-    results = batch.split_output(proc.stdout, nonce)
+    results = batch.split_output(run_ticking(script, timeout=30).stdout.decode(), nonce)
     assert "sh -s" in results[spy.key].stdout and nonce not in results[spy.key].stdout
     # Their output goes to files, so nothing a probe (or a child it left behind) writes reaches the exec.
     assert all(line.startswith("/") and "pipe:" not in line for line in results[where.key].stdout.splitlines())
@@ -188,10 +187,7 @@ def test_the_budget_cuts_a_probes_timeout_and_skips_what_is_left() -> None:
 
 def _running(command: str, run_id: str) -> subprocess.Popen[bytes]:
     """`sh -s` running a script whose one probe, `command`, has started (120 s timeout)."""
-    proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdin and proc.stdout and proc.stderr
-    proc.stdin.write(batch.build_script([Probe(command, timeout=120)], "ab" * 8, run_id=run_id).encode())
-    proc.stdin.close()
+    proc = start_ticking(batch.build_script([Probe(command, timeout=120)], "ab" * 8, run_id=run_id))
     deadline = time.monotonic() + 10
     while not _marked(run_id):
         assert time.monotonic() < deadline, "the probe never started"
@@ -199,25 +195,46 @@ def _running(command: str, run_id: str) -> subprocess.Popen[bytes]:
     return proc
 
 
-def test_when_the_reader_goes_away_the_running_probe_is_stopped_at_once() -> None:
-    # What a closed SSH channel looks like to the host's shell: its stdout and stderr lose their reader.
+def test_when_the_connection_goes_the_running_probe_is_stopped_at_once() -> None:
+    # What a closed SSH channel looks like to the host's shell: its standard input ends, and its stdout
+    # and stderr lose their reader.
     proc = _running("trap '' TERM; sleep 300", "f7" * 8)
-    assert proc.stdout and proc.stderr
-    proc.stdout.close()
-    proc.stderr.close()
+    assert proc.stdin and proc.stdout and proc.stderr
+    started = time.monotonic()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        stream.close()
     try:
-        proc.wait(timeout=10)  # the watchdog notices within about a second, not at the 120 s timeout
+        proc.wait(timeout=10)  # not at the probe's 120 s timeout
     finally:
         proc.kill()
+    assert time.monotonic() - started < 3
     assert _leftovers_killed("f7" * 8) == []
+
+
+def test_without_ticks_the_watchdog_keeps_no_timeout_but_the_end_of_input_still_stops_the_probe() -> None:
+    # The controller's ticks are the watchdog's only clock: a stalled controller delays timeouts, and a
+    # controller that hung up stops everything.
+    proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin
+    proc.stdin.write(batch.build_script([Probe("sleep 300", timeout=0.5)], "ab" * 8, run_id="c9" * 8).encode())
+    proc.stdin.flush()
+    try:
+        time.sleep(2.5)
+        assert proc.poll() is None and _marked("c9" * 8)  # no tick came: its 0.5 s have not been enforced
+        proc.stdin.close()
+        proc.wait(timeout=5)
+        assert _marked("c9" * 8) == []
+    finally:
+        proc.kill()
+        _leftovers_killed("c9" * 8)
 
 
 def test_a_node_without_a_usable_tmp_falls_back_to_dev_shm() -> None:
     probe = Probe("echo ok")
     script = batch.build_script([probe], "ab" * 8)
     env = {**os.environ, "TMPDIR": "/nonexistent/fabnet-test"}
-    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30, env=env)
-    assert batch.split_output(proc.stdout, "ab" * 8)[probe.key].stdout == "ok\n"
+    proc = run_ticking(script, timeout=30, env=env)
+    assert batch.split_output(proc.stdout.decode(), "ab" * 8)[probe.key].stdout == "ok\n"
 
 
 def test_the_cap_counts_bytes_as_sent_not_characters() -> None:
@@ -230,20 +247,42 @@ def test_the_cap_counts_bytes_as_sent_not_characters() -> None:
 
 
 def test_a_script_killed_outright_leaves_no_watchdog_holding_the_channel() -> None:
-    # SIGKILL runs no trap: the watchdog must notice by itself, stop the probe and let go of stderr, or
-    # the SSH channel (which ends only when every holder of its stderr has closed it) stays open.
+    # SIGKILL runs no trap. The SSH channel ends only when every holder of its stdout and stderr has
+    # closed them: the watchdog holds neither, and when sshd then closes the exec's standard input, it
+    # stops the probe and cleans up by itself.
     proc = _running("sleep 300", "a8" * 8)
-    assert proc.stderr
+    assert proc.stdin and proc.stderr
     proc.kill()
     proc.wait()
     started = time.monotonic()
     try:
         while os.read(proc.stderr.fileno(), 65536):  # b"" once nothing holds stderr open
             assert time.monotonic() - started < 10, "something the script started still holds its stderr"
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 1
+        proc.stdin.close()
+        while _marked("a8" * 8) and time.monotonic() - started < 5:
+            time.sleep(0.05)
         assert _marked("a8" * 8) == []
     finally:
         _leftovers_killed("a8" * 8)
+
+
+def test_the_environment_sweep_runs_only_when_some_process_outlived_its_probe(tmp_path) -> None:
+    # grep is what sweeps /proc/*/environ: a logging stand-in before it on PATH shows when it runs.
+    log = tmp_path / "grep.log"
+    spy = tmp_path / "bin" / "grep"
+    spy.parent.mkdir()
+    spy.write_text(f"#!/bin/sh\necho \"$*\" >>{log}\nexec /bin/grep \"$@\"\n")
+    spy.chmod(0o755)
+    env = {**os.environ, "PATH": f"{spy.parent}:{os.environ['PATH']}"}
+    quiet = Probe("echo quiet")
+    results = batch.split_output(run_ticking(batch.build_script([quiet], "ab" * 8), env=env).stdout.decode(),
+                                 "ab" * 8)
+    assert results[quiet.key].stdout == "quiet\n" and not log.exists()
+    daemon = Probe("setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo started")
+    run_ticking(batch.build_script([daemon], "ab" * 8, run_id="d4" * 8), env=env)
+    assert batch.ENV_MARKER in log.read_text()
+    assert _leftovers_killed("d4" * 8) == []
 
 
 def test_plain_commands_run_without_a_shell_and_report_the_same() -> None:

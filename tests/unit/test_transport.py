@@ -252,6 +252,25 @@ def test_the_script_goes_on_stdin_as_one_group_and_a_short_end_raises_unless_par
     assert result.ended == "timeout" and result.stdout.startswith(".")
 
 
+def test_with_ticks_stdin_stays_open_and_gets_a_newline_every_tick_until_the_end() -> None:
+    started = time.monotonic()
+
+    def slow() -> bytes | None:
+        return None if time.monotonic() - started < 1.3 else b""
+
+    channel = FakeChannel(slow, exit_status=0)
+    session = SessionTransport(channel)
+    ticked: list[float] = []
+    channel.send_ready = lambda: True
+    channel.send = lambda data: ticked.append(time.monotonic() - started) or len(data) if data == b"\n" else 0
+    channel.shutdown_write = lambda: ticked.append(-1.0)
+    client = type("Client", (), {"get_transport": lambda self: session})()
+    conn = type("Conn", (), {"client": client, "host": "10.0.0.9"})()
+    result = transport.run(conn, "sleep 1", timeout=5, ticks=0.5)
+    assert result.ended == "exited"
+    assert len(ticked) == 2 and all(0.45 < at < 1.4 for at in ticked)  # at 0.5 and 1.0 s; no end of input
+
+
 @pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="TCP_QUICKACK is Linux's")
 def test_a_login_socket_acknowledges_each_read_at_once() -> None:
     # sshd holds a small packet until the one before is acknowledged; a delayed ACK made that 40 ms a login.
