@@ -12,15 +12,10 @@ reads at most a fixed amount of output until a deadline, whatever the host print
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
-import os
-import select
 import socket
-import threading
 import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -33,12 +28,14 @@ from provisioner.become import Become
 from provisioner.become import failure as become_failure
 from provisioner.errors import FabnetError
 from provisioner.inventory import Host
+from provisioner.sockets import POLL, dial, interrupted
+from provisioner.sockets import interrupt as interrupt  # Ctrl-C stops every login and exec through here
+from provisioner.sockets import reset as reset
 
 # paramiko logs a traceback for every failed handshake; its errors reach the operator as one reason
 # each (HostUnreachable), so its log stays out of the terminal.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
-POLL = 0.2  # seconds between checks of the deadline and of Ctrl-C while waiting on the network
 MAX_STDOUT = 96 * 1024 * 1024  # one host's whole exec; the script caps each probe far below this
 MAX_STDERR = 64 * 1024
 
@@ -73,34 +70,6 @@ class ExecResult:
     cut: bool = False  # run gave up waiting after its `shorten_after` marker (the output is partial)
 
 
-# ---------------------------------------------------------------------------------------- cancellation
-
-_interrupted = threading.Event()
-_sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
-_sockets_lock = threading.Lock()
-
-
-def interrupt() -> None:
-    """Stop every login and exec in progress (from any thread): their calls return or raise within POLL."""
-    _interrupted.set()
-    with _sockets_lock:
-        live = list(_sockets)
-    for sock in live:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-def reset() -> None:
-    _interrupted.clear()
-
-
-def _track(sock: socket.socket) -> None:
-    with _sockets_lock:
-        _sockets.add(sock)
-
-
 def _known_hosts_files(host: Host, conn: Connection) -> list[Path]:
     files = [Path("~/.ssh/known_hosts").expanduser()]
     for configured in str(conn.ssh_config.get("userknownhostsfile", "")).split():
@@ -130,60 +99,6 @@ def _harden(conn: Connection, known: knownhosts.KnownHosts) -> None:
 
 
 # -------------------------------------------------------------------------------------------- connect
-
-
-_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
-
-
-class _QuickAckSocket(socket.socket):
-    """A socket that acknowledges what it reads at once.
-
-    sshd leaves Nagle's algorithm on for exec sessions, so a small packet of its waits until the one before
-    is acknowledged; Linux delays that acknowledgement by up to 40 ms. After login sshd sends a global
-    request and then the channel-open confirmation: every login stalled 40 ms there (measured at 20 ms
-    RTT: channel open took 80 ms instead of 20). The quick-ACK mode does not stick, so it is asked for
-    before every read (one cheap setsockopt).
-    """
-
-    def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        if _QUICKACK is not None:
-            try:
-                self.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
-            except OSError:
-                pass
-        return super().recv(bufsize, flags)
-
-
-def _dial(address: str, port: int, timeout: float) -> socket.socket:
-    """A connected TCP socket, waiting in slices so that Ctrl-C is seen; TCP_NODELAY set before the
-    handshake (it cuts login time several-fold)."""
-    deadline = time.monotonic() + timeout
-    last: OSError = TimeoutError("timed out")
-    # An ASCII name goes as bytes: as text, the lookup would load the IDNA codec (about 8 ms) for nothing.
-    host: str | bytes = address.encode("ascii") if address.isascii() else address
-    for family, kind, proto, _name, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
-        sock = _QuickAckSocket(family, kind, proto)
-        _track(sock)
-        sock.setblocking(False)
-        code = sock.connect_ex(sockaddr)
-        while code in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
-            remaining = deadline - time.monotonic()
-            if _interrupted.is_set() or remaining <= 0:
-                sock.close()
-                if _interrupted.is_set():
-                    raise InterruptedError("interrupted")
-                raise TimeoutError("timed out")
-            _, writable, _ = select.select([], [sock], [], min(POLL, remaining))
-            if writable:
-                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if code == 0:
-            sock.setblocking(True)
-            sock.settimeout(max(0.1, deadline - time.monotonic()))
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return sock
-        sock.close()
-        last = OSError(code, os.strerror(code))
-    raise last
 
 
 def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | None = None) -> Connection:
@@ -223,11 +138,11 @@ def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | Non
 
 def _open(hop: Connection, host_name: str, role: str, known: knownhosts.KnownHosts, timeout: float) -> None:
     where = f"{hop.host}:{hop.port}"
-    if _interrupted.is_set():
+    if interrupted.is_set():
         raise HostUnreachable(host_name, f"{role}interrupted before connecting")
     if not hop.gateway:
         try:
-            hop.connect_kwargs["sock"] = _dial(hop.host, int(hop.port), timeout)
+            hop.connect_kwargs["sock"] = dial(hop.host, int(hop.port), timeout)
         except InterruptedError as exc:
             raise HostUnreachable(host_name, f"{role}interrupted while connecting to {where}") from exc
         except OSError as exc:
@@ -236,7 +151,7 @@ def _open(hop: Connection, host_name: str, role: str, known: knownhosts.KnownHos
     try:
         hop.open()
     except Exception as exc:  # paramiko and the socket raise many types; each becomes one clear reason
-        if _interrupted.is_set():
+        if interrupted.is_set():
             raise HostUnreachable(host_name, f"{role}interrupted while logging in to {where}") from exc
         slow = time.monotonic() - started >= 0.5 * timeout
         raise HostUnreachable(host_name, role + _login_failure(exc, hop, known, timeout if slow else None)) from exc
@@ -338,7 +253,7 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
         if ticks is None:
             channel.shutdown_write()
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        if _interrupted.is_set():
+        if interrupted.is_set():
             raise CommandFailed("interrupted") from exc
         lost = not client_transport.is_active()
         raise CommandFailed("connection lost" if lost else f"cannot start the command: {_short(exc)}") from exc
@@ -380,7 +295,7 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
         while channel.recv_stderr_ready():
             data = channel.recv_stderr(65536)
             err += data[: max(0, max_stderr - len(err))]
-        if _interrupted.is_set():
+        if interrupted.is_set():
             ended = "interrupted"
             break
         if time.monotonic() >= deadline:
@@ -404,14 +319,14 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
     code = -1
     if ended is None:
         while not channel.exit_status_ready() and not channel.closed:
-            if _interrupted.is_set() or time.monotonic() >= deadline:
+            if interrupted.is_set() or time.monotonic() >= deadline:
                 break
             if time.monotonic() >= next_tick:
                 next_tick = _tick(channel, next_tick, ticks or 1.0)
             channel.status_event.wait(POLL)
         if channel.exit_status_ready() and channel.exit_status >= 0:
             code, ended = channel.recv_exit_status(), "exited"
-        elif _interrupted.is_set():
+        elif interrupted.is_set():
             ended = "interrupted"
         elif not client_transport.is_active():
             ended = "lost"

@@ -15,7 +15,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from provisioner import become, knownhosts, transport
+from provisioner import become, knownhosts, sockets, transport
 from provisioner.inventory import Host
 
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPV0Ub2RoR8DfzKZ3NfGJ6+FxynfURNgLjfmn/sWCipv"
@@ -277,7 +277,7 @@ def test_a_login_socket_acknowledges_each_read_at_once() -> None:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
-    sock = transport._dial("127.0.0.1", server.getsockname()[1], timeout=5)
+    sock = sockets.dial("127.0.0.1", server.getsockname()[1], timeout=5)
     peer, _ = server.accept()
     try:
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
