@@ -10,8 +10,9 @@ and again on one at `--rtt` (20 ms) round-trip time on the management path:
   - `fabnet audit` vs Ansible and pyinfra on the `site` and `mtu` workloads at 16 and 64 nodes, with
     the drift each tool finds verified equal to fabnet's (audit_bench.measure);
 and last a projection to 1000 hosts from the measured CPU per host and round trips, with its
-assumptions. Prints the tables and writes bench/results/<date>-fleet.json. Labs are removed at the end,
-on errors and on Ctrl-C too. Run as root via `bench/run.sh --fleet` (see bench/README.md).
+assumptions. Prints the tables and writes bench/results/<date>-fleet.json (-2, -3... for later runs
+that day). Labs are removed at the end, on errors and on Ctrl-C too. Run as root via
+`bench/run.sh --fleet` (see bench/README.md).
 """
 
 from __future__ import annotations
@@ -283,6 +284,15 @@ def project(lab0: dict[str, Any], lab20: dict[str, Any], rtt_ms: float, startup_
     return out
 
 
+def _unused(path: Path) -> Path:
+    """`path`, or the first of path-2, path-3... that does not exist: a second run of the day keeps the first."""
+    candidate, number = path, 1
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.stem}-{number}{path.suffix}")
+    return candidate
+
+
 def phase_table(phases: dict[str, dict[str, float]]) -> str:
     keys = list(next(iter(phases.values())))
     lines = ["phase (ms/host)   " + "  ".join(f"{label:>8}" for label in phases)]
@@ -305,7 +315,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tools", default=",".join(ab.TOOLS))
     parser.add_argument("--lab", default="benchf", help="lab name (default benchf); must not exist yet")
     parser.add_argument("--skip-install", action="store_true", help="use bench/.venv as it is")
-    parser.add_argument("--output", type=Path, default=None, help="default bench/results/DATE-fleet.json")
+    parser.add_argument("--output", type=Path, default=None, help="default bench/results/DATE-fleet.json, "
+                        "or DATE-fleet-2.json and on when that day has one")
     parser.add_argument("--reproject", type=Path, default=None, metavar="JSON",
                         help="recompute the projection of a recorded run and print its tables; nothing is measured")
     args = parser.parse_args(argv)
@@ -411,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "duration_s": round(time.perf_counter() - clock, 1),
         "startup": startup_times, "labs": labs, "projection": projection,
     }
-    output = args.output or ab.RESULTS / f"{started.date().isoformat()}-fleet.json"
+    output = args.output or _unused(ab.RESULTS / f"{started.date().isoformat()}-fleet.json")
     output.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(document, indent=2) + "\n"
     from provisioner.lab.state import labs_root
