@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 
 from provisioner import batch
@@ -52,7 +53,7 @@ def start_ticking(script: str | bytes, *, env: dict[str, str] | None = None) -> 
             proc.stdin.write(data)
             proc.stdin.flush()
             while proc.poll() is None:
-                threading.Event().wait(batch.TICK)
+                time.sleep(batch.TICK)
                 proc.stdin.write(b"\n")
                 proc.stdin.flush()
         except (OSError, ValueError):  # the shell is gone, or the caller closed its input
