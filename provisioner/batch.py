@@ -109,12 +109,22 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         # alive at the start is taken before it exists: it is gone again at the end.
         "__fn_pids /proc/[0-9]*; __fn_ps0=$__fn_ps",
         "exec 3<&0",
-        "( trap '' PIPE; __fn_k=; __fn_kat=",
+        "( trap '' PIPE; __fn_k=; __fn_kat=; __fn_fb=",
         "  while read -r __fn_t; do",
         # The script gone however it went (even SIGKILL, which runs no trap): clean up for it and leave.
         '    [ -d "$__fn_d" ] || exit 0',
         f'    kill -0 $$ 2>/dev/null || {{ __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; exit 0; }}',
-        '    __fn_now; __fn_i=; __fn_dl=; read -r __fn_i __fn_dl <w 2>/dev/null',
+        '    __fn_now',
+        # A run that lasts a tick also gets a timer of its own, for the network going silent without
+        # closing (no more ticks, no end of input): well after the controller has hung up (budget +
+        # REPORT_MARGIN), it stops the script, whose TERM trap kills what runs. It carries the run's
+        # marker, so the end of the script sweeps it.
+        '    if [ -z "$__fn_fb" ]; then __fn_fb=1',
+        f'      ( {ENV_MARKER}="{run_id}-t-"; export {ENV_MARKER}; '
+        f"sleep $(( (__fn_end - __fn_up) / 100 + {REPORT_MARGIN + 5} )); "
+        '[ -d "$__fn_d" ] && kill -TERM $$ ) </dev/null >/dev/null 2>&1 &',
+        "    fi",
+        '    __fn_i=; __fn_dl=; read -r __fn_i __fn_dl <w 2>/dev/null',
         '    if [ -n "$__fn_k" ] && [ "$__fn_up" -ge "$__fn_kat" ]; then',
         f'      __fn_sweep "{run_id}-$__fn_k-" KILL; __fn_k=',
         "    fi",

@@ -246,6 +246,28 @@ def test_the_cap_counts_bytes_as_sent_not_characters() -> None:
     assert results[over.key].stderr.startswith("fabnet: its output passed")
 
 
+def test_when_the_ticks_stop_without_an_end_of_input_the_node_still_stops_after_its_budget() -> None:
+    # A network that goes silent (no close, no reset) leaves the exec's input open and tickless: a run
+    # that saw a tick has its own timer, which stops the script some seconds after the controller hung up.
+    proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin
+    script = batch.build_script([Probe("trap '' TERM; sleep 300", timeout=60)], "ab" * 8, run_id="e6" * 8,
+                                budget=1)
+    proc.stdin.write(script.encode())
+    proc.stdin.flush()
+    started = time.monotonic()
+    try:
+        time.sleep(0.3)
+        proc.stdin.write(b"\n")  # one tick, then silence with the input left open
+        proc.stdin.flush()
+        proc.wait(timeout=1 + batch.REPORT_MARGIN + 5 + 10)
+        assert time.monotonic() - started > batch.REPORT_MARGIN  # not before the controller hung up
+        assert _marked("e6" * 8) == []
+    finally:
+        proc.kill()
+        _leftovers_killed("e6" * 8)
+
+
 def test_a_script_killed_outright_leaves_no_watchdog_holding_the_channel() -> None:
     # SIGKILL runs no trap. The SSH channel ends only when every holder of its stdout and stderr has
     # closed them: the watchdog holds neither, and when sshd then closes the exec's standard input, it
