@@ -13,7 +13,8 @@ by the controller's ticks on the exec's standard input, stops a probe at its tim
 A process start costs a node about a millisecond, and a full audit runs tens of probes, so the script
 starts as few as it can: per probe, the probe's own shell and what its command runs; per run, the
 temporary directory, the watchdog (a fork, no program), one copy-out per second and the removal of the
-directory; the sweep through every process's environment only when a process outlived its probe.
+directory; a timer only for a run that outlasts its first tick; the sweep through every process's
+environment only when a process outlived its probe.
 The script needs the ticks: run it with transport.run(..., ticks=TICK).
 """
 
