@@ -45,32 +45,20 @@ class PatternHostKeys(paramiko.HostKeys):
     with patterns or hashed names are tried one by one. The matches keep the files' order.
     """
 
-    _index: tuple[int, int, dict[str, list[int]], list[int]] | None = None
+    _index: _NameIndex | None = None
 
     def lookup(self, hostname: str) -> MutableMapping[str, paramiko.PKey] | None:
         entries = self._entries
         index = self._index
-        if index is None or index[0] != id(entries) or index[1] != len(entries):
-            index = self._index = self._build_index(entries)
-        positions = sorted(index[2].get(hostname.lower(), []) + index[3]) if hostname.isascii() else None
+        if index is None or not index.describes(entries):  # built again after lines were added or replaced
+            index = self._index = _NameIndex.of(entries)
         view = PatternHostKeys()
-        view._entries = entries if positions is None else [entries[i] for i in positions]
+        view._entries = [entries[i] for i in index.positions(hostname)] if hostname.isascii() else entries
         found = paramiko.HostKeys.lookup(view, hostname)
         if found is not None:
             found._hostkeys = self  # a key set through the result lands in this set, as in paramiko
         return found
 
-    @staticmethod
-    def _build_index(entries: list[HostKeyEntry]) -> tuple[int, int, dict[str, list[int]], list[int]]:
-        by_name: dict[str, list[int]] = {}
-        others: list[int] = []
-        for position, entry in enumerate(entries):
-            if entry.hostnames and all(_plain(name) for name in entry.hostnames):
-                for name in {name.lower() for name in entry.hostnames}:
-                    by_name.setdefault(name, []).append(position)
-            else:
-                others.append(position)
-        return id(entries), len(entries), by_name, others
 
     def _hostname_matches(self, hostname: str, entry: HostKeyEntry) -> bool:
         matched = False
@@ -85,6 +73,35 @@ class PatternHostKeys(paramiko.HostKeys):
                 return False
             matched = matched or hit
         return matched
+
+
+@dataclass(frozen=True)
+class _NameIndex:
+    """Positions of the lines naming each plain host, and of the lines with patterns or hashes."""
+
+    entries_id: int
+    count: int
+    by_name: dict[str, list[int]]
+    others: list[int]
+
+    @classmethod
+    def of(cls, entries: list[HostKeyEntry]) -> _NameIndex:
+        by_name: dict[str, list[int]] = {}
+        others: list[int] = []
+        for position, entry in enumerate(entries):
+            if entry.hostnames and all(_plain(name) for name in entry.hostnames):
+                for name in {name.lower() for name in entry.hostnames}:
+                    by_name.setdefault(name, []).append(position)
+            else:
+                others.append(position)
+        return cls(id(entries), len(entries), by_name, others)
+
+    def describes(self, entries: list[HostKeyEntry]) -> bool:
+        return self.entries_id == id(entries) and self.count == len(entries)
+
+    def positions(self, hostname: str) -> list[int]:
+        """The lines that may match `hostname`, in the files' order."""
+        return sorted(self.by_name.get(hostname.lower(), []) + self.others)
 
 
 @dataclass

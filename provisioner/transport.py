@@ -288,10 +288,11 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
     ended: Ended | None = None
     mark = shorten_after[0].encode() if shorten_after else b""
     shortened = False
-    next_tick = started + ticks if ticks else math.inf
+    every = ticks or math.inf  # no ticks: the first is never due
+    next_tick = started + every
     while ended is None:
         if time.monotonic() >= next_tick:
-            next_tick = _tick(channel, next_tick, ticks or 1.0)
+            next_tick = _tick(channel, next_tick, every)
         while channel.recv_stderr_ready():
             data = channel.recv_stderr(65536)
             err += data[: max(0, max_stderr - len(err))]
@@ -322,7 +323,7 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
             if interrupted.is_set() or time.monotonic() >= deadline:
                 break
             if time.monotonic() >= next_tick:
-                next_tick = _tick(channel, next_tick, ticks or 1.0)
+                next_tick = _tick(channel, next_tick, every)
             channel.status_event.wait(POLL)
         if channel.exit_status_ready() and channel.exit_status >= 0:
             code, ended = channel.recv_exit_status(), "exited"
