@@ -8,6 +8,7 @@ furthest point each rank reached tells which host held the others up.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -45,6 +46,12 @@ class JobResult:
 
 
 _ORDER = ("not_started", "started", "connected", "joined", "done")
+
+# A rank that gave up on a peer's connection (gloo's "Read error [peer]: Connection timed out", a reset,
+# NCCL's watchdog) says the collective broke somewhere between hosts, not that its own host did: which
+# rank notices first is a race. Such errors do not single out their host.
+_PEER_FAILURE = re.compile(r"timed out|timeout|connection (?:reset|closed|refused)|broken pipe|reset by peer",
+                           re.IGNORECASE)
 
 
 def rank_progress(job: Job, events: Mapping[int, Sequence[dict]]) -> list[RankProgress]:
@@ -153,9 +160,9 @@ def explain(job: Job, progress: Sequence[RankProgress], ifaces: Mapping[str, str
         if len(behind) < len(hosts):
             return behind, (f"{', '.join(behind)} fell behind in the sweep (stuck at size {min(done) + 1} of "
                             f"{len(job.sizes)}) while the others went on; the run {ended}")
-    errored = [h for h in hosts if any(p.error for p in by_host[h])]
+    errored = [h for h in hosts if any(p.error and not _PEER_FAILURE.search(p.error) for p in by_host[h])]
     if errored and len(errored) < len(hosts):
-        first = next(p for p in progress if p.error)
+        first = next(p for p in progress if p.error and p.host in errored)
         return errored, f"rank {first.rank} on {first.host} failed: {first.error}"
     if all(_level(p.stage) >= _level("joined") for p in progress):
         size = job.sizes[min(min(done), len(job.sizes) - 1)]

@@ -90,6 +90,21 @@ def test_everyone_stuck_in_the_same_collective_suggests_mtu_or_firewall() -> Non
     assert len(hosts) == 4 and "smaller MTU" in cause and str(SIZES[1]) in cause
 
 
+def test_a_rank_that_timed_out_on_a_peer_does_not_single_out_its_own_host() -> None:
+    # Which rank's read from a silent peer times out first is a race: the whole collective is suspect.
+    j = four()
+    events = {r: ev("started", "connected", "joined") for r in range(4)}
+    events[0] += ev(error="RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error [198.19.2.4]:3220: "
+                          "Connection timed out")
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=True, unreachable={},
+                                    deadline=30)
+    assert len(hosts) == 4 and "smaller MTU" in cause
+    events[1] += ev(error="RuntimeError: CUDA error: an illegal memory access was encountered")
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=True, unreachable={},
+                                    deadline=30)
+    assert hosts == ["gpu02"] and "rank 1 on gpu02 failed: RuntimeError: CUDA error" in cause
+
+
 def test_iface_state() -> None:
     assert diagnose.iface_state('Device "eth9" does not exist.') == "missing"
     assert diagnose.iface_state("") is None
