@@ -5,16 +5,18 @@ boundaries never appears in any process's command line. Each probe runs with its
 written to files of its own in a private temporary directory, under a file-size limit, and only then
 goes out between marker lines. So a probe cannot write to the channel at all (its markers cannot be
 forged), cannot stall the others by holding a pipe open, and cannot make the host send much more than
-the caps. Every process a probe starts carries a per-run marker in its environment: a watchdog, woken
-by the controller's ticks on the exec's standard input, stops a probe at its timeout by that marker
-(TERM, then KILL), and when the script ends, however it ends, whatever is left with the marker
-(daemons too) is killed. The end of that input tells the watchdog the connection is gone.
+the caps. Every process a probe starts carries a per-run marker in its environment. A watchdog, woken
+by the controller's ticks on the exec's standard input, stops a probe at its timeout by that marker and
+by the pid of the probe's own shell (TERM, then KILL); when the script ends, however it ends, whatever
+is left with the marker (daemons too) is killed. The end of that input tells the watchdog the
+connection is gone.
 
 A process start costs a node about a millisecond, and a full audit runs tens of probes, so the script
-starts as few as it can: per probe, the probe's own shell and what its command runs; per run, the
-temporary directory, the watchdog (a fork, no program), one copy-out per second and the removal of the
-directory; a timer only for a run that outlasts its first tick; the sweep through every process's
-environment only when a process outlived its probe.
+starts as few as it can. Per probe: a fork of the script's shell, which runs the command's shell code
+itself (a plain command replaces it), and the programs that code runs. Per run: the temporary
+directory, the watchdog (a fork, no program), one copy-out per second and the removal of the directory;
+a timer only for a run that outlasts its first tick; the sweep through every process's environment only
+when a process outlived its probe.
 The script needs the ticks: run it with transport.run(..., ticks=TICK).
 """
 
@@ -84,15 +86,30 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         # is caught and then forgotten. Reaped before the list is taken, so it is not in it.
         "__fn_clean() {",
         '  [ -z "$__fn_w" ] || { kill -KILL "$__fn_w" 2>/dev/null; wait "$__fn_w" 2>/dev/null; }',
+        # The running probe's own shell carries no marker (it was forked, not started): by its pid.
+        '  [ -z "$__fn_p" ] || { kill -KILL "$__fn_p" 2>/dev/null; wait "$__fn_p" 2>/dev/null; }',
         f'  __fn_pids /proc/[0-9]*; [ "$__fn_ps" = "$__fn_ps0" ] || __fn_sweep "{run_id}-" KILL',
         '  cd /; rm -rf "$__fn_d"',
         "}",
-        "__fn_w=; __fn_ps0=",
+        "__fn_w=; __fn_p=; __fn_ps0=",
         "trap __fn_clean EXIT",
         "trap '__fn_clean; trap - EXIT; exit 129' HUP",
         "trap '__fn_clean; trap - EXIT; exit 130' INT",
         "trap '__fn_clean; trap - EXIT; exit 141' PIPE",
         "trap '__fn_clean; trap - EXIT; exit 143' TERM",
+        # Signal $1 to the probe shell $2 (a pid from file w) if it is still this script's child; with
+        # $3 = gone, the script has died and the shell is an orphan: then it must at least be a shell
+        # like the watchdog itself (same program name), so a pid reused since is never hit.
+        "__fn_stop() {",
+        '  __fn_s=; read -r __fn_s </proc/"$2"/stat 2>/dev/null || return 0',
+        '  if [ "$3" = gone ]; then',
+        '    __fn_me=; read -r __fn_me </proc/self/stat 2>/dev/null',
+        '    __fn_me=${__fn_me#*" ("}; __fn_c=${__fn_s#*" ("}',
+        '    [ "${__fn_c%%") "*}" = "${__fn_me%%") "*}" ] && kill -"$1" "$2" 2>/dev/null; return 0',
+        "  fi",
+        '  __fn_s=${__fn_s##*") "}; set -- "$1" "$2" $__fn_s',
+        '  [ "$4" = "$$" ] && kill -"$1" "$2" 2>/dev/null; return 0',
+        "}",
         # The clock, in hundredths of a second since boot (no leading zero: the shell reads that as octal).
         "__fn_now() {",
         "  __fn_up=0.00; read -r __fn_up __fn_x </proc/uptime 2>/dev/null",
@@ -111,10 +128,16 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         "__fn_pids /proc/[0-9]*; __fn_ps0=$__fn_ps",
         "exec 3<&0",
         "( trap '' PIPE; __fn_k=; __fn_kat=; __fn_fb=",
+        # The script died (even SIGKILL, which runs no trap): stop what it ran and clean up for it.
+        "  __fn_orphaned() {",
+        '    read -r __fn_i __fn_dl __fn_pp <w 2>/dev/null; __fn_stop KILL "$__fn_pp" gone',
+        f'    __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"',
+        "  }",
         "  while read -r __fn_t; do",
-        # The script gone however it went (even SIGKILL, which runs no trap): clean up for it and leave.
+        # The script gone however it went: clean up for it and leave.
         '    [ -d "$__fn_d" ] || exit 0',
-        f'    kill -0 $$ 2>/dev/null || {{ __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; exit 0; }}',
+        "    kill -0 $$ 2>/dev/null || { __fn_orphaned; exit 0; }",
+        '    __fn_i=; __fn_dl=; __fn_pp=; read -r __fn_i __fn_dl __fn_pp <w 2>/dev/null',
         '    __fn_now',
         # A run that lasts a tick also gets a timer of its own, for the network going silent without
         # closing (no more ticks, no end of input): well after the controller has hung up (budget +
@@ -125,18 +148,17 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         f"sleep $(( (__fn_end - __fn_up) / 100 + {REPORT_MARGIN + 5} )); "
         '[ -d "$__fn_d" ] && kill -TERM $$ ) </dev/null >/dev/null 2>&1 &',
         "    fi",
-        '    __fn_i=; __fn_dl=; read -r __fn_i __fn_dl <w 2>/dev/null',
         '    if [ -n "$__fn_k" ] && [ "$__fn_up" -ge "$__fn_kat" ]; then',
-        f'      __fn_sweep "{run_id}-$__fn_k-" KILL; __fn_k=',
+        f'      __fn_stop KILL "$__fn_kp"; __fn_sweep "{run_id}-$__fn_k-" KILL; __fn_k=',
         "    fi",
         '    case $__fn_dl in ""|*[!0-9]*) continue;; esac',
         '    if [ "$__fn_up" -ge "$__fn_dl" ] && [ "$__fn_i" != "$__fn_k" ] && ! [ -e "t.$__fn_i" ]; then',
-        f'      : >"t.$__fn_i"; __fn_sweep "{run_id}-$__fn_i-" TERM',
-        f"      __fn_k=$__fn_i; __fn_kat=$((__fn_up + {KILL_GRACE * 100}))",
+        f'      : >"t.$__fn_i"; __fn_stop TERM "$__fn_pp"; __fn_sweep "{run_id}-$__fn_i-" TERM',
+        f"      __fn_k=$__fn_i; __fn_kp=$__fn_pp; __fn_kat=$((__fn_up + {KILL_GRACE * 100}))",
         "    fi",
         "  done",
         "  if kill -0 $$ 2>/dev/null; then kill -TERM $$",
-        f'  else __fn_sweep "{run_id}-" KILL; cd /; rm -rf "$__fn_d"; fi',
+        "  else __fn_orphaned; fi",
         ") <&3 >/dev/null 2>&1 &",
         "__fn_w=$!; exec 3<&-",
         # Finished blocks queue up as file names and go out with one `cat` when the clock has passed a
@@ -157,13 +179,15 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         f"  if [ $__fn_up -ge $__fn_end ]; then printf '%s\\n\\n%s:124:s@@\\n\\n%s\\n' '{tag}:begin:'\"$1\"'@@' "
         f"'{tag}:rc:'\"$1\" '{tag}:end:'\"$1\"'@@' >\"h.$2\"; __fn_q=\"$__fn_q h.$2\"; return; fi",
         '  if [ $__fn_dl -gt $__fn_end ]; then __fn_dl=$__fn_end; fi',
-        "  printf '%s %s\\n' \"$2\" \"$__fn_dl\" >w",
         f"  printf '%s\\n' '{tag}:begin:'\"$1\"'@@' >\"h.$2\"",
-        # A plain command ($5 = x: words of safe characters only) is run without a shell of its own.
+        # A plain command ($5 = x: words of safe characters only) is exec'd in place of the probe's
+        # subshell; any other runs in that subshell itself (eval: no second shell started). Only what it
+        # starts carries the marker, so the watchdog is told the subshell's pid too, in file w.
         f'  ( ulimit -f {blocks} 2>/dev/null; {ENV_MARKER}="{run_id}-$2-"; export {ENV_MARKER}; '
-        'cd "$__fn_pwd" 2>/dev/null; if [ "$5" = x ]; then set -f; exec $4; fi; exec sh -c "$4" ) '
+        'cd "$__fn_pwd" 2>/dev/null; if [ "$5" = x ]; then set -f; exec $4; fi; __fn_c=$4; set --; eval "$__fn_c" ) '
         '</dev/null >"o.$2" 2>"e.$2" &',
-        '  wait "$!"; __fn_rc=$?',
+        "  __fn_p=$!; printf '%s %s %s\\n' \"$2\" \"$__fn_dl\" \"$__fn_p\" >w",
+        '  wait "$__fn_p"; __fn_rc=$?; __fn_p=',
         '  __fn_fl=; case $__fn_rc in 1[2-5][0-9]) if [ -e "t.$2" ]; then __fn_fl=t; fi;; esac',
         f"  printf '\\n%s:%s:%s@@\\n' '{tag}:rc:'\"$1\" \"$__fn_rc\" \"$__fn_fl\" >\"r.$2\"",
         f"  printf '\\n%s\\n' '{tag}:end:'\"$1\"'@@' >\"z.$2\"",

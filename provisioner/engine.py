@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from provisioner import batch, become, knownhosts, transport, workers
+from provisioner import batch, become, knownhosts, probejoin, transport, workers
 from provisioner.hostplans import HostPlan, Resource
 from provisioner.resources import FLEET_CHECKS, REGISTRY
 from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
@@ -95,8 +95,9 @@ def plan_probes(plan: HostPlan) -> list[Probe]:
 def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
     """Run every probe of the host in one exec. Returns the results and the number of execs (1)."""
     probes = plan_probes(plan)
+    to_run, joined = probejoin.join(probes)
     nonce = batch.new_nonce()
-    script = batch.build_script(probes, nonce, budget=options.command_timeout)
+    script = batch.build_script(to_run, nonce, budget=options.command_timeout)
     conn = transport.connect(plan.host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
     try:
         # The host stops its own probes at the budget; the margin lets it say so before we hang up.
@@ -104,7 +105,7 @@ def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
                                timeout=options.command_timeout + batch.REPORT_MARGIN, partial=True, ticks=batch.TICK)
     finally:
         conn.close()
-    by_key = batch.split_output(result.stdout, nonce)
+    by_key = joined.split(batch.split_output(result.stdout, nonce))
     if result.ended != "exited":
         # Probes that completed keep their results; the others say why they have none.
         reason = _not_run_reason(result.ended, options)

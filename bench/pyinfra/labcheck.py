@@ -28,19 +28,24 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 FLEET_MTU: dict[str, int | None] = {}
 
 LISTING_LOOP = (
-    'do if [ -f "$f" ]; then printf \'==> %s <==\\n\' "$f"; cat -- "$f"; echo; fi; done; true'
+    'do if [ -f "$f" ]; then set -- "$@" "$f"; fi; done; '
+    'if [ $# -gt 0 ]; then tail -v -n +1 -- "$@"; echo; fi; true'
 )
 
 
 def listing(*patterns: str) -> str:
-    """Print every existing file among the glob `patterns`, each after a `==> PATH <==` line."""
-    return f"for f in {' '.join(patterns)}; {LISTING_LOOP}"
+    """Print every existing file among the glob `patterns`, each after a `==> PATH <==` line (one `tail`
+    for all of them, as fabnet reads them)."""
+    return f"set --; for f in {' '.join(patterns)}; {LISTING_LOOP}"
 
 
-def rdma_dev_of(iface: str) -> str:
-    """Shell prefix that sets $dev to the RDMA device of netdev `iface` (as fabnet looks it up)."""
+def rdma_dev_of(iface: str, sysfs: str) -> str:
+    """Shell prefix that sets $dev to the RDMA device of netdev `iface` (as fabnet looks it up: sysfs
+    first, then `rdma link show`)."""
     return (
-        "dev=$(rdma link show 2>/dev/null | awk -v want=" + shlex.quote(iface)
+        f"dev=; for d in {shlex.quote(f'{sysfs}/class/net/{iface}/device/infiniband')}/*; do "
+        '[ -d "$d" ] || continue; if [ -z "$dev" ]; then dev=${d##*/}; else dev=; break; fi; done; '
+        '[ -n "$dev" ] || dev=$(rdma link show 2>/dev/null | awk -v want=' + shlex.quote(iface)
         + " '$NF == want {split($2, a, \"/\"); print a[1]; exit}'); "
         '[ -n "$dev" ] || { echo "no RDMA device for netdev" >&2; exit 1; }; '
     )

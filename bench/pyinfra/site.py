@@ -54,9 +54,9 @@ ecn = lc.read(
     f"grep -r -H . -- {sysfs}/class/net/{iface}/ecn/roce_np/enable {sysfs}/class/net/{iface}/ecn/roce_rp/enable"
 )
 cnp_dscp = lc.read(f"cat -- {sysfs}/class/net/{iface}/ecn/roce_np/cnp_dscp")
-traffic_class = lc.read(lc.rdma_dev_of(iface) + f'cat -- {sysfs}/class/infiniband/"$dev"/tc/1/traffic_class')
-devinfo = lc.read(lc.rdma_dev_of(iface) + 'ibv_devinfo -v -d "$dev"')
-show_gids = lc.read(lc.rdma_dev_of(iface) + 'show_gids "$dev"')
+traffic_class = lc.read(lc.rdma_dev_of(iface, sysfs) + f'cat -- {sysfs}/class/infiniband/"$dev"/tc/1/traffic_class')
+devinfo = lc.read(lc.rdma_dev_of(iface, sysfs) + 'ibv_devinfo -v -d "$dev"')
+show_gids = lc.read(lc.rdma_dev_of(iface, sysfs) + 'show_gids "$dev"')
 nccl_conf = lc.read(lc.file_probe("/etc/nccl.conf"))
 nccl_sh = lc.read(lc.file_probe("/etc/profile.d/nccl.sh"))
 

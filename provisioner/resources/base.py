@@ -20,11 +20,23 @@ Status = Literal["ok", "drift", "error"]
 
 
 @dataclass(frozen=True)
+class ProbeGroup:
+    """How probes of one tool share a call (probejoin.py): `command` is the probe's command without its
+    last argument, `argument` that argument (unquoted), and `split(stdout, n)` cuts the output of
+    `command ARG1 .. ARGn` into the n outputs the probes would have printed alone (None: it cannot)."""
+
+    command: str
+    argument: str
+    split: Callable[[str, int], list[str] | None]
+
+
+@dataclass(frozen=True)
 class Probe:
     """One read-only shell command. Build `command` from quoted parts (`sh(...)`), never from raw input."""
 
     command: str
     timeout: float = 30.0
+    group: ProbeGroup | None = None  # probes that may run as one call with others of their group
 
     @property
     def key(self) -> str:
@@ -141,21 +153,39 @@ def probe_error(result: ProbeResult | None, what: str) -> str | None:
 
 # ------------------------------------------------------------------------------- config file listings
 
+def read_value_command(path: str) -> str:
+    """A command printing a small text file (a /proc/sys or sysfs value) as `cat -- PATH` would, except
+    that a last line without a line break gets one.
+
+    The shell's own `read` does it, so no program starts (a `cat` costs the node a process start per
+    value). Where that reads nothing (no such file, no permission, an empty file, a read error), `cat`
+    runs after all, so an error reads exactly as `cat`'s. `path` is one shell word: quote it first.
+    """
+    return (
+        "__fn_n=; while IFS= read -r __fn_l || [ -n \"$__fn_l\" ]; do printf '%s\\n' \"$__fn_l\"; __fn_n=1; "
+        f'done 2>/dev/null <{path}; [ -n "$__fn_n" ] || cat -- {path}'
+    )
+
+
 _FILE_HEADER = re.compile(r"^==(?P<mark>[>!]) (?P<path>.+) <==$", re.MULTILINE)
 
 
 def print_files_command(*patterns: str) -> str:
     """A command printing every existing file matching the glob `patterns`, each after a header line.
 
-    `==> PATH <==` precedes a readable file's text; an unreadable one gets `==! PATH <==` and no text.
-    The patterns are fixed strings of this package (never user input): they stay unquoted so that the
-    remote shell expands them. A pattern that matches nothing, or a missing directory, prints nothing.
+    `==> PATH <==` precedes a readable file's text, and one line break follows that text; an unreadable
+    file gets `==! PATH <==` and no text. The patterns are fixed strings of this package (never user
+    input): they stay unquoted so that the remote shell expands them. A pattern that matches nothing, or
+    a missing directory, prints nothing. One `tail -v` prints every readable file in that format (it
+    puts a line break before each header but the first; the final `echo` adds the last), which is one
+    process for the lot instead of a `cat` each. It sets the positional parameters: a probe's own.
     """
     return (
-        f"for f in {' '.join(patterns)}; do "
+        f"set --; for f in {' '.join(patterns)}; do "
         'if [ -d "$f" ] || ! [ -e "$f" ]; then :; '
-        "elif [ -r \"$f\" ]; then printf '==> %s <==\\n' \"$f\"; cat -- \"$f\"; echo; "
-        "else printf '==! %s <==\\n' \"$f\"; fi; done; true"
+        'elif [ -r "$f" ]; then set -- "$@" "$f"; '
+        "else printf '==! %s <==\\n' \"$f\"; fi; done; "
+        'if [ $# -gt 0 ]; then tail -v -n +1 -- "$@"; echo; fi; true'
     )
 
 

@@ -93,25 +93,25 @@ def _ecn_commands(spec: RoceQosSpec, ctx: HostContext, on: list[int]) -> str:
                 writes.append(_write(path, "1" if prio in on else "0"))
         return "; ".join(writes)
 
-    return _with_netdev(spec, command)
+    return _with_netdev(spec, command, ctx.sysfs_root)
 
 
 def _cnp_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
     return _with_netdev(spec, lambda n: _write((f"{ctx.sysfs_root}/class/net/", n, "/ecn/roce_np/cnp_dscp"),
-                                               str(value)))
+                                               str(value)), ctx.sysfs_root)
 
 
 def _tclass_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
     return _with_device(spec, lambda d: _write(
-        (f"{ctx.sysfs_root}/class/infiniband/", d, f"/tc/{PORT}/traffic_class"), str(value)))
+        (f"{ctx.sysfs_root}/class/infiniband/", d, f"/tc/{PORT}/traffic_class"), str(value)), ctx.sysfs_root)
 
 
-def _tos_command(spec: RoceQosSpec, value: int) -> str:
-    return _with_device(spec, lambda d: "cma_roce_tos -d " + _word(d) + " -t " + sh(str(value)))
+def _tos_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
+    return _with_device(spec, lambda d: "cma_roce_tos -d " + _word(d) + " -t " + sh(str(value)), ctx.sysfs_root)
 
 
-def _mlnx_qos_command(spec: RoceQosSpec, args: list[str]) -> str:
-    return _with_netdev(spec, lambda n: "mlnx_qos -i " + _word(n) + " " + sh(*args) + " >/dev/null")
+def _mlnx_qos_command(spec: RoceQosSpec, ctx: HostContext, args: list[str]) -> str:
+    return _with_netdev(spec, lambda n: "mlnx_qos -i " + _word(n) + " " + sh(*args) + " >/dev/null", ctx.sysfs_root)
 
 
 def replay_script(spec: RoceQosSpec, ctx: HostContext) -> str:
@@ -119,7 +119,7 @@ def replay_script(spec: RoceQosSpec, ctx: HostContext) -> str:
     lines = ["#!/bin/sh", f"# Managed by fabnet: RoCE QoS of {spec.target()}, replayed at boot.", "set -e"]
     args = _mlnx_qos_args(spec, None)
     if args:
-        lines.append(f"( {_mlnx_qos_command(spec, args)} )")
+        lines.append(f"( {_mlnx_qos_command(spec, ctx, args)} )")
     if spec.ecn is not None:
         lines.append(f"( {_ecn_commands(spec, ctx, spec.ecn)} )")
     if spec.cnp_dscp is not None:
@@ -127,7 +127,7 @@ def replay_script(spec: RoceQosSpec, ctx: HostContext) -> str:
     if spec.traffic_class is not None:
         lines.append(f"( {_tclass_command(spec, ctx, spec.traffic_class)} )")
     if spec.roce_tos is not None:
-        lines.append(f"( {_tos_command(spec, spec.roce_tos)} )")
+        lines.append(f"( {_tos_command(spec, ctx, spec.roce_tos)} )")
     return "\n".join(lines) + "\n"
 
 
@@ -139,8 +139,8 @@ def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[C
     if qos_attributes:
         args = _mlnx_qos_args(spec, qos_attributes)
         undo = _undo_qos_args(drifted)
-        steps.append(Step(target, "mlnx_qos", _mlnx_qos_command(spec, args), "mlnx_qos " + sh(*args),
-                          undo=_mlnx_qos_command(spec, undo) if undo else None, phase=PHASE_QOS))
+        steps.append(Step(target, "mlnx_qos", _mlnx_qos_command(spec, ctx, args), "mlnx_qos " + sh(*args),
+                          undo=_mlnx_qos_command(spec, ctx, undo) if undo else None, phase=PHASE_QOS))
     if "ecn" in drifted and spec.ecn is not None:
         old = _listed(drifted["ecn"].actual)
         steps.append(Step(target, "ecn", _ecn_commands(spec, ctx, spec.ecn),
@@ -148,7 +148,7 @@ def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[C
                           undo=_ecn_commands(spec, ctx, old) if old is not None else None, phase=PHASE_QOS))
     for attribute, build in (("cnp_dscp", lambda v: _cnp_command(spec, ctx, v)),
                              ("traffic_class", lambda v: _tclass_command(spec, ctx, v)),
-                             ("roce_tos", lambda v: _tos_command(spec, v))):
+                             ("roce_tos", lambda v: _tos_command(spec, ctx, v))):
         if attribute not in drifted:
             continue
         value = getattr(spec, attribute)

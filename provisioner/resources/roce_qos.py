@@ -1,7 +1,9 @@
 """`roce_qos`: the lossless-RoCE settings of one NIC port, read with the tools and files that set them.
 
 A spec names the netdev or the RDMA device; the other one is looked up on the host, inside each
-probe's shell (`rdma link show`, then `ibdev2netdev`), so every probe still runs in the one exec.
+probe's shell, so every probe still runs in the one exec: first in sysfs, where the PCI function behind
+the netdev lists its RDMA device (the shell's own glob, no program started), then with `rdma link show`
+and `ibdev2netdev` for netdevs sysfs does not tie to one device (bonds, a function with several).
 Only what the spec sets is probed. ECN is on for a priority when both its notification-point
 (`roce_np`) and reaction-point (`roce_rp`) switches are 1, off when both are 0; anything else is drift.
 Port 1 of the RDMA device is the one read (RoCE NICs have one port per device).
@@ -30,6 +32,7 @@ from provisioner.resources.base import (
     error,
     errors_for,
     ok,
+    read_value_command,
     sh,
     stdout_of,
 )
@@ -63,7 +66,15 @@ DEVINFO_ATTRIBUTES = ("port_state", "active_mtu", "gid_index")
 # ------------------------------------------------------------------------------------- probe commands
 
 
-def _with_netdev(spec: RoceQosSpec, command: Callable[[str], str]) -> str:
+def _from_sysfs(var: str, directory: str) -> str:
+    """Shell setting `var` to the one entry of `directory` (a glob of the shell's own: no program), or to
+    nothing when it has none or several."""
+    return (f"{var}=; for __fn_rd in {shlex.quote(directory)}/*; do "
+            f'[ -d "$__fn_rd" ] || continue; '
+            f'if [ -z "${var}" ]; then {var}=${{__fn_rd##*/}}; else {var}=; break; fi; done; ')
+
+
+def _with_netdev(spec: RoceQosSpec, command: Callable[[str], str], sysfs_root: str) -> str:
     """`command(netdev)`, where `netdev` is the spec's name or the `"$netdev"` the snippet looks up."""
     if spec.interface is not None:
         return command(spec.interface)
@@ -71,7 +82,8 @@ def _with_netdev(spec: RoceQosSpec, command: Callable[[str], str]) -> str:
     assert device is not None
     port = shlex.quote(f"{device}/{PORT}")
     return (
-        f"netdev=$(rdma link show {port} 2>/dev/null | awk {shlex.quote(_NETDEV_OF_DEVICE)}); "
+        _from_sysfs("netdev", f"{sysfs_root}/class/infiniband/{device}/device/net")
+        + f'[ -n "$netdev" ] || netdev=$(rdma link show {port} 2>/dev/null | awk {shlex.quote(_NETDEV_OF_DEVICE)}); '
         f'[ -n "$netdev" ] || netdev=$(ibdev2netdev 2>/dev/null | FABNET_RDMA_DEV={shlex.quote(device)} '
         f"awk {shlex.quote(_NETDEV_OF_DEVICE_IBDEV)}); "
         f'if [ -z "$netdev" ]; then echo {sh("no netdev found for RDMA device", device)} >&2; exit 1; fi; '
@@ -79,7 +91,7 @@ def _with_netdev(spec: RoceQosSpec, command: Callable[[str], str]) -> str:
     )
 
 
-def _with_device(spec: RoceQosSpec, command: Callable[[str], str]) -> str:
+def _with_device(spec: RoceQosSpec, command: Callable[[str], str], sysfs_root: str) -> str:
     """`command(dev)`, where `dev` is the spec's device or the `"$dev"` the snippet looks up."""
     if spec.rdma_device is not None:
         return command(spec.rdma_device)
@@ -87,7 +99,8 @@ def _with_device(spec: RoceQosSpec, command: Callable[[str], str]) -> str:
     assert netdev is not None
     env = f"FABNET_NETDEV={shlex.quote(netdev)}"
     return (
-        f"dev=$(rdma link show 2>/dev/null | {env} awk {shlex.quote(_DEVICE_OF_NETDEV)}); "
+        _from_sysfs("dev", f"{sysfs_root}/class/net/{netdev}/device/infiniband")
+        + f'[ -n "$dev" ] || dev=$(rdma link show 2>/dev/null | {env} awk {shlex.quote(_DEVICE_OF_NETDEV)}); '
         f'[ -n "$dev" ] || dev=$(ibdev2netdev 2>/dev/null | {env} awk {shlex.quote(_DEVICE_OF_NETDEV_IBDEV)}); '
         f'if [ -z "$dev" ]; then echo {sh("no RDMA device found for netdev", netdev)} >&2; exit 1; fi; '
         + command(DEVICE_VAR)
@@ -99,8 +112,8 @@ def _word(*pieces: str) -> str:
     return "".join(p if isinstance(p, _Var) else shlex.quote(p) for p in pieces)
 
 
-def _mlnx_qos(spec: RoceQosSpec) -> Probe:
-    return Probe(_with_netdev(spec, lambda netdev: "mlnx_qos -i " + _word(netdev)))
+def _mlnx_qos(spec: RoceQosSpec, ctx: HostContext) -> Probe:
+    return Probe(_with_netdev(spec, lambda netdev: "mlnx_qos -i " + _word(netdev), ctx.sysfs_root))
 
 
 def _ecn(spec: RoceQosSpec, ctx: HostContext) -> Probe:
@@ -110,38 +123,40 @@ def _ecn(spec: RoceQosSpec, ctx: HostContext) -> Probe:
             f"grep -r -H . -- {_word(*base, 'roce_np/enable')} {_word(*base, 'roce_rp/enable')}"
         )
 
-    return Probe(_with_netdev(spec, command))
+    return Probe(_with_netdev(spec, command, ctx.sysfs_root))
 
 
 def _cnp_dscp(spec: RoceQosSpec, ctx: HostContext) -> Probe:
     return Probe(_with_netdev(
-        spec, lambda netdev: "cat -- " + _word(f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/roce_np/cnp_dscp")
+        spec, lambda netdev: read_value_command(_word(f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/roce_np/cnp_dscp")),
+        ctx.sysfs_root,
     ))
 
 
 def _traffic_class(spec: RoceQosSpec, ctx: HostContext) -> Probe:
     return Probe(_with_device(
         spec,
-        lambda dev: "cat -- " + _word(f"{ctx.sysfs_root}/class/infiniband/", dev, f"/tc/{PORT}/traffic_class"),
+        lambda dev: read_value_command(_word(f"{ctx.sysfs_root}/class/infiniband/", dev, f"/tc/{PORT}/traffic_class")),
+        ctx.sysfs_root,
     ))
 
 
-def _roce_tos(spec: RoceQosSpec) -> Probe:
-    return Probe(_with_device(spec, lambda dev: "cma_roce_tos -d " + _word(dev)))
+def _roce_tos(spec: RoceQosSpec, ctx: HostContext) -> Probe:
+    return Probe(_with_device(spec, lambda dev: "cma_roce_tos -d " + _word(dev), ctx.sysfs_root))
 
 
-def _ibv_devinfo(spec: RoceQosSpec) -> Probe:
-    return Probe(_with_device(spec, lambda dev: "ibv_devinfo -v -d " + _word(dev)))
+def _ibv_devinfo(spec: RoceQosSpec, ctx: HostContext) -> Probe:
+    return Probe(_with_device(spec, lambda dev: "ibv_devinfo -v -d " + _word(dev), ctx.sysfs_root))
 
 
-def _show_gids(spec: RoceQosSpec) -> Probe:
-    return Probe(_with_device(spec, lambda dev: "show_gids " + _word(dev)))
+def _show_gids(spec: RoceQosSpec, ctx: HostContext) -> Probe:
+    return Probe(_with_device(spec, lambda dev: "show_gids " + _word(dev), ctx.sysfs_root))
 
 
 def probes(spec: RoceQosSpec, ctx: HostContext) -> list[Probe]:
     found: list[Probe] = []
     if any(getattr(spec, name) is not None for name in QOS_ATTRIBUTES):
-        found.append(_mlnx_qos(spec))
+        found.append(_mlnx_qos(spec, ctx))
     if spec.ecn is not None:
         found.append(_ecn(spec, ctx))
     if spec.cnp_dscp is not None:
@@ -149,11 +164,11 @@ def probes(spec: RoceQosSpec, ctx: HostContext) -> list[Probe]:
     if spec.traffic_class is not None:
         found.append(_traffic_class(spec, ctx))
     if spec.roce_tos is not None:
-        found.append(_roce_tos(spec))
+        found.append(_roce_tos(spec, ctx))
     if any(getattr(spec, name) is not None for name in DEVINFO_ATTRIBUTES):
-        found.append(_ibv_devinfo(spec))
+        found.append(_ibv_devinfo(spec, ctx))
     if spec.gid_index is not None:
-        found.append(_show_gids(spec))  # GID types where ibv_devinfo does not print them
+        found.append(_show_gids(spec, ctx))  # GID types where ibv_devinfo does not print them
     return found
 
 
@@ -280,7 +295,7 @@ def _gid_check(spec: RoceQosSpec, port: IbvPort, show_gids: str | None) -> Check
     return (ok if kind == "RoCE v2" else drift)("gid_index", desired, actual)
 
 
-def _devinfo_checks(spec: RoceQosSpec, results: Results) -> list[Check]:
+def _devinfo_checks(spec: RoceQosSpec, results: Results, ctx: HostContext) -> list[Check]:
     attributes: list[tuple[str, object]] = []
     if spec.port_state is not None:
         attributes.append(("port_state", spec.port_state))
@@ -289,7 +304,7 @@ def _devinfo_checks(spec: RoceQosSpec, results: Results) -> list[Check]:
     if spec.gid_index is not None:
         attributes.append(("gid_index", f"index {spec.gid_index}: RoCE v2"))
     try:
-        port = _port(stdout_of(results, _ibv_devinfo(spec), "ibv_devinfo -v"))
+        port = _port(stdout_of(results, _ibv_devinfo(spec, ctx), "ibv_devinfo -v"))
     except (ProbeFailed, ParseError) as exc:
         return errors_for(attributes, str(exc))
     checks: list[Check] = []
@@ -299,7 +314,7 @@ def _devinfo_checks(spec: RoceQosSpec, results: Results) -> list[Check]:
     if spec.active_mtu is not None:
         checks.append(compare("active_mtu", spec.active_mtu, port.active_mtu or "unknown"))
     if spec.gid_index is not None:
-        result = results.get(_show_gids(spec))
+        result = results.get(_show_gids(spec, ctx))
         show_gids = result.stdout if result is not None and result.exit_code == 0 else None
         checks.append(_gid_check(spec, port, show_gids))
     return checks
@@ -309,7 +324,7 @@ def evaluate(spec: RoceQosSpec, results: Results, ctx: HostContext) -> list[Chec
     checks: list[Check] = []
     if any(getattr(spec, name) is not None for name in QOS_ATTRIBUTES):
         try:
-            qos = require_complete(parse_mlnx_qos(stdout_of(results, _mlnx_qos(spec), "mlnx_qos")), "mlnx_qos")
+            qos = require_complete(parse_mlnx_qos(stdout_of(results, _mlnx_qos(spec, ctx), "mlnx_qos")), "mlnx_qos")
         except (ProbeFailed, ParseError) as exc:
             checks += errors_for(_qos_attributes(spec), str(exc))
         else:
@@ -334,10 +349,10 @@ def evaluate(spec: RoceQosSpec, results: Results, ctx: HostContext) -> list[Chec
             checks.append(error("traffic_class", spec.traffic_class, str(exc)))
     if spec.roce_tos is not None:
         try:
-            text = stdout_of(results, _roce_tos(spec), "cma_roce_tos")
+            text = stdout_of(results, _roce_tos(spec, ctx), "cma_roce_tos")
             checks.append(compare("roce_tos", spec.roce_tos, _single_int(text, "cma_roce_tos")))
         except (ProbeFailed, ParseError) as exc:
             checks.append(error("roce_tos", spec.roce_tos, str(exc)))
     if any(getattr(spec, name) is not None for name in DEVINFO_ATTRIBUTES):
-        checks += _devinfo_checks(spec, results)
+        checks += _devinfo_checks(spec, results, ctx)
     return checks

@@ -22,6 +22,7 @@ from provisioner.resources.base import (
     ok,
     parse_file_listing,
     print_files_command,
+    read_value_command,
     sh,
     stdout_of,
 )
@@ -55,7 +56,7 @@ def normalise(value: str) -> str:
 
 def _value_probe(spec: SysctlSpec) -> Probe | None:
     path = proc_path(spec.name)
-    return None if path is None else Probe(sh("cat", "--", path))
+    return None if path is None else Probe(read_value_command(sh(path)))
 
 
 def probes(spec: SysctlSpec, ctx: HostContext) -> list[Probe]:

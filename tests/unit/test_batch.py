@@ -150,7 +150,7 @@ def test_stdout_past_its_cap_is_cut_and_the_probe_fails() -> None:
 def test_the_nonce_is_in_no_command_line_or_environment_and_probes_write_to_files() -> None:
     nonce = "9e" * 8
     spy = Probe("ps -eo args; cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'")
-    where = Probe("readlink /proc/$$/fd/1 /proc/$$/fd/2")
+    where = Probe("readlink /proc/self/fd/1 /proc/self/fd/2")
     script = batch.build_script([spy, where], nonce)
     results = batch.split_output(run_ticking(script, timeout=30).stdout.decode(), nonce)
     assert "sh -s" in results[spy.key].stdout and nonce not in results[spy.key].stdout
@@ -319,3 +319,47 @@ def test_plain_commands_run_without_a_shell_and_report_the_same() -> None:
     assert results[plain.key].stdout == "a,b" and results[plain.key].exit_code == 0
     assert results[missing.key].exit_code == 127 and "not found" in results[missing.key].stderr
     assert results[failing.key].exit_code == 1
+
+
+def test_a_probe_looping_in_its_own_shell_is_stopped_at_its_timeout() -> None:
+    # Shell code runs in the probe's subshell, which carries no marker: the watchdog stops it by its pid,
+    # and KILL still comes when it ignores TERM.
+    loop = Probe("trap '' TERM; while :; do :; done", timeout=1)
+    after = Probe("echo after")
+    started = time.monotonic()
+    results = run_locally([loop, after], run_id="c3" * 8)
+    assert results[loop.key].exit_code == batch.TIMEOUT_EXIT
+    assert results[after.key].stdout == "after\n"
+    assert time.monotonic() - started < 1 + batch.KILL_GRACE + 5
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_script_killed_outright_leaves_no_probe_shell_looping(tmp_path) -> None:
+    # The watchdog outlives a SIGKILLed script; when the input ends it stops the orphaned probe shell too.
+    pidfile = tmp_path / "pid"
+    proc = start_ticking(batch.build_script(
+        [Probe(f"sh -c 'echo $PPID' >{pidfile}; trap '' TERM; while :; do :; done", timeout=120)], "ab" * 8))
+    deadline = time.monotonic() + 10
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline, "the probe never started"
+        time.sleep(0.05)
+    shell = int(pidfile.read_text())
+    assert proc.stdin
+    try:
+        proc.kill()
+        proc.wait()
+        assert _alive(shell)
+        proc.stdin.close()
+        while _alive(shell) and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+        assert not _alive(shell)
+    finally:
+        if _alive(shell):
+            os.kill(shell, signal.SIGKILL)

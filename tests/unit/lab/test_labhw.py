@@ -458,6 +458,18 @@ def test_init_defaults(node: Node) -> None:
     assert len(node.out("nvidia-smi", "-L").splitlines()) == 8
 
 
+def test_init_ties_each_netdev_and_rdma_device_through_their_pci_function_as_sysfs_does(node: Node) -> None:
+    node.run("fabnet-lab-init")
+    assert [p.name for p in (node.root / "sys/class/net/eth1/device/infiniband").iterdir()] == ["mlx5_0"]
+    assert [p.name for p in (node.root / "sys/class/infiniband/mlx5_0/device/net").iterdir()] == ["eth1"]
+    node.hw({"hcas": [{"name": "mlx5_3", "netdev": "ens1f0np0"}]})  # a profile that moved it: no stale tie
+    node.run("fabnet-lab-init")
+    assert not (node.root / "sys/class/net/eth1/device").exists()
+    assert not (node.root / "sys/class/infiniband/mlx5_0/device").exists()
+    assert [p.name for p in (node.root / "sys/class/net/ens1f0np0/device/infiniband").iterdir()] == ["mlx5_3"]
+    assert node.out("rdma", "link", "show").split()[:2] == ["link", "mlx5_3/1"]
+
+
 @pytest.mark.parametrize(("hw", "where"), [
     ({"gpus": {"count": "eight"}}, "gpus.count"), ({"hcas": [{"rate": 300}]}, "hcas[0].rate"),
     ({"hcas": [{"node_guid": "nope"}]}, "hcas[0].node_guid"),

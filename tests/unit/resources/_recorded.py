@@ -93,8 +93,8 @@ def listing(files: Mapping[str, str | None]) -> str:
 
 
 def final_command(probe: Probe) -> str:
-    """The command a probe finally runs, after any `netdev=$(...)` / `dev=$(...)` lookup."""
-    if probe.command.startswith(("netdev=$(", "dev=$(")):
+    """The command a probe finally runs, after any lookup of `$netdev` / `$dev`."""
+    if probe.command.startswith(("netdev=", "dev=")):
         return probe.command.rsplit("; fi; ", 1)[-1]
     return probe.command
 

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provisioner.resources.base import (
     ProbeResult,
     parse_file_listing,
     print_files_command,
     probe_error,
+    read_value_command,
     sh,
 )
 
@@ -43,6 +47,7 @@ def test_file_listing_round_trips_through_a_real_shell(tmp_path: Path) -> None:
     (conf / "10-a.conf").write_text("a = 1\nb = 2\n")
     (conf / "20-b.conf").write_text("no final newline")
     (conf / "30-empty.conf").write_text("")
+    (conf / "35-blank.conf").write_text("\n\nx\n\n")
     (conf / "40-dir.conf").mkdir()  # directories are skipped, not cat'ed
     (conf / "50-bogus.conf").symlink_to(tmp_path / "nowhere")  # a dangling link is not a file
     command = print_files_command(f"{conf}/*.conf", f"{tmp_path}/missing-dir/*.conf", f"{tmp_path}/single")
@@ -53,6 +58,7 @@ def test_file_listing_round_trips_through_a_real_shell(tmp_path: Path) -> None:
         f"{conf}/10-a.conf": "a = 1\nb = 2\n",
         f"{conf}/20-b.conf": "no final newline",
         f"{conf}/30-empty.conf": "",
+        f"{conf}/35-blank.conf": "\n\nx\n\n",
     }
     assert listing.unreadable == ()
 
@@ -71,3 +77,26 @@ def test_file_listing_parses_unreadable_marker() -> None:
     listing = parse_file_listing("==! /etc/NetworkManager/system-connections/a b <==\n==> /etc/x <==\nx\n\n")
     assert listing.unreadable == ("/etc/NetworkManager/system-connections/a b",)
     assert listing.files == {"/etc/x": "x\n"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("ab =#\n\t"), max_size=30), min_size=1, max_size=4))
+def test_any_files_text_comes_back_exactly(texts: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        for number, text in enumerate(texts):
+            Path(directory, f"{number}.conf").write_text(text)
+        done = subprocess.run(["sh", "-c", print_files_command(f"{directory}/*.conf")], capture_output=True,
+                              text=True, check=False)
+        assert parse_file_listing(done.stdout).files == {
+            f"{directory}/{number}.conf": text for number, text in enumerate(texts)}
+
+
+@pytest.mark.parametrize("text", ["1\n", "4096\t87380 6291456\n", "two\nlines\n", "", "  spaced \\ back\n"])
+def test_a_value_read_by_the_shell_prints_what_cat_prints(tmp_path: Path, text: str) -> None:
+    value = tmp_path / "it's a value"
+    value.write_text(text)
+    for path in (value, tmp_path / "missing"):
+        ours = subprocess.run(["sh", "-c", read_value_command(sh(str(path)))], capture_output=True, text=True,
+                              check=False)
+        theirs = subprocess.run(["cat", "--", str(path)], capture_output=True, text=True, check=False)
+        assert (ours.returncode, ours.stdout, ours.stderr) == (theirs.returncode, theirs.stdout, theirs.stderr)

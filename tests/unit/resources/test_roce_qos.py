@@ -219,9 +219,8 @@ def _probes(ctx: HostContext = HOST, **spec: object) -> list[str]:
 
 
 def test_only_what_the_spec_sets_is_probed() -> None:
-    assert _probes(rdma_device="mlx5_0", traffic_class=106) == [
-        "cat -- /sys/class/infiniband/mlx5_0/tc/1/traffic_class"
-    ]
+    (tclass,) = _probes(rdma_device="mlx5_0", traffic_class=106)
+    assert shlex.split(tclass)[-3:] == ["cat", "--", "/sys/class/infiniband/mlx5_0/tc/1/traffic_class"]
     assert _probes(interface="eth1", trust="dscp", pfc=[3]) == ["mlnx_qos -i eth1"]
     assert _probes(rdma_device="mlx5_0", port_state="active", active_mtu=4096) == ["ibv_devinfo -v -d mlx5_0"]
 
@@ -234,7 +233,7 @@ def test_sysfs_root_comes_from_the_host_and_is_quoted() -> None:
         f"{root}/class/net/eth1/ecn/roce_rp/enable",
     ]
     (command,) = _probes(HostContext("h", root), rdma_device="mlx5_0", cnp_dscp=48)
-    assert shlex.split(final_command(roce_qos.Probe(command))) == [
+    assert shlex.split(final_command(roce_qos.Probe(command)))[-3:] == [
         "cat", "--", f"{root}/class/net/$netdev/ecn/roce_np/cnp_dscp",
     ]
 
@@ -315,6 +314,31 @@ def test_device_found_with_ibdev2netdev_fallback(bin_dir: Path) -> None:
     _tool(bin_dir, "ibdev2netdev", "echo 'mlx5_0 port 1 ==> ens1f0np0 (Up)'; echo 'mlx5_3 port 1 ==> eth1 (Up)'\n")
     (command,) = _probes(interface="eth1", roce_tos=106)
     assert _shell(command, bin_dir).stdout == "cma_roce_tos\n-d\nmlx5_3\n"
+
+
+def test_device_found_in_sysfs_without_starting_a_tool(bin_dir: Path, tmp_path: Path) -> None:
+    # The PCI function behind the netdev lists its RDMA device; no rdma or ibdev2netdev is installed.
+    root = tmp_path / "sys root's"
+    (root / "class/net/e'th;$(x)/device/infiniband/mlx5_4").mkdir(parents=True)
+    (root / "class/infiniband/mlx5_4/device/net/ens1f0np0").mkdir(parents=True)
+    (probe,) = roce_qos.probes(RoceQosSpec.model_construct(interface="e'th;$(x)", roce_tos=106),
+                               HostContext("h", str(root)))
+    assert _shell(probe.command, bin_dir).stdout == "cma_roce_tos\n-d\nmlx5_4\n"
+    (command,) = _probes(HostContext("h", str(root)), rdma_device="mlx5_4", trust="dscp")
+    assert _shell(command, bin_dir).stdout == "mlnx_qos\n-i\nens1f0np0\n"
+
+
+def test_a_netdev_sysfs_ties_to_several_devices_or_none_is_looked_up_with_tools(bin_dir: Path, tmp_path: Path) -> None:
+    for device in ("mlx5_0", "mlx5_1"):
+        (tmp_path / "class/net/eth1/device/infiniband" / device).mkdir(parents=True)
+    (tmp_path / "class/net/eth2/device/infiniband").mkdir(parents=True)  # none: a bond, say
+    _tool(bin_dir, "rdma", "echo 'link mlx5_1/1 state ACTIVE physical_state LINK_UP netdev eth1'; "
+                           "echo 'link mlx5_bond_0/1 state ACTIVE physical_state LINK_UP netdev eth2'\n")
+    ctx = HostContext("h", str(tmp_path))
+    (command,) = _probes(ctx, interface="eth1", roce_tos=106)
+    assert _shell(command, bin_dir).stdout == "cma_roce_tos\n-d\nmlx5_1\n"
+    (command,) = _probes(ctx, interface="eth2", roce_tos=106)
+    assert _shell(command, bin_dir).stdout == "cma_roce_tos\n-d\nmlx5_bond_0\n"
 
 
 def test_mlnx_qos_cut_before_the_pfc_enabled_row_is_an_error_not_ok() -> None:

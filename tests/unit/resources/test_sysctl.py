@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 
 import pytest
 from pydantic import ValidationError
@@ -81,10 +82,22 @@ def test_proc_path(name: str, path: str | None) -> None:
     assert proc_path(name) == path
 
 
-def test_value_probe_is_a_quoted_cat() -> None:
+def test_value_probe_reads_the_quoted_proc_path_and_falls_back_to_cat() -> None:
     spec = SysctlSpec(name="net/ipv4/conf/enp3s0.200/forwarding", value="1", persistent=False)
     (probe,) = sysctl.probes(spec, HostContext("h"))
-    assert shlex.split(probe.command) == ["cat", "--", "/proc/sys/net/ipv4/conf/enp3s0.200/forwarding"]
+    assert probe.command.count("/proc/sys/net/ipv4/conf/enp3s0.200/forwarding") == 2
+    assert shlex.split(probe.command)[-3:] == ["cat", "--", "/proc/sys/net/ipv4/conf/enp3s0.200/forwarding"]
+
+
+def test_value_probe_prints_what_cat_prints_and_fails_as_cat_fails() -> None:
+    # Run against this machine's own /proc/sys: a value that exists and one that cannot.
+    there = sysctl.probes(SysctlSpec(name="kernel.ostype", value="Linux", persistent=False), HostContext("h"))[0]
+    missing = sysctl.probes(SysctlSpec(name="net.fabnet.none", value="1", persistent=False), HostContext("h"))[0]
+    for probe in (there, missing):
+        path = shlex.split(probe.command)[-1]
+        ours = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, check=False)
+        theirs = subprocess.run(["cat", "--", path], capture_output=True, text=True, check=False)
+        assert (ours.returncode, ours.stdout, ours.stderr) == (theirs.returncode, theirs.stdout, theirs.stderr)
 
 
 def test_name_leaving_proc_sys_is_never_read() -> None:

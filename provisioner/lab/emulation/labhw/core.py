@@ -103,6 +103,11 @@ class Env:
     def ecn_dir(self, netdev: str) -> Path:
         return self.sys / "class/net" / netdev / "ecn"
 
+    def pci_function_links(self, netdev: str, dev: str) -> tuple[Path, Path]:
+        """The two sysfs entries that tie a netdev and its RDMA device to the PCI function behind both."""
+        return (self.sys / "class/net" / netdev / "device/infiniband" / dev,
+                self.sys / "class/infiniband" / dev / "device/net" / netdev)
+
     def traffic_class_file(self, dev: str, port: int) -> Path:
         return self.sys / "class/infiniband" / dev / "tc" / str(port) / "traffic_class"
 

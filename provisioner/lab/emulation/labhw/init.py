@@ -18,7 +18,11 @@ def init_tree(env: Env, hw: Hw) -> list[Path]:
         write_atomic(path, text)
         written.append(path)
 
+    for stale in [*env.sys.glob("class/net/*/device"), *env.sys.glob("class/infiniband/*/device")]:
+        shutil.rmtree(stale)
     for hca in hw.hcas:
+        for link in env.pci_function_links(hca.netdev, hca.name):
+            link.mkdir(parents=True, exist_ok=True)
         ecn = hw.ecn.get(hca.netdev, {})
         base = env.ecn_dir(hca.netdev)
         for kind, key in (("roce_np", "np"), ("roce_rp", "rp")):
