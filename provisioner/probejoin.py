@@ -18,10 +18,9 @@ from provisioner.resources.base import Probe, ProbeResult
 
 @dataclass(frozen=True)
 class Joined:
-    """What `join` merged: the probe that runs -> the probes it stands for, in argument order."""
+    """What `join` merged: the key of the probe that runs -> the probes it stands for, in argument order."""
 
     members: Mapping[str, tuple[Probe, ...]]
-    probes: Mapping[str, Probe]
 
     def split(self, by_key: dict[str, ProbeResult]) -> dict[str, ProbeResult]:
         """The results by each member's own key, in place of the joined probes' results."""
@@ -40,7 +39,8 @@ class Joined:
                 elif result.exit_code != 0:
                     out[member.key] = ProbeResult("", result.stderr, result.exit_code)
                 else:
-                    reason = f"fabnet: could not tell the {len(members)} parts of `{self.probes[key].command}` apart"
+                    command = group.command if group is not None else "one call"
+                    reason = f"fabnet: could not tell the {len(members)} parts of `{command} ...` apart"
                     out[member.key] = ProbeResult("", "\n".join(filter(None, (reason, result.stderr))), 1)
         return out
 
@@ -53,7 +53,6 @@ def join(probes: Sequence[Probe]) -> tuple[list[Probe], Joined]:
             groups.setdefault(probe.group.command, []).append(probe)
     run: list[Probe] = []
     members: dict[str, tuple[Probe, ...]] = {}
-    joined: dict[str, Probe] = {}
     placed: set[str] = set()
     for probe in probes:
         group = probe.group
@@ -68,5 +67,4 @@ def join(probes: Sequence[Probe]) -> tuple[list[Probe], Joined]:
         merged = Probe(f"{group.command} {arguments}", timeout=max(p.timeout for p in together))
         run.append(merged)
         members[merged.key] = tuple(together)
-        joined[merged.key] = merged
-    return run, Joined(members, joined)
+    return run, Joined(members)

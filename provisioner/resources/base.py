@@ -151,7 +151,7 @@ def probe_error(result: ProbeResult | None, what: str) -> str | None:
     return f"{what}: exit code {result.exit_code}" + (f": {detail}" if detail else "")
 
 
-# ------------------------------------------------------------------------------- config file listings
+# ------------------------------------------------------------------------------------------ single values
 
 def read_value_command(path: str) -> str:
     """A command printing a small text file (a /proc/sys or sysfs value) as `cat -- PATH` would, except
@@ -166,6 +166,8 @@ def read_value_command(path: str) -> str:
         f'done 2>/dev/null <{path}; [ -n "$__fn_n" ] || cat -- {path}'
     )
 
+
+# ------------------------------------------------------------------------------- config file listings
 
 _FILE_HEADER = re.compile(r"^==(?P<mark>[>!]) (?P<path>.+) <==$", re.MULTILINE)
 
