@@ -14,10 +14,11 @@ from provisioner.yamlsrc import Sourced, parse_yaml
 _YAML_EXTENSIONS = (".yml", ".yaml", ".json")
 
 
-def parse_yaml_text(text: str, file: str) -> Sourced:
-    """`yamlsrc.parse_yaml`, with nesting too deep for the parser a ConfigError rather than a traceback."""
+def parse_yaml_text(text: str, file: str, warnings: list[str] | None = None) -> Sourced:
+    """`yamlsrc.parse_yaml`, with nesting too deep for the parser a ConfigError rather than a traceback.
+    With `warnings`, a duplicate key is a warning there and the last one wins, as in Ansible."""
     try:
-        return parse_yaml(text, file=file)
+        return parse_yaml(text, file=file, duplicates=warnings)
     except RecursionError:
         raise ConfigError("YAML nested too deeply to read", file=file) from None
 
@@ -27,12 +28,14 @@ def read_inventory_text(graph: InventoryGraph, text: str, file: str) -> str:
     if not text.strip() or all(not line.strip() or line.lstrip()[0] in "#;" for line in text.splitlines()):
         return "empty"
     yaml_error: ConfigError | None = None
+    duplicates: list[str] = []
     try:
-        src = parse_yaml_text(text, file)
+        src = parse_yaml_text(text, file, duplicates)
     except ConfigError as exc:
         yaml_error = exc
     else:
         if isinstance(src.data, dict):
+            graph.warnings.extend(duplicates)
             read_yaml_inventory(graph, src)
             return "yaml"
     if yaml_error is not None and Path(file).suffix in _YAML_EXTENSIONS and not looks_like_ini(text):

@@ -129,7 +129,7 @@ class _VarFiles:
         if key not in self.cache:
             merged = VarSet()
             for path in vars_files(base, kind, name, self.warnings):
-                src = parse_yaml_text(read_text(path), str(path))
+                src = parse_yaml_text(read_text(path), str(path), self.warnings)
                 if src.data is None:
                     continue
                 if not isinstance(src.data, dict):

@@ -215,8 +215,12 @@ class _BoundedLoader(yaml.SafeLoader):
             self.fabnet_depth -= 1
 
 
-def parse_yaml(text: str, *, file: str, root: str = "") -> Sourced:
-    """Like `load_yaml` for text already in memory; `file` is only used in messages."""
+def parse_yaml(text: str, *, file: str, root: str = "", duplicates: list[str] | None = None) -> Sourced:
+    """Like `load_yaml` for text already in memory; `file` is only used in messages.
+
+    With a `duplicates` list, a key given twice in one mapping is not an error: the last one is used
+    and a warning goes to the list, as Ansible does for inventories and variable files.
+    """
     if len(text) > MAX_FILE_BYTES:
         raise ConfigError(f"larger than the limit of {_size(MAX_FILE_BYTES)} for a YAML file", file=file)
     check_characters(text, file=file)
@@ -227,7 +231,7 @@ def parse_yaml(text: str, *, file: str, root: str = "") -> Sourced:
         data = None
         if node is not None:
             lines[()] = node.start_mark.line + 1
-            data = _Builder(loader, file, lines, root).build(node, ())
+            data = _Builder(loader, file, lines, root, duplicates).build(node, ())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or "invalid YAML"
@@ -244,9 +248,12 @@ def parse_yaml(text: str, *, file: str, root: str = "") -> Sourced:
 
 
 class _Builder:
-    """Turns a composed node graph into plain data, recording lines and refusing duplicate keys."""
+    """Turns a composed node graph into plain data, recording lines and refusing duplicate keys (or,
+    given a `duplicates` list, keeping the last and noting each there)."""
 
-    def __init__(self, loader: yaml.SafeLoader, file: str, lines: dict[KeyPath, int], root: str) -> None:
+    def __init__(self, loader: yaml.SafeLoader, file: str, lines: dict[KeyPath, int], root: str,
+                 duplicates: list[str] | None = None) -> None:
+        self.duplicates = duplicates
         self.root = root
         self.loader = loader
         self.file = file
@@ -365,15 +372,20 @@ class _Builder:
                     line=line,
                     key=format_path(path, self.root) or None,
                 ) from None
+            sub = (*path, str(key))
             if key in seen:
-                raise ConfigError(
+                error = ConfigError(
                     f"duplicate key {key!r} (first defined on line {seen[key]})",
                     file=self.file,
                     line=line,
-                    key=format_path((*path, str(key)), self.root),
+                    key=format_path(sub, self.root),
                 )
+                if self.duplicates is None:
+                    raise error
+                self.duplicates.append(f"{error}; the last one is used (Ansible warns the same)")
+                for stale in [known for known in self.lines if known[: len(sub)] == sub]:
+                    del self.lines[stale]  # the first value's lines: it is gone
             seen[key] = line
-            sub = (*path, str(key))
             if self.alias_at is None:
                 self.lines[sub] = line
             result[key] = self.build(value_node, sub)

@@ -403,3 +403,11 @@ def test_subscript_on_a_group_whose_ansible_order_is_undefined_warns(tmp_path: P
     assert len(warnings) == 1 and "host order for group 'top' is not defined" in warnings[0]
     warnings.clear()
     assert inv.select("a[-1]", warnings=warnings) == ["h3"] and warnings == []
+
+
+def test_duplicate_keys_in_an_inventory_and_its_vars_files_are_warnings_where_ansible_warns() -> None:
+    corpus = Path(__file__).resolve().parents[1] / "corpus" / "inventories" / "fabnet" / "duplicate-keys"
+    loaded = load_inventory(corpus / "hosts.yml")
+    duplicated = sorted(w.split(": duplicate key ")[1].split(" ")[0] for w in loaded.warnings if "duplicate key" in w)
+    assert duplicated == ["'gpu01'", "'mtu'", "'nested'", "'x'"]  # what ansible-inventory warns about
+    assert loaded.hosts["gpu01"].vars["ansible_host"] == "10.0.0.11" and "rack" not in loaded.hosts["gpu01"].vars

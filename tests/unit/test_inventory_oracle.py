@@ -31,6 +31,7 @@ CASES: dict[str, list[Path]] = {
     "slurm-appliance-site": [SLURM / "common/inventory", SLURM / "site/inventory", SLURM / "example/inventory"],
     "ini-forms": [CORPUS / "fabnet/ini-forms/hosts"],
     "mixed-directory": [CORPUS / "fabnet/mixed-dir"],
+    "duplicate-keys": [CORPUS / "fabnet/duplicate-keys/hosts.yml"],
     "fabnet-example": [CORPUS.parents[2] / "inventories/example/hosts.yml"],
 }
 

@@ -104,6 +104,16 @@ def test_duplicate_key_is_an_error(tmp_path: Path) -> None:
     assert "duplicate key 'mtu' (first defined on line 2)" in info.value.message
 
 
+def test_a_duplicate_key_can_be_a_warning_with_the_last_one_kept() -> None:
+    # What inventories and variable files need: Ansible warns and uses the last value.
+    warnings: list[str] = []
+    src = parse_yaml("a:\n  x: 1\n  y: 2\nb: 3\na:\n  z: 4\n", file="inv.yml", duplicates=warnings)
+    assert src.data == {"a": {"z": 4}, "b": 3}
+    assert src.lines[("a",)] == 5 and src.lines[("a", "z")] == 6 and ("a", "x") not in src.lines
+    assert warnings == ["inv.yml:5: a: duplicate key 'a' (first defined on line 1); the last one is used "
+                        "(Ansible warns the same)"]
+
+
 def test_merge_keys_are_not_duplicates() -> None:
     src = parse_yaml("base: &b {mtu: 1500, state: up}\nnic:\n  <<: *b\n  mtu: 9000\n", file="x.yml")
     assert src.data["nic"] == {"mtu": 9000, "state": "up"}
