@@ -164,12 +164,14 @@ def parse(kind: str, file: str) -> None:
     """Show as JSON what fabnet understands of one tool's output (FILE, or - for standard input).
 
     \b
-    KIND is one of: ofed_info, mlnx_qos, rdma_qos_script, traffic_class, ibv_devinfo, ibstat,
-    ibstatus, ibdev2netdev, show_gids, rdma_link, nvidia_smi_topo, nccl_tests, nccl_debug,
-    perfquery (perfquery [-x]), port_counters (grep -r -H . of class/infiniband/*/ports/*/counters).
+    KIND is one of: ofed_info, mlnx_qos, dcb (dcb [-N] app|pfc|ets show, several in a row),
+    rdma_qos_script, traffic_class, ibv_devinfo, ibstat, ibstatus, ibdev2netdev, show_gids,
+    rdma_link, nvidia_smi_topo, nccl_tests, nccl_debug, perfquery (perfquery [-x]),
+    port_counters (grep -r -H . of class/infiniband/*/ports/*/counters).
 
     \b
     Example:  ssh gpu01 mlnx_qos -i eth1 | fabnet parse mlnx_qos -
+              ssh gpu01 'dcb pfc show dev eth1; dcb ets show dev eth1' | fabnet parse dcb -
 
     Terminal escapes and the prefixes launchers and loggers put on every line (srun --label,
     mpirun rank tags, timestamps, pdsh host labels) are taken off first, as are `# notes` at the

@@ -105,9 +105,31 @@ def systemctl_show(text: str | None) -> dict[str, str]:
     return dict(line.split("=", 1) for line in (text or "").splitlines() if "=" in line)
 
 
-def pfc_on(qos: str | None) -> str:
-    flags = first(r"^\s*enabled((?:\s+\d)+)", qos, "").split()
-    return ",".join(str(i) for i, flag in enumerate(flags) if flag == "1")
+def qos_read(iface: str, sysfs: str) -> str:
+    """Shell printing the port's DCB state as fabnet reads it: iproute2's `dcb` where it answers (and no
+    sysfs `qos/trust` exists), else `mlnx_qos -i`."""
+    dev = shlex.quote(iface)
+    return (
+        f"if [ ! -e {shlex.quote(f'{sysfs}/class/net/{iface}/qos/trust')} ] && "
+        f"q=$({{ dcb -N app show dev {dev} dscp-prio && dcb pfc show dev {dev} prio-pfc && "
+        f"dcb ets show dev {dev} tc-tsa tc-bw prio-tc; }} 2>/dev/null); "
+        f"then printf '%s\\n' \"$q\"; else mlnx_qos -i {dev}; fi"
+    )
+
+
+def qos_facts(qos: str | None) -> tuple[str, str, dict[int, str]]:
+    """(trust, PFC priorities, DSCP -> priority) from either tool's report."""
+    text = qos or ""
+    if re.search(r"^prio-pfc ", text, re.MULTILINE):  # dcb: trust is dscp exactly when DSCP rows exist
+        dscp_row = first(r"^dscp-prio (.*)$", text, "")
+        mapping = {int(d): p for d, p in re.findall(r"(\d+):(\d)", dscp_row)}
+        pfc = ",".join(re.findall(r"(\d):on", first(r"^prio-pfc (.*)$", text, "")))
+        return ("dscp" if mapping else "pcp"), pfc, mapping
+    flags = first(r"^\s*enabled((?:\s+\d)+)", text, "").split()
+    pfc = ",".join(str(i) for i, flag in enumerate(flags) if flag == "1")
+    mapping = {int(d): prio for prio, dscps in re.findall(r"prio:(\d+) dscp:([\d,]*)", text)
+               for d in dscps.split(",") if d}
+    return first(r"Priority trust state: (\S+)", text, "unknown"), pfc, mapping
 
 
 def ecn_on(text: str | None, side: str) -> str:

@@ -49,7 +49,7 @@ nccl = lc.read(
     "for f in /usr/lib/x86_64-linux-gnu/libnccl.so.* /usr/lib64/libnccl.so.* /usr/local/lib/libnccl.so.* "
     "/usr/lib/aarch64-linux-gnu/libnccl.so.*; do if [ -e \"$f\" ]; then echo \"$f\"; fi; done;; esac"
 )
-qos = lc.read(f"mlnx_qos -i {iface}")
+qos = lc.read(lc.qos_read(iface, sysfs))
 ecn = lc.read(
     f"grep -r -H . -- {sysfs}/class/net/{iface}/ecn/roce_np/enable {sysfs}/class/net/{iface}/ecn/roce_rp/enable"
 )
@@ -70,10 +70,8 @@ loaded = [line.split()[0].replace("-", "_") for line in (lsmod or "").splitlines
 listed = lc.first(r"^\s*(nvidia_peermem)\s*$", modules_boot) == "nvidia_peermem"
 ofed_version = lc.first(r"^\D*(\S+?):?$", ofed, "not installed")
 nccl_version = lc.first(r"^dpkg (\S+)", nccl, "not installed")
-trust = lc.first(r"Priority trust state: (\S+)", qos, "unknown")
-pfc = lc.pfc_on(qos)
-dscp26 = lc.first(r"prio:(\d+) dscp:(?:\d+,)*26,", qos)
-dscp48 = lc.first(r"prio:(\d+) dscp:(?:\d+,)*48,", qos)
+trust, pfc, dscp_map = lc.qos_facts(qos)
+dscp26, dscp48 = dscp_map.get(26, "none"), dscp_map.get(48, "none")
 ecn_np, ecn_rp = lc.ecn_on(ecn, "roce_np"), lc.ecn_on(ecn, "roce_rp")
 tclass = lc.first(r"tclass=(\d+)", traffic_class, "unset")
 cnp = (cnp_dscp or "").strip()

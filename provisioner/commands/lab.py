@@ -26,7 +26,7 @@ else:
         "dpkg and apt with a local repository of libnccl2 packages) in its own network namespace, with a "
         "management interface (eth0, SSH) and a data interface (eth1) on a second bridge that plays the "
         "switch: the host-side end of each node's data veth is that node's switch port.\n\n"
-        "LAB EMULATION: there is no NIC or GPU here. ofed_info, mlnx_qos, ibv_devinfo, ibstat, "
+        "LAB EMULATION: there is no NIC or GPU here. ofed_info, mlnx_qos, dcb (show), ibv_devinfo, ibstat, "
         "ibdev2netdev, show_gids, rdma link, nvidia-smi topo -m, cma_roce_tos, lsmod/modprobe (for "
         "nvidia_peermem) and the ECN/traffic-class sysfs files (under /var/lib/fabnet-lab/sys) are "
         "stand-ins that print the real tools' formats and keep per-node state. The RDMA port's active_mtu "

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 # kind -> (module, function). A parser's module (and its pydantic models) is imported when first used:
 # `fabnet parse KIND` then loads one parser, not all of them.
 _WHERE: dict[str, tuple[str, str]] = {
+    "dcb": ("dcb", "parse_dcb"),
     "ibdev2netdev": ("ibdev2netdev", "parse_ibdev2netdev"),
     "ibstat": ("ibstat", "parse_ibstat"),
     "ibstatus": ("ibstatus", "parse_ibstatus"),

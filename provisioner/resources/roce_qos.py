@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from provisioner.errors import ParseError
 from provisioner.parsers._text import require_complete
+from provisioner.parsers.dcb import parse_dcb, qos_of
 from provisioner.parsers.ibv_devinfo import IbvPort, parse_ibv_devinfo
 from provisioner.parsers.mlnx_qos import MlnxQos, parse_mlnx_qos
 from provisioner.parsers.show_gids import parse_show_gids
@@ -112,8 +113,25 @@ def _word(*pieces: str) -> str:
     return "".join(p if isinstance(p, _Var) else shlex.quote(p) for p in pieces)
 
 
+def _qos_read(netdev: str, sysfs_root: str) -> str:
+    """Shell printing the port's DCB state: iproute2's `dcb` (a C tool, a few ms) where it can answer,
+    else `mlnx_qos` (Python, tens of ms).
+
+    `dcb` is not asked where the driver has a sysfs `qos/trust` (MLNX_OFED's older mlx5): there the trust
+    mode lives outside the DCB app table, and only mlnx_qos reads it. A `dcb` that is missing, too old
+    for `app`, or refused by the driver falls back to mlnx_qos, whose errors are the ones reported.
+    """
+    dev = _word(netdev)
+    return (
+        f"if [ ! -e {_word(f'{sysfs_root}/class/net/', netdev, '/qos/trust')} ] && "
+        f"__fn_q=$({{ dcb -N app show dev {dev} dscp-prio && dcb pfc show dev {dev} prio-pfc && "
+        f"dcb ets show dev {dev} tc-tsa tc-bw prio-tc; }} 2>/dev/null); "
+        f"then printf '%s\\n' \"$__fn_q\"; else mlnx_qos -i {dev}; fi"
+    )
+
+
 def _mlnx_qos(spec: RoceQosSpec, ctx: HostContext) -> Probe:
-    return Probe(_with_netdev(spec, lambda netdev: "mlnx_qos -i " + _word(netdev), ctx.sysfs_root))
+    return Probe(_with_netdev(spec, lambda netdev: _qos_read(netdev, ctx.sysfs_root), ctx.sysfs_root))
 
 
 def _ecn(spec: RoceQosSpec, ctx: HostContext) -> Probe:
@@ -183,6 +201,16 @@ def _per_tc(values: list[object]) -> str:
     return ",".join(str(v) for v in values)
 
 
+_DCB_PFC_ROW = re.compile(r"^\s*prio-pfc\s", re.MULTILINE)
+
+
+def _parse_qos(text: str) -> MlnxQos:
+    """The QoS facts from whichever tool answered: `dcb` always prints a `prio-pfc` row, mlnx_qos never."""
+    if _DCB_PFC_ROW.search(text):
+        return require_complete(qos_of(require_complete(parse_dcb(text), "dcb")), "dcb")
+    return require_complete(parse_mlnx_qos(text), "mlnx_qos")
+
+
 def _qos_checks(spec: RoceQosSpec, qos: MlnxQos) -> list[Check]:
     checks: list[Check] = []
     if spec.trust is not None:
@@ -195,7 +223,7 @@ def _qos_checks(spec: RoceQosSpec, qos: MlnxQos) -> list[Check]:
                 checks.append(compare(f"dscp2prio[{dscp}]", prio, qos.dscp2prio[dscp]))
             else:
                 why = f" (trust {qos.trust})" if qos.trust and qos.trust != "dscp" else ""
-                checks.append(drift(f"dscp2prio[{dscp}]", prio, "none", f"mlnx_qos shows no mapping{why}"))
+                checks.append(drift(f"dscp2prio[{dscp}]", prio, "none", f"no mapping for this DSCP{why}"))
     by_tc = {tc.tc: tc for tc in qos.tcs}
     if spec.tsa is not None:
         actual = [(by_tc[tc].tsa or "?") if tc in by_tc else "?" for tc in range(8)]
@@ -324,7 +352,7 @@ def evaluate(spec: RoceQosSpec, results: Results, ctx: HostContext) -> list[Chec
     checks: list[Check] = []
     if any(getattr(spec, name) is not None for name in QOS_ATTRIBUTES):
         try:
-            qos = require_complete(parse_mlnx_qos(stdout_of(results, _mlnx_qos(spec, ctx), "mlnx_qos")), "mlnx_qos")
+            qos = _parse_qos(stdout_of(results, _mlnx_qos(spec, ctx), "mlnx_qos"))
         except (ProbeFailed, ParseError) as exc:
             checks += errors_for(_qos_attributes(spec), str(exc))
         else:

@@ -235,11 +235,13 @@ def test_ssh_config_is_honoured_including_proxyjump(lab: Lab, tmp_path) -> None:
 
 def test_a_failing_read_affects_only_its_own_resource(lab: Lab) -> None:
     node = lab.node("gpu01")
-    lab.ssh(node, "chmod -x /usr/local/sbin/mlnx_qos")
+    # Both QoS readers broken (dcb first, mlnx_qos its fallback); the system's own dcb, next in PATH, has
+    # no DCB support on the lab's netdevs.
+    lab.ssh(node, "chmod -x /usr/local/sbin/dcb /usr/local/sbin/mlnx_qos")
     try:
         proc = fabnet("audit", str(lab.state.inventory_path), "-p", str(SITE), "--limit", "gpu01,gpu02", "--json")
     finally:
-        lab.ssh(node, "chmod +x /usr/local/sbin/mlnx_qos")
+        lab.ssh(node, "chmod +x /usr/local/sbin/dcb /usr/local/sbin/mlnx_qos")
     assert proc.returncode == 4
     hosts = {h["name"]: h for h in json.loads(proc.stdout)["hosts"]}
     assert hosts["gpu01"]["status"] == "failed" and "roce_qos[eth1]" in hosts["gpu01"]["error"]

@@ -24,6 +24,7 @@ from tests.e2e.conftest import Lab
 from tests.e2e.test_audit import ROOT, SITE, _inventory_copy, fabnet
 
 MLNX_QOS = "/usr/local/sbin/mlnx_qos"
+DCB = "/usr/local/sbin/dcb"
 SMALL = """\
 - hosts: gpu
   resources:
@@ -51,8 +52,12 @@ def misbehaving(lab: Lab, node, prelude: str, tool: str = MLNX_QOS) -> Iterator[
         lab.ssh(node, f"mv -f {tool}.real {tool}")
 
 
-def misbehaving_mlnx_qos(lab: Lab, node, prelude: str):
-    return misbehaving(lab, node, prelude)
+@contextmanager
+def misbehaving_mlnx_qos(lab: Lab, node, prelude: str) -> Iterator[None]:
+    """mlnx_qos misbehaving, with `dcb` refused first: the QoS read then falls back to mlnx_qos, whose
+    output and errors (unlike dcb's) reach the report."""
+    with misbehaving(lab, node, "exit 1", tool=DCB), misbehaving(lab, node, prelude):
+        yield
 
 
 def leftovers(lab: Lab, node, pattern: str) -> str:
@@ -252,7 +257,7 @@ def test_first_ctrl_c_stops_promptly_without_a_traceback_and_leaves_nothing(lab:
 def test_a_connection_lost_mid_run_keeps_what_arrived_and_says_connection_lost(lab: Lab, tmp_path) -> None:
     node = lab.node("gpu01")
     lsmod = lab.ssh(node, "command -v lsmod").stdout.strip()
-    # mlnx_qos is slow (the host sends what finished once its clock has ticked); then lsmod kills the
+    # The QoS read is slow (the host sends what finished once its clock has ticked); then lsmod kills the
     # sshd process serving this very connection: the network side of a crash.
     killer = ('p=$$; while [ "$p" -gt 1 ]; do case "$(cat /proc/$p/comm)" in sshd*) kill -9 "$p"; break;; esac; '
               "p=$(cut -d' ' -f4 /proc/$p/stat); done; sleep 5")
@@ -260,7 +265,7 @@ def test_a_connection_lost_mid_run_keeps_what_arrived_and_says_connection_lost(l
     playbook.write_text("- hosts: gpu\n  resources:\n"
                         "    - roce_qos: {interface: \"{{ data_iface }}\", trust: dscp}\n"
                         "    - kernel_module: {name: nvidia_peermem, state: loaded}\n")
-    with misbehaving(lab, node, "sleep 1.5"), misbehaving(lab, node, killer, tool=lsmod):
+    with misbehaving_mlnx_qos(lab, node, "sleep 1.5"), misbehaving(lab, node, killer, tool=lsmod):
         proc, report, seconds = audit_json(str(lab.state.inventory_path), "-p", str(playbook),
                                            "--limit", "gpu01,gpu02")
         time.sleep(2)

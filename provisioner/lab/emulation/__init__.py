@@ -35,6 +35,7 @@ _COMPILING = threading.Lock()
 COMMANDS: tuple[str, ...] = (
     "ofed_info",
     "mlnx_qos",
+    "dcb",
     "ibv_devinfo",
     "ibstat",
     "ibstatus",

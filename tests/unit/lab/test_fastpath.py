@@ -21,7 +21,8 @@ CALLS = [
     ("ofed_info", "-s"), ("ofed_info",), ("ibv_devinfo",), ("ibv_devinfo", "-v"), ("ibv_devinfo", "-d", "mlx5_0"),
     ("ibstat",), ("ibstatus",), ("ibdev2netdev",), ("ibdev2netdev", "-v"), ("show_gids",), ("show_gids", "mlx5_0", "1"),
     ("rdma", "link", "show"), ("rdma", "-j", "link"), ("rdma", "dev"), ("nvidia-smi", "topo", "-m"),
-    ("nvidia-smi", "-L"), ("cma_roce_tos", "-d", "mlx5_0"), ("lsmod",),
+    ("nvidia-smi", "-L"), ("cma_roce_tos", "-d", "mlx5_0"), ("lsmod",), ("dcb", "pfc", "show", "dev", "eth1"),
+    ("dcb", "ets", "show", "dev", "eth1", "tc-tsa", "tc-bw", "prio-tc"), ("dcb", "-N", "app", "show", "dev", "eth1"),
 ]
 
 
@@ -106,3 +107,23 @@ def test_each_tool_is_its_own_wrapper_file(node: Node, runner: Path, tmp_path: P
     assert proc.stdout == "mlx5_0 port 1 ==> eth1 (Up)\n"
     with pytest.raises(emulation.LabError):
         emulation.fast_wrapper_script("rm -rf /")
+
+
+def test_dcb_sees_an_mlnx_qos_setter_at_once(node: Node, runner: Path) -> None:
+    read = ("dcb", "-N", "app", "show", "dev", "eth1", "dscp-prio")
+    assert fast(node, runner, *read).stdout == ""  # trust pcp: no DSCP entries
+    assert fast(node, runner, "dcb", "pfc", "show", "dev", "eth1", "prio-pfc").stdout.startswith("prio-pfc 0:off")
+    assert fast(node, runner, "mlnx_qos", "-i", "eth1", "--trust", "dscp", "--pfc", "0,0,0,1,0,0,0,0").returncode == 0
+    assert fast(node, runner, *read, python="/bin/false").returncode != 0  # the state changed: nothing kept fits
+    assert fast(node, runner, *read).stdout.startswith("dscp-prio 0:0 1:0 ")
+    pfc = fast(node, runner, "dcb", "pfc", "show", "dev", "eth1", "prio-pfc").stdout
+    assert pfc == "prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off \n"
+
+
+def test_dcb_names_and_batches_are_never_kept(node: Node, runner: Path) -> None:
+    # DSCP names come from the node's rt_dsfield file and a batch from stdin: neither is in the key.
+    assert fast(node, runner, "mlnx_qos", "-i", "eth1", "--trust", "dscp").returncode == 0
+    before = kept(node)
+    assert fast(node, runner, "dcb", "app", "show", "dev", "eth1").returncode == 0
+    assert fast(node, runner, "dcb", "-N", "-b", os.devnull).returncode == 0
+    assert kept(node) == before

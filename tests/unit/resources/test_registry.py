@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from provisioner.resources import FLEET_CHECKS, REGISTRY
 from provisioner.resources.base import HostContext, Probe, ProbeResult, Results
 from provisioner.specs import KINDS
@@ -60,7 +62,9 @@ def test_probes_only_read() -> None:
         for setter in setters:
             assert setter not in probe.command, (setter, probe.command)
         if "mlnx_qos" in probe.command:  # reading is `-i IF` alone; every other option sets something
-            assert probe.command.endswith("mlnx_qos -i eth1"), probe.command
+            assert probe.command.endswith("mlnx_qos -i eth1; fi"), probe.command
+        for dcb in re.findall(r"\bdcb [^&;}]*", probe.command):  # dcb only ever shows
+            assert re.fullmatch(r"dcb (-N )?(app|pfc|ets) show dev eth1( [a-z-]+)+ ?", dcb), dcb
 
 
 def test_a_failed_probe_errors_only_its_own_resource() -> None:

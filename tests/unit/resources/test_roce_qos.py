@@ -206,7 +206,7 @@ def test_half_on_message() -> None:
 
 def test_pcp_trust_explains_missing_mapping() -> None:
     result = run("roce_qos", {"interface": "eth1", "dscp2prio": {26: 3}}, {QOS: sample("mlnx_qos-2.txt")})
-    assert result.checks[0].message == "mlnx_qos shows no mapping (trust pcp)"
+    assert result.checks[0].message == "no mapping for this DSCP (trust pcp)"
 
 
 # ---------------------------------------------------------------------------------------------- probes
@@ -221,7 +221,8 @@ def _probes(ctx: HostContext = HOST, **spec: object) -> list[str]:
 def test_only_what_the_spec_sets_is_probed() -> None:
     (tclass,) = _probes(rdma_device="mlx5_0", traffic_class=106)
     assert shlex.split(tclass)[-3:] == ["cat", "--", "/sys/class/infiniband/mlx5_0/tc/1/traffic_class"]
-    assert _probes(interface="eth1", trust="dscp", pfc=[3]) == ["mlnx_qos -i eth1"]
+    (qos,) = _probes(interface="eth1", trust="dscp", pfc=[3])
+    assert "dcb pfc show dev eth1 prio-pfc" in qos and qos.endswith("else mlnx_qos -i eth1; fi")
     assert _probes(rdma_device="mlx5_0", port_state="active", active_mtu=4096) == ["ibv_devinfo -v -d mlx5_0"]
 
 
@@ -243,7 +244,9 @@ def test_hostile_interface_name_stays_one_word() -> None:
     with pytest.raises(ValidationError, match="shell character"):
         RoceQosSpec(interface=name, trust="dscp")  # refused at validate time; quoting is the second defence
     spec = RoceQosSpec.model_construct(interface=name, trust="dscp")
-    assert shlex.split(roce_qos.probes(spec, HOST)[0].command) == ["mlnx_qos", "-i", name]
+    words = shlex.split(roce_qos.probes(spec, HOST)[0].command)
+    assert words.count(name) == 3 and f"/sys/class/net/{name}/qos/trust" in words  # the three dcb calls
+    assert words[-4:] == ["mlnx_qos", "-i", name + ";", "fi"]  # shlex does not split off the `;`
 
 
 def test_probes_of_two_resources_on_one_port_are_shared() -> None:

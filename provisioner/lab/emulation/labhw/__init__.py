@@ -15,6 +15,7 @@ Invocation
 
 Commands
     ofed_info [-s|-n]                          mlnx_qos -i IF [setters]
+    dcb [-N] [-s] [-b FILE|-] app|pfc|ets|dcbx show dev IF [KEYWORD...]   (reads mlnx_qos's state; no set)
     ibv_devinfo [-d DEV] [-i PORT] [-v] [-l]   ibstat [-l|-p|-s] [DEV [PORT]]   ibstatus [DEV[:PORT]]
     ibdev2netdev [-v]                          show_gids [DEV [PORT]]
     rdma [-j] [-p] link|dev [show [DEV[/PORT]]]   (other rdma objects run the real rdma)

@@ -15,6 +15,7 @@ from .core import INIT_COMMAND, LAB_INFO, Env, ToolExit
 COMMANDS: dict[str, tuple[str, str]] = {
     "ofed_info": ("ofed_info", "cmd_ofed_info"),
     "mlnx_qos": ("mlnx_qos", "cmd_mlnx_qos"),
+    "dcb": ("dcb", "cmd_dcb"),
     "ibv_devinfo": ("ibv_devinfo", "cmd_ibv_devinfo"),
     "ibstat": ("ibstat", "cmd_ibstat"),
     "ibstatus": ("ibstat", "cmd_ibstatus"),
@@ -39,6 +40,7 @@ CACHEABLE: dict[str, Callable[[list[str]], bool]] = {
     "ibdev2netdev": lambda args: True,
     "show_gids": lambda args: True,
     "rdma": lambda args: True,
+    "dcb": lambda args: importlib.import_module(f"{__package__}.dcb").cacheable(args),
     "nvidia-smi": lambda args: bool(args),
     "cma_roce_tos": lambda args: "-t" not in args and not any(a.startswith("-t") for a in args),
     "lsmod": lambda args: True,
