@@ -23,7 +23,7 @@ from provisioner.parsers.mlnx_qos import MlnxQos, QosTrafficClass
 
 KIND = "dcb"
 
-# DSCP names of iproute2's stock rt_dsfield file (the DS field is the DSCP shifted left by two).
+# DSCP names: those of iproute2's rt_dsfield file (DS field = DSCP << 2), plus the RFC names CS0, VA and LE.
 DSCP_NAMES: dict[str, int] = {
     "default": 0, "CS0": 0, "CS1": 8, "CS2": 16, "CS3": 24, "CS4": 32, "CS5": 40, "CS6": 48, "CS7": 56,
     "AF11": 10, "AF12": 12, "AF13": 14, "AF21": 18, "AF22": 20, "AF23": 22, "AF31": 26, "AF32": 28,
