@@ -13,6 +13,7 @@ from provisioner.resources.base import HostContext
 from provisioner.specs import RoceQosSpec
 
 from ._recorded import run, sample
+from .test_roce_qos import _tool
 
 QOS = "mlnx_qos -i"  # the one QoS probe: dcb first, mlnx_qos in its else branch
 
@@ -80,12 +81,6 @@ FAKE_DCB = f"""case "$*" in
   *) echo "Attribute read: No such device" >&2; exit 1 ;;
 esac
 """
-
-
-def _tool(bin_dir: Path, name: str, script: str) -> None:
-    path = bin_dir / name
-    path.write_text("#!/bin/sh\n" + script)
-    path.chmod(0o755)
 
 
 @pytest.fixture
