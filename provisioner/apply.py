@@ -14,18 +14,19 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from provisioner import batch, become, changes, engine, transport
+from provisioner import batch, changes, engine, transport
 from provisioner.engine import Options, ResourceOutcome
 from provisioner.plan import HostPlanned, make_plan
 from provisioner.resources.base import Check
 from provisioner.resources.steps import Step
+from provisioner.run import runner
+from provisioner.run.session import HostSession, Sessions, open_session
 
-__all__ = ["ApplyOutcome", "HostApplied", "HostPlanned", "apply", "batches", "make_plan", "unchanged_host"]
+__all__ = ["ApplyOutcome", "HostApplied", "HostPlanned", "apply", "make_plan", "unchanged_host"]
 
 HostApplyStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
 ResourceStatus = Literal["ok", "changed", "failed"]
@@ -128,16 +129,14 @@ def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds:
                f"if [ -e {changes.reverted_flag(run_id)} ]; then echo reverted; else echo confirmed; fi")
 
     def attempt(connect_timeout: float) -> str | None:
-        try:
-            conn = transport.connect(host, connect_timeout=connect_timeout, ssh_config=options.ssh_config)
-        except transport.HostUnreachable:
-            return None
-        try:
-            result = transport.run(conn, command, timeout=30, become=become.for_host(host, options.become_password))
-        except transport.CommandFailed:
-            return None
-        finally:
-            conn.close()
+        # A session of its own: only a fresh login proves the management path still carries SSH.
+        fresh = Options(connect_timeout=connect_timeout, ssh_config=options.ssh_config,
+                        become_password=options.become_password)
+        with open_session(host, fresh) as session:
+            try:
+                result = session.exec(command, timeout=30)
+            except (transport.HostUnreachable, transport.CommandFailed):
+                return None
         return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else None
 
     execs = 0
@@ -156,13 +155,15 @@ def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds:
     return "unreachable", execs
 
 
-def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: changes.Holder,
+def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: changes.Holder,
                journal: Journal | None = None, revert_seconds: int = 60) -> HostApplied:
-    """Change one host in one exec, then re-read it in one more. Only for a host that has steps.
+    """Change one host in one exec, then re-read it in one more, both over the session that gathered it.
+    Only for a host that has steps.
 
     A change to the management path adds a confirming exec on a fresh connection (see `confirm`).
     """
     started = time.monotonic()
+    options = session.options
     host = planned.plan.host
     applied = HostApplied(host.name, host.address, "ok", execs=planned.audit.execs, digest=planned.digest)
     steps = planned.steps
@@ -177,12 +178,7 @@ def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: chan
             journal({"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
                      "command": step.shown, "outcome": "started"})
     try:
-        conn = transport.connect(host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
-        try:
-            result = transport.run(conn, script, timeout=options.command_timeout, shorten_after=shorten,
-                                   become=become.for_host(host, options.become_password, forward_ssh=True))
-        finally:
-            conn.close()
+        result = session.exec(script, shorten_after=shorten, forward_ssh=True)
         applied.execs += 1
     except transport.HostUnreachable as exc:
         applied.status, applied.error = "unreachable", exc.reason
@@ -223,7 +219,9 @@ def apply_host(planned: HostPlanned, options: Options, run_id: str, holder: chan
                 return _finish(applied, planned, parsed, None, started)
     after = None
     try:
-        results, execs = engine.gather(planned.plan, options)
+        if result.cut:
+            session.close()  # the change cut the path this session used; the re-check logs in afresh
+        results, execs = engine.gather(planned.plan, session)
         applied.execs += execs
         after = engine.evaluate(planned.plan, results)
     except transport.HostUnreachable as exc:
@@ -283,71 +281,27 @@ def unchanged_host(planned: HostPlanned, check: bool = False) -> HostApplied:
     return applied
 
 
-def batches(names: Sequence[str], serial: Sequence[str] | None) -> list[list[str]]:
-    """Rolling batches as Ansible's `serial`: numbers, percentages of all hosts, or a list of them,
-    the last size repeating until every host is in a batch."""
-    total = len(names)
-    if not serial:
-        return [list(names)] if names else []
-    sizes = []
-    for item in serial:
-        text = str(item).strip()
-        size = int(total * float(text[:-1]) / 100) if text.endswith("%") else int(text)
-        sizes.append(max(1, size))
-    result: list[list[str]] = []
-    start = 0
-    index = 0
-    while start < total:
-        size = sizes[min(index, len(sizes) - 1)]
-        result.append(list(names[start:start + size]))
-        start += size
-        index += 1
-    return result
-
-
 HostDone = Callable[[HostApplied], None]
 
 
-def apply(planned: Sequence[HostPlanned], options: Options, *, run_id: str | None = None,
+def apply(planned: Sequence[HostPlanned], sessions: Sessions, *, run_id: str | None = None,
           serial: Sequence[str] | None = None, max_fail_percent: float | None = None,
           journal: Journal | None = None, on_host: HostDone | None = None, revert_seconds: int = 60) -> ApplyOutcome:
-    """Run every host's plan, batch by batch. Hosts without steps are reported from their gathered state."""
+    """Run every host's plan, batch by batch, over the sessions that gathered them. Hosts without steps
+    are reported from their gathered state."""
     started = time.monotonic()
     run_id = run_id or new_run_id()
     holder = changes.Holder(run_id, control_machine(), datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    by_name = {p.name: p for p in planned}
-    done: dict[str, HostApplied] = {}
-    outcome = ApplyOutcome(run_id, [], 0.0)
-    seen = 0
-    failed = 0
-    for group in batches([p.name for p in planned], serial):
-        if outcome.stopped is not None:
-            for name in group:
-                done[name] = HostApplied(name, by_name[name].audit.address, "skipped",
-                                         "not started: " + outcome.stopped, digest=by_name[name].digest)
-            continue
-        outcome.batches.append(group)
-        workers = max(1, min(options.forks, len(group)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-apply") as pool:
-            futures = {}
-            for name in group:
-                host = by_name[name]
-                if host.steps and host.audit.status not in ("unreachable",):
-                    futures[pool.submit(apply_host, host, options, run_id, holder, journal, revert_seconds)] = name
-                else:
-                    done[name] = unchanged_host(host)
-                    if on_host:
-                        on_host(done[name])
-            for future in as_completed(futures):
-                result = future.result()
-                done[result.name] = result
-                if on_host:
-                    on_host(result)
-        seen += len(group)
-        failed += sum(1 for name in group if done[name].status in ("failed", "unreachable"))
-        if max_fail_percent is not None and seen and 100.0 * failed / seen > max_fail_percent:
-            outcome.stopped = (f"{failed} of {seen} hosts failed ({100.0 * failed / seen:.0f}%), more than "
-                               f"--max-fail-percent {max_fail_percent:g}")
-    outcome.hosts = [done[p.name] for p in planned]
-    outcome.seconds = time.monotonic() - started
-    return outcome
+
+    def one(host: HostPlanned) -> HostApplied:
+        if host.steps and host.audit.status != "unreachable":
+            return apply_host(host, sessions(host.plan.host), run_id, holder, journal, revert_seconds)
+        return unchanged_host(host)
+
+    def skip(host: HostPlanned, why: str) -> HostApplied:
+        return HostApplied(host.name, host.audit.address, "skipped", why, digest=host.digest)
+
+    rolled = runner.rolling(planned, one, name=lambda h: h.name, forks=sessions.options.forks, serial=serial,
+                            max_fail_percent=max_fail_percent, failed=lambda h: h.status in ("failed", "unreachable"),
+                            skip=skip, on_result=on_host)
+    return ApplyOutcome(run_id, rolled.results, time.monotonic() - started, rolled.batches, rolled.stopped)

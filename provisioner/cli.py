@@ -21,7 +21,6 @@ import click
 from provisioner import __version__, startup
 from provisioner.commands.options import (
     CONTEXT,
-    DEFAULT_PLAYBOOK,
     become_option,
     become_password,
     connect_timeout_option,
@@ -125,6 +124,8 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
             manager.up(name, nodes, log=log)
     state, statuses = manager.status(name)
     report.lab_status(state, statuses, as_json=False)
+    from provisioner.loading import DEFAULT_PLAYBOOK
+
     if DEFAULT_PLAYBOOK.is_file():
         from provisioner import engine
 
@@ -202,14 +203,16 @@ def _load_plans(inventory: Path, playbook: Path, limit: str | None, *, warn: boo
 @click.argument("inventory", type=click.Path(path_type=Path))
 @playbook_option
 @limit_option
-def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
+def validate(inventory: Path, playbook: Path | None, limit: str | None) -> None:
     """Check an inventory and a playbook offline; nothing is contacted.
 
     Every problem is reported on one line with file:line: key and what is allowed; templates are
     rendered for every host, so an undefined variable on one host is found too. Exit 3 if any.
     """
     from provisioner.hostplans import validate as validate_files
+    from provisioner.loading import find_playbook
 
+    playbook = find_playbook(inventory, playbook)
     warnings: list[str] = []
     errors = validate_files(inventory, playbook, limit, warnings)
     for warning in warnings:
@@ -239,7 +242,7 @@ def validate(inventory: Path, playbook: Path, limit: str | None) -> None:
 @click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write per-host drift counts as a Prometheus textfile (node_exporter collector).")
 @become_option
-def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, junit: Path | None, forks: int,
+def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bool, junit: Path | None, forks: int,
           connect_timeout: float, command_timeout: float, ssh_config: Path | None, verbose: bool,
           prom: Path | None, ask_become_pass: bool) -> None:
     """Report how each host drifted from the playbook. Read-only: nothing on any host is changed.
@@ -257,7 +260,9 @@ def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, jun
     """
     from provisioner import engine
     from provisioner.errors import ConfigError
+    from provisioner.loading import find_playbook
 
+    playbook = find_playbook(inventory, playbook)
     plans = _load_plans(inventory, playbook, limit)
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",

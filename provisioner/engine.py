@@ -7,18 +7,19 @@ such and never stops the others.
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
-from provisioner import batch, become, knownhosts, probejoin, transport, workers
+from provisioner import batch, knownhosts, probejoin, transport
 from provisioner.hostplans import HostPlan, Resource
 from provisioner.resources import FLEET_CHECKS, REGISTRY
 from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
+from provisioner.run import runner
+from provisioner.run.session import HostSession, Options, open_session
+
+__all__ = ["Options"]  # how every command reaches hosts (run/session.py); named here for its callers
 
 HostStatus = Literal["in_sync", "drifted", "unreachable", "failed"]
 
@@ -58,15 +59,6 @@ class AuditOutcome:
         return sum(1 for h in self.hosts if h.status == status)
 
 
-@dataclass(frozen=True)
-class Options:
-    forks: int = 50
-    connect_timeout: float = 10.0
-    command_timeout: float = 120.0
-    ssh_config: Path | None = None
-    become_password: become.Secret | None = None  # for hosts with ansible_become; never shown (Secret)
-
-
 Progress = Callable[[str, HostStatus | None], None]
 
 
@@ -92,19 +84,17 @@ def plan_probes(plan: HostPlan) -> list[Probe]:
     return list(probes.values())
 
 
-def gather(plan: HostPlan, options: Options) -> tuple[Results, int]:
-    """Run every probe of the host in one exec. Returns the results and the number of execs (1)."""
+def gather(plan: HostPlan, session: HostSession) -> tuple[Results, int]:
+    """Run every probe of the host in one exec over `session`. Returns the results and the number of
+    execs (1)."""
+    options = session.options
     probes = plan_probes(plan)
     to_run, joined = probejoin.join(probes)
     nonce = batch.new_nonce()
     script = batch.build_script(to_run, nonce, budget=options.command_timeout)
-    conn = transport.connect(plan.host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
-    try:
-        # The host stops its own probes at the budget; the margin lets it say so before we hang up.
-        result = transport.run(conn, script, become=become.for_host(plan.host, options.become_password),
-                               timeout=options.command_timeout + batch.REPORT_MARGIN, partial=True, ticks=batch.TICK)
-    finally:
-        conn.close()
+    # The host stops its own probes at the budget; the margin lets it say so before we hang up.
+    result = session.exec(script, timeout=options.command_timeout + batch.REPORT_MARGIN, partial=True,
+                          ticks=batch.TICK)
     by_key = joined.split(batch.split_output(result.stdout, nonce))
     if result.ended != "exited":
         # Probes that completed keep their results; the others say why they have none.
@@ -146,21 +136,30 @@ def _evaluate_one(resource: Resource, results: Results, ctx: HostContext, play: 
     return outcome
 
 
-def audit_host(plan: HostPlan, options: Options) -> HostOutcome:
+def read_host(plan: HostPlan, session: HostSession) -> tuple[HostOutcome, Results | None]:
+    """Gather and evaluate one host: its outcome, and the facts read (None when none could be)."""
     started = time.monotonic()
     host = plan.host
     try:
-        results, execs = gather(plan, options)
+        results, execs = gather(plan, session)
     except transport.HostUnreachable as exc:
-        return HostOutcome(host.name, host.address, "unreachable", exc.reason, seconds=time.monotonic() - started)
-    except transport.CommandFailed as exc:
-        return HostOutcome(host.name, host.address, "failed", str(exc), seconds=time.monotonic() - started)
+        return HostOutcome(host.name, host.address, "unreachable", exc.reason,
+                           seconds=time.monotonic() - started), None
+    except transport.CommandFailed as exc:  # its message is the reason (a sudo refusal among them)
+        return HostOutcome(host.name, host.address, "failed", str(exc), seconds=time.monotonic() - started), None
     except Exception as exc:
         message = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, never a page of script
-        return HostOutcome(host.name, host.address, "failed", message[:300], seconds=time.monotonic() - started)
+        return HostOutcome(host.name, host.address, "failed", message[:300],
+                           seconds=time.monotonic() - started), None
     outcome = HostOutcome(host.name, host.address, "in_sync", resources=evaluate(plan, results), execs=execs)
     outcome.seconds = time.monotonic() - started
-    return outcome
+    return outcome, results
+
+
+def audit_host(plan: HostPlan, options: Options) -> HostOutcome:
+    """`read_host` over a session of its own (audit reads a host once)."""
+    with open_session(plan.host, options) as session:
+        return read_host(plan, session)[0]
 
 
 def apply_fleet_checks(plans: Sequence[HostPlan], outcomes: dict[str, HostOutcome]) -> None:
@@ -214,18 +213,9 @@ def audit(plans: Sequence[HostPlan], options: Options, progress: Progress | None
         if progress:
             progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
 
-    transport.reset()
-    try:
-        # Threads, or for a large fleet a few worker processes each with its own threads (see workers.py).
-        workers.run(plans, lambda plan: audit_host(plan, options), options.forks, done,
-                    lambda plan, why: HostOutcome(plan.host.name, plan.host.address, "failed", why))
-    except KeyboardInterrupt:
-        # Ctrl-C: every login and exec returns within a poll, instead of waiting for them to finish; a
-        # second Ctrl-C while they unwind ends the process at once, without a traceback.
-        transport.interrupt()
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-        raise
+    # Threads, or for a large fleet a few worker processes each with its own threads (run/pool.py).
+    runner.each(plans, lambda plan: audit_host(plan, options), forks=options.forks, on_result=done,
+                lost=lambda plan, why: HostOutcome(plan.host.name, plan.host.address, "failed", why))
     apply_fleet_checks(plans, outcomes)
     for outcome in outcomes.values():
         finish_status(outcome)

@@ -5,9 +5,38 @@ from __future__ import annotations
 from pathlib import Path
 
 from provisioner import startup
+from provisioner.errors import ConfigError
 from provisioner.hostplans import HostPlan, resolve
 from provisioner.inventory import load_inventory
 from provisioner.playbook import load_playbook
+
+DEFAULT_PLAYBOOK = Path("playbooks/site.yml")
+
+
+def default_playbooks(inventory: Path) -> list[Path]:
+    """Where a command looks for its playbook when none is given, in order: ./playbooks/site.yml, then
+    playbooks/site.yml beside the inventory and in the folders above it (an Ansible project keeps
+    `inventories/` and `playbooks/` side by side), so a command finds it from any working directory."""
+    places = [DEFAULT_PLAYBOOK]
+    folder = inventory.resolve().parent if not inventory.is_dir() else inventory.resolve()
+    for candidate in [folder, *folder.parents][:4]:
+        places.append(candidate / DEFAULT_PLAYBOOK)
+    return list(dict.fromkeys(places))
+
+
+def find_playbook(inventory: Path, given: Path | None, *, required: bool = True) -> Path | None:
+    """The playbook a command uses: `given` as it is, else the first of `default_playbooks` that exists.
+    None only when not `required`; otherwise a missing one is a ConfigError naming where it looked."""
+    if given is not None:
+        return given
+    places = default_playbooks(inventory)
+    for place in places:
+        if place.is_file():
+            return place
+    if not required:
+        return None
+    raise ConfigError("no playbook given, and none found at " + ", ".join(map(str, places))
+                      + "; pass one with -p PLAYBOOK")
 
 
 def load_plans(inventory: Path, playbook: Path, limit: str | None) -> tuple[list[HostPlan], list[str]]:

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from provisioner import changes, engine, transport
-from provisioner.engine import HostOutcome, Options, ResourceOutcome
+from provisioner import changes, engine
+from provisioner.engine import HostOutcome, ResourceOutcome
 from provisioner.hostplans import HostPlan
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import Results
 from provisioner.resources.steps import Step, impossible
+from provisioner.run import runner
+from provisioner.run.session import Sessions
 
 # ------------------------------------------------------------------------------------------------ plan
 
@@ -62,47 +62,35 @@ def remedies(plan: HostPlan, results: Results, outcomes: list[ResourceOutcome]) 
     return planned
 
 
-def _gather_one(plan: HostPlan, options: Options) -> tuple[HostOutcome, Results | None]:
-    started = time.monotonic()
-    host = plan.host
-    try:
-        results, execs = engine.gather(plan, options)
-    except transport.HostUnreachable as exc:
-        return HostOutcome(host.name, host.address, "unreachable", exc.reason, seconds=time.monotonic() - started), None
-    except transport.CommandFailed as exc:  # its message is the reason (a sudo refusal among them), as in audit
-        return HostOutcome(host.name, host.address, "failed", str(exc), seconds=time.monotonic() - started), None
-    except Exception as exc:
-        return HostOutcome(host.name, host.address, "failed", f"{type(exc).__name__}: {exc}",
-                           seconds=time.monotonic() - started), None
-    outcome = HostOutcome(host.name, host.address, "in_sync", resources=engine.evaluate(plan, results), execs=execs)
-    outcome.seconds = time.monotonic() - started
-    return outcome, results
-
-
-def gather_all(plans: Sequence[HostPlan], options: Options,
+def gather_all(plans: Sequence[HostPlan], sessions: Sessions,
                progress: engine.Progress | None = None) -> tuple[dict[str, HostOutcome], dict[str, Results]]:
+    """Read every host over its session (kept open for the changes that may follow)."""
     outcomes: dict[str, HostOutcome] = {}
     facts: dict[str, Results] = {}
-    workers = max(1, min(options.forks, len(plans)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host") as pool:
-        futures = {pool.submit(_gather_one, plan, options): plan for plan in plans}
-        for future in as_completed(futures):
-            outcome, results = future.result()
-            outcomes[outcome.name] = outcome
-            if results is not None:
-                facts[outcome.name] = results
-            if progress:
-                progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
+
+    def one(plan: HostPlan) -> tuple[HostOutcome, Results | None]:
+        return engine.read_host(plan, sessions(plan.host))
+
+    def done(result: tuple[HostOutcome, Results | None]) -> None:
+        outcome, results = result
+        outcomes[outcome.name] = outcome
+        if results is not None:
+            facts[outcome.name] = results
+        if progress:
+            progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
+
+    runner.each(plans, one, forks=sessions.options.forks, on_result=done)
     engine.apply_fleet_checks(plans, outcomes)
     for outcome in outcomes.values():
         engine.finish_status(outcome)
     return outcomes, facts
 
 
-def make_plan(plans: Sequence[HostPlan], options: Options,
+def make_plan(plans: Sequence[HostPlan], sessions: Sessions,
               progress: engine.Progress | None = None) -> list[HostPlanned]:
-    """Gather every host (one exec each) and work out its steps. Changes nothing."""
-    outcomes, facts = gather_all(plans, options, progress)
+    """Gather every host (one exec each, over sessions kept open for apply) and work out its steps.
+    Changes nothing."""
+    outcomes, facts = gather_all(plans, sessions, progress)
     planned = []
     for plan in plans:
         outcome = outcomes[plan.host.name]

@@ -12,11 +12,12 @@ import re
 import shlex
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from provisioner import batch, become, changes, engine, transport
+from provisioner import batch, changes, engine, transport
 from provisioner.hostplans import HostPlan
+from provisioner.run import runner
+from provisioner.run.session import open_session
 
 RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$")
 
@@ -84,12 +85,8 @@ def rollback_host(plan: HostPlan, options: engine.Options, run_id: str | None,
     host = plan.host
     nonce = batch.new_nonce()
     try:
-        conn = transport.connect(host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
-        try:
-            result = transport.run(conn, build_script(run_id, nonce, holder), timeout=options.command_timeout,
-                                   become=become.for_host(host, options.become_password))
-        finally:
-            conn.close()
+        with open_session(host, options) as session:
+            result = session.exec(build_script(run_id, nonce, holder))
     except transport.HostUnreachable as exc:
         return HostRollback(host.name, "unreachable", run_id, exc.reason)
     except transport.CommandFailed as exc:
@@ -109,8 +106,7 @@ def rollback(plans: Sequence[HostPlan], options: engine.Options, run_id: str | N
     from provisioner.apply import control_machine, new_run_id
 
     holder = changes.Holder(new_run_id(), control_machine(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    with ThreadPoolExecutor(max_workers=max(1, min(options.forks, len(plans)))) as pool:
-        return list(pool.map(lambda plan: rollback_host(plan, options, run_id, holder), plans))
+    return runner.each(plans, lambda plan: rollback_host(plan, options, run_id, holder), forks=options.forks)
 
 
 def to_json(results: Sequence[HostRollback]) -> dict:

@@ -53,6 +53,11 @@ class CommandFailed(FabnetError):
     """The remote exec itself failed (not one probe inside it)."""
 
 
+class NotStarted(CommandFailed):
+    """The exec could not be started (the connection was gone, or the server refused a channel): nothing
+    of the script ran, so it may be tried again over a new connection."""
+
+
 class BecomeFailed(CommandFailed):
     """sudo refused to run the script (wrong or missing password, not allowed): nothing of it ran."""
 
@@ -243,7 +248,7 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
     deadline = started + timeout
     client_transport = conn.client.get_transport()
     if client_transport is None or not client_transport.is_active():
-        raise CommandFailed("connection lost before the command started")
+        raise NotStarted("connection lost before the command started")
     try:
         channel = client_transport.open_session(timeout=max(1.0, min(timeout, 30.0)))
         channel.settimeout(max(1.0, min(timeout, 30.0)))
@@ -256,7 +261,8 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
         if interrupted.is_set():
             raise CommandFailed("interrupted") from exc
         lost = not client_transport.is_active()
-        raise CommandFailed("connection lost" if lost else f"cannot start the command: {_short(exc)}") from exc
+        # The script is one brace group: a shell that got only part of it runs none of it.
+        raise NotStarted("connection lost" if lost else f"cannot start the command: {_short(exc)}") from exc
     try:
         result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr, shorten_after,
                           ticks)

@@ -28,6 +28,7 @@ else:
 if TYPE_CHECKING:
     from provisioner.engine import Options
     from provisioner.hostplans import HostPlan
+    from provisioner.run.session import Sessions
 
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_UNREACHABLE, EXIT_USAGE = 0, 2, 4, 64
 
@@ -86,7 +87,7 @@ def exit_code(outcome: object) -> int:
               help="Apply exactly this saved plan (fabnet plan -o FILE); hosts whose facts changed since are refused.")
 @click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
 @become_option
-def apply_command(inventory: Path, playbook: Path, limit: str | None, check: bool, diff: bool, yes: bool,
+def apply_command(inventory: Path, playbook: Path | None, limit: str | None, check: bool, diff: bool, yes: bool,
                   serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
                   prom: Path | None, journal_path: Path | None, connect_timeout: float, command_timeout: float,
                   ssh_config: Path | None, revert_after: int, plan_file: Path | None, verbose: bool,
@@ -116,10 +117,9 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
       3  invalid inventory or playbook (nothing was contacted)
       4  some host unreachable (wins over 2)
     """
-    from provisioner import apply as converge
     from provisioner import engine
-    from provisioner.journal import Journal, default_path
-    from provisioner.loading import load_plans
+    from provisioner.loading import find_playbook, load_plans
+    from provisioner.run.session import Sessions
 
     serial_items = _serial(serial)
     if plan_file is not None:
@@ -129,6 +129,7 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
         playbook, limit = Path(saved["playbook"]), saved.get("limit")
     else:
         saved = None
+    playbook = find_playbook(inventory, playbook)
     plans, warnings = load_plans(inventory, playbook, limit)
     for warning in warnings:
         report.warn(warning)
@@ -137,8 +138,22 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
                           file=str(playbook))
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
+    with Sessions(options) as sessions:
+        _converge(sessions, plans, saved, inventory, playbook, limit, diff, check, yes, as_json, junit, verbose,
+                  journal_path, serial_items, max_fail_percent, revert_after, prom)
+
+
+def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict | None, inventory: Path, playbook: Path,
+              limit: str | None, diff: bool, check: bool, yes: bool, as_json: bool, junit: Path | None,
+              verbose: bool, journal_path: Path | None, serial_items: list[str] | None,
+              max_fail_percent: float | None, revert_after: int, prom: Path | None) -> None:
+    """Gather, show, confirm and apply over sessions kept open from the gathering to the re-check."""
+    from provisioner import apply as converge
+    from provisioner import saved_plan
+    from provisioner.journal import Journal, default_path
+
     with report.host_progress(len(plans), "gathering") as progress:
-        planned = converge.make_plan(plans, options, progress)
+        planned = converge.make_plan(plans, sessions, progress)
     refused: list[str] = []
     if saved is not None:
         refused = saved_plan.adopt(planned, saved)
@@ -165,7 +180,7 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
             report.error("nothing changed")
             raise SystemExit(EXIT_NOT_CONVERGED)
     journal = Journal(journal_path or default_path())
-    outcome = converge.apply(planned, options, serial=serial_items, max_fail_percent=max_fail_percent,
+    outcome = converge.apply(planned, sessions, serial=serial_items, max_fail_percent=max_fail_percent,
                              journal=journal, on_host=None if as_json else apply_report.host_line,
                              revert_seconds=revert_after)
     code = exit_code(outcome)
@@ -199,11 +214,13 @@ def converge_for_demo(plans: list[HostPlan], options: Options) -> int:
     Returns the exit code apply would give."""
     from provisioner import apply as converge
     from provisioner.journal import Journal, default_path
+    from provisioner.run.session import Sessions
 
-    with report.host_progress(len(plans), "gathering") as progress:
-        planned = converge.make_plan(plans, options, progress)
-    apply_report.plan_text(planned)
-    outcome = converge.apply(planned, options, journal=Journal(default_path()), on_host=apply_report.host_line)
+    with Sessions(options) as sessions:
+        with report.host_progress(len(plans), "gathering") as progress:
+            planned = converge.make_plan(plans, sessions, progress)
+        apply_report.plan_text(planned)
+        outcome = converge.apply(planned, sessions, journal=Journal(default_path()), on_host=apply_report.host_line)
     apply_report.results(outcome)
     apply_report.recap(outcome)
     return exit_code(outcome)

@@ -16,11 +16,10 @@ F = TypeVar("F", bound=Callable[..., object])
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
-DEFAULT_PLAYBOOK = Path("playbooks/site.yml")
-
 playbook_option = click.option(
-    "-p", "--playbook", type=click.Path(path_type=Path), default=DEFAULT_PLAYBOOK, show_default=True,
-    help="Playbook: the desired state, as YAML plays.",
+    "-p", "--playbook", type=click.Path(path_type=Path), default=None,
+    help="Playbook: the desired state, as YAML plays. Default: playbooks/site.yml in the working directory, "
+         "else beside the inventory or in a folder above it.",
 )
 limit_option = click.option(
     "-l", "--limit", default=None,

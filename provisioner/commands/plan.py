@@ -31,9 +31,11 @@ else:
               help="Where to write the plan (JSON, schema fabnet/plan/v1, mode 0600: it holds file contents).")
 @click.option("-D", "--diff", is_flag=True, help="Show unified diffs of the files that would change.")
 @click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--detailed-exitcode", is_flag=True,
+              help="Exit 2 when the plan has changes (0: none), as terraform's plan does.")
 @become_option
-def plan_command(inventory: Path, playbook: Path, limit: str | None, out: Path, diff: bool, forks: int,
-                 ask_become_pass: bool) -> None:
+def plan_command(inventory: Path, playbook: Path | None, limit: str | None, out: Path, diff: bool, forks: int,
+                 detailed_exitcode: bool, ask_become_pass: bool) -> None:
     """Gather every host (one exec each), show what apply would change and save it to apply later with
     `fabnet apply INVENTORY --plan FILE`, which refuses any host whose facts changed in between.
 
@@ -41,23 +43,32 @@ def plan_command(inventory: Path, playbook: Path, limit: str | None, out: Path, 
     Example:
       fabnet plan inventories/prod.yml -o plan.json && fabnet apply inventories/prod.yml --plan plan.json --yes
 
-    Exit codes: 0 nothing to change, 2 changes planned, 4 some host unreachable.
+    \b
+    Exit codes (as terraform's plan):
+      0  a plan was made and written (with or without changes)
+      1  no plan could be made
+      2  with --detailed-exitcode: a plan with changes was made
+      3  invalid inventory or playbook
+      4  some host unreachable (its part of the plan is missing)
     """
     from provisioner import apply as converge
     from provisioner import engine, saved_plan
-    from provisioner.hostplans import resolve
-    from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook
+    from provisioner.loading import find_playbook, load_plans
+    from provisioner.run.session import Sessions
 
-    plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
+    playbook = find_playbook(inventory, playbook)
+    plans, warnings = load_plans(inventory, playbook, limit)
+    for warning in warnings:
+        report.warn(warning)
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays", file=str(playbook))
     password = become_password(ask_become_pass)
-    with report.host_progress(len(plans), "gathering") as progress:
-        planned = converge.make_plan(plans, engine.Options(forks=forks, become_password=password), progress)
+    with Sessions(engine.Options(forks=forks, become_password=password)) as sessions, \
+            report.host_progress(len(plans), "gathering") as progress:
+        planned = converge.make_plan(plans, sessions, progress)
     apply_report.plan_text(planned, diff=diff)
     saved_plan.write(out, saved_plan.to_dict(planned, inventory=str(inventory), playbook=str(playbook), limit=limit))
     report.info(f"plan written to {out}")
     if any(h.audit.status == "unreachable" for h in planned):
         raise SystemExit(4)
-    raise SystemExit(2 if any(h.steps for h in planned) else 0)
+    raise SystemExit(2 if detailed_exitcode and any(h.steps for h in planned) else 0)

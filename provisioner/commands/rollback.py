@@ -19,8 +19,8 @@ else:
 
 @click.command("rollback")
 @click.argument("inventory", type=click.Path(path_type=Path))
-@click.option("-p", "--playbook", type=click.Path(path_type=Path), default=Path("playbooks/site.yml"),
-              show_default=True, help="Playbook whose hosts are meant (with --limit).")
+@click.option("-p", "--playbook", type=click.Path(path_type=Path), default=None,
+              help="Playbook whose hosts are meant (with --limit); found as audit finds it when not given.")
 @click.option("-l", "--limit", required=True, help="The hosts to roll back: Ansible host patterns (required).")
 @click.option("--run", "run_id", default=None, help="The run to undo (default: each host's latest run).")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask first.")
@@ -28,7 +28,7 @@ else:
 @click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True)
 @click.option("--timeout", "command_timeout", type=click.FloatRange(1, 7200), default=900.0, show_default=True)
 @become_option
-def rollback_command(inventory: Path, playbook: Path, limit: str, run_id: str | None, yes: bool, as_json: bool,
+def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id: str | None, yes: bool, as_json: bool,
                      connect_timeout: float, command_timeout: float, ask_become_pass: bool) -> None:
     """Undo what a fabnet apply run changed on some hosts: files back from their backups (or removed
     where they did not exist), settings back to their old values, newest change first. ONE exec per host.
@@ -43,11 +43,12 @@ def rollback_command(inventory: Path, playbook: Path, limit: str, run_id: str | 
 
     from provisioner import engine
     from provisioner import rollback as undo
-    from provisioner.hostplans import resolve
-    from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook
+    from provisioner.loading import find_playbook, load_plans
 
-    plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
+    playbook = find_playbook(inventory, playbook)
+    plans, warnings = load_plans(inventory, playbook, limit)
+    for warning in warnings:
+        report.warn(warning)
     if not plans:
         raise ConfigError("--limit matches no host of the playbook's plays", file=str(playbook))
     if run_id is not None and not undo.RUN_ID.match(run_id):

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import click
 
 from provisioner.commands.options import (
-    DEFAULT_PLAYBOOK,
     become_option,
     become_password,
     connect_timeout_option,
@@ -58,8 +57,8 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.command("smoke", epilog=EXIT_HELP)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-p", "--playbook", type=click.Path(path_type=Path), default=None,
-              help=f"Playbook: which hosts (its plays), their NCCL environment and verify: all_reduce settings "
-                   f"[default: {DEFAULT_PLAYBOOK} if present, else every inventory host].")
+              help="Playbook: which hosts (its plays), their NCCL environment and verify: all_reduce settings "
+                   "[default: playbooks/site.yml where audit finds it, else every inventory host].")
 @limit_option
 @click.option("--min-busbw", type=click.FloatRange(0), default=None,
               help="Pass threshold: average bus bandwidth in GB/s (nccl-tests' definition).")
@@ -146,7 +145,7 @@ def load_plans(inventory: Path, playbook: Path | None, limit: str | None) -> lis
     """The hosts the playbook's plays target (after --limit); without a playbook, every inventory host."""
     from provisioner import loading
 
-    path = playbook or (DEFAULT_PLAYBOOK if DEFAULT_PLAYBOOK.is_file() else None)
+    path = loading.find_playbook(inventory, playbook, required=False)
     plans, warnings = loading.load_plans(inventory, path, limit) if path else loading.load_hosts(inventory, limit)
     for warning in warnings:
         report.warn(warning)

@@ -45,6 +45,11 @@ def fleet_checks(spec: MtuUniformSpec, mtus: dict[str, int | None]) -> dict[str,
     checks: dict[str, Check] = {}
     if not known:
         return {host: error("mtu", "same on all hosts", "MTU not known on any host") for host in mtus}
+    if len(mtus) == 1 and known:
+        # --limit (or a one-host play) left nothing to compare with: say so rather than "ok (fleet)".
+        host, mtu = next(iter(mtus.items()))
+        return {host: ok("mtu", "same on all hosts", mtu,
+                         "compared with no other host: it is the only host of its play in this run (--limit?)")}
     counts = Counter(known.values())
     reference = max(counts, key=lambda mtu: (counts[mtu], mtu))
     desired = f"{reference} (fleet)"

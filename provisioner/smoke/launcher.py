@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from fabric import Connection
-
-from provisioner import become, transport
-from provisioner.become import Secret
+from provisioner import transport
+from provisioner.run import runner
+from provisioner.run.session import HostSession
 from provisioner.smoke import diagnose, plan
 from provisioner.smoke.targets import Target
 
-Connect = Callable[[Target], Connection]
+SessionOf = Callable[[Target], HostSession]  # the run's kept-open session of a target's host
 KILL_TIMEOUT = 20.0
 
 
@@ -31,17 +29,13 @@ class Exec:
     unreachable: str | None = None
 
 
-def _exec(connect: Connect, target: Target, script: str, timeout: float, password: Secret | None) -> Exec:
+def _exec(session_of: SessionOf, target: Target, script: str, timeout: float) -> Exec:
     try:
-        conn = connect(target)
+        result = session_of(target).exec(script, timeout=timeout)
     except transport.HostUnreachable as exc:
         return Exec(unreachable=exc.reason)
-    try:
-        result = transport.run(conn, script, timeout=timeout, become=become.for_host(target.host, password))
     except transport.CommandFailed as exc:
         return Exec(error=str(exc))
-    finally:
-        conn.close()
     return Exec(stdout=result.stdout, error=None if result.exit_code == 0 else
                 f"exit {result.exit_code}: {result.stderr.strip()[-300:]}")
 
@@ -54,46 +48,37 @@ def _host_failed(job: plan.Job, target: Target, result: Exec) -> bool:
     return any(not any(e.get("event") == "done" for e in report.events.get(r, [])) for r in ranks)
 
 
-def run_job(job: plan.Job, connect: Connect, deadline: float, password: Secret | None = None) -> diagnose.JobResult:
-    """Run `job`; the result has figures when every rank finished, else the named cause. `password` is
-    sudo's, for hosts with ansible_become."""
+def run_job(job: plan.Job, session_of: SessionOf, deadline: float) -> diagnose.JobResult:
+    """Run `job`; the result has figures when every rank finished, else the named cause."""
     started = time.monotonic()
-    end = started + deadline
-    outputs: dict[str, Exec] = {}
-    pool = ThreadPoolExecutor(max_workers=len(job.hosts), thread_name_prefix="fabnet-smoke")
-    futures: dict[Future[Exec], Target] = {
-        # The exec's own limit is only a safety net: the kill below ends it at the deadline.
-        pool.submit(_exec, connect, target, plan.launch_script(job, target), deadline + KILL_TIMEOUT, password): target
-        for target in job.hosts
-    }
-    pending = set(futures)
+    hosts = list(job.hosts)
+    # Every host at once: the ranks wait for each other. The exec's own limit is only a safety net:
+    # the kill below ends it at the deadline.
+    launched = runner.AllAtOnce(hosts, lambda target: _exec(session_of, target, plan.launch_script(job, target),
+                                                               deadline + KILL_TIMEOUT), name="fabnet-smoke")
     failed = False
-    while pending and not failed:
-        done, pending = wait(pending, timeout=max(0.0, end - time.monotonic()), return_when=FIRST_COMPLETED)
-        if not done:
-            break
-        for future in done:
-            target = futures[future]
-            outputs[target.name] = future.result()
-            failed = failed or _host_failed(job, target, outputs[target.name])
-    timed_out = bool(pending) and not failed
+
+    def one_failed(index: int, result: Exec) -> bool:
+        nonlocal failed
+        failed = failed or _host_failed(job, hosts[index], result)
+        return failed
+
+    ended = launched.wait(started + deadline, stop=one_failed)
+    timed_out = not ended and not failed
     killed: dict[str, Exec] = {}
-    if pending or failed:
+    if not ended or failed:
         # A failed or late job is killed everywhere; a finished one has already removed its files.
-        killed = _kill_everywhere(job, connect, password)
-        for future in list(pending):
-            try:
-                outputs[futures[future].name] = future.result(timeout=KILL_TIMEOUT)
-            except Exception as exc:  # the safety-net timeout, or a transport error
-                outputs[futures[future].name] = Exec(error=f"{type(exc).__name__}: {exc}")
-    pool.shutdown(wait=False, cancel_futures=True)
+        killed = _kill_everywhere(job, session_of)
+        launched.collect(KILL_TIMEOUT, lambda index, exc: Exec(error=f"{type(exc).__name__}: {exc}"))
+    launched.close()
+    outputs = {hosts[index].name: result for index, result in sorted(launched.results.items())}
     return _result(job, outputs, killed, timed_out, time.monotonic() - started, deadline)
 
 
-def _kill_everywhere(job: plan.Job, connect: Connect, password: Secret | None) -> dict[str, Exec]:
-    with ThreadPoolExecutor(max_workers=len(job.hosts)) as pool:
-        results = pool.map(lambda t: _exec(connect, t, plan.kill_script(job, t), KILL_TIMEOUT, password), job.hosts)
-        return dict(zip(job.host_names, results, strict=True))
+def _kill_everywhere(job: plan.Job, session_of: SessionOf) -> dict[str, Exec]:
+    results = runner.each(job.hosts, lambda t: _exec(session_of, t, plan.kill_script(job, t), KILL_TIMEOUT),
+                          forks=len(job.hosts))
+    return dict(zip(job.host_names, results, strict=True))
 
 
 def _result(job: plan.Job, outputs: dict[str, Exec], killed: dict[str, Exec], timed_out: bool, seconds: float,

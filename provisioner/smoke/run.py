@@ -9,24 +9,23 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabric import Connection
-
-from provisioner import batch, become, transport
+from provisioner import batch, transport
 from provisioner.become import Secret
 from provisioner.errors import ParseError
+from provisioner.run import runner, session
 from provisioner.smoke import drain, localise, nccltests, plan, preflight
 from provisioner.smoke.busbw import SizeResult, average_busbw
 from provisioner.smoke.diagnose import JobResult
-from provisioner.smoke.launcher import run_job
+from provisioner.smoke.launcher import SessionOf, run_job
 from provisioner.smoke.settings import Settings
 from provisioner.smoke.targets import Target
 
 Log = Callable[[str], None]
 
+FORKS = 64  # hosts read at once by the pre-flight
 # Verdicts, and the exit code each one means for CI.
 EXIT = {"pass": 0, "below_threshold": 2, "wrong_result": 2, "failed": 2, "preflight_failed": 2, "unreachable": 4}
 
@@ -68,37 +67,34 @@ class SmokeOutcome:
         return EXIT[self.verdict]
 
 
-def _connector(options: Options) -> Callable[[Target], Connection]:
-    def connect(target: Target) -> Connection:
-        return transport.connect(target.host, connect_timeout=options.connect_timeout, ssh_config=options.ssh_config)
-    return connect
+def _sessions(options: Options) -> session.Sessions:
+    """One session per host for the whole smoke run: pre-flight, launch, kill and post-mortem."""
+    return session.Sessions(session.Options(connect_timeout=options.connect_timeout, ssh_config=options.ssh_config,
+                                            become_password=options.become_password))
+
+
+def _session_of(sessions: session.Sessions) -> SessionOf:
+    return lambda target: sessions(target.host)
 
 
 # ------------------------------------------------------------------------------------------ pre-flight
 
 
-def _probe_host(target: Target, probes: dict, connect: Callable[[Target], Connection],
-                password: Secret | None) -> dict | str:
+def _probe_host(target: Target, probes: dict, session_of: SessionOf) -> dict | str:
     nonce = batch.new_nonce()
     script = preflight.build_script(probes, nonce)
     try:
-        conn = connect(target)
+        result = session_of(target).exec(script, timeout=60, ticks=batch.TICK)
     except transport.HostUnreachable as exc:
         return exc.reason
-    try:
-        result = transport.run(conn, script, timeout=60, become=become.for_host(target.host, password),
-                               ticks=batch.TICK)
     except transport.CommandFailed as exc:
         return f"pre-flight exec failed: {exc}"
-    finally:
-        conn.close()
     return batch.split_output(result.stdout, nonce)
 
 
-def run_preflight(targets: Sequence[Target], settings: Settings, options: Options,
+def run_preflight(targets: Sequence[Target], settings: Settings, session_of: SessionOf,
                   outcome: SmokeOutcome) -> dict[str, preflight.HostFacts]:
     """One exec per host (a second one only for the pings when the inventory gives no data addresses)."""
-    connect = _connector(options)
     names = [t.name for t in targets]
     peers_of = preflight.ping_peers(names)
     known_ips = {t.name: t.data_ip for t in targets}
@@ -111,9 +107,8 @@ def run_preflight(targets: Sequence[Target], settings: Settings, options: Option
 
     all_known = all(known_ips.values())
     plans = {t.name: preflight.probes(t, peers(t, known_ips) if all_known else None) for t in targets}
-    with ThreadPoolExecutor(max_workers=min(64, len(targets))) as pool:
-        raw = dict(zip(names, pool.map(lambda t: _probe_host(t, plans[t.name], connect, options.become_password),
-                                          targets), strict=True))
+    raw = dict(zip(names, runner.each(targets, lambda t: _probe_host(t, plans[t.name], session_of),
+                                      forks=FORKS), strict=True))
     facts: dict[str, preflight.HostFacts] = {}
     for target in targets:
         got = raw[target.name]
@@ -125,9 +120,8 @@ def run_preflight(targets: Sequence[Target], settings: Settings, options: Option
         return facts
     ips = {t.name: preflight.data_address(t, facts[t.name]) for t in targets}
     ping_plans = {t.name: preflight.probes(t, peers(t, ips), facts=False) for t in targets}
-    with ThreadPoolExecutor(max_workers=min(64, len(targets))) as pool:
-        raw = dict(zip(names, pool.map(lambda t: _probe_host(t, ping_plans[t.name], connect,
-                                                                  options.become_password), targets), strict=True))
+    raw = dict(zip(names, runner.each(targets, lambda t: _probe_host(t, ping_plans[t.name], session_of),
+                                      forks=FORKS), strict=True))
     for target in targets:
         got = raw[target.name]
         if isinstance(got, str):
@@ -152,17 +146,16 @@ def _job(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], setti
 
 
 def _pair_round(pairs: Sequence[localise.Pair], by_name: dict[str, Target], facts: dict[str, preflight.HostFacts],
-                settings: Settings, backend: str, ranks: int, port: int, options: Options,
+                settings: Settings, backend: str, ranks: int, port: int, session_of: SessionOf,
                 records: list[dict], round_no: int) -> dict[localise.Pair, float | None]:
-    connect = _connector(options)
-
     def one(pair: localise.Pair) -> tuple[localise.Pair, JobResult]:
         job = _job([by_name[pair[0]], by_name[pair[1]]], facts, settings, backend, ranks, port)
-        return pair, run_job(job, connect, settings.timeout, options.become_password)
+        return pair, run_job(job, session_of, settings.timeout)
 
     results: dict[localise.Pair, float | None] = {}
-    with ThreadPoolExecutor(max_workers=max(1, len(pairs))) as pool:
-        for pair, result in pool.map(one, pairs):
+    # Every pair at once: they are measured side by side, as the fleet run loads the fabric.
+    if pairs:
+        for pair, result in runner.each(pairs, one, forks=len(pairs)):
             value = average_busbw(result.rows) if result.ok else None
             results[pair] = value
             records.append({"round": round_no, "hosts": list(pair), "busbw": value, "ok": result.ok,
@@ -171,23 +164,23 @@ def _pair_round(pairs: Sequence[localise.Pair], by_name: dict[str, Target], fact
 
 
 def _localise(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], settings: Settings, backend: str,
-              ranks: int, threshold: float, options: Options, outcome: SmokeOutcome, log: Log) -> None:
+              ranks: int, threshold: float, session_of: SessionOf, outcome: SmokeOutcome, log: Log) -> None:
     by_name = {t.name: t for t in targets}
     pairs, leftover = localise.first_round([t.name for t in targets])
     log(f"localising: {len(pairs)} pairs in parallel")
-    round1 = _pair_round(pairs, by_name, facts, settings, backend, ranks, settings.port + 1, options,
+    round1 = _pair_round(pairs, by_name, facts, settings, backend, ranks, settings.port + 1, session_of,
                          outcome.pairs, 1)
     slow, fast = localise.slow_pairs(round1, threshold)
     round2_pairs = localise.second_round(slow, leftover, fast) if fast else []
     round2: dict[localise.Pair, float | None] = {}
     if round2_pairs:
         log(f"localising: {len(round2_pairs)} suspects, each with a good host")
-        round2 = _pair_round(round2_pairs, by_name, facts, settings, backend, ranks, settings.port + 2, options,
+        round2 = _pair_round(round2_pairs, by_name, facts, settings, backend, ranks, settings.port + 2, session_of,
                              outcome.pairs, 2)
     outcome.localisation = localise.verdict(round1, round2, threshold, leftover)
 
 
-def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, options: Options,
+def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, session_of: SessionOf,
                     outcome: SmokeOutcome) -> None:
     first = targets[0]
     env = plan.rank_env(plan.Job("nccl-tests", tuple(targets), "", settings.port, "nccl", ranks, settings.sizes,
@@ -197,19 +190,14 @@ def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, o
                              binary=settings.binary, sizes=settings.sizes, iters=settings.iters, env=env)
     script = line + " 2>&1"
     try:
-        conn = _connector(options)(first)
+        result = session_of(first).exec(script, timeout=settings.timeout)
     except transport.HostUnreachable as exc:
         outcome.unreachable[first.name] = exc.reason
         outcome.verdict, outcome.reason = "unreachable", f"{first.name}: {exc.reason}"
         return
-    try:
-        result = transport.run(conn, script, timeout=settings.timeout,
-                               become=become.for_host(first.host, options.become_password))
     except transport.CommandFailed as exc:
         outcome.verdict, outcome.reason = "failed", f"nccl-tests did not finish within {settings.timeout:g} s: {exc}"
         return
-    finally:
-        conn.close()
     try:
         rows, avg, problem = nccltests.rows(result.stdout, len(targets) * ranks)
     except ParseError as exc:
@@ -227,13 +215,13 @@ def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, o
     outcome.avg_busbw = avg if avg is not None else average_busbw(rows)
 
 
-def _post_mortem(targets: Sequence[Target], settings: Settings, options: Options, outcome: SmokeOutcome,
+def _post_mortem(targets: Sequence[Target], settings: Settings, session_of: SessionOf, outcome: SmokeOutcome,
                  log: Log) -> None:
     """The run failed without singling out a host: what changed since the pre-flight? Its checks run
     again (seconds), and what they find now names the hosts and the cause."""
     log("the run failed on every host alike: checking the fabric again")
     again = SmokeOutcome(hosts=outcome.hosts, settings=settings)
-    facts = run_preflight(targets, settings, options, again)
+    facts = run_preflight(targets, settings, session_of, again)
     if again.unreachable:
         outcome.reason += "; unreachable now: " + ", ".join(f"{h} ({r})" for h, r in again.unreachable.items())
         outcome.failed_hosts = dict(again.unreachable)
@@ -256,7 +244,8 @@ def smoke(targets: Sequence[Target], settings: Settings, options: Options, log: 
     started = time.monotonic()
     outcome = SmokeOutcome(hosts=[t.name for t in targets], settings=settings)
     try:
-        _smoke(targets, settings, options, log, outcome)
+        with _sessions(options) as sessions:
+            _smoke(targets, settings, options, _session_of(sessions), log, outcome)
     finally:
         outcome.seconds = time.monotonic() - started
     if outcome.verdict not in ("pass", "unreachable") and options.drain_cmd:
@@ -266,10 +255,11 @@ def smoke(targets: Sequence[Target], settings: Settings, options: Options, log: 
     return outcome
 
 
-def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log: Log, outcome: SmokeOutcome) -> None:
+def _smoke(targets: Sequence[Target], settings: Settings, options: Options, session_of: SessionOf, log: Log,
+           outcome: SmokeOutcome) -> None:
     log(f"pre-flight on {len(targets)} hosts")
     t0 = time.monotonic()
-    facts = run_preflight(targets, settings, options, outcome)
+    facts = run_preflight(targets, settings, session_of, outcome)
     outcome.preflight_seconds = time.monotonic() - t0
     outcome.mtus = {t.name: (facts[t.name].ifaces[t.data_iface].mtu
                              if t.name in facts and t.data_iface in facts[t.name].ifaces else None) for t in targets}
@@ -296,14 +286,14 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log:
         return
     if settings.runner == "nccl-tests":
         log(f"all_reduce_perf on {len(targets)} hosts x {ranks} ranks")
-        _run_nccl_tests(targets, settings, ranks, options, outcome)
+        _run_nccl_tests(targets, settings, ranks, session_of, outcome)
         if outcome.verdict != "pass":
             outcome.failed_hosts = {t.name: outcome.reason for t in targets}
             return
     else:
         log(f"all-reduce on {len(targets)} hosts x {ranks} ranks ({backend}), deadline {settings.timeout:g} s")
         job = _job(targets, facts, settings, backend, ranks, settings.port)
-        result = run_job(job, _connector(options), settings.timeout, options.become_password)
+        result = run_job(job, session_of, settings.timeout)
         outcome.job = result
         outcome.rows = result.rows
         if not result.ok:
@@ -313,7 +303,7 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log:
                 outcome.verdict = "unreachable"
                 outcome.unreachable = dict(result.unreachable)
             if len(result.failed_hosts) == len(targets) and not outcome.unreachable:
-                _post_mortem(targets, settings, options, outcome, log)
+                _post_mortem(targets, settings, session_of, outcome, log)
             return
         outcome.avg_busbw = average_busbw(result.rows)
         wrong = [r for r in result.rows if r.wrong]
@@ -330,7 +320,7 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, log:
     outcome.verdict = "below_threshold"
     outcome.reason = f"average busbw {outcome.avg_busbw:.3f} GB/s < {threshold:g} GB/s"
     if settings.runner == "torch" and settings.localise and len(targets) >= 3:
-        _localise(targets, facts, settings, backend, ranks, threshold, options, outcome, log)
+        _localise(targets, facts, settings, backend, ranks, threshold, session_of, outcome, log)
         verdict = outcome.localisation
         if verdict is not None:
             outcome.reason += "; " + verdict.message

@@ -40,6 +40,12 @@ def sessions(lab: Lab) -> dict[str, int]:
     return counts
 
 
+def logins(lab: Lab) -> dict[str, int]:
+    """SSH logins each node's sshd has accepted (the counting login included)."""
+    return {node.name: int(lab.ssh(node, "journalctl -u ssh --no-pager -o cat | grep -c '^Accepted '").stdout.strip())
+            for node in lab.nodes}
+
+
 def execs_between(lab: Lab, before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {name: after[name] - before[name] - 1 for name in after}
 
@@ -71,11 +77,12 @@ def inventory(alab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def first_apply(alab: Lab, inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     journal = tmp_path_factory.mktemp("journal") / "journal.jsonl"
-    before = sessions(alab)
+    before, logged_in = sessions(alab), logins(alab)
     proc = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--json", "--journal", str(journal))
-    after = sessions(alab)
+    after, logged_in_after = sessions(alab), logins(alab)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"report": json.loads(proc.stdout), "execs": execs_between(alab, before, after), "journal": journal}
+    return {"report": json.loads(proc.stdout), "execs": execs_between(alab, before, after), "journal": journal,
+            "logins": {name: logged_in_after[name] - logged_in[name] - 2 for name in logged_in}}
 
 
 def test_apply_converges_every_host_and_reports_what_changed(first_apply: dict) -> None:
@@ -95,6 +102,11 @@ def test_a_drifted_host_costs_one_change_exec_and_one_recheck(first_apply: dict)
     # gather + change + re-check for drifted hosts; gather only for the host in sync.
     assert first_apply["execs"] == {"gpu01": 1, **{f"gpu0{i}": 3 for i in range(2, 7)}}
     assert {h["name"]: h["execs"] for h in first_apply["report"]["hosts"]} == first_apply["execs"]
+
+
+def test_one_login_per_host_carries_gather_change_and_recheck(first_apply: dict) -> None:
+    # One session per host per command: the change and the re-check reuse the gathering's login.
+    assert first_apply["logins"] == {f"gpu0{i}": 1 for i in range(1, 7)}
 
 
 def test_testinfra_sees_every_node_converged(alab: Lab, first_apply: dict) -> None:
@@ -437,7 +449,7 @@ def test_a_saved_plan_applies_exactly_and_refuses_hosts_changed_since(alab: Lab,
     for name in ("gpu03", "gpu05"):
         alab.ssh(alab.node(name), "mlnx_qos -i eth1 --trust pcp >/dev/null")
     plan = tmp_path / "plan.json"
-    proc = fabnet("plan", str(inventory), "-p", str(SITE), "-o", str(plan))
+    proc = fabnet("plan", str(inventory), "-p", str(SITE), "-o", str(plan), "--detailed-exitcode")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert plan.stat().st_mode & 0o077 == 0  # it holds file contents: owner only
     saved = json.loads(plan.read_text())
@@ -454,3 +466,30 @@ def test_a_saved_plan_applies_exactly_and_refuses_hosts_changed_since(alab: Lab,
     assert hosts["gpu05"]["status"] == "failed" and "changed since the plan" in hosts["gpu05"]["error"]
     assert "trust state: pcp" in alab.host(alab.node("gpu05")).check_output("mlnx_qos -i eth1")  # untouched
     assert fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--journal", str(tmp_path / "j")).returncode == 0
+
+
+def test_the_plan_help_example_applies_with_group_vars_beside_the_playbook(alab: Lab, inventory: Path,
+                                                                          first_apply: dict, tmp_path: Path) -> None:
+    # A playbook whose MTU comes from group_vars beside it: validate, audit and apply always read those;
+    # plan and rollback now load through the same path.
+    books = tmp_path / "books"
+    (books / "group_vars").mkdir(parents=True)
+    (books / "group_vars" / "gpu.yml").write_text("site_mtu: 9000\n")
+    text = SITE.read_text()
+    assert "        mtu: 9000\n" in text
+    (books / "site.yml").write_text(text.replace("        mtu: 9000\n", '        mtu: "{{ site_mtu }}"\n', 1))
+    alab.ssh(alab.node("gpu03"), "mlnx_qos -i eth1 --trust pcp >/dev/null")
+    plan = tmp_path / "plan.json"
+    journal = str(tmp_path / "j")
+    # The example from `fabnet plan --help`, verbatim in shape: plan exits 0 once a plan is written.
+    proc = subprocess.run(
+        f"{sys.executable} -m provisioner plan {inventory} -p {books / 'site.yml'} -o {plan} && "
+        f"{sys.executable} -m provisioner apply {inventory} --plan {plan} --yes --journal {journal}",
+        shell=True, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "trust state: dscp" in alab.host(alab.node("gpu03")).check_output("mlnx_qos -i eth1")
+    assert fabnet("audit", str(inventory), "-p", str(books / "site.yml")).returncode == 0
+    undo = fabnet("rollback", str(inventory), "-p", str(books / "site.yml"), "--limit", "gpu03", "--yes", "--json")
+    assert undo.returncode == 0, undo.stdout[-2000:] + undo.stderr[-2000:]
+    assert "trust state: pcp" in alab.host(alab.node("gpu03")).check_output("mlnx_qos -i eth1")
+    assert fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--journal", journal).returncode == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.apply import batches
+from provisioner.run.runner import batches
 
 HOSTS = [f"gpu{i:02d}" for i in range(1, 11)]
 

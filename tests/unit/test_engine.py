@@ -92,12 +92,12 @@ def _gather_with(monkeypatch, tmp_path, stdout_for, ended: str) -> engine.HostOu
     nonces: list[str] = []
     real_nonce = batch.new_nonce
     monkeypatch.setattr(batch, "new_nonce", lambda: nonces.append(real_nonce()) or nonces[-1])
-    monkeypatch.setattr(transport, "connect", lambda host, **kwargs: type("C", (), {"close": lambda self: None})())
+    from provisioner.run.session import HostSession
 
-    def run(conn, script, **kwargs):
+    def run(session, script, **kwargs):
         return transport.ExecResult(stdout_for(script, nonces[0]), "", -1, 0.1, ended)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(transport, "run", run)
+    monkeypatch.setattr(HostSession, "exec", run)
     return engine.audit_host(plan, engine.Options(command_timeout=7))
 
 

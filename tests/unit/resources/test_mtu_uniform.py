@@ -69,3 +69,11 @@ def test_single_host_is_uniform() -> None:
 
 def test_registered_for_fleet_evaluation() -> None:
     assert FLEET_CHECKS["mtu_uniform"] is fleet_checks
+
+
+def test_a_host_alone_in_its_play_is_not_called_the_same_as_the_fleet() -> None:
+    # `--limit gpu01`: nothing to compare with, and the check says so instead of "ok (fleet)".
+    check = fleet_checks(SPEC, {"gpu01": 9000})["gpu01"]
+    assert check.status == "ok"
+    assert "(fleet)" not in check.desired
+    assert "compared with no other host" in check.message

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from provisioner import workers
+from provisioner.run import pool as workers
 
 
 def collect(items: list[int], work, forks: int) -> list[object]:

@@ -1,5 +1,6 @@
-"""Run one function per host over a bounded pool: threads in this process, or, for a large fleet on a
-machine with several cores, a few worker processes with a bounded thread pool each.
+"""The runner's pool (run/runner.py is its only user): one function per item, bounded: threads in this
+process, or, for a large fleet on a machine with several cores, a few worker processes with a bounded
+thread pool each.
 
 Each host costs the controller some CPU (SSH key exchange and ciphers, parsing, evaluation) and that
 work holds Python's interpreter lock, so one process tops out at one core: about 1000 hosts at ~10 ms
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 import resource
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, TypeVar
 
 from provisioner import startup
@@ -71,12 +72,13 @@ def run(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Calla
     ensure_fd_limit(forks)
     processes = process_count(len(items), forks)
     if processes == 1 or not hasattr(os, "fork"):
-        _threads(items, work, forks, on_result)
+        in_threads(items, work, forks, on_result)
         return
     _processes(items, work, forks, processes, on_result, lost)
 
 
-def _threads(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Callable[[R], None]) -> None:
+def in_threads(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Callable[[R], None]) -> None:
+    """`work(item)` for every item in at most `forks` threads of this process; `on_result` as each ends."""
     workers = max(1, min(forks, len(items)))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host")
     try:
@@ -98,7 +100,7 @@ def _child(items: Sequence[T], indices: list[int], work: Callable[[T], R], threa
         conn.send((True, result))
 
     try:
-        _threads(indices, numbered, threads, send)
+        in_threads(indices, numbered, threads, send)
     finally:
         conn.send((False, None))
         conn.close()
@@ -142,3 +144,9 @@ def _processes(items: Sequence[T], work: Callable[[T], R], forks: int, processes
             for index in share:
                 if index not in done:
                     on_result(lost(items[index], reason))
+
+
+def start_all(items: Sequence[T], work: Callable[[T], R], name: str) -> tuple[ThreadPoolExecutor, list[Future[R]]]:
+    """`work(item)` for every item, each in a thread of its own, all started now; the caller waits."""
+    pool = ThreadPoolExecutor(max_workers=max(1, len(items)), thread_name_prefix=name)
+    return pool, [pool.submit(work, item) for item in items]

@@ -1,0 +1,185 @@
+"""The one host runner: every command that touches hosts runs its per-host task through here.
+
+A task is a plain function of one item (a host's plan, a smoke target) that returns its result as data
+and never raises; the runner bounds how many run at once (`forks`), hands each result back as it
+arrives (progress), keeps results in the items' order, rolls batches (`serial`, `max_fail_percent`, as
+Ansible's), and turns Ctrl-C into a prompt stop of every login and exec. `all_at_once` is for work
+whose hosts must run together (the ranks of one collective), where a bounded pool would deadlock.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from provisioner import transport
+from provisioner.run import pool
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+_active = 0  # runs of `each` under way: only the outermost clears an earlier run's Ctrl-C
+_active_lock = threading.Lock()
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C: every login and exec returns within a poll instead of being waited for; a second Ctrl-C
+    while they unwind ends the process at once, without a traceback."""
+    global _active
+    with _active_lock:
+        if _active == 0:
+            transport.reset()
+        _active += 1
+    try:
+        yield
+    except KeyboardInterrupt:
+        transport.interrupt()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        raise
+    finally:
+        with _active_lock:
+            _active -= 1
+
+
+def each(items: Sequence[T], task: Callable[[T], R], *, forks: int,
+         on_result: Callable[[R], None] | None = None,
+         lost: Callable[[T, str], R] | None = None) -> list[R]:
+    """`task(item)` for every item, at most `forks` at once; the results in the items' order.
+
+    With `lost` given, a large fleet may be spread over a few forked worker processes (run/pool.py):
+    the task must then keep nothing open past its return, and `lost(item, why)` stands for the result
+    of an item whose worker died. Without it, every task runs in a thread of this process (tasks that
+    keep sessions open for a later step).
+    """
+    indexed = list(enumerate(items))
+    results: dict[int, R] = {}
+
+    def numbered(pair: tuple[int, T]) -> tuple[int, R]:
+        return pair[0], task(pair[1])
+
+    def arrived(pair: tuple[int, R]) -> None:
+        results[pair[0]] = pair[1]
+        if on_result is not None:
+            on_result(pair[1])
+
+    with _interruptible():
+        if lost is not None:
+            pool.run(indexed, numbered, forks, arrived, lambda pair, why: (pair[0], lost(pair[1], why)))
+        else:
+            pool.in_threads(indexed, numbered, forks, arrived)
+    return [results[i] for i in range(len(indexed))]
+
+
+# --------------------------------------------------------------------------------------- rolling batches
+
+
+def batches(names: Sequence[str], serial: Sequence[str] | None) -> list[list[str]]:
+    """Rolling batches as Ansible's `serial`: numbers, percentages of all hosts, or a list of them,
+    the last size repeating until every host is in a batch."""
+    total = len(names)
+    if not serial:
+        return [list(names)] if names else []
+    sizes = []
+    for item in serial:
+        text = str(item).strip()
+        size = int(total * float(text[:-1]) / 100) if text.endswith("%") else int(text)
+        sizes.append(max(1, size))
+    result: list[list[str]] = []
+    start = 0
+    index = 0
+    while start < total:
+        size = sizes[min(index, len(sizes) - 1)]
+        result.append(list(names[start:start + size]))
+        start += size
+        index += 1
+    return result
+
+
+@dataclass
+class Rolled(Generic[R]):
+    results: list[R]  # in the items' order, skipped items included
+    batches: list[list[str]] = field(default_factory=list)  # the batches that were started
+    stopped: str | None = None  # why no further batch started, if so
+
+
+def rolling(items: Sequence[T], task: Callable[[T], R], *, name: Callable[[T], str], forks: int,
+            serial: Sequence[str] | None, max_fail_percent: float | None, failed: Callable[[R], bool],
+            skip: Callable[[T, str], R], on_result: Callable[[R], None] | None = None) -> Rolled[R]:
+    """`each` batch by batch; once more than `max_fail_percent` of the hosts so far failed, the items of
+    the batches not yet started get `skip(item, why)` instead of running."""
+    by_name = {name(item): item for item in items}
+    done: dict[str, R] = {}
+    outcome: Rolled[R] = Rolled([])
+    seen = failures = 0
+    for group in batches(list(by_name), serial):
+        if outcome.stopped is not None:
+            for member in group:
+                done[member] = skip(by_name[member], "not started: " + outcome.stopped)
+            continue
+        outcome.batches.append(group)
+        results = each([by_name[m] for m in group], task, forks=forks, on_result=on_result)
+        done.update(zip(group, results, strict=True))
+        seen += len(group)
+        failures += sum(1 for result in results if failed(result))
+        if max_fail_percent is not None and seen and 100.0 * failures / seen > max_fail_percent:
+            outcome.stopped = (f"{failures} of {seen} hosts failed ({100.0 * failures / seen:.0f}%), more than "
+                               f"--max-fail-percent {max_fail_percent:g}")
+    outcome.results = [done[name(item)] for item in items]
+    return outcome
+
+
+# ------------------------------------------------------------------------------------------- all at once
+
+
+class AllAtOnce(Generic[T, R]):
+    """Every item's task started at once, each in its own thread: for the ranks of one collective, which
+    wait for each other (a bounded pool would leave some never started and the rest waiting forever)."""
+
+    def __init__(self, items: Sequence[T], task: Callable[[T], R], name: str = "fabnet-host") -> None:
+        self._pool, started = pool.start_all(items, task, name)
+        self._futures: dict[Future[R], int] = {future: i for i, future in enumerate(started)}
+        self._pending = set(self._futures)
+        self.results: dict[int, R] = {}
+
+    def wait(self, until: float, stop: Callable[[int, R], bool] = lambda index, result: False) -> bool:
+        """Collect results until every task ended, `until` (a monotonic time) passed, or `stop` said so
+        for one result; True when every task ended."""
+        stopped = False
+        while self._pending and not stopped:
+            done, self._pending = wait(self._pending, timeout=max(0.0, until - time.monotonic()),
+                                       return_when=FIRST_COMPLETED)
+            if not done:
+                break
+            for future in done:
+                index = self._futures[future]
+                self.results[index] = future.result()
+                stopped = stopped or stop(index, self.results[index])
+        return not self._pending
+
+    @property
+    def pending(self) -> list[int]:
+        return sorted(self._futures[f] for f in self._pending)
+
+    def collect(self, timeout: float, failed: Callable[[int, BaseException], R]) -> None:
+        """The tasks still running get `timeout` seconds more each; one that does not end (or raised) gets
+        `failed(index, error)`."""
+        for future in list(self._pending):
+            index = self._futures[future]
+            try:
+                self.results[index] = future.result(timeout=timeout)
+            except Exception as exc:
+                self.results[index] = failed(index, exc)
+        self._pending = set()
+
+    def close(self) -> None:
+        """Forget tasks that still run (their execs are ended by their own deadlines)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)

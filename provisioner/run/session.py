@@ -1,0 +1,140 @@
+"""One host's SSH session for one command: opened on first use, reused for every exec after it (facts,
+changes, re-check, smoke launch and kill), closed once by its owner.
+
+An SSH login costs about seven round trips and an exec about three, so a command that talks to a host
+more than once keeps its session. A session whose connection has died (an idle session during a prompt,
+a restarted sshd) is logged into again before an exec that has not started; an exec that did start is
+never repeated, since what it did on the host cannot be known from here. transport.py stays the only
+module that speaks SSH; this is where the rest of fabnet gets a connection from.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from fabric import Connection
+
+from provisioner import become, transport
+from provisioner.inventory import Host
+
+# Idle sessions (a run waiting at its confirmation prompt, a batch waiting its turn) send a keepalive
+# this often, so a NAT or firewall between does not forget them.
+KEEPALIVE_SECONDS = 15
+
+
+@dataclass(frozen=True)
+class Options:
+    """How every command reaches its hosts."""
+
+    forks: int = 50
+    connect_timeout: float = 10.0
+    command_timeout: float = 120.0
+    ssh_config: Path | None = None
+    become_password: become.Secret | None = None  # for hosts with ansible_become; never shown (Secret)
+
+
+class HostSession:
+    """A host's connection for one command. Thread-safe: the smoke launcher's rank exec and its kill
+    exec run at once over one session, on two channels."""
+
+    def __init__(self, host: Host, options: Options) -> None:
+        self.host = host
+        self.options = options
+        self.execs = 0
+        self.logins = 0
+        self._conn: Connection | None = None
+        self._lock = threading.Lock()
+
+    def _connection(self, fresh: bool = False) -> Connection:
+        with self._lock:
+            conn = self._conn
+            alive = conn is not None and conn.client.get_transport() is not None and \
+                conn.client.get_transport().is_active()  # type: ignore[union-attr]
+            if conn is not None and (fresh or not alive):
+                conn.close()
+                conn = self._conn = None
+            if conn is None:
+                conn = transport.connect(self.host, connect_timeout=self.options.connect_timeout,
+                                         ssh_config=self.options.ssh_config)
+                client_transport = conn.client.get_transport()
+                if client_transport is not None:
+                    client_transport.set_keepalive(KEEPALIVE_SECONDS)
+                self._conn = conn
+                self.logins += 1
+            return conn
+
+    def connect(self) -> None:
+        """Log in now (raises HostUnreachable), where a command wants to know before it goes on."""
+        self._connection()
+
+    def exec(self, script: str, *, timeout: float | None = None, partial: bool = False,
+             ticks: float | None = None, shorten_after: tuple[str, float] | None = None,
+             forward_ssh: bool = False, sudo: bool = True) -> transport.ExecResult:
+        """Run `script` in one exec (transport.run), through sudo where the inventory asks.
+
+        Raises HostUnreachable when no login gets through, CommandFailed when the exec fails.
+        """
+        how = become.for_host(self.host, self.options.become_password, forward_ssh=forward_ssh) if sudo else None
+        limit = self.options.command_timeout if timeout is None else timeout
+        for attempt in (1, 2):
+            conn = self._connection(fresh=attempt == 2)
+            try:
+                result = transport.run(conn, script, become=how, timeout=limit, partial=partial, ticks=ticks,
+                                       shorten_after=shorten_after)
+            except transport.NotStarted:
+                # Nothing ran on the host: a kept session that died while idle is opened again, once.
+                if attempt == 2 or transport.interrupted.is_set():
+                    raise
+                continue
+            self.execs += 1
+            return result
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+@contextmanager
+def open_session(host: Host, options: Options) -> Iterator[HostSession]:
+    """A session that is closed when the block ends, however it ends."""
+    session = HostSession(host, options)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+class Sessions:
+    """The sessions of one command, one per host, kept open from the first exec to the command's end
+    (apply: gather, then the prompt, then changes and re-check over the same connection)."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self._by_name: dict[str, HostSession] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, host: Host) -> HostSession:
+        with self._lock:
+            session = self._by_name.get(host.name)
+            if session is None:
+                session = self._by_name[host.name] = HostSession(host, self.options)
+            return session
+
+    def close(self) -> None:
+        with self._lock:
+            sessions, self._by_name = list(self._by_name.values()), {}
+        for session in sessions:
+            session.close()
+
+    def __enter__(self) -> Sessions:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
