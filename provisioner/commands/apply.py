@@ -129,7 +129,7 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
         playbook, limit = Path(saved["playbook"]), saved.get("limit")
     else:
         saved = None
-    plans, warnings = load_plans(inventory, playbook, limit)
+    plans, warnings = load_plans(inventory, playbook, limit, ssh_config=ssh_config)
     for warning in warnings:
         report.warn(warning)
     if not plans:

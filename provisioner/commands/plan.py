@@ -47,9 +47,11 @@ def plan_command(inventory: Path, playbook: Path, limit: str | None, out: Path, 
     from provisioner import engine, saved_plan
     from provisioner.hostplans import resolve
     from provisioner.inventory import load_inventory
+    from provisioner.keycheck import check_keys
     from provisioner.playbook import load_playbook
 
     plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
+    check_keys([plan.host for plan in plans])  # an unusable key file: exit 3 before connecting
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays", file=str(playbook))
     password = become_password(ask_become_pass)

@@ -45,9 +45,11 @@ def rollback_command(inventory: Path, playbook: Path, limit: str, run_id: str | 
     from provisioner import rollback as undo
     from provisioner.hostplans import resolve
     from provisioner.inventory import load_inventory
+    from provisioner.keycheck import check_keys
     from provisioner.playbook import load_playbook
 
     plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
+    check_keys([plan.host for plan in plans])  # an unusable key file: exit 3 before connecting
     if not plans:
         raise ConfigError("--limit matches no host of the playbook's plays", file=str(playbook))
     if run_id is not None and not undo.RUN_ID.match(run_id):
