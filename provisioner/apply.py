@@ -22,7 +22,7 @@ from typing import Literal
 from provisioner import batch, become, changes, engine, transport
 from provisioner.engine import Options, ResourceOutcome
 from provisioner.plan import HostPlanned, make_plan
-from provisioner.resources.base import Check
+from provisioner.resources.base import Check, shown_actual
 from provisioner.resources.steps import Step
 
 __all__ = ["ApplyOutcome", "HostApplied", "HostPlanned", "apply", "batches", "make_plan", "unchanged_host"]
@@ -108,7 +108,7 @@ def _states(planned: HostPlanned) -> dict[str, tuple[str | None, str | None]]:
     states: dict[str, tuple[str | None, str | None]] = {}
     for rp in planned.resources:
         drifted: list[Check] = [c for c in rp.outcome.checks if c.status != "ok"]
-        before = "; ".join(f"{c.attribute}={c.actual}" for c in drifted) or None
+        before = "; ".join(f"{c.attribute}={shown_actual(c)}" for c in drifted) or None
         after = "; ".join(f"{c.attribute}={c.desired}" for c in drifted) or None
         for step in rp.steps:
             states[step.id] = (before, after)
