@@ -267,7 +267,14 @@ def test_a_change_that_cuts_the_management_path_is_reverted_by_the_node(alab: La
     host = report["hosts"][0]
     assert proc.returncode == 2 and host["status"] == "failed"
     assert "management path was lost" in host["error"] and "reverted the change on its own" in host["error"]
-    assert time.monotonic() - started < 150  # bounded: the revert time plus reconnecting
+    assert time.monotonic() - started < 45  # the revert time, the margin, reconnecting and the re-check
+    # The node's journal: the timer fired on time (1 s accuracy, not systemd's default minute), and the
+    # report gives that real time.
+    records = [json.loads(line) for line in alab.host(node).file("/var/log/fabnet/journal.jsonl")
+               .content_string.splitlines()]
+    revert = next(r for r in records if r.get("action") == "revert" and r["run"] == report["run_id"])
+    assert 10 <= revert["after_s"] <= 10 + 3 and revert["host"] == "gpu02"
+    assert f"on its own after {revert['after_s']} s" in host["error"]
     # The node is reachable again, its management interface up, and it says it reverted.
     link = json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]
     assert "UP" in link["flags"]
