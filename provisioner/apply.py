@@ -21,7 +21,7 @@ from typing import Literal
 from provisioner import batch, changes, engine, transport
 from provisioner.engine import Options, ResourceOutcome
 from provisioner.plan import HostPlanned, make_plan
-from provisioner.resources.base import Check
+from provisioner.resources.base import Check, shown_actual
 from provisioner.resources.steps import Step
 from provisioner.run import runner
 from provisioner.run.session import HostSession, Sessions, open_session
@@ -109,26 +109,32 @@ def _states(planned: HostPlanned) -> dict[str, tuple[str | None, str | None]]:
     states: dict[str, tuple[str | None, str | None]] = {}
     for rp in planned.resources:
         drifted: list[Check] = [c for c in rp.outcome.checks if c.status != "ok"]
-        before = "; ".join(f"{c.attribute}={c.actual}" for c in drifted) or None
+        before = "; ".join(f"{c.attribute}={shown_actual(c)}" for c in drifted) or None
         after = "; ".join(f"{c.attribute}={c.desired}" for c in drifted) or None
         for step in rp.steps:
             states[step.id] = (before, after)
     return states
 
 
+REVERT_MARGIN = 3.0  # seconds past the timer's time: its 1 s accuracy, and the undo itself
+
+
 def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds: int,
-            armed_at: float) -> tuple[str, int]:
+            armed_at: float) -> tuple[str, int, float | None]:
     """"Commit confirmed": a FRESH connection disarms the revert armed before a management-path change.
 
-    Returns ("confirmed" | "reverted" | "unreachable", execs). When no fresh connection gets through,
-    the host reverts on its own once its timer fires; fabnet then waits for that and checks again.
+    Returns ("confirmed" | "reverted" | "unreachable", execs, seconds from arming to the revert as the
+    host measured them, when it reverted). `armed_at` (time.monotonic()) is when the host armed its
+    timer. When no fresh connection gets through, the host reverts on its own once its timer fires, at
+    `armed_at + revert_seconds`; fabnet waits for that (plus a small margin) and checks again.
     """
     host = planned.plan.host
     unit = changes.revert_unit(run_id)
+    flag = changes.reverted_flag(run_id)
     command = (f"systemctl stop {unit}.timer >/dev/null 2>&1; "
-               f"if [ -e {changes.reverted_flag(run_id)} ]; then echo reverted; else echo confirmed; fi")
+               f"if [ -e {flag} ]; then echo \"reverted $(cat {flag})\"; else echo confirmed; fi")
 
-    def attempt(connect_timeout: float) -> str | None:
+    def attempt(connect_timeout: float) -> tuple[str, float | None] | None:
         # A session of its own: only a fresh login proves the management path still carries SSH.
         fresh = Options(connect_timeout=connect_timeout, ssh_config=options.ssh_config,
                         become_password=options.become_password)
@@ -137,22 +143,27 @@ def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds:
                 result = session.exec(command, timeout=30)
             except (transport.HostUnreachable, transport.CommandFailed):
                 return None
-        return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else None
+        words = (result.stdout.strip().splitlines() or [""])[-1].split()
+        if not words:
+            return None
+        took = None
+        if words[0] == "reverted" and len(words) == 3 and words[1].isdigit() and words[2].isdigit():
+            took = float(int(words[2]) - int(words[1]))  # the host's own clock, both ends
+        return words[0], took
 
-    execs = 0
     answer = attempt(min(options.connect_timeout, 5.0))
     if answer is not None:
-        return answer, 1
+        return answer[0], 1, answer[1]
     # No way in: the host reverts on its own when its timer fires. Wait for that, then keep trying for
     # as long again (at least a minute): a link that comes back takes a moment to carry SSH again.
-    time.sleep(max(0.0, armed_at + revert_seconds + 2 - time.monotonic()))
+    time.sleep(max(0.0, armed_at + revert_seconds + REVERT_MARGIN - time.monotonic()))
     give_up = time.monotonic() + max(60.0, revert_seconds)
     while time.monotonic() < give_up:
         answer = attempt(5.0)
         if answer is not None:
-            return ("reverted" if answer == "reverted" else answer), execs + 1
-        time.sleep(2)
-    return "unreachable", execs
+            return answer[0], 1, answer[1]
+        time.sleep(1)
+    return "unreachable", 0, None
 
 
 def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: changes.Holder,
@@ -204,7 +215,9 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
         detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0]
         applied.status, applied.error = "failed", f"the change script did not run: {detail}"
     if parsed.armed:
-        answer, execs = confirm(planned, options, run_id, revert_seconds, time.monotonic())
+        # A cut session ends its exec half the revert time after the `armed` marker came (shorten above).
+        armed_at = time.monotonic() - (revert_seconds / 2 if result.cut else 0.0)
+        answer, execs, took = confirm(planned, options, run_id, revert_seconds, armed_at)
         applied.execs += execs
         if journal:
             journal({"run": run_id, "host": host.name, "resource": "management path", "action": "confirm",
@@ -212,7 +225,8 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
         if answer != "confirmed":
             applied.status = "failed" if answer == "reverted" else "unreachable"
             lost = "the management path was lost" if result.cut else "the change could not be confirmed"
-            applied.error = (f"{lost}; the host reverted the change on its own after {revert_seconds} s"
+            after = f"{took:g} s" if took is not None else f"its revert time ({revert_seconds} s)"
+            applied.error = (f"{lost}; the host reverted the change on its own after {after}"
                              if answer == "reverted" else
                              f"{lost}, and the host is still unreachable after its revert time ({revert_seconds} s)")
             if answer != "reverted":

@@ -9,6 +9,7 @@ from xml.etree import ElementTree as ET
 from rich.markup import escape
 
 from provisioner.report import console, err_console
+from provisioner.resources.base import shown_actual
 
 SCHEMA = "fabnet/apply/v1"
 
@@ -61,7 +62,7 @@ def results(outcome: Any, *, verbose: bool = False) -> None:
                 for check in resource.after.checks:
                     if check.status != "ok":
                         console.print(f"    still {check.status}: {escape(check.attribute)} wants "
-                                      f"{escape(check.desired)}, has {escape(str(check.actual))}", highlight=False)
+                                      f"{escape(check.desired)}, has {escape(shown_actual(check))}", highlight=False)
         for run in host.handlers:
             if run.result.status != "not_run" or verbose:
                 console.print(f"{escape(host.name)} handler {run.result.status}: {escape(run.step.shown)}",

@@ -91,14 +91,25 @@ def reverted_flag(run_id: str) -> str:
     return f"/run/fabnet-reverted-{run_id}"
 
 
-def _guard_lines(steps: Sequence[Step], run_id: str, revert_seconds: int) -> tuple[list[str], str]:
+def _guard_lines(steps: Sequence[Step], run_id: str, revert_seconds: int, host: str = "") -> tuple[list[str], str]:
     """Shell finding the interface the SSH session arrives on, and the command arming the revert.
 
     The revert undoes every runtime link change of the run (last first) unless a fresh connection
-    disarms it in time (apply.confirm): "commit confirmed", as network gear does it.
+    disarms it in time (apply.confirm): "commit confirmed", as network gear does it. The timer fires
+    within a second of its time (systemd's default accuracy would allow a minute). When it fires it
+    writes "ARMED FIRED" (epoch seconds) into the reverted flag, for confirm to report, and a
+    `revert` line into the host's journal.
     """
     undo = [s.undo for s in reversed(steps) if s.netdev is not None and s.undo]
-    revert = "; ".join([*undo, f": > {reverted_flag(run_id)}"])
+    record = json.dumps({"run": run_id, "host": host, "resource": "management path", "action": "revert",
+                         "command": "; ".join(undo), "outcome": "ran"}, separators=(",", ":"))[:-1]
+    revert = "; ".join([
+        '__fn_at=$1', *undo, '__fn_now=$(date +%s)',
+        f"printf '%s %s\\n' \"$__fn_at\" \"$__fn_now\" > {reverted_flag(run_id)}",
+        f"mkdir -p -m 0700 {JOURNAL_DIR}",
+        f"printf '%s,\"armed\":%s,\"after_s\":%s,\"time\":\"%s\"}}\\n' {shlex.quote(record)} \"$__fn_at\" "
+        f"\"$((__fn_now - __fn_at))\" \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" >> {JOURNAL}",
+    ])
     find = [
         # sudo resets the environment: apply hands SSH_CONNECTION over as FABNET_SSH (become.forward_ssh).
         '__fn_ssh=${FABNET_SSH:-$SSH_CONNECTION}; __fn_armed=',
@@ -107,7 +118,7 @@ def _guard_lines(steps: Sequence[Step], run_id: str, revert_seconds: int) -> tup
     ]
     arm = ("command -v systemd-run >/dev/null 2>&1 && "
            f"systemd-run --quiet --unit={shlex.quote(revert_unit(run_id))} --on-active={revert_seconds}s "
-           f"/bin/sh -c {shlex.quote(revert)}")
+           f"--timer-property=AccuracySec=1s /bin/sh -c {shlex.quote(revert)} sh \"$(date +%s)\"")
     return find, arm
 
 
@@ -121,7 +132,7 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
     """
     states = states or {}
     tag = f"@@fabnet:{nonce}"
-    guard_find, arm = _guard_lines(steps, run_id, revert_seconds)
+    guard_find, arm = _guard_lines(steps, run_id, revert_seconds, host)
     lines = [
         "trap '' PIPE HUP",
         "umask 022",

@@ -190,10 +190,11 @@ def parse(kind: str, file: str) -> None:
     stdout.print_json(parsers.parse(kind, raw.decode("utf-8", errors="replace")))
 
 
-def _load_plans(inventory: Path, playbook: Path, limit: str | None, *, warn: bool = True) -> list[HostPlan]:
+def _load_plans(inventory: Path, playbook: Path, limit: str | None, *, warn: bool = True,
+                ssh_config: Path | None = None) -> list[HostPlan]:
     from provisioner.loading import load_plans
 
-    plans, warnings = load_plans(inventory, playbook, limit)
+    plans, warnings = load_plans(inventory, playbook, limit, ssh_config=ssh_config)
     for warning in warnings if warn else ():
         report.warn(warning)
     return plans
@@ -263,7 +264,7 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
     from provisioner.loading import find_playbook
 
     playbook = find_playbook(inventory, playbook)
-    plans = _load_plans(inventory, playbook, limit)
+    plans = _load_plans(inventory, playbook, limit, ssh_config=ssh_config)
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
                           file=str(playbook))

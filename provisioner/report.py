@@ -261,6 +261,8 @@ def audit_junit(outcome: Any) -> str:
     """
     from xml.etree import ElementTree as ET
 
+    from provisioner.resources.base import shown_actual
+
     suites = ET.Element("testsuites", name="fabnet audit")
     for host in outcome.hosts:
         name = clean(host.name)
@@ -278,7 +280,7 @@ def audit_junit(outcome: Any) -> str:
                 if check.status == "drift":
                     failures += 1
                     failure = ET.SubElement(case, "failure",
-                                            message=clean(f"desired {check.desired}, actual {check.actual}"))
+                                            message=clean(f"desired {check.desired}, actual {shown_actual(check)}"))
                     failure.text = clean(check.message)
                 elif check.status == "error":
                     errors += 1

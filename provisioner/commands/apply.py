@@ -130,7 +130,7 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
     else:
         saved = None
     playbook = find_playbook(inventory, playbook)
-    plans, warnings = load_plans(inventory, playbook, limit)
+    plans, warnings = load_plans(inventory, playbook, limit, ssh_config=ssh_config)
     for warning in warnings:
         report.warn(warning)
     if not plans:

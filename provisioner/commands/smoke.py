@@ -117,7 +117,7 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     from provisioner.smoke.settings import Settings
     from provisioner.smoke.targets import targets_from_plans, verify_spec
 
-    plans = load_plans(inventory, playbook, limit)
+    plans = load_plans(inventory, playbook, limit, ssh_config=ssh_config)
     if not plans:
         raise ConfigError("no host selected (check the playbook's hosts: and --limit)", file=str(inventory))
     explicit = {"min_busbw": min_busbw, "sizes": sizes, "iters": iters, "backend": backend, "runner": runner,
@@ -141,12 +141,13 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     raise SystemExit(outcome.exit_code)
 
 
-def load_plans(inventory: Path, playbook: Path | None, limit: str | None) -> list:
+def load_plans(inventory: Path, playbook: Path | None, limit: str | None, ssh_config: Path | None = None) -> list:
     """The hosts the playbook's plays target (after --limit); without a playbook, every inventory host."""
     from provisioner import loading
 
     path = loading.find_playbook(inventory, playbook, required=False)
-    plans, warnings = loading.load_plans(inventory, path, limit) if path else loading.load_hosts(inventory, limit)
+    plans, warnings = (loading.load_plans(inventory, path, limit, ssh_config=ssh_config) if path
+                       else loading.load_hosts(inventory, limit, ssh_config=ssh_config))
     for warning in warnings:
         report.warn(warning)
     return plans

@@ -98,6 +98,10 @@ def prepare_root(root: Path, record: NodeRecord, state: NodeState, public_key: s
     if state.nccl:
         deb = f"{REPO_IN_NODE}/libnccl2_{state.nccl}_amd64.deb"
         run(["chroot", str(root), "dpkg", "-i", deb], timeout=120)
+        # As the `nccl` resource leaves a node it installed: held, and pinned to that version.
+        run(["chroot", str(root), "apt-mark", "hold", "libnccl2"], timeout=60)
+        write_atomic(root / "etc/apt/preferences.d/fabnet-libnccl2",
+                     f"Package: libnccl2\nPin: version {state.nccl}\nPin-Priority: 1001\n")
     key_type, key_data = host_key.with_suffix(".pub").read_text().split()[:2]
     return f"{key_type} {key_data}"
 

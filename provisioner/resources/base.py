@@ -72,6 +72,14 @@ class Check:
     message: str = ""
 
 
+def shown_actual(check: Check) -> str:
+    """A check's actual value for a sentence: never Python's `None`. No value is "(absent)" where the
+    host was read (nothing there), "(not read)" where it could not be."""
+    if check.actual is not None:
+        return check.actual
+    return "(not read)" if check.status == "error" else "(absent)"
+
+
 @dataclass(frozen=True)
 class Results:
     """The probe results of one host, looked up by probe."""

@@ -3,7 +3,8 @@
 Content never goes into a Check's desired/actual (those end up in reports and logs): both show a
 sha256 prefix and the size. A short diff goes into the message, except for binary content and for
 sensitive files (see sensitive.py: by path, by either side's content, or `sensitive: true`), whose
-message gives only line counts.
+message gives only line counts. A secret-bearing file (by its path, its desired content or the flag)
+without a `mode` in the playbook is wanted at 0600, not 0644.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from provisioner.resources.base import (
     ok,
     stdout_of,
 )
-from provisioner.resources.sensitive import fingerprint, line_count, sensitive_content, sensitive_path
+from provisioner.resources.sensitive import (
+    SECRET_MODE,
+    fingerprint,
+    line_count,
+    sensitive_content,
+    sensitive_path,
+)
 from provisioner.resources.steps import PHASE_FILES, Step, command_step, file_step, impossible
 from provisioner.specs import FileSpec
 
@@ -50,6 +57,15 @@ def is_sensitive(spec: FileSpec, *contents: bytes | None) -> bool:
     """Whether reports must show only hashes and line counts of this file's content."""
     return (spec.sensitive or sensitive_path(spec.path)
             or any(data is not None and sensitive_content(data) for data in contents))
+
+
+def wanted_mode(spec: FileSpec) -> str:
+    """The playbook's `mode`; where it gives none, 0600 for a secret-bearing file (judged by the desired
+    content only, so the mode does not change once the file is written) and the default otherwise."""
+    if "mode" in spec.model_fields_set:
+        return spec.mode
+    want = spec.content.encode() if spec.content is not None else None
+    return SECRET_MODE if is_sensitive(spec, want) else spec.mode
 
 
 def _lines(data: bytes) -> str:
@@ -83,8 +99,9 @@ def _owner(wanted: str, uid: str, name: str) -> tuple[bool, str]:
 def evaluate(spec: FileSpec, results: Results, ctx: HostContext) -> list[Check]:
     want = spec.content.encode() if spec.content is not None else None
     desired_content = fingerprint(want) if want is not None else "rendered template"
+    wanted = wanted_mode(spec)
     attributes: list[tuple[str, object]] = [
-        ("content", desired_content), ("mode", spec.mode), ("owner", spec.owner), ("group", spec.group),
+        ("content", desired_content), ("mode", wanted), ("owner", spec.owner), ("group", spec.group),
     ]
     try:
         text = stdout_of(results, _probe(spec), f"reading {spec.path}")
@@ -111,8 +128,8 @@ def evaluate(spec: FileSpec, results: Results, ctx: HostContext) -> list[Check]:
         checks.append(ok("content", desired_content, fingerprint(have)))
     else:
         checks.append(drift("content", desired_content, fingerprint(have), _diff(spec, have, want)))
-    same_mode = mode.isdigit() and int(mode, 8) == int(spec.mode, 8)
-    checks.append((ok if same_mode else drift)("mode", spec.mode, mode.zfill(4)))
+    same_mode = mode.isdigit() and int(mode, 8) == int(wanted, 8)
+    checks.append((ok if same_mode else drift)("mode", wanted, mode.zfill(4)))
     owner_ok, owner_shown = _owner(spec.owner, uid, user)
     checks.append((ok if owner_ok else drift)("owner", spec.owner, owner_shown))
     group_ok, group_shown = _owner(spec.group, gid, group)
@@ -133,6 +150,7 @@ def remedy(spec: FileSpec, results: Results, ctx: HostContext, checks: list[Chec
     if spec.content is None:
         return [impossible(target, "render", "the template was not rendered for this host")]
     want = spec.content.encode()
+    mode = wanted_mode(spec)
     if "present" in drifted or "content" in drifted:
         # Both diffs come from _diff, which shows only hashes and line counts of sensitive content.
         diff = None
@@ -140,7 +158,7 @@ def remedy(spec: FileSpec, results: Results, ctx: HostContext, checks: list[Chec
             diff = drifted["content"].message
         elif drifted["present"].actual == "missing":
             diff = _diff(spec, b"", want)
-        return [file_step(target, "write", spec.path, want, mode=spec.mode, owner=spec.owner, group=spec.group,
+        return [file_step(target, "write", spec.path, want, mode=mode, owner=spec.owner, group=spec.group,
                           notify=notify, diff=diff)]
     steps: list[Step] = []
     if "owner" in drifted or "group" in drifted:
@@ -149,7 +167,7 @@ def remedy(spec: FileSpec, results: Results, ctx: HostContext, checks: list[Chec
         steps.append(command_step(target, "chown", ("chown", "--", f"{spec.owner}:{spec.group}", spec.path),
                                   undo=["chown", "--", old, spec.path], phase=PHASE_FILES, notify=notify))
     if "mode" in drifted:
-        old_mode = drifted["mode"].actual or spec.mode
-        steps.append(command_step(target, "chmod", ("chmod", "--", spec.mode, spec.path),
+        old_mode = drifted["mode"].actual or mode
+        steps.append(command_step(target, "chmod", ("chmod", "--", mode, spec.path),
                                   undo=["chmod", "--", old_mode, spec.path], phase=PHASE_FILES, notify=notify))
     return steps

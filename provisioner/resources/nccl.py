@@ -1,13 +1,18 @@
-"""`nccl`: the installed NCCL version, from the package database or, failing that, the library's file name.
+"""`nccl`: the installed NCCL version, from the package database or, failing that, the library's file name;
+and, for a package, whether it is held and pinned as the remedy leaves it.
 
-One probe: `dpkg-query` when it knows the package as installed, else a listing of `libnccl.so.*` in
-the usual library directories (for tarball or RPM installs). The first output line says which.
+One probe: `dpkg-query` when it knows the package (installed, or left half-done by an interrupted
+dpkg), else a listing of `libnccl.so.*` in the usual library directories (for tarball or RPM
+installs). The first output line says which. With apt, the last line carries the `Pin:` of fabnet's
+pin file: an install cut short after the package but before `apt-mark hold` and the pin is drift, so
+the next apply completes it.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 
 from provisioner.parsers.versions import Version, parse_constraint
 from provisioner.resources.base import (
@@ -29,55 +34,109 @@ KIND = "nccl"
 
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/lib/aarch64-linux-gnu")
 _LIB_VERSION = re.compile(r"/libnccl\.so\.(?P<version>[0-9]+(?:\.[0-9]+)*)$")
+PIN_DIR = "/etc/apt/preferences.d/"
+# dpkg's package states that hold a version (an unpacked or half-configured one is an install cut short)
+_DPKG_PRESENT = ("installed", "half-installed", "unpacked", "half-configured", "triggers-awaited",
+                 "triggers-pending")
 
 
-def _probe(spec: NcclSpec) -> Probe:
+def pin_file(spec: NcclSpec) -> str:
+    return f"{PIN_DIR}fabnet-{spec.package}"
+
+
+def _probe(spec: NcclSpec, ctx: HostContext | None = None) -> Probe:
     query = sh("dpkg-query", "-W", "-f=${Status} ${Version}\\n", "--", spec.package)
     libraries = " ".join(f"{d}/libnccl.so.*" for d in LIB_DIRS)  # fixed globs, expanded by the shell
-    return Probe(
+    # `dpkg WANT FLAG STATUS VERSION`: the want is `hold` once apt-mark held it.
+    present = "|".join(f'*" {state} "*' for state in _DPKG_PRESENT)
+    command = (
         f"s=$({query} 2>/dev/null); "
-        'case "$s" in *" ok installed "*) printf \'dpkg %s\\n\' "${s##* }";; '
+        f'case "$s" in {present}) printf \'dpkg %s\\n\' "$s";; '
         f'*) echo files; for f in {libraries}; do if [ -e "$f" ]; then echo "$f"; fi; done;; esac'
     )
+    if ctx is None or ctx.package_manager == "apt":
+        pin = shlex.quote(pin_file(spec))
+        command += f"; if [ -e {pin} ]; then printf 'pin %s\\n' \"$(sed -n 's/^Pin: *//p' {pin})\"; else echo pin; fi"
+    return Probe(command)
 
 
 def probes(spec: NcclSpec, ctx: HostContext) -> list[Probe]:
-    return [_probe(spec)]
+    return [_probe(spec, ctx)]
 
 
-def installed_version(text: str) -> tuple[str | None, str]:
-    """(version, where it came from) from the probe's output; version None when NCCL was not found."""
+@dataclass(frozen=True)
+class Installed:
+    """What the probe found: the version (None: NCCL nowhere), where from, and for a package its dpkg
+    state, whether it is held, and the pin file's `Pin:` value ('' without a pin file, None unread)."""
+
+    version: str | None
+    source: str
+    state: str = "installed"
+    held: bool | None = None
+    pin: str | None = None
+
+
+def read_installed(text: str) -> Installed:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise ProbeFailed("NCCL probe printed nothing")
+    pin: str | None = None
+    if lines[-1] == "pin" or lines[-1].startswith("pin "):
+        pin = lines.pop()[4:].strip()
+    if not lines:
+        raise ProbeFailed("NCCL probe: no package or library listing")
     head, _, rest = lines[0].partition(" ")
     if head == "dpkg" and rest:
-        return rest, "package"
+        fields = rest.split()
+        if len(fields) == 4:  # want flag status version
+            want, _flag, state, version = fields
+            return Installed(version, "package", state, want == "hold", pin)
+        return Installed(fields[-1], "package", pin=pin)  # only a version: nothing known of the hold
     if head != "files":
         raise ProbeFailed(f"NCCL probe: unexpected output {lines[0]!r}")
     found = [(m["version"], line) for line in lines[1:] if (m := _LIB_VERSION.search(line))]
     if not found:
-        return None, "no package, no libnccl.so.* in " + ", ".join(LIB_DIRS)
+        return Installed(None, "no package, no libnccl.so.* in " + ", ".join(LIB_DIRS))
     # libnccl.so.2 is a link to libnccl.so.2.21.5: the longest, highest name says the most.
     version, path = max(found, key=lambda item: (Version(item[0]), len(item[0])))
-    return version, path
+    return Installed(version, path)
+
+
+def installed_version(text: str) -> tuple[str | None, str]:
+    """(version, where it came from) from the probe's output; version None when NCCL was not found."""
+    found = read_installed(text)
+    return found.version, found.source
 
 
 def evaluate(spec: NcclSpec, results: Results, ctx: HostContext) -> list[Check]:
     try:
-        version, source = installed_version(stdout_of(results, _probe(spec), f"NCCL version of {spec.package}"))
+        found = read_installed(stdout_of(results, _probe(spec, ctx), f"NCCL version of {spec.package}"))
     except ProbeFailed as exc:
         return errors_for([("version", spec.version)], str(exc))
+    version = found.version
     if version is None:
-        return [drift("version", spec.version, "not installed", source)]
-    message = "" if source == "package" else f"package {spec.package} not installed; from {source}"
+        return [drift("version", spec.version, "not installed", found.source)]
+    if found.state != "installed":
+        return [drift("version", spec.version, f"{version} ({found.state})",
+                      f"dpkg left {spec.package} {found.state}: an install did not finish")]
+    message = "" if found.source == "package" else f"package {spec.package} not installed; from {found.source}"
     verdict = ok if spec.version.matches(version) else drift
-    return [verdict("version", spec.version, version, message)]
+    checks = [verdict("version", spec.version, version, message)]
+    if verdict is ok and found.source == "package":
+        # What the remedy promised beside the version: the package held, and pinned to that version.
+        if found.held is not None:
+            checks.append((ok if found.held else drift)(
+                "held", "held", "held" if found.held else "not held",
+                "" if found.held else f"apt-mark showhold does not list {spec.package}: upgrades may replace it"))
+        if found.pin is not None:
+            want = f"version {version}"
+            message = "" if found.pin == want else (
+                f"{pin_file(spec)} is missing" if not found.pin else f"{pin_file(spec)} pins {found.pin}")
+            checks.append((ok if found.pin == want else drift)("pin", want, found.pin or None, message))
+    return checks
 
 
 # ---------------------------------------------------------------------------------------------- remedy
-
-PIN_DIR = "/etc/apt/preferences.d/"
 
 # Version tests in the remedy's shell, with the semantics of parsers.versions: "same" means the version
 # starts with the bound, segment-wise (==2.21.5 accepts 2.21.5-1+cuda12.4, not 2.21.50).
@@ -111,24 +170,40 @@ def _pick_version(spec: NcclSpec, versions_command: str, compare: str) -> str:
     )
 
 
-def apt_commands(spec: NcclSpec) -> str:
+def _write_pin(spec: NcclSpec) -> str:
+    """Shell writing fabnet's apt pin for version "$found" (after a backup of the old pin, for undo)."""
     pkg = shlex.quote(spec.package)
-    pin = shlex.quote(f"{PIN_DIR}fabnet-{spec.package}")
-    madison = f"apt-cache madison {pkg} | awk -F'|' '{{gsub(/ /, \"\", $2); print $2}}'"
-    pick = _pick_version(spec, madison, 'dpkg --compare-versions "$v" {op} {bound}')
+    pin = shlex.quote(pin_file(spec))
     return (
-        # The package lists may be older than the wanted release: refresh them only when it is missing.
-        f"if ! ( {pick} ) >/dev/null 2>&1; then apt-get update -q >/dev/null; fi; {pick}; "
-        f"b={backup_path(PIN_DIR + 'fabnet-' + spec.package)}; mkdir -p -- \"$(dirname -- \"$b\")\" {PIN_DIR}; "
+        f"b={backup_path(pin_file(spec))}; mkdir -p -- \"$(dirname -- \"$b\")\" {PIN_DIR}; "
         f"if [ -e {pin} ]; then cp -p -- {pin} \"$b\"; else : > \"$b.absent\"; fi; "
         f"t=$(mktemp {PIN_DIR}.fabnet.XXXXXXXX); "
         f"printf 'Package: %s\\nPin: version %s\\nPin-Priority: 1001\\n' {pkg} \"$found\" > \"$t\"; "
         f"chmod 0644 \"$t\"; sync -- \"$t\"; mv -f -- \"$t\" {pin}; "
-        f"apt-mark unhold {pkg} >/dev/null; "
+    )
+
+
+def apt_commands(spec: NcclSpec, finish_dpkg: bool = False) -> str:
+    """Install the newest version meeting the constraint, pinned and held. `finish_dpkg` first lets
+    dpkg finish what an interrupted run left unpacked (apt refuses to run until that is done)."""
+    pkg = shlex.quote(spec.package)
+    madison = f"apt-cache madison {pkg} | awk -F'|' '{{gsub(/ /, \"\", $2); print $2}}'"
+    pick = _pick_version(spec, madison, 'dpkg --compare-versions "$v" {op} {bound}')
+    return (
+        ("DEBIAN_FRONTEND=noninteractive dpkg --configure -a; " if finish_dpkg else "")
+        # The package lists may be older than the wanted release: refresh them only when it is missing.
+        + f"if ! ( {pick} ) >/dev/null 2>&1; then apt-get update -q >/dev/null; fi; {pick}; "
+        + _write_pin(spec)
+        + f"apt-mark unhold {pkg} >/dev/null; "
         f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades --allow-change-held-packages "
         f"-o Dpkg::Options::=--force-confold {pkg}=\"$found\"; "
         f"apt-mark hold {pkg}"
     )
+
+
+def hold_commands(spec: NcclSpec, version: str) -> str:
+    """Pin and hold the installed `version`: what an install cut short before its last steps left undone."""
+    return f"found={shlex.quote(version)}; " + _write_pin(spec) + f"apt-mark hold {shlex.quote(spec.package)}"
 
 
 def dnf_commands(spec: NcclSpec) -> str:
@@ -148,25 +223,34 @@ def dnf_commands(spec: NcclSpec) -> str:
 
 def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
     """The newest packaged version meeting the constraint, installed and held (apt pin + hold, or dnf
-    versionlock) so unattended upgrades leave it alone."""
-    drifted = [c for c in checks if c.status == "drift"]
+    versionlock) so unattended upgrades leave it alone; only the pin and hold where the version is right."""
+    drifted = {c.attribute: c for c in checks if c.status == "drift"}
     if not drifted:
         return []
     target = spec.target()
+    pin = pin_file(spec)
+    if "version" not in drifted:  # held / pin: audited with apt only
+        version = next(c.actual for c in checks if c.attribute == "version") or ""
+        undo = (f"apt-mark unhold {shlex.quote(spec.package)} >/dev/null; " + restore_file(pin)
+                if "held" in drifted else restore_file(pin))
+        return [Step(target, "hold", hold_commands(spec, version), f"pin {spec.package} {version} + apt-mark hold",
+                     undo=undo, phase=PHASE_PACKAGES, writes=(pin,))]
+    version_check = drifted["version"]
     if ctx.package_manager == "dnf":
         command = dnf_commands(spec)
         shown = f"dnf install {spec.package} ({spec.version}, newest available) + versionlock"
     elif ctx.package_manager == "apt":
-        command = apt_commands(spec)
-        shown = f"apt-get install {spec.package} ({spec.version}, newest available) + pin + apt-mark hold"
+        unfinished = bool(version_check.actual and version_check.actual.endswith(")"))  # "2.21.5 (unpacked)"
+        command = apt_commands(spec, finish_dpkg=unfinished)
+        shown = (("dpkg --configure -a, " if unfinished else "")
+                 + f"apt-get install {spec.package} ({spec.version}, newest available) + pin + apt-mark hold")
     else:
         return [impossible(target, "install", f"unknown fabnet_package_manager {ctx.package_manager!r} "
                                               "(apt or dnf)", PHASE_PACKAGES)]
-    old = drifted[0].actual
+    old = (version_check.actual or "").split(" (", 1)[0]
     undo = None
     if ctx.package_manager == "apt" and old and old != "not installed":
         undo = (f"apt-mark unhold {shlex.quote(spec.package)}; DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
                 f"--allow-downgrades {shlex.quote(spec.package + '=' + old)}; "
-                + restore_file(PIN_DIR + "fabnet-" + spec.package))
-    return [Step(target, "install", command, shown, undo=undo, phase=PHASE_PACKAGES,
-                 writes=(PIN_DIR + "fabnet-" + spec.package,))]
+                + restore_file(pin))
+    return [Step(target, "install", command, shown, undo=undo, phase=PHASE_PACKAGES, writes=(pin,))]

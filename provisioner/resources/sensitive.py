@@ -10,6 +10,9 @@ import hashlib
 import re
 from pathlib import PurePosixPath
 
+# The mode of a secret-bearing file whose playbook gives none (the `file` resource's default is 0644).
+SECRET_MODE = "0600"
+
 # Directories whose every file holds keys or credentials.
 SECRET_DIRS = (
     "/etc/ssl/private/",

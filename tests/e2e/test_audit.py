@@ -209,6 +209,33 @@ def test_malformed_inventory_and_missing_files_are_clear_errors(lab: Lab, tmp_pa
     assert proc.returncode == 0 and "valid" in proc.stdout
 
 
+def test_an_unusable_key_file_is_a_config_error_before_any_connection(lab: Lab, tmp_path) -> None:
+    # Missing, a directory, the public half, garbage: each exits 3 naming the file once, and no host
+    # sees a login attempt (no "unreachable" per host with an OS error and no path).
+    (tmp_path / "keydir").mkdir()
+    (tmp_path / "garbage").write_text("this is not a key\n")
+    public = Path(f"{lab.state.key_path}.pub")
+    if not public.exists():
+        public = tmp_path / "id.pub"
+        public.write_text(subprocess.run(["ssh-keygen", "-y", "-f", str(lab.state.key_path)], check=True,
+                                         capture_output=True, text=True).stdout)
+    cases = {tmp_path / "missing": "does not exist", tmp_path / "keydir": "is a directory",
+             public: "is a public key", tmp_path / "garbage": "is not a private key"}
+    before = sessions(lab)
+    for key, words in cases.items():
+        inventory = _inventory_copy(lab, tmp_path)
+        data = yaml.safe_load(inventory.read_text())
+        data["all"]["vars"]["ansible_ssh_private_key_file"] = str(key)
+        inventory.write_text(yaml.safe_dump(data))
+        proc = fabnet("audit", str(inventory), "-p", str(SITE), "--json")
+        assert proc.returncode == 3, proc.stderr + proc.stdout
+        assert proc.stdout == ""
+        assert proc.stderr.count(str(key)) == 1 and words in proc.stderr, proc.stderr
+        assert "gpu01" in proc.stderr and "unreachable" not in proc.stderr
+    after = sessions(lab)
+    assert {n: after[n] - before[n] for n in after} == {n: 1 for n in after}  # only the counting sessions
+
+
 def test_ssh_config_is_honoured_including_proxyjump(lab: Lab, tmp_path) -> None:
     jump, target = lab.node("gpu01"), lab.node("gpu04")
     key, known_hosts = lab.state.key_path, lab.state.known_hosts_path

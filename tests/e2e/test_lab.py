@@ -134,13 +134,13 @@ def test_pinned_libnccl2_install_is_real_dpkg_on_that_node_only(lab: Lab) -> Non
     node, other = lab.node("gpu01"), lab.node("gpu02")
     query = "dpkg-query -W -f '${Version}' libnccl2"
     assert lab.host(node).check_output(query) == "2.21.5-1+cuda12.4"
-    lab.ssh(node, "apt-get install -y -qq --allow-downgrades libnccl2=2.18.3-1+cuda12.2")
+    lab.ssh(node, "apt-get install -y -qq --allow-downgrades --allow-change-held-packages libnccl2=2.18.3-1+cuda12.2")
     try:
         assert lab.host(node).check_output(query) == "2.18.3-1+cuda12.2"
         assert lab.host(node).file("/usr/lib/x86_64-linux-gnu/libnccl.so.2.18.3").exists
         assert lab.host(other).check_output(query) == "2.21.5-1+cuda12.4"
     finally:
-        lab.ssh(node, "apt-get install -y -qq libnccl2=2.21.5-1+cuda12.4")
+        lab.ssh(node, "apt-get install -y -qq --allow-change-held-packages libnccl2=2.21.5-1+cuda12.4")
 
 
 def test_a_1500_switch_port_breaks_jumbo_frames_between_nodes(lab: Lab) -> None:

@@ -138,3 +138,32 @@ def test_markers_cannot_be_forged_and_partial_output_is_not_run() -> None:
 def test_backups_of_a_run_are_under_its_own_directory() -> None:
     script = changes.build_script([], "n", "run-1", "gpu01", HOLDER)
     assert "FABNET_BACKUP_DIR=/var/backups/fabnet/run-1" in script
+
+
+def test_the_revert_timer_is_accurate_to_a_second_and_the_revert_journals_itself(
+        host_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stand-in systemd-run records its arguments and fires at once: the revert's own shell runs.
+    bin_dir = host_dirs / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "systemd-run"
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {host_dirs}/args\n"
+                    "while [ \"${1#--}\" != \"$1\" ]; do shift; done\n\"$@\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    flag = host_dirs / "reverted"
+    monkeypatch.setattr(changes, "reverted_flag", lambda run_id: str(flag))
+    undone = host_dirs / "undone"
+    cut = Step("interface[eth0]", "down", "true", "ip link set eth0 down", undo=f": > {undone}", netdev="eth0",
+               lockout=True)
+    script = changes.build_script([cut], "n0nce", HOLDER.run_id, "gpu01", HOLDER, revert_seconds=15)
+    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
+    assert changes.parse_output(proc.stdout, "n0nce", 1).armed, proc.stdout + proc.stderr
+    args = (host_dirs / "args").read_text().splitlines()
+    assert "--on-active=15s" in args and "--timer-property=AccuracySec=1s" in args
+    assert undone.exists()
+    armed, fired = (int(word) for word in flag.read_text().split())
+    assert 0 <= fired - armed <= 2
+    records = [json.loads(line) for line in (host_dirs / "log/journal.jsonl").read_text().splitlines()]
+    revert = next(r for r in records if r["action"] == "revert")
+    assert revert["run"] == HOLDER.run_id and revert["host"] == "gpu01" and revert["armed"] == armed
+    assert revert["after_s"] == fired - armed and revert["command"] == f": > {undone}"

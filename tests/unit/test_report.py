@@ -79,6 +79,25 @@ def test_junit_stays_well_formed_xml() -> None:
     assert "\x1b" not in xml
 
 
+def test_no_value_never_reads_as_python_none(monkeypatch) -> None:
+    from provisioner import apply_report
+    from provisioner.apply import ApplyOutcome, HostApplied, ResourceApplied
+    from provisioner.resources.base import shown_actual
+
+    absent = Check("hold", "held", None, "drift", "")
+    assert shown_actual(absent) == "(absent)" and shown_actual(Check("x", "1", None, "error")) == "(not read)"
+    drifted = AuditOutcome([HostOutcome("gpu01", "198.18.1.1", "drifted", resources=[
+        ResourceOutcome("nccl", "nccl", "site.yml:3", "p", [absent])])], 1.0)
+    assert 'message="desired held, actual (absent)"' in report.audit_junit(drifted)
+    buffer = io.StringIO()
+    monkeypatch.setattr(apply_report, "console", Console(file=buffer, width=300))
+    resource = ResourceApplied(drifted.hosts[0].resources[0], drifted.hosts[0].resources[0])
+    apply_report.results(ApplyOutcome("run", [HostApplied("gpu01", "198.18.1.1", "failed", resources=[resource])],
+                                      1.0))
+    assert "still drift: hold wants held, has (absent)" in buffer.getvalue()
+    assert "None" not in buffer.getvalue()
+
+
 def test_write_atomic_mode_and_content(tmp_path: Path) -> None:
     target = tmp_path / "audit.xml"
     target.write_text("old")

@@ -147,3 +147,39 @@ def test_missing_file_in_a_real_shell(tmp_path: Path) -> None:
     (probe,) = file_kind.probes(spec, HostContext("h"))
     done = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout) == (0, "missing\n")
+
+
+# ------------------------------------------------------------------------- the mode of secret-bearing files
+
+
+@pytest.mark.parametrize(("spec", "mode"), [
+    ({"path": "/etc/munge/munge.key", "content": "k\n"}, "0600"),  # by path
+    ({"path": "/etc/app.conf", "content": "password=hunter2\n"}, "0600"),  # by desired content
+    ({"path": "/etc/app.conf", "content": "x=1\n", "sensitive": True}, "0600"),  # by the flag
+    ({"path": "/etc/munge/munge.key", "content": "k\n", "mode": "0644"}, "0644"),  # the playbook's mode wins
+    ({"path": "/etc/munge/munge.key", "content": "k\n", "mode": "0400"}, "0400"),
+    (SPEC, "0644"),  # an ordinary file keeps the default
+    ({"path": "/root/.ssh/id_ed25519.pub", "content": "ssh-ed25519 AAAA x\n"}, "0644"),  # public
+])
+def test_a_secret_bearing_file_without_a_mode_is_wanted_at_0600(spec: dict, mode: str) -> None:
+    content = spec["content"]
+    result = run("file", spec, {STAT: found(content, "644 0 root 0 root regular file")})
+    check = next(c for c in result.checks if c.attribute == "mode")
+    assert (check.desired, check.status) == (mode, "ok" if mode == "0644" else "drift")
+
+
+def test_a_missing_secret_file_is_written_0600_and_a_0644_one_chmodded() -> None:
+    from ._recorded import fix
+
+    spec = {"path": "/etc/munge/munge.key", "content": "k\n"}
+    (write,) = fix("file", spec, {STAT: "missing\n"})
+    assert write.action == "write" and "0600" in write.shown and "chmod 0600" in write.command
+    (chmod,) = fix("file", spec, {STAT: found("k\n", "644 0 root 0 root regular file")})
+    assert chmod.action == "chmod" and shlex.split(chmod.command)[:3] == ["chmod", "--", "0600"]
+    assert fix("file", spec, {STAT: found("k\n", "600 0 root 0 root regular file")}) == []
+
+
+def test_a_host_file_holding_a_secret_does_not_change_the_wanted_mode() -> None:
+    # Judged by the desired content only: once written, the mode would flip back otherwise.
+    result = run("file", SPEC, {STAT: found("password=old\n")})
+    assert next(c for c in result.checks if c.attribute == "mode").desired == "0644"

@@ -37,6 +37,59 @@ def test_nccl(spec: dict, output: object, expected: list) -> None:
     assert run("nccl", spec, {PROBE: output}).summary() == expected
 
 
+# What the remedy promises beside the version: held (dpkg's want `hold`) and pinned to that version.
+V = "2.21.5-1+cuda12.4"
+HELD_AND_PINNED = f"dpkg hold ok installed {V}\npin version {V}\n"
+PROMISE_CASES = [
+    pytest.param(HELD_AND_PINNED, [("version", "ok", "2.21.5", V), ("held", "ok", "held", "held"),
+                                   ("pin", "ok", f"version {V}", f"version {V}")], id="held-and-pinned"),
+    pytest.param(f"dpkg install ok installed {V}\npin version {V}\n",
+                 [("version", "ok", "2.21.5", V), ("held", "drift", "held", "not held"),
+                  ("pin", "ok", f"version {V}", f"version {V}")], id="not-held"),
+    pytest.param(f"dpkg install ok installed {V}\npin\n",
+                 [("version", "ok", "2.21.5", V), ("held", "drift", "held", "not held"),
+                  ("pin", "drift", f"version {V}", None)], id="interrupted-before-hold-and-pin"),
+    pytest.param(f"dpkg hold ok installed {V}\npin version 2.18.3-1+cuda12.2\n",
+                 [("version", "ok", "2.21.5", V), ("held", "ok", "held", "held"),
+                  ("pin", "drift", f"version {V}", "version 2.18.3-1+cuda12.2")], id="pinned-elsewhere"),
+    pytest.param(f"dpkg install ok half-configured {V}\npin\n",
+                 [("version", "drift", "2.21.5", f"{V} (half-configured)")], id="half-configured"),
+    pytest.param("dpkg install ok installed 2.18.3-1+cuda12.2\npin\n",
+                 [("version", "drift", "2.21.5", "2.18.3-1+cuda12.2")], id="wrong-version-only-version"),
+    pytest.param("files\n/usr/lib64/libnccl.so.2.21.5\npin\n", [("version", "ok", "2.21.5", "2.21.5")],
+                 id="no-package-no-hold"),
+]
+
+
+@pytest.mark.parametrize(("output", "expected"), PROMISE_CASES)
+def test_the_hold_and_the_pin_are_audited(output: str, expected: list) -> None:
+    assert run("nccl", {"version": "2.21.5"}, {PROBE: output}).summary() == expected
+
+
+def test_a_missing_pin_names_the_file_and_never_shows_none() -> None:
+    checks = run("nccl", {"version": "2.21.5"}, {PROBE: f"dpkg install ok installed {V}\npin\n"}).checks
+    pin = next(c for c in checks if c.attribute == "pin")
+    assert pin.message == "/etc/apt/preferences.d/fabnet-libnccl2 is missing"
+
+
+def test_only_the_hold_and_pin_drifting_pins_and_holds_the_installed_version() -> None:
+    from ._recorded import fix
+
+    (step,) = fix("nccl", {"version": "2.21.5"}, {PROBE: f"dpkg install ok installed {V}\npin\n"})
+    assert step.action == "hold" and "apt-get install" not in step.command
+    assert step.command.startswith(f"found={shlex.quote(V)}; ") and step.command.endswith("apt-mark hold libnccl2")
+    assert step.undo and "apt-mark unhold libnccl2" in step.undo
+    assert fix("nccl", {"version": "2.21.5"}, {PROBE: HELD_AND_PINNED}) == []
+
+
+def test_an_install_cut_short_in_dpkg_lets_dpkg_finish_first() -> None:
+    from ._recorded import fix
+
+    (step,) = fix("nccl", {"version": "2.21.5"}, {PROBE: f"dpkg install ok half-configured {V}\npin\n"})
+    assert step.command.startswith("DEBIAN_FRONTEND=noninteractive dpkg --configure -a; ")
+    assert step.undo and f"libnccl2={V}; " in step.undo  # the version, without the state
+
+
 def test_library_source_is_named() -> None:
     result = run("nccl", {"version": ">=2.19"}, {PROBE: "files\n/usr/lib64/libnccl.so.2.19.3\n"})
     assert result.checks[0].message == "package libnccl2 not installed; from /usr/lib64/libnccl.so.2.19.3"
@@ -60,7 +113,7 @@ def test_probe_in_a_real_shell_prefers_the_package(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\nprintf 'install ok installed 2.21.5-1+cuda12.4\\n'\n")
     fake.chmod(0o755)
     (probe,) = nccl.probes(NcclSpec(version="2.21"), HostContext("h"))
-    assert _sh(probe.command, str(tmp_path)) == "dpkg 2.21.5-1+cuda12.4\n"
+    assert _sh(probe.command, str(tmp_path)) == "dpkg install ok installed 2.21.5-1+cuda12.4\npin\n"
 
 
 def test_probe_in_a_real_shell_without_dpkg_lists_files(tmp_path: Path) -> None:
