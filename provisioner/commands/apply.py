@@ -84,13 +84,16 @@ def exit_code(outcome: object) -> int:
                    "fresh SSH connection confirmed it (\"commit confirmed\").")
 @click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Apply exactly this saved plan (fabnet plan -o FILE); hosts whose facts changed since are refused.")
+@click.option("--break-lock", is_flag=True,
+              help="Remove another run's lock on the hosts this run changes (journaled there). Only for a lock "
+                   "whose run is known to be dead: a lock whose holder is gone is taken over without it.")
 @click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
 @become_option
 def apply_command(inventory: Path, playbook: Path, limit: str | None, check: bool, diff: bool, yes: bool,
                   serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
                   prom: Path | None, journal_path: Path | None, connect_timeout: float, command_timeout: float,
-                  ssh_config: Path | None, revert_after: int, plan_file: Path | None, verbose: bool,
-                  ask_become_pass: bool) -> None:
+                  ssh_config: Path | None, revert_after: int, plan_file: Path | None, break_lock: bool,
+                  verbose: bool, ask_become_pass: bool) -> None:
     """Converge hosts to the playbook: gather, show the plan, ask, change, re-check.
 
     Per host: ONE exec reads the facts (as audit does); the plan lists every step and its command;
@@ -98,7 +101,9 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
     re-reads the host, and each resource is reported ok / changed / failed from what is there now.
     A host already in sync costs one exec. Files are replaced atomically after a backup on the host
     (/var/backups/fabnet/RUN); every step is journaled locally and on the host (/var/log/fabnet); a
-    per-host lock refuses a second concurrent run and names its holder. A change to the interface the
+    per-host lock refuses a second concurrent run and names its holder (a lock whose run died is taken
+    over, with a warning). A step whose file or setting changed on the host since the plan read it is
+    not run: it is reported as a conflict (exit 2). A change to the interface the
     SSH session arrives on first arms a revert on the host (systemd-run timer); a fresh connection
     confirms and disarms it, else the host reverts by itself after --revert-after seconds.
 
@@ -167,7 +172,7 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
     journal = Journal(journal_path or default_path())
     outcome = converge.apply(planned, options, serial=serial_items, max_fail_percent=max_fail_percent,
                              journal=journal, on_host=None if as_json else apply_report.host_line,
-                             revert_seconds=revert_after)
+                             revert_seconds=revert_after, break_lock=break_lock)
     code = exit_code(outcome)
     if prom:
         from provisioner import prom as textfile
