@@ -29,7 +29,7 @@ from provisioner.run.session import HostSession, Sessions, open_session
 __all__ = ["ApplyOutcome", "HostApplied", "HostPlanned", "apply", "make_plan", "unchanged_host"]
 
 HostApplyStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
-ResourceStatus = Literal["ok", "changed", "failed"]
+ResourceStatus = Literal["ok", "changed", "failed", "conflict"]
 
 
 def new_run_id() -> str:
@@ -62,8 +62,12 @@ class ResourceApplied:
 
     @property
     def status(self) -> ResourceStatus:
+        """ok / changed / failed from the re-check; "conflict" (not converged, and not a failure of
+        fabnet's) when a step was not run because its target changed since the plan read it."""
         if self.pending:
             return "changed"
+        if any(s.result.status == "conflict" for s in self.steps):
+            return "conflict"
         if self.after is None:
             return "failed" if self.before.status != "ok" else "ok"
         if self.after.status != "ok" or any(s.result.status == "failed" for s in self.steps):
@@ -82,6 +86,7 @@ class HostApplied:
     execs: int = 0
     seconds: float = 0.0
     digest: str = ""
+    warnings: list[str] = field(default_factory=list)  # a stale lock taken over, a lock broken
 
     def count(self, status: ResourceStatus) -> int:
         return sum(1 for r in self.resources if r.status == status)
@@ -112,7 +117,8 @@ def _states(planned: HostPlanned) -> dict[str, tuple[str | None, str | None]]:
         before = "; ".join(f"{c.attribute}={shown_actual(c)}" for c in drifted) or None
         after = "; ".join(f"{c.attribute}={c.desired}" for c in drifted) or None
         for step in rp.steps:
-            states[step.id] = (before, after)
+            if step.resource == rp.outcome.target:  # a shared write (plan.merge_writes) is its owner's
+                states[step.id] = (before, after)
     return states
 
 
@@ -167,7 +173,7 @@ def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds:
 
 
 def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: changes.Holder,
-               journal: Journal | None = None, revert_seconds: int = 60) -> HostApplied:
+               journal: Journal | None = None, revert_seconds: int = 60, break_lock: bool = False) -> HostApplied:
     """Change one host in one exec, then re-read it in one more, both over the session that gathered it.
     Only for a host that has steps.
 
@@ -179,7 +185,10 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
     applied = HostApplied(host.name, host.address, "ok", execs=planned.audit.execs, digest=planned.digest)
     steps = planned.steps
     nonce = batch.new_nonce()
-    script = changes.build_script(steps, nonce, run_id, host.name, holder, _states(planned), revert_seconds)
+    # The longest this run can hold the host's lock: past it, another run may take the lock over.
+    max_seconds = int(2 * options.command_timeout + revert_seconds + 60)
+    script = changes.build_script(steps, nonce, run_id, host.name, holder, _states(planned), revert_seconds,
+                                  max_seconds=max_seconds, break_lock=break_lock)
     guarded = any(s.netdev is not None or s.lockout for s in steps)
     # Once a revert is armed, the exec is given half the revert time to end; a change that cut the
     # session's path leaves it hanging, and only a fresh connection can tell.
@@ -207,9 +216,14 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
             journal({"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
                      "command": step.shown, "outcome": outcome.status, "rc": outcome.exit_code,
                      "writes": list(step.writes)})
+    if parsed.broke is not None:
+        applied.warnings.append(f"--break-lock removed the lock of {parsed.broke}")
+    if parsed.took_over is not None:
+        applied.warnings.append(f"took over a stale lock: {parsed.took_over}")
     if parsed.locked_by is not None:
         applied.status = "failed"
-        applied.error = f"another fabnet run holds this host ({parsed.locked_by}); nothing was changed"
+        applied.error = (f"another fabnet run holds this host ({parsed.locked_by}); nothing was changed. "
+                         "If that run is dead, apply again with --break-lock")
         return _finish(applied, planned, parsed, None, started)
     if not parsed.finished and not any(s.status != "not_run" for s in parsed.steps):
         detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0]
@@ -256,8 +270,13 @@ def _finish(applied: HostApplied, planned: HostPlanned, parsed: changes.ScriptRe
     if applied.status == "ok":
         statuses = {r.status for r in applied.resources}
         failed_handler = any(h.result.status == "failed" for h in applied.handlers)
-        applied.status = "failed" if "failed" in statuses or failed_handler else \
+        applied.status = "failed" if statuses & {"failed", "conflict"} or failed_handler else \
             "changed" if "changed" in statuses else "ok"
+        conflicts = [f"{r.before.target}: {s.result.output}" for r in applied.resources for s in r.steps
+                     if s.result.status == "conflict"]
+        if conflicts and applied.error is None:
+            applied.error = ("conflict, not changed (changed on the host since the plan read it; plan again): "
+                             + "; ".join(dict.fromkeys(conflicts)))
         if applied.status == "failed" and applied.error is None:
             applied.error = "not converged: " + ", ".join(r.before.target for r in applied.resources
                                                           if r.status == "failed")
@@ -300,16 +319,18 @@ HostDone = Callable[[HostApplied], None]
 
 def apply(planned: Sequence[HostPlanned], sessions: Sessions, *, run_id: str | None = None,
           serial: Sequence[str] | None = None, max_fail_percent: float | None = None,
-          journal: Journal | None = None, on_host: HostDone | None = None, revert_seconds: int = 60) -> ApplyOutcome:
+          journal: Journal | None = None, on_host: HostDone | None = None, revert_seconds: int = 60,
+          break_lock: bool = False) -> ApplyOutcome:
     """Run every host's plan, batch by batch, over the sessions that gathered them. Hosts without steps
-    are reported from their gathered state."""
+    are reported from their gathered state. `break_lock` removes another run's lock on each host changed
+    (journaled there)."""
     started = time.monotonic()
     run_id = run_id or new_run_id()
     holder = changes.Holder(run_id, control_machine(), datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
     def one(host: HostPlanned) -> HostApplied:
         if host.steps and host.audit.status != "unreachable":
-            return apply_host(host, sessions(host.plan.host), run_id, holder, journal, revert_seconds)
+            return apply_host(host, sessions(host.plan.host), run_id, holder, journal, revert_seconds, break_lock)
         return unchanged_host(host)
 
     def skip(host: HostPlanned, why: str) -> HostApplied:

@@ -41,6 +41,9 @@ def host_line(host: Any) -> None:
     style = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "dim"}[host.status]
     detail = f" — {escape(host.error)}" if host.error else ""
     err_console.print(f"[{style}]{host.status}[/]: {escape(host.name)}{detail}", highlight=False, soft_wrap=True)
+    for warning in host.warnings:
+        err_console.print(f"[yellow]warning[/]: {escape(host.name)}: {escape(warning)}", highlight=False,
+                          soft_wrap=True)
 
 
 def results(outcome: Any, *, verbose: bool = False) -> None:
@@ -48,14 +51,15 @@ def results(outcome: Any, *, verbose: bool = False) -> None:
         for resource in host.resources:
             if resource.status == "ok" and not verbose:
                 continue
-            style = {"ok": "green", "changed": "yellow", "failed": "red"}[resource.status]
+            style = {"ok": "green", "changed": "yellow", "failed": "red", "conflict": "magenta"}[resource.status]
             console.print(f"{escape(host.name)} [{style}]{resource.status}[/] {escape(resource.before.target)}",
                           highlight=False)
             for run in resource.steps:
-                mark = {"ok": "green", "failed": "red", "skipped": "yellow", "not_run": "dim"}[run.result.status]
+                mark = {"ok": "green", "failed": "red", "skipped": "yellow", "not_run": "dim",
+                        "conflict": "magenta"}[run.result.status]
                 console.print(f"    [{mark}]{run.result.status}[/] {escape(run.step.shown)}", highlight=False,
                               soft_wrap=True)
-                if run.result.status == "failed" and run.result.output:
+                if run.result.status in ("failed", "conflict") and run.result.output:
                     for line in run.result.output.splitlines()[-5:]:
                         console.print(f"        [dim]{escape(line)}[/]", highlight=False)
             if resource.status == "failed" and resource.after is not None:
@@ -77,7 +81,7 @@ def recap(outcome: Any) -> None:
         unreachable = 1 if host.status == "unreachable" else 0
         style = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "dim"}[
             host.status]
-        failed = host.count("failed") or int(host.status == "failed")
+        failed = host.count("failed") + host.count("conflict") or int(host.status == "failed")
         console.print(f"[{style}]{escape(host.name):<20}[/] : ok={ok:<4} changed={host.count('changed'):<4} "
                       f"unreachable={unreachable:<4} failed={failed:<4} skipped={int(host.status == 'skipped'):<4} "
                       f"execs={host.execs}", highlight=False, soft_wrap=True)
@@ -96,6 +100,7 @@ def to_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, e
     for host in outcome.hosts:
         hosts.append({
             "name": host.name, "address": host.address, "status": host.status, "error": host.error,
+            "warnings": list(host.warnings),
             "seconds": round(host.seconds, 3), "execs": host.execs, "facts_digest": host.digest,
             "resources": [{
                 "kind": r.before.kind, "target": r.before.target, "source": r.before.source, "play": r.before.play,
@@ -112,7 +117,8 @@ def to_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, e
         "summary": {status: outcome.count(status) for status in ("ok", "changed", "failed", "unreachable", "skipped")}
         | {"hosts": len(outcome.hosts),
            "resources_changed": sum(h.count("changed") for h in outcome.hosts),
-           "resources_failed": sum(h.count("failed") for h in outcome.hosts)},
+           "resources_failed": sum(h.count("failed") for h in outcome.hosts),
+           "resources_conflict": sum(h.count("conflict") for h in outcome.hosts)},
         "hosts": hosts,
     }
 
@@ -130,7 +136,7 @@ def junit(outcome: Any) -> str:
         for resource in host.resources:
             tests += 1
             case = ET.SubElement(suite, "testcase", classname=host.name, name=resource.before.target)
-            if resource.status == "failed":
+            if resource.status in ("failed", "conflict"):
                 failures += 1
                 ET.SubElement(case, "failure", message=host.error or "not converged")
     suite.set("tests", str(tests))

@@ -1,13 +1,16 @@
 """One exec per host for all its changes: order a host's remedy steps, join them into one POSIX shell
 script with per-step markers, and read back each step's outcome. Pure: nothing here runs anything.
 
-The script takes a per-host lock first (a directory under /run naming the holder: run id, control
-machine, since when, pid), so a second run refuses that host and says who holds it; a lock whose
-holder died is taken over. Each step runs in its own `sh -e`, between marker lines carrying a per-run
-random nonce; a failing step makes the steps that need it (same resource, or a resource named in
-`needs`) skip, never the others. Each outcome is appended to a journal on the host as a JSON line.
-SIGPIPE and SIGHUP are ignored, so a control machine that dies mid-run leaves the host finishing its
-steps (every file write is atomic) rather than stopping between two of them.
+The script takes a per-host lock first (`lock_lines`, shared with rollback), so a second run refuses
+that host and says who holds it. Under the lock and before anything changes, it checks that every
+file and setting a step is about to change still holds what the plan read (`Step.expect`): a step
+whose target changed since is not run but reported as a conflict. Each step runs in its own `sh -e`,
+between marker lines carrying a per-run random nonce; a failing or conflicting step makes the steps
+that need it (same resource, or a resource named in `needs`) skip, never the others. A step's undo is
+recorded before it runs (its outcome after), so a rollback also undoes a step a kill cut off. Each
+outcome is appended to a journal on the host as a JSON line. SIGPIPE and SIGHUP are ignored, so a
+control machine that dies mid-run leaves the host finishing its steps (every file write is atomic)
+rather than stopping between two of them.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ JOURNAL_DIR = "/var/log/fabnet"
 JOURNAL = JOURNAL_DIR + "/journal.jsonl"
 BACKUP_ROOT = "/var/backups/fabnet"
 LOCKED_EXIT = 75
+# A lock directory without a holder is a run killed between mkdir and writing the holder, unless it
+# is this young: then its holder may be writing the file right now.
+ORPHAN_SECONDS = 10
 
-StepStatus = Literal["ok", "failed", "skipped", "not_run"]
+StepStatus = Literal["ok", "failed", "skipped", "not_run", "conflict"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,101 @@ class Holder:
 
     def line(self) -> str:
         return f"run={self.run_id} control={self.control} since={self.since}"
+
+
+def lock_lines(tag: str, holder: Holder, run_id: str, *, max_seconds: int, break_lock: bool = False) -> list[str]:
+    """Shell taking the host lock: the one policy of apply and rollback.
+
+    The lock is a directory; its `holder` file names the run (line 1), its pid, its start (epoch s)
+    and the longest it may run (`max_seconds`). A lock is stale, and taken over, when its holder pid is
+    gone, when it has no holder and is older than ORPHAN_SECONDS (a kill between mkdir and the write),
+    or when it is older than its run could last (the pid now belongs to another process): a `stale`
+    marker says why, and the host journal records it. Otherwise the script prints a `locked` marker
+    with the holder, its age and pid, and exits LOCKED_EXIT. `break_lock` removes any lock first
+    (journaled, `broken` marker). A stale lock is moved aside, then checked to be the one judged
+    stale: two runs taking it over at once cannot remove each other's fresh lock.
+    """
+    clean = "tr -d '\"\\\\\\000-\\037'"  # what may not go raw into a JSON string
+    journal = (f"printf '{{\"run\":\"%s\",\"action\":\"%s\",\"reason\":\"%s\",\"holder\":\"%s\","
+               f"\"time\":\"%s\"}}\\n' {shlex.quote(run_id)} \"$1\" \"$(printf %s \"$2\" | {clean})\" "
+               f"\"$(printf %s \"$3\" | {clean})\" \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" >> {JOURNAL}")
+    stale_why = "it is $__fn_age s old, longer than its run could last ($__fn_max s): pid $__fn_pid is another process"
+    lines = [
+        f"__fn_lock={LOCK_DIR}; __fn_locked=; __fn_age=0; __fn_pid=",
+        f"mkdir -p -m 0700 {JOURNAL_DIR}",
+        f"__fn_lock_journal() {{ {journal}; }}",
+        '__fn_field() { sed -n "s/^$1=//p" "$__fn_lock/holder" 2>/dev/null | head -n 1; }',
+        "__fn_stale() {",
+        '  __fn_now=$(date +%s); __fn_start=$(__fn_field start); __fn_max=$(__fn_field max)',
+        '  case "$__fn_start" in ""|*[!0-9]*)',
+        '    __fn_start=$(stat -c %Y "$__fn_lock" 2>/dev/null || echo "$__fn_now");; esac',
+        '  __fn_age=$((__fn_now - __fn_start)); __fn_pid=$(__fn_field pid)',
+        '  case "$__fn_pid" in *[!0-9]*) __fn_pid=;; esac; case "$__fn_max" in *[!0-9]*) __fn_max=;; esac',
+        '  if [ -z "$__fn_pid" ]; then',
+        f'    if [ "$__fn_age" -gt {ORPHAN_SECONDS} ]; then echo "it has no holder and is $__fn_age s old"; fi',
+        '  elif ! kill -0 "$__fn_pid" 2>/dev/null && [ ! -d "/proc/$__fn_pid" ]; then',
+        '    echo "its holder (pid $__fn_pid) is gone"',
+        '  elif [ -n "$__fn_max" ] && [ "$__fn_age" -gt "$__fn_max" ]; then',
+        f'    echo "{stale_why}"',
+        "  fi",
+        "}",
+    ]
+    if break_lock:
+        lines += [
+            'if [ -d "$__fn_lock" ]; then',
+            '  __fn_was=$(head -n 1 "$__fn_lock/holder" 2>/dev/null); rm -rf "$__fn_lock"',
+            f"  printf '%s\\n' '{tag}:broken@@' \"${{__fn_was:-no recorded run}}\"",
+            '  __fn_lock_journal break-lock "--break-lock" "$__fn_was"',
+            "fi",
+        ]
+    lines += [
+        'if ! mkdir "$__fn_lock" 2>/dev/null; then',
+        '  __fn_why=$(__fn_stale); __fn_was=$(cat "$__fn_lock/holder" 2>/dev/null)',
+        '  __fn_aside="$__fn_lock.stale.$$"',
+        '  if [ -n "$__fn_why" ] && mv "$__fn_lock" "$__fn_aside" 2>/dev/null; then',
+        '    if [ "$(cat "$__fn_aside/holder" 2>/dev/null)" != "$__fn_was" ]; then',
+        # Another run took the stale lock over in between: what was moved is its fresh lock, given back.
+        '      mv "$__fn_aside" "$__fn_lock" 2>/dev/null; __fn_locked=1',
+        '    elif mkdir "$__fn_lock" 2>/dev/null; then',
+        '      rm -rf "$__fn_aside"; __fn_was=$(printf %s "$__fn_was" | head -n 1)',
+        f"      printf '%s\\n' '{tag}:stale@@' \"$__fn_why; it was held by ${{__fn_was:-no recorded run}}\"",
+        '      __fn_lock_journal take-over-lock "$__fn_why" "$__fn_was"',
+        '    else rm -rf "$__fn_aside"; __fn_locked=1; fi',
+        "  else __fn_locked=1; fi",
+        "fi",
+        'if [ -n "$__fn_locked" ]; then',
+        "  __fn_stale >/dev/null",
+        f"  printf '%s\\n' '{tag}:locked@@'",
+        "  printf '%s age=%ss pid=%s\\n' \"$(head -n 1 \"$__fn_lock/holder\" 2>/dev/null || echo unknown)\" "
+        f"\"$__fn_age\" \"${{__fn_pid:-unknown}}\"; exit {LOCKED_EXIT}",
+        "fi",
+        f"printf '%s\\npid=%s\\nstart=%s\\nmax=%s\\n' {shlex.quote(holder.line())} \"$$\" \"$(date +%s)\" "
+        f"{int(max_seconds)} > \"$__fn_lock/holder\"",
+        "trap 'rm -rf \"$__fn_lock\"' EXIT",
+    ]
+    return lines
+
+
+def _expect_lines(i: int, step: Step) -> list[str]:
+    """Shell reading step `i`'s targets again: `__fn_cf_I` (text) and `__fn_cj_I` (JSON strings) say
+    what changed since the plan read them, and stay empty when nothing did."""
+    lines = [f"__fn_cf_{i}=; __fn_cj_{i}="]
+    for expect in step.expect:
+        p = shlex.quote(expect.path)
+        if expect.read is None:
+            now = f"$(if [ -e {p} ]; then sha256sum < {p} | cut -c1-64; else echo absent; fi)"
+            said = f"{expect.path} changed since it was read"
+            shown = shlex.quote(said + "; ")
+        else:
+            # Word splitting (no globbing) makes whitespace runs one space, as Expect.setting does.
+            now = f"$( (set -f; set -- $({expect.read}); printf '%s' \"$*\") 2>/dev/null)"
+            said = f"{expect.path} changed since it was read (was {expect.value})"
+            shown = (shlex.quote(f"{expect.path} changed since it was read (was {expect.value}, now ")
+                     + '"$__fn_v"' + shlex.quote("); "))
+        record = shlex.quote(json.dumps(said))
+        lines.append(f'__fn_v={now}; if [ "$__fn_v" != {shlex.quote(expect.value)} ]; then '
+                     f'__fn_cf_{i}="$__fn_cf_{i}"{shown}; __fn_cj_{i}="$__fn_cj_{i},"{record}; fi')
+    return lines
 
 
 def order(per_resource: Sequence[tuple[str, str, Sequence[Step]]]) -> list[Step]:
@@ -123,12 +224,14 @@ def _guard_lines(steps: Sequence[Step], run_id: str, revert_seconds: int, host: 
 
 
 def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, holder: Holder,
-                 states: dict[str, tuple[str | None, str | None]] | None = None, revert_seconds: int = 60) -> str:
+                 states: dict[str, tuple[str | None, str | None]] | None = None, revert_seconds: int = 60,
+                 *, max_seconds: int = 3600, break_lock: bool = False) -> str:
     """The change script for one host. `states` maps a step id to (before, after) for the journal.
 
     A runtime change to the interface the SSH session arrives on (found on the host, or marked
     `lockout` from the inventory) first arms an automatic revert and prints an `armed` marker; where
-    no revert can be armed, the step is refused.
+    no revert can be armed, the step is refused. `max_seconds` is the longest the script may hold the
+    lock (an older lock is taken over); `break_lock` removes another run's lock first.
     """
     states = states or {}
     tag = f"@@fabnet:{nonce}"
@@ -139,20 +242,10 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         f"FABNET_RUN={shlex.quote(run_id)}; FABNET_BACKUP_DIR={shlex.quote(f'{BACKUP_ROOT}/{run_id}')}",
         "export FABNET_RUN FABNET_BACKUP_DIR",
         f"mkdir -p -m 0700 {JOURNAL_DIR} {BACKUP_ROOT} \"$FABNET_BACKUP_DIR\"",
-        f"__fn_lock={LOCK_DIR}; __fn_locked=",
-        'if ! mkdir "$__fn_lock" 2>/dev/null; then',
-        '  __fn_pid=$(sed -n "s/^pid=//p" "$__fn_lock/holder" 2>/dev/null)',
-        # A holder that no longer runs (killed, host rebooted) leaves a stale lock: take it over.
-        '  if [ -n "$__fn_pid" ] && ! kill -0 "$__fn_pid" 2>/dev/null; then',
-        '    rm -rf "$__fn_lock"; mkdir "$__fn_lock" 2>/dev/null || __fn_locked=1',
-        "  else __fn_locked=1; fi",
-        "fi",
-        'if [ -n "$__fn_locked" ]; then',
-        f"  printf '%s\\n' '{tag}:locked@@'; head -n 1 \"$__fn_lock/holder\" 2>/dev/null; exit {LOCKED_EXIT}",
-        "fi",
-        f"printf '%s\\npid=%s\\n' {shlex.quote(holder.line())} \"$$\" > \"$__fn_lock/holder\"",
-        "trap 'rm -rf \"$__fn_lock\"' EXIT",
+        *lock_lines(tag, holder, run_id, max_seconds=max_seconds, break_lock=break_lock),
         *guard_find,
+        # Compare-and-swap: what the plan read is read again under the lock, before the first change.
+        *(line for i, step in enumerate(steps) for line in _expect_lines(i, step)),
     ]
     index_of: dict[str, int] = {}
     by_resource: dict[str, list[int]] = {}
@@ -169,8 +262,8 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
                        if f"handler[{unit_name(u)}]" in handler_units]
         before, after = states.get(step.id, (None, None))
         prefix = shlex.quote(_journal_prefix(step, run_id, host, before, after))
-        journal = (f"printf '%s%s\",\"outcome\":\"%s\",\"rc\":%s}}\\n' {prefix} "
-                   f"\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" \"$__fn_st\" \"${{__fn_rc:-null}}\" >> {JOURNAL}")
+        journal = (f"printf '%s%s\",\"outcome\":\"%s\",\"rc\":%s%s}}\\n' {prefix} "
+                   f"\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" \"$__fn_st\" \"${{__fn_rc:-null}}\" \"$__fn_jx\" >> {JOURNAL}")
         condition = " && ".join(conditions) or "true"
         run = f"__fn_o=$(sh -ec {shlex.quote(step.command)} 2>&1 </dev/null); __fn_rc=$?"
         if step.netdev is not None or step.lockout:
@@ -180,19 +273,30 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
                    'if [ "$__fn_g" = failed ]; then __fn_rc=90; __fn_o="refused: this changes the interface the '
                    'SSH session arrives on and no automatic revert could be armed (systemd-run)"; '
                    f"else {run}; fi")
-        # What undoes a step that ran, kept on the host for `fabnet rollback` (no file contents: a
-        # file's undo restores it from the run's backup).
-        keep_undo = (f"mkdir -p \"$FABNET_BACKUP_DIR/undo\" && printf '%s\\n' {shlex.quote(step.undo)} "
-                     f"> \"$FABNET_BACKUP_DIR/undo/{i:04d}\"; ") if step.undo else ""
+        # The step's undo is kept on the host for `fabnet rollback` BEFORE the step runs (a kill mid-step
+        # leaves it there), its outcome after. Every undo is safe where its step did not happen: a
+        # file's restores the backup taken before the write, or does nothing when there is none; a
+        # setting's sets the old value. No file contents: a file's undo restores the run's backup.
+        header = "# " + " ".join(f"{step.id} {step.shown}".split())
+        outcome = ""
+        if step.undo:
+            undo_file = f"\"$FABNET_BACKUP_DIR/undo/{i:04d}\""
+            run = (f"if mkdir -p \"$FABNET_BACKUP_DIR/undo\" \"$FABNET_BACKUP_DIR/state\" && printf '%s\\n' "
+                   f"{shlex.quote(header)} {shlex.quote(step.undo)} > {undo_file}; then {run}; "
+                   "else __fn_rc=91; __fn_o='refused: its undo could not be recorded'; fi")
+            outcome = f"printf '%s\\n' \"$__fn_st\" > \"$FABNET_BACKUP_DIR/state/{i:04d}\" 2>/dev/null; "
         lines += [
-            f"__fn_ok_{i}=0; __fn_rc=",
-            f"if {condition}; then",
+            f"__fn_ok_{i}=0; __fn_rc=; __fn_jx=",
+            f"if {condition} && [ -n \"$__fn_cf_{i}\" ]; then",
+            f"  printf '%s\\n' '{tag}:conflict:{i}@@' \"$__fn_cf_{i}\" '{tag}:end:{i}@@'; __fn_st=conflict",
+            f"  __fn_jx=',\"conflict\":['\"${{__fn_cj_{i}#,}}\"']'",
+            f"elif {condition}; then",
             f"  printf '%s\\n' '{tag}:begin:{i}@@'",
             f"  {run}",
             "  printf '%s\\n' \"$__fn_o\"",
             f"  printf '%s\\n' \"{tag}:rc:{i}:$__fn_rc@@\"",
-            "  if [ \"$__fn_rc\" = 0 ]; then __fn_ok_" + str(i) + "=1; __fn_st=ok; " + keep_undo
-            + "".join(f"{s}; " for s in notify_sets) + "else __fn_st=failed; fi",
+            "  if [ \"$__fn_rc\" = 0 ]; then __fn_ok_" + str(i) + "=1; __fn_st=ok; "
+            + "".join(f"{s}; " for s in notify_sets) + "else __fn_st=failed; fi; " + outcome,
             "else",
             f"  printf '%s\\n' '{tag}:skip:{i}@@'; __fn_st=skipped",
             "fi",
@@ -214,16 +318,28 @@ class StepResult:
 @dataclass(frozen=True)
 class ScriptResult:
     steps: list[StepResult]
-    locked_by: str | None = None  # the holder line when another run holds the host
+    locked_by: str | None = None  # the holder line (with age and pid) when another run holds the host
     finished: bool = False  # the script reached its end
     armed: bool = False  # an automatic revert was armed before a management-path change
+    took_over: str | None = None  # why a stale lock was taken over, and whose it was
+    broke: str | None = None  # whose lock --break-lock removed
+
+
+def lock_markers(stdout: str, nonce: str) -> tuple[str | None, str | None, str | None]:
+    """(locked_by, took_over, broke) from the markers `lock_lines` prints."""
+    tag = re.escape(f"@@fabnet:{nonce}")
+    found: list[str | None] = []
+    for name in ("locked", "stale", "broken"):
+        match = re.search(rf"^{tag}:{name}@@\n(.*)$", stdout, re.MULTILINE)
+        found.append(None if match is None else (match[1].strip() or "unknown"))
+    return found[0], found[1], found[2]
 
 
 def parse_output(stdout: str, nonce: str, count: int) -> ScriptResult:
     tag = re.escape(f"@@fabnet:{nonce}")
-    locked = re.search(rf"^{tag}:locked@@\n(?P<holder>.*)$", stdout, re.MULTILINE)
+    locked, took_over, broke = lock_markers(stdout, nonce)
     if locked:
-        return ScriptResult([StepResult("not_run")] * count, locked_by=locked["holder"].strip() or "unknown")
+        return ScriptResult([StepResult("not_run")] * count, locked_by=locked, broke=broke)
     results = [StepResult("not_run")] * count
     ran = re.compile(rf"^{tag}:begin:(?P<i>\d+)@@\n(?P<out>.*?)\n?{tag}:rc:(?P=i):(?P<rc>\d+)@@$",
                      re.MULTILINE | re.DOTALL)
@@ -234,8 +350,13 @@ def parse_output(stdout: str, nonce: str, count: int) -> ScriptResult:
     for match in re.finditer(rf"^{tag}:skip:(?P<i>\d+)@@$", stdout, re.MULTILINE):
         if int(match["i"]) < count:
             results[int(match["i"])] = StepResult("skipped")
+    conflict = re.compile(rf"^{tag}:conflict:(?P<i>\d+)@@\n(?P<out>.*?)\n{tag}:end:(?P=i)@@$",
+                          re.MULTILINE | re.DOTALL)
+    for match in conflict.finditer(stdout):
+        if int(match["i"]) < count:  # what changed, as "PATH changed since it was read; ..."
+            results[int(match["i"])] = StepResult("conflict", None, match["out"].strip().rstrip(";"))
     finished = re.search(rf"^{tag}:done@@$", stdout, re.MULTILINE) is not None
     armed = re.search(rf"^{tag}:armed:\d+@@$", stdout, re.MULTILINE) is not None
     # A step cut off after its begin marker (the exec ended) is reported as not run: its outcome is
     # unknown here, and the re-check says what is there.
-    return ScriptResult(results, finished=finished, armed=armed)
+    return ScriptResult(results, finished=finished, armed=armed, took_over=took_over, broke=broke)

@@ -3,6 +3,7 @@ read, each drifted resource's remedy steps, ordered into the host's plan. Change
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ from provisioner.engine import HostOutcome, ResourceOutcome
 from provisioner.hostplans import HostPlan
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import Results
-from provisioner.resources.steps import Step, impossible
+from provisioner.resources.steps import EDITS, Step, file_step, impossible
 from provisioner.run import runner
 from provisioner.run.session import Sessions
 
@@ -62,6 +63,42 @@ def remedies(plan: HostPlan, results: Results, outcomes: list[ResourceOutcome]) 
     return planned
 
 
+def merge_writes(resources: list[ResourcePlan]) -> None:
+    """Steps editing one file (`Step.edit`, keyed on `Step.writes`) become ONE write of it.
+
+    Each such step's content is its own edit of the text read at gather time, so two of them writing
+    one file in turn would each drop the other's edit (two sysctls in one sysctl.d file). The merged
+    step applies every edit, in playbook order, to that text; it belongs to the first resource, and
+    the others list it among their steps (for the report) without owning it (it runs once).
+    """
+    by_path: dict[str, list[tuple[int, Step]]] = {}
+    for index, rp in enumerate(resources):
+        for step in rp.steps:
+            if step.edit is not None and len(step.writes) == 1:
+                by_path.setdefault(step.writes[0], []).append((index, step))
+    for path, group in by_path.items():
+        edits = [step.edit for _, step in group if step.edit is not None]
+        if len(group) < 2 or len({(e.base, e.mode) for e in edits}) != 1:
+            continue
+        text = edits[0].base or ""
+        for edit in edits:
+            text = EDITS[edit.function](text, *edit.args)
+        first = group[0][1]
+        owners = list(dict.fromkeys(step.resource for _, step in group))
+        merged = file_step(first.resource, first.action, path, text.encode(), phase=min(s.phase for _, s in group),
+                           mode=edits[0].mode, expect=first.expect,
+                           notify=tuple(dict.fromkeys(u for _, s in group for u in s.notify)),
+                           needs=tuple(dict.fromkeys(n for _, s in group for n in s.needs if n not in owners)))
+        merged = dataclasses.replace(merged, shown=f"{merged.shown}; the edits of {', '.join(owners)}")
+        for index, step in group:
+            resources[index].steps = [merged if s is step else s for s in resources[index].steps]
+
+
+def owned_steps(rp: ResourcePlan) -> list[Step]:
+    """A resource's steps that run as its own (not a write it shares with another resource)."""
+    return [s for s in rp.steps if s.resource == rp.outcome.target]
+
+
 def gather_all(plans: Sequence[HostPlan], sessions: Sessions,
                progress: engine.Progress | None = None) -> tuple[dict[str, HostOutcome], dict[str, Results]]:
     """Read every host over its session (kept open for the changes that may follow)."""
@@ -99,6 +136,8 @@ def make_plan(plans: Sequence[HostPlan], sessions: Sessions,
         if results is not None:
             host.digest = facts_digest(results)
             host.resources = remedies(plan, results, outcome.resources)
-            host.steps = changes.order([(rp.outcome.kind, rp.outcome.target, rp.steps) for rp in host.resources])
+            merge_writes(host.resources)
+            host.steps = changes.order([(rp.outcome.kind, rp.outcome.target, owned_steps(rp))
+                                        for rp in host.resources])
         planned.append(host)
     return planned

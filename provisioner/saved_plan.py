@@ -45,13 +45,7 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def steps_of(entry: dict[str, Any]) -> list[Step]:
-    steps = []
-    for raw in entry.get("steps", []):
-        values = dict(raw)
-        for name in ("needs", "notify", "writes"):
-            values[name] = tuple(values.get(name) or ())
-        steps.append(Step(**values))
-    return steps
+    return [Step.from_dict(raw) for raw in entry.get("steps", [])]
 
 
 def adopt(planned: list[Any], data: dict[str, Any]) -> list[str]:

@@ -85,13 +85,16 @@ def exit_code(outcome: object) -> int:
                    "fresh SSH connection confirmed it (\"commit confirmed\").")
 @click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Apply exactly this saved plan (fabnet plan -o FILE); hosts whose facts changed since are refused.")
+@click.option("--break-lock", is_flag=True,
+              help="Remove another run's lock on the hosts this run changes (journaled there). Only for a lock "
+                   "whose run is known to be dead: a lock whose holder is gone is taken over without it.")
 @click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
 @become_option
 def apply_command(inventory: Path, playbook: Path | None, limit: str | None, check: bool, diff: bool, yes: bool,
                   serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
                   prom: Path | None, journal_path: Path | None, connect_timeout: float, command_timeout: float,
-                  ssh_config: Path | None, revert_after: int, plan_file: Path | None, verbose: bool,
-                  ask_become_pass: bool) -> None:
+                  ssh_config: Path | None, revert_after: int, plan_file: Path | None, break_lock: bool,
+                  verbose: bool, ask_become_pass: bool) -> None:
     """Converge hosts to the playbook: gather, show the plan, ask, change, re-check.
 
     Per host: ONE exec reads the facts (as audit does); the plan lists every step and its command;
@@ -99,7 +102,9 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
     re-reads the host, and each resource is reported ok / changed / failed from what is there now.
     A host already in sync costs one exec. Files are replaced atomically after a backup on the host
     (/var/backups/fabnet/RUN); every step is journaled locally and on the host (/var/log/fabnet); a
-    per-host lock refuses a second concurrent run and names its holder. A change to the interface the
+    per-host lock refuses a second concurrent run and names its holder (a lock whose run died is taken
+    over, with a warning). A step whose file or setting changed on the host since the plan read it is
+    not run: it is reported as a conflict (exit 2). A change to the interface the
     SSH session arrives on first arms a revert on the host (systemd-run timer); a fresh connection
     confirms and disarms it, else the host reverts by itself after --revert-after seconds.
 
@@ -140,13 +145,13 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
     with Sessions(options) as sessions:
         _converge(sessions, plans, saved, inventory, playbook, limit, diff, check, yes, as_json, junit, verbose,
-                  journal_path, serial_items, max_fail_percent, revert_after, prom)
+                  journal_path, serial_items, max_fail_percent, revert_after, prom, break_lock)
 
 
 def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict | None, inventory: Path, playbook: Path,
               limit: str | None, diff: bool, check: bool, yes: bool, as_json: bool, junit: Path | None,
               verbose: bool, journal_path: Path | None, serial_items: list[str] | None,
-              max_fail_percent: float | None, revert_after: int, prom: Path | None) -> None:
+              max_fail_percent: float | None, revert_after: int, prom: Path | None, break_lock: bool) -> None:
     """Gather, show, confirm and apply over sessions kept open from the gathering to the re-check."""
     from provisioner import apply as converge
     from provisioner import saved_plan
@@ -182,7 +187,7 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict | None, inv
     journal = Journal(journal_path or default_path())
     outcome = converge.apply(planned, sessions, serial=serial_items, max_fail_percent=max_fail_percent,
                              journal=journal, on_host=None if as_json else apply_report.host_line,
-                             revert_seconds=revert_after)
+                             revert_seconds=revert_after, break_lock=break_lock)
     code = exit_code(outcome)
     if prom:
         from provisioner import prom as textfile

@@ -27,11 +27,16 @@ else:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/rollback/v1).")
 @click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True)
 @click.option("--timeout", "command_timeout", type=click.FloatRange(1, 7200), default=900.0, show_default=True)
+@click.option("--break-lock", is_flag=True,
+              help="Remove another run's lock on the limited hosts first (journaled there). Only for a lock whose "
+                   "run is known to be dead: a lock whose holder is gone is taken over without it.")
 @become_option
 def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id: str | None, yes: bool, as_json: bool,
-                     connect_timeout: float, command_timeout: float, ask_become_pass: bool) -> None:
+                     connect_timeout: float, command_timeout: float, break_lock: bool, ask_become_pass: bool) -> None:
     """Undo what a fabnet apply run changed on some hosts: files back from their backups (or removed
     where they did not exist), settings back to their old values, newest change first. ONE exec per host.
+    A step a kill cut off is undone too (its undo was recorded before it ran); each undo is reported
+    with the step it undoes and whether that step had finished.
 
     \b
     Example:
@@ -62,14 +67,17 @@ def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id:
             raise SystemExit(2)
     options = engine.Options(connect_timeout=connect_timeout, command_timeout=command_timeout,
                              become_password=become_password(ask_become_pass))
-    results = undo.rollback(plans, options, run_id)
+    results = undo.rollback(plans, options, run_id, break_lock=break_lock)
     if as_json:
         report.print_json(undo.to_json(results))
     else:
         for result in results:
             report.info(f"{result.name}: {result.status}" + (f" (run {result.run_id})" if result.run_id else "")
                         + (f" — {result.error}" if result.error else ""))
+            for warning in result.warnings:
+                report.warn(f"{result.name}: {warning}")
             for step in result.undone:
-                report.info(f"    undo {step.step}: {'ok' if step.exit_code == 0 else f'failed ({step.exit_code})'}")
+                report.info(f"    undo {step.step} ({step.state}) {step.what}: "
+                            f"{'ok' if step.exit_code == 0 else f'failed ({step.exit_code})'}")
     statuses = {r.status for r in results}
     raise SystemExit(4 if "unreachable" in statuses else 2 if statuses - {"rolled_back"} else 0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import difflib
 import shlex
 
@@ -33,7 +34,7 @@ from provisioner.resources.sensitive import (
     sensitive_content,
     sensitive_path,
 )
-from provisioner.resources.steps import PHASE_FILES, Step, command_step, file_step, impossible
+from provisioner.resources.steps import PHASE_FILES, Expect, Step, command_step, file_step, impossible
 from provisioner.specs import FileSpec
 
 KIND = "file"
@@ -140,8 +141,21 @@ def evaluate(spec: FileSpec, results: Results, ctx: HostContext) -> list[Check]:
 # ---------------------------------------------------------------------------------------------- remedy
 
 
+def _read_content(spec: FileSpec, results: Results) -> tuple[Expect, ...]:
+    """What the write must find under the host lock: the content read (or no file). Nothing for a
+    path that was not a regular file: that write replaces whatever is there, as before."""
+    lines = stdout_of(results, _probe(spec), f"reading {spec.path}").splitlines()
+    if lines[:1] == ["missing"]:
+        return (Expect.file(spec.path, None),)
+    head = lines[0].split(maxsplit=6) if lines else []
+    if len(head) != 7 or not head[6].startswith("regular") or "content" not in lines[1:2]:
+        return ()
+    return (Expect.file(spec.path, base64.b64decode("".join(lines[2:]))),)
+
+
 def remedy(spec: FileSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
-    """The whole file written atomically when it is missing or its content differs; else chmod / chown."""
+    """The whole file written atomically when it is missing or its content differs; else chmod / chown.
+    The write runs only if the file still holds what was read (or is still missing)."""
     target = spec.target()
     drifted = {c.attribute: c for c in checks if c.status == "drift"}
     if not drifted:
@@ -158,8 +172,9 @@ def remedy(spec: FileSpec, results: Results, ctx: HostContext, checks: list[Chec
             diff = drifted["content"].message
         elif drifted["present"].actual == "missing":
             diff = _diff(spec, b"", want)
-        return [file_step(target, "write", spec.path, want, mode=mode, owner=spec.owner, group=spec.group,
-                          notify=notify, diff=diff)]
+        step = file_step(target, "write", spec.path, want, mode=mode, owner=spec.owner, group=spec.group,
+                         notify=notify, diff=diff)
+        return [dataclasses.replace(step, expect=_read_content(spec, results))]
     steps: list[Step] = []
     if "owner" in drifted or "group" in drifted:
         old = f"{drifted['owner'].actual if 'owner' in drifted else spec.owner}:" \

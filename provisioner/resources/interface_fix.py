@@ -31,7 +31,7 @@ from provisioner.resources.interface import (
     netdev_of,
     persistent_mtu,
 )
-from provisioner.resources.steps import PHASE_NETWORK, Step, command_step, file_step, impossible
+from provisioner.resources.steps import PHASE_NETWORK, Expect, Step, command_step, file_step, impossible
 from provisioner.specs import InterfaceSpec
 
 # ----------------------------------------------------------------------------------- text edits (pure)
@@ -250,5 +250,5 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
             steps.append(impossible(target, "persist", f"cannot edit the boot-time config: {exc}", PHASE_NETWORK))
         else:
             steps.append(file_step(target, "persist", path, text.encode(), phase=PHASE_NETWORK,
-                                   mode=_mode_for(path)))
+                                   mode=_mode_for(path), expect=(Expect.file(path, files.get(path)),)))
     return steps

@@ -26,7 +26,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.resources.steps import PHASE_MODULES, Step, command_step, file_step
+from provisioner.resources.steps import PHASE_MODULES, Expect, Step, command_step, file_step
 from provisioner.specs import KernelModuleSpec
 
 KIND = "kernel_module"
@@ -135,14 +135,17 @@ def remedy(spec: KernelModuleSpec, results: Results, ctx: HostContext, checks: l
             steps.append(command_step(target, "unload", ("modprobe", "-r", "--", spec.name),
                                       undo=["modprobe", "--", spec.name], phase=PHASE_MODULES, notify=notify))
     if "persistent" in drifted:
+        # Each write runs only if its file still holds what was read (or is still missing).
+        listing = parse_file_listing(stdout_of(results, BOOT_LISTS, "reading modules-load.d"))
         if spec.state == "loaded":
             path = f"{MODULES_LOAD_DIR}{spec.name}.conf"
             steps.append(file_step(target, "persist", path, f"{spec.name}\n".encode(), phase=PHASE_MODULES,
-                                   mode="0644", owner="root", group="root"))
+                                   mode="0644", owner="root", group="root",
+                                   expect=(Expect.file(path, listing.files.get(path)),)))
         else:
-            listing = parse_file_listing(stdout_of(results, BOOT_LISTS, "reading modules-load.d"))
             while (source := boot_listed(listing.files, spec.name)) is not None:
                 steps.append(file_step(target, f"unlist:{source}", source,
-                                       _without(listing.files[source], spec.name).encode(), phase=PHASE_MODULES))
+                                       _without(listing.files[source], spec.name).encode(), phase=PHASE_MODULES,
+                                       expect=(Expect.file(source, listing.files[source]),)))
                 listing.files.pop(source)
     return steps

@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import shlex
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
 
 from provisioner.resources.base import sh
 
@@ -27,6 +29,48 @@ PHASE_SERVICES = 70
 PHASE_HANDLERS = 80
 
 BACKUP_DIR_VAR = '"$FABNET_BACKUP_DIR"'
+ABSENT = "absent"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a step's target held when the plan was made, checked again on the host under its lock.
+
+    A file: `path` and `value`, the sha256 (hex) of its content or "absent". A runtime setting: `read`,
+    a command printing it, and `value`, what it printed (whitespace runs compare as one space); `path`
+    then only names the setting in messages. A step whose target no longer matches is not run.
+    """
+
+    path: str
+    value: str
+    read: str | None = None
+
+    @classmethod
+    def file(cls, path: str, content: bytes | str | None) -> Expect:
+        if content is None:
+            return cls(path, ABSENT)
+        data = content.encode() if isinstance(content, str) else content
+        return cls(path, hashlib.sha256(data).hexdigest())
+
+    @classmethod
+    def setting(cls, name: str, read: str, value: str) -> Expect:
+        return cls(name, " ".join(value.split()), read)
+
+
+# Edit functions by name: (a file's text, the edit's arguments) -> the text with that edit made. Kinds
+# register theirs (sysctl: set one key), so that every step editing one file can become one write.
+EDITS: dict[str, Callable[..., str]] = {}
+
+
+@dataclass(frozen=True)
+class FileEdit:
+    """A write that is an edit of a file's text as read at gather time (`base`, None: no file), so that
+    the planner can fold several steps' edits of one file into one write (see plan.merge_writes)."""
+
+    function: str  # a key of EDITS
+    args: tuple[str, ...]
+    base: str | None
+    mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,10 +97,24 @@ class Step:
     diff: str | None = None  # a unified diff of a file change, for --diff (None for secret paths)
     possible: bool = True  # False: no automatic fix; the step only reports why (see `impossible`)
     netdev: str | None = None  # the interface a runtime link change touches (guarded if it carries SSH)
+    expect: tuple[Expect, ...] = ()  # what must still be there under the host lock for the step to run
+    edit: FileEdit | None = None  # set when the step's write is an edit that composes with others
 
     @property
     def id(self) -> str:
         return f"{self.resource}:{self.action}"
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Step:
+        """A step back from `dataclasses.asdict` (a saved plan)."""
+        values = {f.name: raw[f.name] for f in fields(cls) if f.name in raw}
+        for name in ("needs", "notify", "writes"):
+            values[name] = tuple(values.get(name) or ())
+        values["expect"] = tuple(Expect(**e) for e in values.get("expect") or ())
+        edit = values.get("edit")
+        if edit is not None:
+            values["edit"] = FileEdit(**{**edit, "args": tuple(edit["args"])})
+        return cls(**values)
 
 
 def impossible(resource: str, action: str, reason: str, phase: int = PHASE_FILES) -> Step:
@@ -99,7 +157,9 @@ def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | 
         f"d=$(dirname -- {p}); mkdir -p -- \"$d\"; "
         f"b={backup}; mkdir -p -- \"$(dirname -- \"$b\")\"; "
         f"if [ -e \"$b\" ] || [ -e \"$b.absent\" ]; then :; "  # first write of this run keeps the true original
-        f"elif [ -e {p} ]; then cp -p -- {p} \"$b\"; else : > \"$b.absent\"; fi; "
+        # The backup appears whole or not at all: an undo may run after a kill at any point of this step.
+        f"elif [ -e {p} ]; then cp -p -- {p} \"$b.part\" && mv -f -- \"$b.part\" \"$b\"; "
+        f"else : > \"$b.absent\"; fi; "
         f"t=$(mktemp \"$d/.fabnet.XXXXXXXX\"); trap 'rm -f -- \"$t\"' EXIT; "
         f"printf %s {shlex.quote(encoded)} | base64 -d > \"$t\"; "
         + keep_meta + meta
@@ -121,12 +181,22 @@ def restore_file(path: str) -> str:
 def file_step(resource: str, action: str, path: str, data: bytes, *, phase: int = PHASE_FILES,
               mode: str | None = None, owner: str | None = None, group: str | None = None,
               notify: tuple[str, ...] = (), needs: tuple[str, ...] = (), diff: str | None = None,
-              lockout: bool = False) -> Step:
+              lockout: bool = False, expect: tuple[Expect, ...] = (), edit: FileEdit | None = None) -> Step:
+    """A step writing `path`. `expect` is what the plan read there (`Expect.file`); with `edit`, the
+    content is that edit of the text read, and it is what the planner folds with other edits of `path`."""
     meta = " ".join(x for x in (mode, f"{owner or ''}:{group or ''}" if owner or group else None) if x)
     shown = f"write {path} ({fingerprint(data)}{', ' + meta if meta else ''}; atomic, backed up)"
     return Step(resource, action, write_file(path, data, mode=mode, owner=owner, group=group), shown,
                 undo=restore_file(path), phase=phase, notify=notify, needs=needs, writes=(path,), diff=diff,
-                lockout=lockout)
+                lockout=lockout, expect=expect, edit=edit)
+
+
+def edit_step(resource: str, action: str, path: str, edit: FileEdit, *, phase: int = PHASE_FILES,
+              notify: tuple[str, ...] = (), needs: tuple[str, ...] = ()) -> Step:
+    """A step writing `path` as `edit` of its text read at gather time, guarded by that text's hash."""
+    text = EDITS[edit.function](edit.base or "", *edit.args)
+    return file_step(resource, action, path, text.encode(), phase=phase, mode=edit.mode, notify=notify,
+                     needs=needs, expect=(Expect.file(path, edit.base),), edit=edit)
 
 
 def command_step(resource: str, action: str, parts: tuple[str, ...] | list[str], *, undo: list[str] | None = None,

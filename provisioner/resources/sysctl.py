@@ -8,6 +8,7 @@ with runs of whitespace as one space (multi-value parameters print tabs).
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 
 from provisioner.resources.base import (
@@ -26,7 +27,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.resources.steps import PHASE_SYSCTL, Step, command_step, file_step
+from provisioner.resources.steps import EDITS, PHASE_SYSCTL, Expect, FileEdit, Step, command_step, edit_step
 from provisioner.specs import SysctlSpec
 
 KIND = "sysctl"
@@ -157,27 +158,37 @@ def set_in_text(text: str, name: str, value: str) -> str:
     return "".join(lines)
 
 
+EDITS["sysctl.set"] = set_in_text  # several sysctls persisted in one file become one write of it
+
+
 def remedy(spec: SysctlSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
     """`sysctl -w` now; at boot, the file that sets it edited, or a sysctl.d file of fabnet's own.
 
     A file in /etc is edited in place; a packaged one (/usr/lib, /run) is never touched: an /etc file
-    named after the key, sorted last, wins over it.
+    named after the key, sorted last, wins over it. Both steps run only if the value, or the file's
+    content, is still what was read (`Expect`); the file write is an edit that composes with other
+    sysctls' edits of the same file (plan.merge_writes).
     """
     target = spec.target()
     drifted = {c.attribute: c for c in checks if c.status == "drift"}
     steps: list[Step] = []
     if "value" in drifted:
         old = drifted["value"].actual
-        steps.append(command_step(target, "set", ("sysctl", "-w", f"{canonical(spec.name)}={spec.value}"),
-                                  undo=["sysctl", "-w", f"{canonical(spec.name)}={old}"] if old is not None else None,
-                                  phase=PHASE_SYSCTL))
+        step = command_step(target, "set", ("sysctl", "-w", f"{canonical(spec.name)}={spec.value}"),
+                            undo=["sysctl", "-w", f"{canonical(spec.name)}={old}"] if old is not None else None,
+                            phase=PHASE_SYSCTL)
+        probe = _value_probe(spec)
+        if old is not None and probe is not None:
+            step = dataclasses.replace(step, expect=(Expect.setting(canonical(spec.name), probe.command, old),))
+        steps.append(step)
     if "persistent" in drifted:
         listing = parse_file_listing(stdout_of(results, BOOT_FILES, "reading sysctl.d"))
         _, source = boot_value(listing.files, spec.name)
         if source is not None and (source == SYSCTL_CONF or source.startswith("/etc/")):
-            path, text = source, set_in_text(listing.files[source], spec.name, spec.value)
+            path, name = source, spec.name
         else:
             path = f"/etc/sysctl.d/99-fabnet-{canonical(spec.name).replace('/', '_')}.conf"
-            text = f"{canonical(spec.name)} = {spec.value}\n"
-        steps.append(file_step(target, "persist", path, text.encode(), phase=PHASE_SYSCTL))
+            name = canonical(spec.name)
+        edit = FileEdit("sysctl.set", (name, spec.value), listing.files.get(path))
+        steps.append(edit_step(target, "persist", path, edit, phase=PHASE_SYSCTL))
     return steps

@@ -521,3 +521,90 @@ def test_the_plan_help_example_applies_with_group_vars_beside_the_playbook(alab:
     assert undo.returncode == 0, undo.stdout[-2000:] + undo.stderr[-2000:]
     assert "trust state: pcp" in alab.host(alab.node("gpu03")).check_output("mlnx_qos -i eth1")
     assert fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--journal", journal).returncode == 0
+
+
+TWO_SYSCTLS = """\
+- name: two sysctls persisted in one file
+  hosts: gpu
+  resources:
+    - sysctl: {name: net.ipv4.conf.all.arp_ignore, value: 1}
+    - sysctl: {name: net.ipv4.conf.all.arp_announce, value: 2}
+"""
+VENDOR_SYSCTLS = "/etc/sysctl.d/90-fabnet-lab.conf"
+
+
+def test_two_sysctls_in_one_file_converge_in_one_apply(alab: Lab, inventory: Path, first_apply: dict,
+                                                       tmp_path: Path) -> None:
+    # Vendor defaults: both keys wrong, live and in the one sysctl.d file that sets them at boot.
+    node = alab.node("gpu03")
+    alab.ssh(node, f"rm -f /etc/sysctl.d/99-fabnet-net.ipv4.conf.all.arp_*; printf '%s\\n' '# vendor' "
+                   f"'net.ipv4.conf.all.arp_ignore = 0' 'net.ipv4.conf.all.arp_announce = 0' > {VENDOR_SYSCTLS}; "
+                   "sysctl -q -w net.ipv4.conf.all.arp_ignore=0 net.ipv4.conf.all.arp_announce=0")
+    playbook = tmp_path / "sysctls.yml"
+    playbook.write_text(TWO_SYSCTLS)
+    proc = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu03", "--yes", "--json",
+                  "--journal", str(tmp_path / "j.jsonl"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["hosts"][0]["status"] == "changed"
+    writes = [s for s in report["plan"][0]["steps"] if VENDOR_SYSCTLS in s["writes"]]
+    assert len(writes) == 1  # one write carrying both edits
+    text = alab.ssh(node, f"cat {VENDOR_SYSCTLS}").stdout
+    assert text == "# vendor\nnet.ipv4.conf.all.arp_ignore = 1\nnet.ipv4.conf.all.arp_announce = 2\n"
+    assert alab.ssh(node, "sysctl -n net.ipv4.conf.all.arp_ignore net.ipv4.conf.all.arp_announce").stdout.split() == \
+        ["1", "2"]
+
+
+SLOW_UNIT = """[Unit]
+Description=a service whose start takes minutes
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sleep 300
+"""
+KILLED = """\
+- name: a file, then a service whose start hangs
+  hosts: gpu
+  resources:
+    - file: {path: /etc/fabnet-kill-test.conf, content: "new\\n"}
+    - service: {name: fabnet-slow, state: started, enabled: null}
+"""
+
+
+def test_rollback_takes_over_the_lock_of_a_killed_run_and_undoes_its_steps(alab: Lab, inventory: Path,
+                                                                           first_apply: dict, tmp_path: Path) -> None:
+    node = alab.node("gpu05")
+    alab.ssh(node, "printf 'old\\n' > /etc/fabnet-kill-test.conf && printf %s "
+             + shlex.quote(SLOW_UNIT) + " > /etc/systemd/system/fabnet-slow.service && systemctl daemon-reload")
+    playbook = tmp_path / "killed.yml"
+    playbook.write_text(KILLED)
+    apply = subprocess.Popen([sys.executable, "-m", "provisioner", "apply", str(inventory), "-p", str(playbook),
+                              "--limit", "gpu05", "--yes", "--json", "--journal", str(tmp_path / "j.jsonl")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        # The file is written, and the service's start hangs: kill the node's change script there.
+        while alab.ssh(node, "systemctl is-active fabnet-slow", check=False).stdout.strip() != "activating":
+            assert time.monotonic() < deadline and apply.poll() is None, "the service start never began"
+            time.sleep(0.2)
+        assert alab.ssh(node, "cat /etc/fabnet-kill-test.conf").stdout == "new\n"
+        alab.ssh(node, "kill -9 $(sed -n 's/^pid=//p' /run/fabnet.lock/holder)")
+        out, _ = apply.communicate(timeout=120)
+    finally:
+        if apply.poll() is None:
+            apply.kill()
+        alab.ssh(node, "systemctl kill fabnet-slow; systemctl stop fabnet-slow", check=False)
+    assert apply.returncode != 0 and json.loads(out)["hosts"][0]["status"] != "changed"
+    assert alab.ssh(node, "test -d /run/fabnet.lock", check=False).returncode == 0  # left behind by the kill
+    proc = fabnet("rollback", str(inventory), "-p", str(playbook), "--limit", "gpu05", "--yes", "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    host = json.loads(proc.stdout)["hosts"][0]
+    assert host["status"] == "rolled_back"
+    assert any("took over a stale lock" in w and "is gone" in w for w in host["warnings"]), host["warnings"]
+    undone = {u["undoes"].split()[0]: u["state"] for u in host["undone"]}
+    # The start the kill cut off is undone too: its undo was recorded before it ran.
+    assert undone == {"service[fabnet-slow]:start": "started", "file[/etc/fabnet-kill-test.conf]:write": "ok"}
+    assert alab.ssh(node, "cat /etc/fabnet-kill-test.conf").stdout == "old\n"
+    assert alab.ssh(node, "test -d /run/fabnet.lock", check=False).returncode != 0
+    journal = alab.ssh(node, "cat /var/log/fabnet/journal.jsonl").stdout
+    assert '"action":"take-over-lock"' in journal

@@ -4,6 +4,7 @@ against temporary directories (the lock, journal and backup locations are pointe
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,16 +14,6 @@ from provisioner import changes
 from provisioner.resources.steps import PHASE_FILES, PHASE_MODULES, PHASE_SERVICES, Step, file_step
 
 HOLDER = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00:00Z")
-
-
-@pytest.fixture
-def host_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(changes, "LOCK_DIR", str(tmp_path / "run/fabnet.lock"))
-    monkeypatch.setattr(changes, "JOURNAL_DIR", str(tmp_path / "log"))
-    monkeypatch.setattr(changes, "JOURNAL", str(tmp_path / "log/journal.jsonl"))
-    monkeypatch.setattr(changes, "BACKUP_ROOT", str(tmp_path / "backups"))
-    (tmp_path / "run").mkdir()
-    return tmp_path
 
 
 def run_script(steps: list[Step], nonce: str = "n0nce"
@@ -99,7 +90,8 @@ def test_a_held_lock_refuses_and_names_the_holder(host_dirs: Path) -> None:
         target = host_dirs / "f"
         proc, result = run_script([step("file[/f]", "write", f"touch {target}")])
         assert proc.returncode == changes.LOCKED_EXIT
-        assert result.locked_by == "run=other-run control=alice@ctl since=2026-11-23T01:00:00Z"
+        assert re.fullmatch(rf"run=other-run control=alice@ctl since=2026-11-23T01:00:00Z age=[01]s pid={holder.pid}",
+                            result.locked_by or "")
         assert not target.exists() and lock.exists()
     finally:
         holder.kill()
