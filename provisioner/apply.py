@@ -9,6 +9,7 @@ more than --max-fail-percent of the hosts so far failed. A failing host never st
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import secrets
 import socket
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from provisioner import batch, changes, engine, transport
+from provisioner import batch, changes, engine, recovery, transport
 from provisioner.engine import Options, ResourceOutcome
 from provisioner.plan import HostPlanned, make_plan
 from provisioner.resources.base import Check, shown_actual
@@ -28,8 +29,9 @@ from provisioner.run.session import HostSession, Sessions, open_session
 
 __all__ = ["ApplyOutcome", "HostApplied", "HostPlanned", "apply", "make_plan", "unchanged_host"]
 
-HostApplyStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
-ResourceStatus = Literal["ok", "changed", "failed", "conflict"]
+# unknown: the change exec ended early and the host could not say what ran (exit 4, as unreachable).
+HostApplyStatus = Literal["ok", "changed", "failed", "unreachable", "skipped", "unknown"]
+ResourceStatus = Literal["ok", "changed", "failed", "conflict", "unknown"]
 
 
 def new_run_id() -> str:
@@ -69,6 +71,8 @@ class ResourceApplied:
         if any(s.result.status == "conflict" for s in self.steps):
             return "conflict"
         if self.after is None:
+            if any(s.result.status == "unknown" for s in self.steps):
+                return "unknown"
             return "failed" if self.before.status != "ok" else "ok"
         if self.after.status != "ok" or any(s.result.status == "failed" for s in self.steps):
             return "failed"
@@ -198,24 +202,30 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
             journal({"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
                      "command": step.shown, "outcome": "started"})
     try:
-        result = session.exec(script, shorten_after=shorten, forward_ssh=True)
+        result = session.exec(script, shorten_after=shorten, forward_ssh=True, partial=True)
         applied.execs += 1
-    except transport.HostUnreachable as exc:
+    except transport.HostUnreachable as exc:  # no login: nothing of the script started
         applied.status, applied.error = "unreachable", exc.reason
+        _journal_outcomes(journal, run_id, host.name, steps, [changes.StepResult("not_run")] * len(steps))
         return _finish(applied, planned, None, None, started)
-    except transport.CommandFailed as exc:
+    except transport.CommandFailed as exc:  # the exec did not start, or sudo refused it: nothing ran
         applied.status, applied.error = "failed", f"{exc}; nothing was changed" if isinstance(
-            exc, transport.BecomeFailed) else str(exc)
+            exc, transport.BecomeFailed | transport.NotStarted) else str(exc)
+        _journal_outcomes(journal, run_id, host.name, steps, [changes.StepResult("not_run")] * len(steps))
         return _finish(applied, planned, None, None, started)
     except Exception as exc:
         applied.status, applied.error = "failed", f"{type(exc).__name__}: {exc}"
+        _journal_outcomes(journal, run_id, host.name, steps, [changes.StepResult("unknown")] * len(steps))
         return _finish(applied, planned, None, None, started)
     parsed = changes.parse_output(result.stdout, nonce, len(steps))
-    if journal:
-        for step, outcome in zip(steps, parsed.steps, strict=True):
-            journal({"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
-                     "command": step.shown, "outcome": outcome.status, "rc": outcome.exit_code,
-                     "writes": list(step.writes)})
+    ended_early = result.ended != "exited" and not result.cut and parsed.locked_by is None
+    if ended_early:
+        parsed, state = _recover(session, run_id, parsed, result.ended)
+        applied.warnings.append(state)
+    _journal_outcomes(journal, run_id, host.name, steps, parsed.steps)
+    if ended_early and any(r.status == "unknown" for r in parsed.steps):
+        applied.status, applied.error = "unknown", applied.warnings[-1]
+        return _finish(applied, planned, parsed, None, started)
     if parsed.broke is not None:
         applied.warnings.append(f"--break-lock removed the lock of {parsed.broke}")
     if parsed.took_over is not None:
@@ -257,6 +267,49 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
     except Exception as exc:
         applied.status, applied.error = "failed", f"re-check: {type(exc).__name__}: {exc}"
     return _finish(applied, planned, parsed, after, started)
+
+
+def _journal_outcomes(journal: Journal | None, run_id: str, host: str, steps: Sequence[Step],
+                      results: Sequence[changes.StepResult]) -> None:
+    """An outcome record for every step of the run in the local journal, `unknown` included."""
+    if journal:
+        for step, outcome in zip(steps, results, strict=True):
+            journal({"run": run_id, "host": host, "resource": step.resource, "action": step.action,
+                     "command": step.shown, "outcome": outcome.status, "rc": outcome.exit_code,
+                     "writes": list(step.writes)})
+
+
+def _recover(session: HostSession, run_id: str, parsed: changes.ScriptResult,
+             ended: str) -> tuple[changes.ScriptResult, str]:
+    """After a change exec that ended early: the host's own record of the run, read over the same session
+    (logged into again if the connection died), a few tries with a growing pause. Returns the step results
+    and a sentence saying what happened."""
+    why = transport.ENDINGS.get(ended, ended)
+    if transport.interrupted.is_set():
+        return (dataclasses.replace(parsed, steps=recovery.unknown_after(parsed.steps)),
+                f"{why} during the change exec; the steps not reported before it are unknown")
+    count = len(parsed.steps)
+    problem = ""
+    for attempt in range(recovery.TRIES):
+        if attempt:
+            time.sleep(2.0 ** attempt)
+        nonce = batch.new_nonce()
+        try:
+            result = session.exec(recovery.script(run_id, nonce), timeout=recovery.WAIT_SECONDS + 30)
+        except (transport.HostUnreachable, transport.CommandFailed) as exc:
+            problem = str(getattr(exc, "reason", exc))
+            session.close()  # the next try logs in afresh
+            continue
+        read = recovery.parse(result.stdout, nonce, count, parsed.steps)
+        if read is None:
+            problem = "its record could not be read"
+            continue
+        still = "; the script was still running on the host" if read.running else ""
+        return (dataclasses.replace(parsed, steps=read.steps, finished=not read.running),
+                f"{why} during the change exec; the outcomes were read back from the host's journal{still}")
+    return (dataclasses.replace(parsed, steps=recovery.unknown_after(parsed.steps)),
+            f"{why} during the change exec and the host could not be asked afterwards ({problem}): "
+            "the outcome of the steps not reported before is unknown")
 
 
 def _finish(applied: HostApplied, planned: HostPlanned, parsed: changes.ScriptResult | None,

@@ -38,7 +38,8 @@ def plan_text(planned: list[Any], *, diff: bool = False) -> None:
 
 
 def host_line(host: Any) -> None:
-    style = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "dim"}[host.status]
+    style = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "dim",
+             "unknown": "magenta"}[host.status]
     detail = f" — {escape(host.error)}" if host.error else ""
     err_console.print(f"[{style}]{host.status}[/]: {escape(host.name)}{detail}", highlight=False, soft_wrap=True)
     for warning in host.warnings:
@@ -51,12 +52,13 @@ def results(outcome: Any, *, verbose: bool = False) -> None:
         for resource in host.resources:
             if resource.status == "ok" and not verbose:
                 continue
-            style = {"ok": "green", "changed": "yellow", "failed": "red", "conflict": "magenta"}[resource.status]
+            style = {"ok": "green", "changed": "yellow", "failed": "red", "conflict": "magenta",
+                     "unknown": "magenta"}[resource.status]
             console.print(f"{escape(host.name)} [{style}]{resource.status}[/] {escape(resource.before.target)}",
                           highlight=False)
             for run in resource.steps:
                 mark = {"ok": "green", "failed": "red", "skipped": "yellow", "not_run": "dim",
-                        "conflict": "magenta"}[run.result.status]
+                        "conflict": "magenta", "unknown": "magenta"}[run.result.status]
                 console.print(f"    [{mark}]{run.result.status}[/] {escape(run.step.shown)}", highlight=False,
                               soft_wrap=True)
                 if run.result.status in ("failed", "conflict") and run.result.output:
@@ -79,8 +81,8 @@ def recap(outcome: Any) -> None:
     for host in outcome.hosts:
         ok = host.count("ok") + host.count("changed")
         unreachable = 1 if host.status == "unreachable" else 0
-        style = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "dim"}[
-            host.status]
+        style = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "dim",
+                 "unknown": "magenta"}[host.status]
         failed = host.count("failed") + host.count("conflict") or int(host.status == "failed")
         console.print(f"[{style}]{escape(host.name):<20}[/] : ok={ok:<4} changed={host.count('changed'):<4} "
                       f"unreachable={unreachable:<4} failed={failed:<4} skipped={int(host.status == 'skipped'):<4} "
@@ -114,7 +116,8 @@ def to_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, e
         "schema": SCHEMA, "run_id": outcome.run_id, "inventory": inventory, "playbook": playbook, "limit": limit,
         "check": outcome.check, "seconds": round(outcome.seconds, 3), "exit_code": exit_code,
         "batches": outcome.batches, "stopped": outcome.stopped,
-        "summary": {status: outcome.count(status) for status in ("ok", "changed", "failed", "unreachable", "skipped")}
+        "summary": {status: outcome.count(status)
+                    for status in ("ok", "changed", "failed", "unreachable", "skipped", "unknown")}
         | {"hosts": len(outcome.hosts),
            "resources_changed": sum(h.count("changed") for h in outcome.hosts),
            "resources_failed": sum(h.count("failed") for h in outcome.hosts),
@@ -151,3 +154,22 @@ def plan_json(planned: list[Any]) -> list[dict]:
         "steps": [{"id": s.id, "resource": s.resource, "action": s.action, "command": s.shown, "phase": s.phase,
                    "needs": list(s.needs), "writes": list(s.writes), "lockout": s.lockout} for s in host.steps],
     } for host in planned]
+
+
+def interrupted(finished: list[Any], with_steps: list[str], code: int) -> None:
+    """After Ctrl-C or SIGTERM: the hosts whose changes are known, and those whose outcome is not."""
+    signal = "SIGTERM" if code == 143 else "SIGINT"
+    err_console.print(f"[red]interrupted[/] ({signal}): hosts go on with a change script that had started; "
+                      "`fabnet audit` shows where each host now stands.", highlight=False, soft_wrap=True)
+    done = {host.name for host in finished}
+    for host in finished:
+        changed = [r.before.target for r in host.resources if any(s.result.status == "ok" for s in r.steps)]
+        unknown = [r.before.target for r in host.resources if any(s.result.status == "unknown" for s in r.steps)]
+        parts = ([f"changed: {', '.join(changed)}"] if changed else []) + (
+            [f"unknown: {', '.join(unknown)}"] if unknown else [])
+        err_console.print(f"  {escape(host.name)}: {escape('; '.join(parts) or host.status)}", highlight=False,
+                          soft_wrap=True)
+    for name in with_steps:
+        if name not in done:
+            err_console.print(f"  {escape(name)}: outcome unknown (its changes may have started)", highlight=False,
+                              soft_wrap=True)

@@ -34,7 +34,7 @@ LOCKED_EXIT = 75
 # is this young: then its holder may be writing the file right now.
 ORPHAN_SECONDS = 10
 
-StepStatus = Literal["ok", "failed", "skipped", "not_run", "conflict"]
+StepStatus = Literal["ok", "failed", "skipped", "not_run", "conflict", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,9 @@ def order(per_resource: Sequence[tuple[str, str, Sequence[Step]]]) -> list[Step]
     return ordered
 
 
-def _journal_prefix(step: Step, run_id: str, host: str, before: str | None, after: str | None) -> str:
-    record = {"run": run_id, "host": host, "resource": step.resource, "action": step.action,
+def _journal_prefix(step: Step, index: int, run_id: str, host: str, before: str | None, after: str | None) -> str:
+    # The step's number lets a controller whose exec ended early read back what ran (recovery.py).
+    record = {"run": run_id, "step": index, "host": host, "resource": step.resource, "action": step.action,
               "command": step.shown, "before": before, "after": after, "writes": list(step.writes)}
     text = json.dumps(record, separators=(",", ":"))
     return text[:-1] + ',"time":"'  # the script appends the time and the outcome
@@ -261,7 +262,7 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         notify_sets = [f"__fn_n_{handler_units[f'handler[{unit_name(u)}]']}=1" for u in step.notify
                        if f"handler[{unit_name(u)}]" in handler_units]
         before, after = states.get(step.id, (None, None))
-        prefix = shlex.quote(_journal_prefix(step, run_id, host, before, after))
+        prefix = shlex.quote(_journal_prefix(step, i, run_id, host, before, after))
         journal = (f"printf '%s%s\",\"outcome\":\"%s\",\"rc\":%s%s}}\\n' {prefix} "
                    f"\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" \"$__fn_st\" \"${{__fn_rc:-null}}\" \"$__fn_jx\" >> {JOURNAL}")
         condition = " && ".join(conditions) or "true"

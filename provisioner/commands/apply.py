@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from provisioner.run.session import Sessions
 
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_UNREACHABLE, EXIT_USAGE = 0, 2, 4, 64
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # as a shell reports SIGINT and SIGTERM
 
 
 def _serial(value: str | None) -> list[str] | None:
@@ -49,7 +50,7 @@ def exit_code(outcome: object) -> int:
     from provisioner.apply import ApplyOutcome
 
     assert isinstance(outcome, ApplyOutcome)
-    if outcome.count("unreachable"):
+    if outcome.count("unreachable") or outcome.count("unknown"):
         return EXIT_UNREACHABLE
     if outcome.count("failed") or outcome.count("skipped"):
         return EXIT_NOT_CONVERGED
@@ -120,7 +121,9 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
       0  every host converged (--check: nothing to change)
       2  some host failed or did not converge, or a batch was not started (--check: changes pending)
       3  invalid inventory or playbook (nothing was contacted)
-      4  some host unreachable (wins over 2)
+      4  some host unreachable, or the outcome of its changes unknown (its change exec ended early
+         and the host could not be asked afterwards); wins over 2
+      130, 143  interrupted (SIGINT, SIGTERM): what had changed and what is unknown is printed first
     """
     from provisioner import engine
     from provisioner.loading import find_playbook, load_plans
@@ -155,7 +158,9 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict | None, inv
     """Gather, show, confirm and apply over sessions kept open from the gathering to the re-check."""
     from provisioner import apply as converge
     from provisioner import saved_plan
+    from provisioner.apply import HostApplied
     from provisioner.journal import Journal, default_path
+    from provisioner.run import runner
 
     with report.host_progress(len(plans), "gathering") as progress:
         planned = converge.make_plan(plans, sessions, progress)
@@ -185,9 +190,23 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict | None, inv
             report.error("nothing changed")
             raise SystemExit(EXIT_NOT_CONVERGED)
     journal = Journal(journal_path or default_path())
-    outcome = converge.apply(planned, sessions, serial=serial_items, max_fail_percent=max_fail_percent,
-                             journal=journal, on_host=None if as_json else apply_report.host_line,
-                             revert_seconds=revert_after, break_lock=break_lock)
+    finished: list[HostApplied] = []
+
+    def on_host(host: HostApplied) -> None:
+        finished.append(host)
+        if not as_json:
+            apply_report.host_line(host)
+
+    try:
+        with runner.terminate_like_interrupt():
+            outcome = converge.apply(planned, sessions, serial=serial_items, max_fail_percent=max_fail_percent,
+                                     journal=journal, on_host=on_host, revert_seconds=revert_after,
+                                     break_lock=break_lock)
+    except KeyboardInterrupt as stop:
+        # Say what was changed and what is unknown before going: the hosts went on with their scripts.
+        code = EXIT_TERMINATED if isinstance(stop, runner.Terminated) else EXIT_INTERRUPTED
+        apply_report.interrupted(finished, [h.name for h in planned if h.steps], code)
+        raise SystemExit(code) from None
     code = exit_code(outcome)
     if prom:
         from provisioner import prom as textfile

@@ -77,17 +77,30 @@ def run(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Calla
     _processes(items, work, forks, processes, on_result, lost)
 
 
-def in_threads(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Callable[[R], None]) -> None:
-    """`work(item)` for every item in at most `forks` threads of this process; `on_result` as each ends."""
+def in_threads(items: Sequence[T], work: Callable[[T], R], forks: int, on_result: Callable[[R], None],
+               on_interrupt: Callable[[], None] | None = None, grace: float = 0.0) -> None:
+    """`work(item)` for every item in at most `forks` threads of this process; `on_result` as each ends.
+
+    On Ctrl-C, items not started are dropped, `on_interrupt` is called (it ends the running execs) and
+    the running ones get `grace` seconds to hand over their results before the interrupt goes on.
+    """
     workers = max(1, min(forks, len(items)))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host")
+    futures = []
     try:
         futures = [pool.submit(work, item) for item in items]
         for future in as_completed(futures):
             on_result(future.result())
     except KeyboardInterrupt:
-        # Ctrl-C: don't wait for running hosts here; the caller interrupts their execs.
         pool.shutdown(wait=False, cancel_futures=True)
+        if on_interrupt is not None:
+            on_interrupt()
+        running = [f for f in futures if not f.cancelled() and not f.done()]
+        try:
+            for future in as_completed(running, timeout=grace):
+                on_result(future.result())
+        except TimeoutError:
+            pass
         raise
     pool.shutdown()
 

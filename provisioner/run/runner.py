@@ -25,6 +25,32 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+# After Ctrl-C, how long running tasks get to hand over their results (their execs end within a poll;
+# what they learned, such as which steps ran, is then reported instead of lost).
+INTERRUPT_GRACE = 5.0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so a run stops the same way and reports what it did (exit 143)."""
+
+
+@contextmanager
+def terminate_like_interrupt() -> Iterator[None]:
+    """While the block runs (in the main thread), SIGTERM raises Terminated."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 _active = 0  # runs of `each` under way: only the outermost clears an earlier run's Ctrl-C
 _active_lock = threading.Lock()
 
@@ -75,7 +101,8 @@ def each(items: Sequence[T], task: Callable[[T], R], *, forks: int,
         if lost is not None:
             pool.run(indexed, numbered, forks, arrived, lambda pair, why: (pair[0], lost(pair[1], why)))
         else:
-            pool.in_threads(indexed, numbered, forks, arrived)
+            pool.in_threads(indexed, numbered, forks, arrived, on_interrupt=transport.interrupt,
+                            grace=INTERRUPT_GRACE)
     return [results[i] for i in range(len(indexed))]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ import yaml
 
 from provisioner.lab import manager
 from provisioner.lab.emulation.ofed_install import INSTALL_COMMAND
+from provisioner.lab.state import NodeRecord
 from tests.e2e.conftest import Lab, lab_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +45,8 @@ def sessions(lab: Lab) -> dict[str, int]:
 
 def logins(lab: Lab) -> dict[str, int]:
     """SSH logins each node's sshd has accepted (the counting login included)."""
-    return {node.name: int(lab.ssh(node, "journalctl -u ssh --no-pager -o cat | grep -c '^Accepted '").stdout.strip())
-            for node in lab.nodes}
+    return {node.name: int(lab.ssh(node, "journalctl -u ssh --no-pager -o cat | grep -c '^Accepted publickey '")
+                           .stdout.strip()) for node in lab.nodes}
 
 
 def execs_between(lab: Lab, before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -77,12 +80,15 @@ def inventory(alab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def first_apply(alab: Lab, inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     journal = tmp_path_factory.mktemp("journal") / "journal.jsonl"
-    before, logged_in = sessions(alab), logins(alab)
+    logged_in = logins(alab)
+    before = sessions(alab)
     proc = fabnet("apply", str(inventory), "-p", str(SITE), "--yes", "--json", "--journal", str(journal))
-    after, logged_in_after = sessions(alab), logins(alab)
+    after = sessions(alab)
+    logged_in_after = logins(alab)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # Between the two login counts: the two exec counts' logins, fabnet's, and the second count's own.
     return {"report": json.loads(proc.stdout), "execs": execs_between(alab, before, after), "journal": journal,
-            "logins": {name: logged_in_after[name] - logged_in[name] - 2 for name in logged_in}}
+            "logins": {name: logged_in_after[name] - logged_in[name] - 3 for name in logged_in}}
 
 
 def test_apply_converges_every_host_and_reports_what_changed(first_apply: dict) -> None:
@@ -506,6 +512,7 @@ def test_the_plan_help_example_applies_with_group_vars_beside_the_playbook(alab:
     text = SITE.read_text()
     assert "        mtu: 9000\n" in text
     (books / "site.yml").write_text(text.replace("        mtu: 9000\n", '        mtu: "{{ site_mtu }}"\n', 1))
+    shutil.copytree(ROOT / "templates", books / "templates")
     alab.ssh(alab.node("gpu03"), "mlnx_qos -i eth1 --trust pcp >/dev/null")
     plan = tmp_path / "plan.json"
     journal = str(tmp_path / "j")
@@ -608,3 +615,82 @@ def test_rollback_takes_over_the_lock_of_a_killed_run_and_undoes_its_steps(alab:
     assert alab.ssh(node, "test -d /run/fabnet.lock", check=False).returncode != 0
     journal = alab.ssh(node, "cat /var/log/fabnet/journal.jsonl").stdout
     assert '"action":"take-over-lock"' in journal
+
+
+BRIEF_UNIT = """[Unit]
+Description=a service whose start takes a few seconds
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sleep 4
+"""
+BRIEF = """\
+- name: a file, then a service whose start takes a few seconds
+  hosts: gpu
+  resources:
+    - file: {path: /etc/fabnet-cut-test.conf, content: "new\\n"}
+    - service: {name: fabnet-brief, state: started, enabled: null}
+"""
+
+
+def _start_brief_apply(alab: Lab, inventory: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], NodeRecord]:
+    """An apply of BRIEF on gpu04, returned once the node's change script is inside the service's start."""
+    node = alab.node("gpu04")
+    alab.ssh(node, "systemctl stop fabnet-brief 2>/dev/null; printf 'old\\n' > /etc/fabnet-cut-test.conf && "
+             "printf %s " + shlex.quote(BRIEF_UNIT) + " > /etc/systemd/system/fabnet-brief.service && "
+             "systemctl daemon-reload")
+    playbook = tmp_path / "brief.yml"
+    playbook.write_text(BRIEF)
+    apply = subprocess.Popen([sys.executable, "-m", "provisioner", "apply", str(inventory), "-p", str(playbook),
+                              "--limit", "gpu04", "--yes", "--json", "--journal", str(tmp_path / "j.jsonl")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while alab.ssh(node, "systemctl is-active fabnet-brief", check=False).stdout.strip() != "activating":
+        assert time.monotonic() < deadline and apply.poll() is None, "the service start never began"
+        time.sleep(0.1)
+    return apply, node
+
+
+def test_a_connection_cut_mid_change_reports_what_the_host_really_ran(alab: Lab, inventory: Path,
+                                                                     first_apply: dict, tmp_path: Path) -> None:
+    apply, node = _start_brief_apply(alab, inventory, tmp_path)
+    try:
+        # Kill the sshd session process that carries the change exec: the connection drops, the script
+        # (which ignores SIGHUP) finishes on the node.
+        alab.ssh(node, "p=$(sed -n 's/^pid=//p' /run/fabnet.lock/holder); "
+                       "while [ -n \"$p\" ] && [ \"$p\" != 1 ]; do "
+                       "  case $(cat /proc/$p/comm) in sshd) kill -9 $p; break;; esac; "
+                       "  p=$(awk '{print $4}' /proc/$p/stat); done")
+        out, err = apply.communicate(timeout=120)
+    finally:
+        if apply.poll() is None:
+            apply.kill()
+    report = json.loads(out)
+    host = report["hosts"][0]
+    steps = {s["id"]: s["status"] for r in host["resources"] for s in r["steps"]}
+    # The node ran both steps; the report says so (from the host's journal), never not_run.
+    assert steps == {"file[/etc/fabnet-cut-test.conf]:write": "ok", "service[fabnet-brief]:start": "ok"}, err
+    assert host["status"] == "changed" and apply.returncode == 0, (host, err[-2000:])
+    assert any("read back from the host's journal" in w for w in host["warnings"]), host["warnings"]
+    local = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
+    outcomes = [r["outcome"] for r in local if r.get("run") == report["run_id"] and r["outcome"] != "started"]
+    assert outcomes == ["ok", "ok"]
+    assert alab.ssh(node, "cat /etc/fabnet-cut-test.conf").stdout == "new\n"
+    assert alab.ssh(node, "systemctl is-active fabnet-brief").stdout.strip() == "active"
+
+
+def test_sigint_mid_change_names_what_changed_and_exits_130(alab: Lab, inventory: Path, first_apply: dict,
+                                                           tmp_path: Path) -> None:
+    apply, node = _start_brief_apply(alab, inventory, tmp_path)
+    try:
+        apply.send_signal(signal.SIGINT)
+        _, err = apply.communicate(timeout=60)
+    finally:
+        if apply.poll() is None:
+            apply.kill()
+    assert apply.returncode == 130, err[-2000:]
+    assert "interrupted (SIGINT)" in err
+    assert "gpu04: changed: file[/etc/fabnet-cut-test.conf]; unknown: service[fabnet-brief]" in err, err[-2000:]
+    local = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
+    assert [r["outcome"] for r in local if r["outcome"] != "started"] == ["ok", "unknown"]
+    assert alab.ssh(node, "cat /etc/fabnet-cut-test.conf").stdout == "new\n"
