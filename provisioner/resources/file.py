@@ -18,6 +18,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     drift,
     error,
@@ -153,3 +154,6 @@ def remedy(spec: FileSpec, results: Results, ctx: HostContext, checks: list[Chec
         steps.append(command_step(target, "chmod", ("chmod", "--", spec.mode, spec.path),
                                   undo=["chmod", "--", old_mode, spec.path], phase=PHASE_FILES, notify=notify))
     return steps
+
+
+RESOURCE = ResourceType(KIND, FileSpec, probes, evaluate, remedy=remedy)

@@ -15,6 +15,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     compare,
     drift,
@@ -146,3 +147,6 @@ def remedy(spec: KernelModuleSpec, results: Results, ctx: HostContext, checks: l
                                        _without(listing.files[source], spec.name).encode(), phase=PHASE_MODULES))
                 listing.files.pop(source)
     return steps
+
+
+RESOURCE = ResourceType(KIND, KernelModuleSpec, probes, evaluate, remedy=remedy)

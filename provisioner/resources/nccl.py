@@ -15,6 +15,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     drift,
     errors_for,
@@ -170,3 +171,6 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
                 + restore_file(PIN_DIR + "fabnet-" + spec.package))
     return [Step(target, "install", command, shown, undo=undo, phase=PHASE_PACKAGES,
                  writes=(PIN_DIR + "fabnet-" + spec.package,))]
+
+
+RESOURCE = ResourceType(KIND, NcclSpec, probes, evaluate, remedy=remedy)

@@ -17,6 +17,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     drift,
     error,
@@ -123,3 +124,6 @@ def evaluate(spec: PortCountersSpec, results: Results, ctx: HostContext) -> list
     for port in ports:
         checks += _limit_checks(spec, port, later.get((port.device, port.port)), parsed.interval_s)
     return checks
+
+
+RESOURCE = ResourceType(KIND, PortCountersSpec, probes, evaluate)

@@ -8,7 +8,8 @@ own: they follow the link, the netdev MTU and the addresses, which other resourc
 
 from __future__ import annotations
 
-from provisioner.resources.base import Check, HostContext, Results, sh
+from provisioner.resources import roce_qos
+from provisioner.resources.base import Check, HostContext, ResourceType, Results, sh
 from provisioner.resources.roce_qos import PORT, _priorities, _with_device, _with_netdev, _word
 from provisioner.resources.steps import (
     PHASE_QOS,
@@ -165,3 +166,8 @@ def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[C
                           f"systemctl enable {REPLAY_UNIT} (replays the settings at boot)",
                           undo=sh("systemctl", "disable", REPLAY_UNIT), phase=PHASE_QOS))
     return steps
+
+
+RESOURCE = ResourceType(roce_qos.KIND, RoceQosSpec, roce_qos.probes, roce_qos.evaluate, remedy=remedy,
+                        # QoS settings are read and written with the OFED stack's tools.
+                        needs=("ofed",))

@@ -39,7 +39,7 @@ from provisioner.resources.base import (
 )
 from provisioner.specs import RoceQosSpec
 
-KIND = "roce_qos"
+KIND = "roce_qos"  # its ResourceType (RESOURCE) is in roce_fix, beside the remedy
 PORT = 1
 
 # awk programs reading `rdma link show` / `ibdev2netdev` lines; the names they look for come in through

@@ -15,6 +15,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     drift,
     error,
@@ -181,3 +182,6 @@ def remedy(spec: SysctlSpec, results: Results, ctx: HostContext, checks: list[Ch
             text = f"{canonical(spec.name)} = {spec.value}\n"
         steps.append(file_step(target, "persist", path, text.encode(), phase=PHASE_SYSCTL))
     return steps
+
+
+RESOURCE = ResourceType(KIND, SysctlSpec, probes, evaluate, remedy=remedy)
