@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from provisioner import batch, become, changes, engine, transport
 from provisioner.hostplans import HostPlan
@@ -113,7 +114,7 @@ def rollback(plans: Sequence[HostPlan], options: engine.Options, run_id: str | N
         return list(pool.map(lambda plan: rollback_host(plan, options, run_id, holder), plans))
 
 
-def to_json(results: Sequence[HostRollback]) -> dict:
+def to_json(results: Sequence[HostRollback]) -> dict[str, Any]:
     return {"schema": "fabnet/rollback/v1", "hosts": [
         {"name": r.name, "status": r.status, "run_id": r.run_id, "error": r.error,
          "undone": [{"step": u.step, "exit_code": u.exit_code, "output": u.output[-1000:]} for u in r.undone]}

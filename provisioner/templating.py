@@ -321,7 +321,7 @@ def _file_names(dirs: tuple[Path, ...], name: str, mtime_ns: int) -> frozenset[s
     del mtime_ns  # part of the cache key only
     env = file_env(dirs)
     names: set[str] = set()
-    todo, seen = [name], set()
+    todo, seen = [name], set[str]()
     while todo:
         current = todo.pop()
         if current in seen or len(seen) > 1000:

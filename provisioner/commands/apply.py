@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -178,7 +178,7 @@ def apply_command(inventory: Path, playbook: Path, limit: str | None, check: boo
 
 
 def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, inventory: Path, playbook: Path,
-          limit: str | None, planned: list, verbose: bool, show_results: bool) -> None:
+          limit: str | None, planned: list[Any], verbose: bool, show_results: bool) -> None:
     if junit:
         from provisioner.files import write_atomic
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -142,7 +142,7 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     raise SystemExit(outcome.exit_code)
 
 
-def load_plans(inventory: Path, playbook: Path | None, limit: str | None) -> list:
+def load_plans(inventory: Path, playbook: Path | None, limit: str | None) -> list[Any]:
     """The hosts the playbook's plays target (after --limit); without a playbook, every inventory host."""
     from provisioner import loading
 

@@ -77,6 +77,7 @@ def _limit_checks(spec: PortCountersSpec, port: PortCounterSet, later: PortCount
                   interval: float | None) -> list[Check]:
     where = _name(spec, port)
     checks: list[Check] = []
+    limit: float  # the counts' limits are whole numbers, the rates' fractions
     for counter, limit in spec.max.items():
         value = port.value(counter)
         attribute = f"{where} {counter}"

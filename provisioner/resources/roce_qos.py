@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from provisioner.errors import ParseError
 from provisioner.parsers._text import require_complete
@@ -197,7 +197,7 @@ def _priorities(values: list[int]) -> str:
     return ",".join(str(v) for v in sorted(values)) or "none"
 
 
-def _per_tc(values: list[object]) -> str:
+def _per_tc(values: Sequence[object]) -> str:
     return ",".join(str(v) for v in values)
 
 
