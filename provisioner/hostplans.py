@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from provisioner.errors import ConfigError, ConfigErrors, RenderError
-from provisioner.inventory import Host, Inventory, load_inventory
+from provisioner.inventory import Host, Inventory, load_inventory, magic_vars
 from provisioner.playbook import (
     Play,
     Playbook,
@@ -30,7 +30,7 @@ from provisioner.resources import REGISTRY
 from provisioner.sandbox import check_name as check_template_name
 from provisioner.sandbox import template_dirs
 from provisioner.specs import Spec
-from provisioner.templating import VarResolver, find_template, magic_vars
+from provisioner.templating import VarResolver, find_template
 from provisioner.yamlsrc import KeyPath, Origin, Sourced
 
 # ------------------------------------------------------------------------------------- resolved per host
