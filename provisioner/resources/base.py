@@ -113,6 +113,9 @@ class ResourceType(Generic[S]):
     # `notified_unit(target)`: the systemd unit a resource of this kind is, when its own steps must wait
     # for the resources that notify (restart) that unit.
     notified_unit: Callable[[str], str] | None = None
+    # Settings as a play writes them, for the playbook reference (docs/playbook.md, provisioner.docs):
+    # together they set every key of `spec`, and each must validate.
+    examples: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.spec.kind != self.kind:

@@ -156,4 +156,8 @@ def remedy(spec: FileSpec, results: Results, ctx: HostContext, checks: list[Chec
     return steps
 
 
-RESOURCE = ResourceType(KIND, FileSpec, probes, evaluate, remedy=remedy)
+RESOURCE = ResourceType(KIND, FileSpec, probes, evaluate, remedy=remedy, examples=(
+    {"path": "/etc/nccl.conf", "content": "NCCL_IB_GID_INDEX=3\n", "mode": "0644", "owner": "root", "group": "root",
+     "notify": ["nccl-exporter"]},
+    {"path": "/etc/fabnet/fabric.env", "template": "fabric.env.j2", "mode": "0600", "sensitive": True},
+))

@@ -263,4 +263,7 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
     return steps
 
 
-RESOURCE = ResourceType(interface.KIND, InterfaceSpec, interface.probes, interface.evaluate, remedy=remedy)
+RESOURCE = ResourceType(interface.KIND, InterfaceSpec, interface.probes, interface.evaluate, remedy=remedy, examples=(
+    {"name": "ens1f0np0", "mtu": 9000, "state": "up", "persistent": True},
+    {"rdma_device": "mlx5_1", "mtu": 4200},
+))

@@ -149,4 +149,6 @@ def remedy(spec: KernelModuleSpec, results: Results, ctx: HostContext, checks: l
     return steps
 
 
-RESOURCE = ResourceType(KIND, KernelModuleSpec, probes, evaluate, remedy=remedy)
+RESOURCE = ResourceType(KIND, KernelModuleSpec, probes, evaluate, remedy=remedy, examples=(
+    {"name": "nvidia_peermem", "state": "loaded", "persistent": True, "notify": ["nvidia-persistenced"]},
+))

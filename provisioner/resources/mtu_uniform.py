@@ -67,4 +67,5 @@ def fleet_checks(spec: MtuUniformSpec, mtus: dict[str, int | None]) -> dict[str,
     return checks
 
 
-RESOURCE = ResourceType(KIND, MtuUniformSpec, probes, evaluate, fleet_checks=fleet_checks)
+RESOURCE = ResourceType(KIND, MtuUniformSpec, probes, evaluate, fleet_checks=fleet_checks,
+                        examples=({"interface": "ens1f0np0"}, {"rdma_device": "mlx5_0"}))

@@ -173,4 +173,5 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
                  writes=(PIN_DIR + "fabnet-" + spec.package,))]
 
 
-RESOURCE = ResourceType(KIND, NcclSpec, probes, evaluate, remedy=remedy)
+RESOURCE = ResourceType(KIND, NcclSpec, probes, evaluate, remedy=remedy,
+                        examples=({"version": ">=2.19,<2.24", "package": "libnccl2"},))

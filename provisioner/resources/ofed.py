@@ -77,4 +77,5 @@ def remedy(spec: OfedSpec, results: Results, ctx: HostContext, checks: list[Chec
                  phase=PHASE_PACKAGES)]
 
 
-RESOURCE = ResourceType(KIND, OfedSpec, probes, evaluate, remedy=remedy)
+RESOURCE = ResourceType(KIND, OfedSpec, probes, evaluate, remedy=remedy,
+                        examples=({"version": ">=23.10", "flavor": "MLNX_OFED_LINUX"},))

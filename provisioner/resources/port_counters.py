@@ -127,4 +127,7 @@ def evaluate(spec: PortCountersSpec, results: Results, ctx: HostContext) -> list
     return checks
 
 
-RESOURCE = ResourceType(KIND, PortCountersSpec, probes, evaluate)
+RESOURCE = ResourceType(KIND, PortCountersSpec, probes, evaluate, examples=(
+    {"device": "mlx5_0", "port": 1, "max": {"symbol_error": 0, "link_downed": 0},
+     "max_rate": {"port_rcv_errors": 0.5}, "interval": 2.0, "source": "sysfs"},
+))

@@ -174,4 +174,9 @@ def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[C
 
 RESOURCE = ResourceType(roce_qos.KIND, RoceQosSpec, roce_qos.probes, roce_qos.evaluate, remedy=remedy,
                         # QoS settings are read and written with the OFED stack's tools.
-                        needs=("ofed",))
+                        needs=("ofed",), examples=(
+    {"interface": "ens1f0np0", "trust": "dscp", "pfc": [3], "ecn": [3], "dscp2prio": {26: 3}, "traffic_class": 106,
+     "cnp_dscp": 48, "roce_tos": 106, "port_state": "active", "active_mtu": 4096, "gid_index": 3,
+     "tsa": ["ets"] * 8, "tcbw": [10] * 7 + [30]},
+    {"rdma_device": "mlx5_1", "trust": "dscp", "pfc": [3]},
+))

@@ -157,4 +157,5 @@ def notified_unit(target: str) -> str:
     return unit_name(target[len(f"{KIND}["):-1])
 
 
-RESOURCE = ResourceType(KIND, ServiceSpec, probes, evaluate, remedy=remedy, notified_unit=notified_unit)
+RESOURCE = ResourceType(KIND, ServiceSpec, probes, evaluate, remedy=remedy, notified_unit=notified_unit,
+                        examples=({"name": "openibd", "state": "started", "enabled": True},))

@@ -184,4 +184,5 @@ def remedy(spec: SysctlSpec, results: Results, ctx: HostContext, checks: list[Ch
     return steps
 
 
-RESOURCE = ResourceType(KIND, SysctlSpec, probes, evaluate, remedy=remedy)
+RESOURCE = ResourceType(KIND, SysctlSpec, probes, evaluate, remedy=remedy,
+                        examples=({"name": "net.ipv4.conf.all.arp_ignore", "value": 1, "persistent": True},))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import changes, engine, plan
+from provisioner import changes, docs, engine, plan
 from provisioner.hostplans import resolve, validate
 from provisioner.inventory import load_inventory
 from provisioner.playbook import load_playbook
@@ -94,6 +94,12 @@ def test_the_kinds_template_field_is_checked(tmp_path: Path, toy: None) -> None:
     [error] = validate(inventory, playbook)
     assert "template 'note.j2' not found" in error.message
     assert error.key == "plays[0].resources[1].hugepages.template"
+
+
+def test_the_reference_documents_it(toy: None) -> None:
+    text = docs.reference()
+    assert "[`hugepages`](#hugepages)" in text
+    assert "| `count` | integer | (required) | `512` | number of huge pages |" in text
 
 
 def test_a_kind_name_is_taken_once(toy: None) -> None:

@@ -64,4 +64,5 @@ def remedy(spec: HugepagesSpec, results: Results, ctx: HostContext, checks: list
                          phase=PHASE_SYSCTL)]
 
 
-RESOURCE = ResourceType(KIND, HugepagesSpec, probes, evaluate, remedy=remedy, needs=("kernel_module",))
+RESOURCE = ResourceType(KIND, HugepagesSpec, probes, evaluate, remedy=remedy, needs=("kernel_module",),
+                        examples=({"count": 512, "template": "note.j2"}, {"count": 0, "note": "none here"}))
