@@ -26,7 +26,8 @@ def _lookup(kind: str, *terms: Any, **options: Any) -> Any:
 
 
 def _query(kind: str, *terms: Any, **options: Any) -> list[Any]:
-    return _lookup(kind, *terms, wantlist=True, **options)
+    values: list[Any] = _lookup(kind, *terms, wantlist=True, **options)
+    return values
 
 
 def _combine(*dicts: Mapping[str, Any], recursive: bool = False) -> dict[str, Any]:

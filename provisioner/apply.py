@@ -26,6 +26,7 @@ from provisioner.resources.base import Check, shown_actual
 from provisioner.resources.steps import Step
 from provisioner.run import runner
 from provisioner.run.session import HostSession, Sessions, open_session
+from provisioner.sockets import interrupted
 
 __all__ = ["ApplyOutcome", "HostApplied", "HostPlanned", "apply", "make_plan", "unchanged_host"]
 
@@ -249,8 +250,8 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
         if answer != "confirmed":
             applied.status = "failed" if answer == "reverted" else "unreachable"
             lost = "the management path was lost" if result.cut else "the change could not be confirmed"
-            after = f"{took:g} s" if took is not None else f"its revert time ({revert_seconds} s)"
-            applied.error = (f"{lost}; the host reverted the change on its own after {after}"
+            took_text = f"{took:g} s" if took is not None else f"its revert time ({revert_seconds} s)"
+            applied.error = (f"{lost}; the host reverted the change on its own after {took_text}"
                              if answer == "reverted" else
                              f"{lost}, and the host is still unreachable after its revert time ({revert_seconds} s)")
             if answer != "reverted":
@@ -285,7 +286,7 @@ def _recover(session: HostSession, run_id: str, parsed: changes.ScriptResult,
     (logged into again if the connection died), a few tries with a growing pause. Returns the step results
     and a sentence saying what happened."""
     why = transport.ENDINGS.get(ended, ended)
-    if transport.interrupted.is_set():
+    if interrupted.is_set():
         return (dataclasses.replace(parsed, steps=recovery.unknown_after(parsed.steps)),
                 f"{why} during the change exec; the steps not reported before it are unknown")
     count = len(parsed.steps)

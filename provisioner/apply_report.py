@@ -91,8 +91,8 @@ def recap(outcome: Any) -> None:
         console.print(f"[red]stopped:[/] {escape(outcome.stopped)}", highlight=False)
 
 
-def to_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, exit_code: int) -> dict:
-    def checks(resource_outcome: Any) -> list[dict]:
+def to_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, exit_code: int) -> dict[str, Any]:
+    def checks(resource_outcome: Any) -> list[dict[str, Any]]:
         if resource_outcome is None:
             return []
         return [{"attribute": c.attribute, "desired": c.desired, "actual": c.actual, "status": c.status,
@@ -147,7 +147,7 @@ def junit(outcome: Any) -> str:
     return ET.tostring(suite, encoding="unicode") + "\n"
 
 
-def plan_json(planned: list[Any]) -> list[dict]:
+def plan_json(planned: list[Any]) -> list[dict[str, Any]]:
     """The plan per host: facts digest and steps (commands as shown: no file contents)."""
     return [{
         "name": host.name, "status": host.audit.status, "error": host.audit.error, "facts_digest": host.digest,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import secrets
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from provisioner.inventory import Host
@@ -52,13 +52,13 @@ class Secret:
 
     __str__ = __repr__
 
-    def __reduce__(self) -> tuple:  # never pickled into a file or another process by accident
+    def __reduce__(self) -> tuple[Any, ...]:  # never pickled into a file or another process by accident
         raise TypeError("a Secret cannot be pickled")
 
     def __copy__(self) -> Secret:  # immutable: copies (dataclasses.asdict, deepcopy) share it
         return self
 
-    def __deepcopy__(self, memo: dict) -> Secret:
+    def __deepcopy__(self, memo: dict[int, Any]) -> Secret:
         return self
 
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from provisioner.resources import REGISTRY
 from provisioner.resources.service import restart_handler, unit_name
 from provisioner.resources.steps import Step
 
@@ -148,9 +149,10 @@ def order(per_resource: Sequence[tuple[str, str, Sequence[Step]]]) -> list[Step]
     """A host's steps in run order, with handlers and dependencies filled in.
 
     `per_resource` is (kind, target, steps) in playbook order. Steps sort by phase (packages, modules,
-    network, QoS, sysctls, files, services, handlers), keeping playbook order within a phase. RoCE QoS
-    needs the OFED stack's steps to have worked; a service's own steps need the resources that notify
-    it; each notified unit gets one restart handler, run once at the end if any notifier ran.
+    network, QoS, sysctls, files, services, handlers), keeping playbook order within a phase. A kind's
+    steps need those of the kinds its ResourceType `needs` (RoCE QoS: the OFED stack) to have worked; a
+    resource that is a notified unit (a service) needs the resources that notify it; each notified unit
+    gets one restart handler, run once at the end if any notifier ran.
     """
     targets_of_kind: dict[str, list[str]] = {}
     notifiers: dict[str, list[str]] = {}
@@ -163,12 +165,10 @@ def order(per_resource: Sequence[tuple[str, str, Sequence[Step]]]) -> list[Step]
                     notifiers[unit_name(unit)].append(target)
     ordered: list[Step] = []
     for kind, target, steps in per_resource:
-        extra: list[str] = []
-        if kind == "roce_qos":
-            extra += targets_of_kind.get("ofed", [])
-        if kind == "service":
-            unit = target[len("service["):-1]
-            extra += notifiers.get(unit_name(unit), [])
+        rtype = REGISTRY[kind]
+        extra = [needed for other in rtype.needs for needed in targets_of_kind.get(other, [])]
+        if rtype.notified_unit is not None:
+            extra += notifiers.get(rtype.notified_unit(target), [])
         for step in steps:
             needs = tuple(dict.fromkeys([*step.needs, *(t for t in extra if t != target)]))
             ordered.append(Step(**{**step.__dict__, "needs": needs}))

@@ -14,7 +14,7 @@ from typing import Literal
 
 from provisioner import batch, knownhosts, probejoin, transport
 from provisioner.hostplans import HostPlan, Resource
-from provisioner.resources import FLEET_CHECKS, REGISTRY
+from provisioner.resources import REGISTRY
 from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
 from provisioner.run import runner
 from provisioner.run.session import HostSession, Options, open_session
@@ -171,10 +171,10 @@ def apply_fleet_checks(plans: Sequence[HostPlan], outcomes: dict[str, HostOutcom
         host_outcome = outcomes[plan.host.name]
         if host_outcome.status in ("unreachable", "failed"):
             continue
-        by_source = {r.source: r for r in host_outcome.resources if r.kind in FLEET_CHECKS}
+        by_source = {r.source: r for r in host_outcome.resources if REGISTRY[r.kind].fleet_checks is not None}
         for host_play in plan.plays:
             for resource in host_play.resources:
-                if resource.kind in FLEET_CHECKS:
+                if REGISTRY[resource.kind].fleet_checks is not None:
                     key = str(resource.origin)
                     groups.setdefault(key, []).append((plan.host.name, resource, by_source[key]))
     for members in groups.values():
@@ -183,7 +183,9 @@ def apply_fleet_checks(plans: Sequence[HostPlan], outcomes: dict[str, HostOutcom
         for host, _resource, outcome in members:
             check = outcome.checks[0] if outcome.checks else None
             values[host] = int(check.actual) if check and check.status == "ok" and check.actual else None
-        fleet = FLEET_CHECKS[members[0][1].kind](spec, values)
+        fleet_checks = REGISTRY[members[0][1].kind].fleet_checks
+        assert fleet_checks is not None  # only such kinds were grouped
+        fleet = fleet_checks(spec, values)
         for host, _resource, outcome in members:
             if host in fleet:
                 outcome.checks = [fleet[host]]

@@ -21,8 +21,10 @@ from provisioner.yamlsrc import Origin
 class PatternTarget(Protocol):
     """What patterns are matched against: hosts in definition order and each group's hosts in Ansible's order."""
 
-    hosts: Mapping[str, Any]
-    group_order: Mapping[str, list[str]]
+    @property
+    def hosts(self) -> Mapping[str, Any]: ...
+    @property
+    def group_order(self) -> Mapping[str, list[str]]: ...
 
 
 _RANGE = r"\[(?:[a-z]:[a-z]|[0-9]+:[0-9]+)(?::[0-9]+)?\]"
@@ -144,7 +146,7 @@ class _Matcher:
         hosts = self.enumerate(expr)
         if not hosts or subscript is None:
             return hosts
-        loose = getattr(self.target, "unordered_groups", set()) & set(self.matched_groups)
+        loose: set[str] = getattr(self.target, "unordered_groups", set()) & set(self.matched_groups)
         if loose:
             self.notes.append(f"{pattern!r}: Ansible's host order for group {sorted(loose)[0]!r} is not defined "
                               "(several of its child groups have children), so Ansible may pick other hosts; "

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from provisioner.errors import ConfigError, ConfigErrors, RenderError
-from provisioner.inventory import Host, Inventory, load_inventory
+from provisioner.inventory import Host, Inventory, load_inventory, magic_vars
 from provisioner.playbook import (
     Play,
     Playbook,
@@ -26,10 +26,11 @@ from provisioner.playbook import (
     fold_errors,
     template_not_found,
 )
+from provisioner.resources import REGISTRY
 from provisioner.sandbox import check_name as check_template_name
 from provisioner.sandbox import template_dirs
-from provisioner.specs import KINDS, FileSpec, Spec
-from provisioner.templating import VarResolver, find_template, magic_vars
+from provisioner.specs import Spec
+from provisioner.templating import VarResolver, find_template
 from provisioner.yamlsrc import KeyPath, Origin, Sourced
 
 # ------------------------------------------------------------------------------------- resolved per host
@@ -172,7 +173,7 @@ def _resolve_resource(
     rendered, ok = _render_tree(dict(decl.spec), decl.path, resolver, src, errors)
     if not ok:
         return None
-    model = KINDS[decl.kind]
+    model = REGISTRY[decl.kind].spec
     try:
         spec = model.model_validate(rendered)
     except ValidationError as exc:
@@ -181,21 +182,24 @@ def _resolve_resource(
             where = src.origin((*decl.path, *data_path(rendered, loc)))
             errors.append(RenderError(message, host=host.name, file=where.file, line=where.line, key=where.key))
         return None
-    if isinstance(spec, FileSpec) and spec.template is not None:
-        where = src.origin((*decl.path, "template"))
+    for key, filled in model.templates.items():
+        template = getattr(spec, key)
+        if template is None:
+            continue
+        where = src.origin((*decl.path, key))
         dirs = template_dirs(playbook_dir)
-        problem = check_template_name(spec.template)
-        if problem is None and find_template(spec.template, dirs) is None:
-            problem = template_not_found(spec.template, dirs)
+        problem = check_template_name(template)
+        if problem is None and find_template(template, dirs) is None:
+            problem = template_not_found(template, dirs)
         if problem is not None:
             errors.append(RenderError(problem, host=host.name, file=where.file, line=where.line, key=where.key))
             return None
         try:
-            content = resolver.render_file(spec.template, dirs, where)
+            content = resolver.render_file(template, dirs, where)
         except ConfigError as exc:
             errors.append(exc)
             return None
-        spec = spec.model_copy(update={"content": content})
+        spec = spec.model_copy(update={filled: content})
     return Resource(kind=decl.kind, spec=spec, origin=decl.origin)
 
 

@@ -314,4 +314,11 @@ def _warn_ignored(inventory: Inventory) -> None:
         inventory.warnings.append(f"{prefix}{var} is ignored ({_IGNORED_VARS[var]}); hosts {shown}")
 
 
-__all__ = ["Host", "Inventory", "expand_host_range", "load_inventory"]
+def magic_vars(inventory: Inventory, host: Host) -> dict[str, Any]:
+    """The variables Ansible provides without anyone defining them (here, not in templating, which the
+    inventory loader imports)."""
+    groups, hostvars = inventory.shared_vars()
+    return magic_vars_for(host.name, host.groups, groups, hostvars, inventory.source)
+
+
+__all__ = ["Host", "Inventory", "expand_host_range", "load_inventory", "magic_vars"]

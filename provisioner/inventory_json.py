@@ -14,7 +14,8 @@ PROFILE = "inventory_legacy"  # what ansible-core 2.19's ansible-inventory names
 
 def host_vars(inventory: Inventory, host: str, *, tag_unsafe: bool = True) -> dict[str, Any]:
     """A host's resolved variables, templates unrendered. `--list` tags `!unsafe` values, `--host` does not."""
-    return to_json_value(dict(inventory.hosts[host].vars), tag_unsafe=tag_unsafe)
+    values: dict[str, Any] = to_json_value(dict(inventory.hosts[host].vars), tag_unsafe=tag_unsafe)
+    return values
 
 
 def list_json(inventory: Inventory, hosts: Iterable[str] | None = None) -> dict[str, Any]:

@@ -15,12 +15,15 @@ import functools
 import re
 import struct
 import threading
-from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import paramiko
 from paramiko.hostkeys import HostKeyEntry
+
+if TYPE_CHECKING:
+    from paramiko.hostkeys import _SubDict  # what HostKeys.lookup returns (a name of the stubs only)
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a known_hosts file larger than this is not one
 
@@ -46,8 +49,9 @@ class PatternHostKeys(paramiko.HostKeys):
     """
 
     _index: _NameIndex | None = None
+    _entries: list[HostKeyEntry]  # paramiko's own list of lines, absent from its stubs
 
-    def lookup(self, hostname: str) -> MutableMapping[str, paramiko.PKey] | None:
+    def lookup(self, hostname: str) -> _SubDict | None:
         entries = self._entries
         index = self._index
         if index is None or not index.describes(entries):  # built again after lines were added or replaced
@@ -56,17 +60,17 @@ class PatternHostKeys(paramiko.HostKeys):
         view._entries = [entries[i] for i in index.positions(hostname)] if hostname.isascii() else entries
         found = paramiko.HostKeys.lookup(view, hostname)
         if found is not None:
-            found._hostkeys = self  # a key set through the result lands in this set, as in paramiko
+            found._hostkeys = self  # type: ignore[attr-defined]  # a key set through the result lands in this set, as in paramiko
         return found
 
 
-    def _hostname_matches(self, hostname: str, entry: HostKeyEntry) -> bool:
+    def _hostname_matches(self, hostname: str, entry: HostKeyEntry) -> bool:  # paramiko's hook, not in its stubs
         matched = False
         for name in entry.hostnames:
             negated = name.startswith("!")
             pattern = name[1:] if negated else name
             if pattern.startswith("|1|"):
-                hit = super()._hostname_matches(hostname, HostKeyEntry([pattern], entry.key))
+                hit = super()._hostname_matches(hostname, HostKeyEntry([pattern], entry.key))  # type: ignore[misc]
             else:
                 hit = bool(_pattern(pattern).fullmatch(hostname))
             if hit and negated:
@@ -135,7 +139,7 @@ def _key(kind: str, text: str) -> tuple[paramiko.PKey, bytes]:
         raise BadLine(f"the line says {kind} but the key is {inner or 'unreadable'}")
     try:
         return paramiko.PKey.from_type_string(kind, blob), blob
-    except paramiko.UnknownKeyType:
+    except paramiko.pkey.UnknownKeyType:
         raise BadLine(f"key type {kind} is not supported by this SSH library") from None
     except Exception as exc:  # a malformed key body: paramiko raises several types
         raise BadLine(f"the {kind} key cannot be read ({type(exc).__name__})") from None
@@ -195,7 +199,7 @@ def load(paths: list[Path]) -> KnownHosts:
 
 # ------------------------------------------------------------------ parsed once per run, warned once
 
-_known_cache: dict[tuple, KnownHosts] = {}
+_known_cache: dict[tuple[tuple[str, int, int], ...], KnownHosts] = {}
 _known_lock = threading.Lock()
 _warned: set[str] = set()
 _pending_warnings: list[str] = []

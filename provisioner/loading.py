@@ -25,17 +25,20 @@ def default_playbooks(inventory: Path) -> list[Path]:
     return list(dict.fromkeys(places))
 
 
-def find_playbook(inventory: Path, given: Path | None, *, required: bool = True) -> Path | None:
-    """The playbook a command uses: `given` as it is, else the first of `default_playbooks` that exists.
-    None only when not `required`; otherwise a missing one is a ConfigError naming where it looked."""
+def default_playbook(inventory: Path) -> Path | None:
+    """The first of `default_playbooks` that exists, if any."""
+    return next((place for place in default_playbooks(inventory) if place.is_file()), None)
+
+
+def find_playbook(inventory: Path, given: Path | None) -> Path:
+    """The playbook a command uses: `given` as it is, else `default_playbook`; a missing one is a
+    ConfigError naming where it looked and how to pass one."""
     if given is not None:
         return given
+    found = default_playbook(inventory)
+    if found is not None:
+        return found
     places = default_playbooks(inventory)
-    for place in places:
-        if place.is_file():
-            return place
-    if not required:
-        return None
     raise ConfigError("no playbook given, and none found at " + ", ".join(map(str, places))
                       + "; pass one with -p PLAYBOOK")
 

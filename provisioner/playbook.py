@@ -16,10 +16,11 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from provisioner.errors import ConfigError, ConfigErrors, RenderError, did_you_mean
+from provisioner.resources import REGISTRY
 from provisioner.sandbox import check_name as check_template_name
 from provisioner.sandbox import template_dirs
 from provisioner.smoke.settings import AllReduceSpec
-from provisioner.specs import KINDS, FileSpec, Int
+from provisioner.specs import Int
 from provisioner.templating import (
     check_template_file,
     check_template_text,
@@ -289,7 +290,7 @@ class PlaybookLoader:
         return problem is None
 
     def _resource(self, item: Any, path: KeyPath) -> ResourceDecl | None:
-        kinds = ", ".join(KINDS)
+        kinds = ", ".join(REGISTRY)
         if not isinstance(item, dict) or len(item) != 1:
             got = f"keys {', '.join(map(str, item))}" if isinstance(item, dict) else _short(item)
             self.errors.append(
@@ -299,10 +300,10 @@ class PlaybookLoader:
         kind, spec = next(iter(item.items()))
         kind = str(kind)
         spec_path = (*path, kind)
-        if kind not in KINDS:
+        if kind not in REGISTRY:
             self.errors.append(
                 self.src.error(
-                    f"unknown resource kind {kind!r}; allowed kinds: {kinds}" + did_you_mean(kind, list(KINDS)),
+                    f"unknown resource kind {kind!r}; allowed kinds: {kinds}" + did_you_mean(kind, list(REGISTRY)),
                     spec_path,
                 )
             )
@@ -315,7 +316,7 @@ class PlaybookLoader:
             )
             return None
         ok = all([self._syntax(text, sub) for sub, text in _strings(spec, spec_path)])
-        model = KINDS[kind]
+        model = REGISTRY[kind].spec
         try:
             model.model_validate(spec)
         except ValidationError as exc:
@@ -325,9 +326,10 @@ class PlaybookLoader:
                 loc, message = describe_error(err, model)
                 self.errors.append(self.src.error(message, (*spec_path, *data_path(spec, loc))))
                 ok = False
-        template = spec.get("template") if model is FileSpec else None
-        if isinstance(template, str) and not has_template(template):
-            ok = self._template_file(template, (*spec_path, "template")) and ok
+        for key in model.templates:
+            template = spec.get(key)
+            if isinstance(template, str) and not has_template(template):
+                ok = self._template_file(template, (*spec_path, key)) and ok
         return ResourceDecl(kind=kind, spec=spec, origin=self.src.origin(spec_path), path=spec_path, ok=ok)
 
     def _template_file(self, name: str, path: KeyPath) -> bool:

@@ -12,9 +12,10 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from provisioner.stdout import broken_pipe, print_json, writing
+from provisioner.stdout import broken_pipe, writing
+from provisioner.stdout import print_json as print_json  # re-exported: commands call report.print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,7 +33,7 @@ def _console(name: str = "console") -> Console:
 
         globals().setdefault("console", _StdoutConsole())
         globals().setdefault("err_console", Console(stderr=True))
-    return globals()[name]
+    return cast("Console", globals()[name])  # set just above; globals() is untyped
 
 
 def _err() -> Console:
@@ -148,7 +149,7 @@ _STATUS_STYLE = {
 }
 
 
-def audit_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, exit_code: int) -> dict:
+def audit_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, exit_code: int) -> dict[str, Any]:
     """The stable `--json` document of `fabnet audit` (schema `fabnet/audit/v1`, see README)."""
     return {
         "schema": AUDIT_SCHEMA,

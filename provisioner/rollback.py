@@ -15,6 +15,7 @@ import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from provisioner import batch, changes, engine, transport
 from provisioner.hostplans import HostPlan
@@ -125,7 +126,7 @@ def rollback(plans: Sequence[HostPlan], options: engine.Options, run_id: str | N
                        forks=options.forks)
 
 
-def to_json(results: Sequence[HostRollback]) -> dict:
+def to_json(results: Sequence[HostRollback]) -> dict[str, Any]:
     return {"schema": "fabnet/rollback/v1", "hosts": [
         {"name": r.name, "status": r.status, "run_id": r.run_id, "error": r.error, "warnings": r.warnings,
          "undone": [{"step": u.step, "undoes": u.what, "state": u.state, "exit_code": u.exit_code,

@@ -235,7 +235,8 @@ class BoundedSandbox(SandboxedEnvironment):
     def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False,
                 defer_init: bool = False) -> Any:
         try:
-            return super().compile(source, name, filename, raw, defer_init)
+            # jinja2's stubs type the result by a Literal `raw`; this override passes its caller's on as it came.
+            return super().compile(source, name, filename, raw, defer_init)  # type: ignore[call-overload]
         except (RecursionError, MemoryError, SyntaxError):
             # Code generation and Python's compiler recurse too; a template that deep is not a real one.
             raise jinja2.TemplateSyntaxError("nested too deeply to compile", 1, name, filename) from None

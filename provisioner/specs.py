@@ -1,6 +1,7 @@
 """The desired-state resources a play can declare, as strict pydantic models.
 
-A play lists resources as one-key mappings `{kind: spec}`; `KINDS` maps each kind to its model. Models
+A play lists resources as one-key mappings `{kind: spec}`; each kind's ResourceType names its model
+(`provisioner.resources.REGISTRY`), which may live here or in the kind's own module. Models
 refuse unknown keys, and every field carries a description because `fabnet validate` quotes it to say
 what is allowed. Numbers also arrive as strings (a rendered "{{ mtu }}" is text) and are coerced.
 """
@@ -143,6 +144,9 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
     kind: ClassVar[str]
+    # Fields naming a Jinja2 template file -> the field its rendering for a host fills (FileSpec: the
+    # content). The loader checks the file exists; the host plan renders it.
+    templates: ClassVar[dict[str, str]] = {}
 
     def target(self) -> str:
         """What the resource is about, for reports (`interface[ens1f0]`); kinds with a name override it."""
@@ -342,6 +346,7 @@ class FileSpec(Spec):
     """A file whose content, mode and owner must match; content given inline or from a Jinja2 template."""
 
     kind: ClassVar[str] = "file"
+    templates: ClassVar[dict[str, str]] = {"template": "content"}
 
     path: HostPath = Field(description="absolute path of the file on the host")
     content: str | None = Field(None, description="the file's content (or use template)")
@@ -410,19 +415,3 @@ class PortCountersSpec(Spec):
         where = self.device or "*"
         return f"port_counters[{where}/{self.port}]" if self.port is not None else f"port_counters[{where}]"
 
-
-KINDS: dict[str, type[Spec]] = {
-    cls.kind: cls
-    for cls in (
-        InterfaceSpec,
-        MtuUniformSpec,
-        ServiceSpec,
-        KernelModuleSpec,
-        SysctlSpec,
-        OfedSpec,
-        NcclSpec,
-        RoceQosSpec,
-        FileSpec,
-        PortCountersSpec,
-    )
-}

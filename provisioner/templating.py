@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jinja2
 import jinja2.meta
@@ -18,9 +18,6 @@ from jinja2 import nodes
 from provisioner.errors import ConfigError, RenderError
 from provisioner.sandbox import BoundedSandbox, DirLoader, bounded_filter, budget, render_bounded, sized
 from provisioner.yamlsrc import Origin
-
-if TYPE_CHECKING:  # inventory.py imports this module; the models are needed for annotations only
-    from provisioner.inventory import Host, Inventory
 
 _TEMPLATE_MARKERS = ("{{", "{%", "{#")
 
@@ -321,7 +318,7 @@ def _file_names(dirs: tuple[Path, ...], name: str, mtime_ns: int) -> frozenset[s
     del mtime_ns  # part of the cache key only
     env = file_env(dirs)
     names: set[str] = set()
-    todo, seen = [name], set()
+    todo, seen = [name], set[str]()
     while todo:
         current = todo.pop()
         if current in seen or len(seen) > 1000:
@@ -356,12 +353,6 @@ def check_template_file(name: str, dirs: tuple[Path, ...]) -> ConfigError | None
     return None
 
 
-def magic_vars(inventory: Inventory, host: Host) -> dict[str, Any]:
-    """The variables Ansible provides without anyone defining them."""
-    groups, hostvars = inventory.shared_vars()
-    return magic_vars_for(host.name, host.groups, groups, hostvars, inventory.source)
-
-
 def magic_vars_for(
     name: str,
     host_groups: Sequence[str],
@@ -369,7 +360,8 @@ def magic_vars_for(
     hostvars: Mapping[str, Mapping[str, Any]],
     source: Path,
 ) -> dict[str, Any]:
-    """`magic_vars` from its parts, for the inventory loader, which needs them before the `Inventory` exists."""
+    """The variables Ansible provides without anyone defining them, from their parts: the inventory loader
+    needs them before the `Inventory` exists (`inventory.magic_vars` gives them for a loaded one)."""
     return {
         "inventory_hostname": name,
         "inventory_hostname_short": name.split(".", 1)[0],
@@ -389,6 +381,5 @@ __all__ = [
     "file_env",
     "find_template",
     "has_template",
-    "magic_vars",
     "magic_vars_for",
 ]

@@ -196,7 +196,7 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self.fabnet_aliases += 1
             if self.fabnet_aliases > MAX_ALIASES:
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
                 raise ConfigError(
                     f"more than {MAX_ALIASES} alias uses (*name); refusing a document that may expand without bound",
                     file=self.fabnet_file,
@@ -206,7 +206,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self.fabnet_depth += 1
         try:
             if self.fabnet_depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
                 raise ConfigError(
                     f"nested more than {MAX_DEPTH} levels deep", file=self.fabnet_file, line=mark.line + 1
                 )

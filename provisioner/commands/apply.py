@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -151,7 +151,7 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
                   journal_path, serial_items, max_fail_percent, revert_after, prom, break_lock)
 
 
-def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict | None, inventory: Path, playbook: Path,
+def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] | None, inventory: Path, playbook: Path,
               limit: str | None, diff: bool, check: bool, yes: bool, as_json: bool, junit: Path | None,
               verbose: bool, journal_path: Path | None, serial_items: list[str] | None,
               max_fail_percent: float | None, revert_after: int, prom: Path | None, break_lock: bool) -> None:
@@ -217,7 +217,7 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict | None, inv
 
 
 def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, inventory: Path, playbook: Path,
-          limit: str | None, planned: list, verbose: bool, show_results: bool) -> None:
+          limit: str | None, planned: list[Any], verbose: bool, show_results: bool) -> None:
     if junit:
         from provisioner.files import write_atomic
 

@@ -120,8 +120,7 @@ def _print(result: Explanation, mapping: dict[str, str], audited: list[dict[str,
             out.print(f"  {seen} -> {host}")
     for entry in audited:
         state = entry["status"] if not entry["error"] else f"{entry['status']}: {entry['error']}"
-        out.print(f"  audit {entry['host']}: {state}, {len(entry['findings'])} finding(s)", markup=False,
-                  highlight=False)
+        out.print(f"  audit {entry['host']}: {state}, {len(entry['findings'])} finding(s)")
 
 
 @click.command("explain")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -141,11 +141,11 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     raise SystemExit(outcome.exit_code)
 
 
-def load_plans(inventory: Path, playbook: Path | None, limit: str | None, ssh_config: Path | None = None) -> list:
+def load_plans(inventory: Path, playbook: Path | None, limit: str | None, ssh_config: Path | None = None) -> list[Any]:
     """The hosts the playbook's plays target (after --limit); without a playbook, every inventory host."""
     from provisioner import loading
 
-    path = loading.find_playbook(inventory, playbook, required=False)
+    path = playbook or loading.default_playbook(inventory)
     plans, warnings = (loading.load_plans(inventory, path, limit, ssh_config=ssh_config) if path
                        else loading.load_hosts(inventory, limit, ssh_config=ssh_config))
     for warning in warnings:

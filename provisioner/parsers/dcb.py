@@ -208,7 +208,7 @@ def parse_dcb(text: str) -> DcbReport:
             found.attempt(line, builder.feed)
     found.result("no dcb keyword found")  # raises when no line was one
     fields = builder.fields(found)
-    return DcbReport(**fields, **found.result())  # type: ignore[arg-type]
+    return DcbReport(**fields, **found.result())
 
 
 def qos_of(report: DcbReport) -> MlnxQos:

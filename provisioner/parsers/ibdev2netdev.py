@@ -47,7 +47,7 @@ def parse_ibdev2netdev(text: str) -> Ibdev2netdev:
         found.attempt(line, lambda line: links.append(_link(line)))
     if not lines:
         return Ibdev2netdev(links=[])
-    return Ibdev2netdev(links=links, **found.result())  # type: ignore[arg-type]
+    return Ibdev2netdev(links=links, **found.result())
 
 
 def _link(line: Line) -> Ibdev2netdevLink:

@@ -167,4 +167,4 @@ def parse_ibstat(text: str) -> Ibstat:
         found.attempt(line, handle)
     built = [_build_ca(c, errors, found) for c in cas]
     completeness = found.result() if found.recognised or found.unplaced else {}
-    return Ibstat(cas=built, errors=errors, **completeness)  # type: ignore[arg-type]
+    return Ibstat(cas=built, errors=errors, **completeness)

@@ -132,4 +132,4 @@ def parse_ibstatus(text: str) -> IbStatus:
     lines = content_lines(text)
     ports = parse_ibstatus_lines(KIND, lines, found)
     completeness = found.result() if lines else {}
-    return IbStatus(ports=ports, **completeness)  # type: ignore[arg-type]
+    return IbStatus(ports=ports, **completeness)

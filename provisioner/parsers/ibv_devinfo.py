@@ -241,4 +241,4 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
         found.attempt(line, handle)
     built = [d.build(found) for d in devices]
     completeness = found.result() if found.recognised or found.unplaced else {}
-    return IbvDevinfo(devices=built, **completeness)  # type: ignore[arg-type]
+    return IbvDevinfo(devices=built, **completeness)

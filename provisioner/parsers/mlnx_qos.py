@@ -9,6 +9,7 @@ its `enabled` row was cut off (`complete` False). Only output with no mlnx_qos l
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field
 
@@ -92,7 +93,7 @@ class _Builder:
         self.pfc_priorities: list[int] | None = None
         self.pfc_header: Line | None = None
         self.pfc_rows: dict[str, list[int]] = {}
-        self.tcs: list[dict] = []
+        self.tcs: list[dict[str, Any]] = []
         self.extra: dict[str, str] = {}
 
     def feed(self, line: Line) -> bool:
@@ -181,11 +182,12 @@ class _Builder:
         tcs = []
         for entry in self.tcs:
             attributes: dict[str, str] = entry["attributes"]
-            bw = attributes.get("bw")
-            if bw is not None:
-                if not is_int(bw.rstrip("%")):
-                    fail(self.kind, f"tc bandwidth is not a percentage: {bw!r}", entry["line"])
-                bw = int(bw.rstrip("%"))
+            bw_text = attributes.get("bw")
+            bw: int | None = None
+            if bw_text is not None:
+                if not is_int(bw_text.rstrip("%")):
+                    fail(self.kind, f"tc bandwidth is not a percentage: {bw_text!r}", entry["line"])
+                bw = int(bw_text.rstrip("%"))
             tcs.append(QosTrafficClass(
                 tc=entry["tc"],
                 tsa=attributes.get("tsa"),
@@ -213,7 +215,7 @@ class _Builder:
             tcs=tcs,
             ratelimit={tc.tc: tc.ratelimit for tc in tcs if tc.ratelimit is not None},
             extra=self.extra,
-            **found.result("no mlnx_qos line found"),  # type: ignore[arg-type]
+            **found.result("no mlnx_qos line found"),
         )
 
 

@@ -288,8 +288,8 @@ class _Log:
             suspect_interfaces=self.suspects,
             nccl_versions_by_host=self.versions,
             ib_unavailable=unique(self.ib_unavailable),
-            **lists,  # type: ignore[arg-type]
-            **self.fields,  # type: ignore[arg-type]
+            **lists,
+            **self.fields,
         )
 
 

@@ -268,13 +268,17 @@ class _Run:
         self.open = True
         return True
 
+    def _count(self, name: str) -> int:
+        value = self.fields.get(name)
+        return value if isinstance(value, int) else 0
+
     def verdict(self) -> Verdict:
         wrong = [w for r in self.rows for w in (r.oop_wrong, r.ip_wrong) if isinstance(w, int)]
         if self.failures:
             return "failed"
-        if any(w > 0 for w in wrong) or (self.fields.get("bitwise_mismatches") or 0) > 0:
+        if any(w > 0 for w in wrong) or self._count("bitwise_mismatches") > 0:
             return "wrong results"
-        if (self.fields.get("out_of_bounds") or 0) > 0 or self.fields.get("out_of_bounds_ok") is False:
+        if self._count("out_of_bounds") > 0 or self.fields.get("out_of_bounds_ok") is False:
             return "out of bounds"
         if self.open or "avg_busbw" not in self.fields:
             return "truncated: no footer"
@@ -308,8 +312,8 @@ def parse_nccl_tests(text: str) -> NcclTests:
         devices=run.devices,
         failures=run.failures,
         runs=run.runs,
-        **fields,  # type: ignore[arg-type]
-        **completeness,  # type: ignore[arg-type]
+        **fields,
+        **completeness,
     )
 
 

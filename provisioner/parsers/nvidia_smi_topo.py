@@ -188,5 +188,5 @@ def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
         legend=topo.legend,
         nic_legend=topo.nic_legend,
         ibstatus=ibstatus,
-        **completeness,  # type: ignore[arg-type]
+        **completeness,
     )

@@ -15,6 +15,7 @@ first reading without its second, makes the result incomplete.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field
 
@@ -92,13 +93,13 @@ def _count(value: str, line: Line, kind: str) -> int:
     return parsed
 
 
-def _ordered(table: dict[tuple[str | None, int], dict]) -> list[PortCounterSet]:
+def _ordered(table: dict[tuple[str | None, int], dict[str, Any]]) -> list[PortCounterSet]:
     return [PortCounterSet.model_validate(entry) for entry in table.values()]
 
 
 def parse_port_counters(text: str) -> PortCounters:
     kind = "port_counters"
-    readings: list[dict[tuple[str | None, int], dict]] = [{}]
+    readings: list[dict[tuple[str | None, int], dict[str, Any]]] = [{}]
     interval: float | None = None
     found = Collector(kind)
 
@@ -128,13 +129,13 @@ def parse_port_counters(text: str) -> PortCounters:
         ports=_ordered(readings[0]),
         interval_s=interval,
         later=_ordered(readings[1]) if interval is not None else [],
-        **completeness,  # type: ignore[arg-type]
+        **completeness,
     )
 
 
 def parse_perfquery(text: str) -> PortCounters:
     kind = "perfquery"
-    ports: list[dict] = []
+    ports: list[dict[str, Any]] = []
     found = Collector(kind)
 
     def handle(line: Line) -> None:
@@ -161,5 +162,5 @@ def parse_perfquery(text: str) -> PortCounters:
     completeness = found.result("no '# Port counters' header or counter line")
     return PortCounters(
         ports=[PortCounterSet(port=e["port"], lid=e["lid"], counters=e["counters"]) for e in ports if e["counters"]],
-        **completeness,  # type: ignore[arg-type]
+        **completeness,
     )

@@ -60,7 +60,7 @@ def parse_rdma_link(text: str) -> RdmaLinks:
     for line in lines:
         found.attempt(line, handle)
     completeness = found.result() if lines else {}
-    return RdmaLinks(**completeness, links=[  # type: ignore[arg-type]
+    return RdmaLinks(**completeness, links=[
         RdmaLink(
             device=device,
             port=port,

@@ -138,4 +138,4 @@ def parse_rdma_qos_script(text: str) -> RdmaQosScript:
     if understood <= 0 and found.unplaced:
         u = found.unplaced[0]
         raise ParseError(KIND, u.reason or "line fits no part of the report", line=u.line, text=u.text)
-    return RdmaQosScript(devices=devices, **found.result())  # type: ignore[arg-type]
+    return RdmaQosScript(devices=devices, **found.result())

@@ -94,4 +94,4 @@ def parse_show_gids(text: str) -> ShowGids:
         found.lack(f"{count - len(gids)} GID rows (the trailer says {count}, {len(gids)} were printed)"
                    if count > len(gids) else f"nothing: {len(gids)} rows but the trailer says {count}")
     completeness = found.result("no show_gids header, rows or n_gids_found trailer")
-    return ShowGids(gids=gids, n_gids_found=count, **completeness)  # type: ignore[arg-type]
+    return ShowGids(gids=gids, n_gids_found=count, **completeness)

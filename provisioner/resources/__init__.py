@@ -1,46 +1,44 @@
 """The resource kinds: for each, the probes that read a host and the pure evaluation of their output.
 
-`REGISTRY` maps a play's kind name to its ResourceType; `FLEET_CHECKS` holds, for the kinds that compare
-hosts with each other, the function the engine calls once every host is gathered.
+`REGISTRY` maps a play's kind name to its ResourceType. It is filled from the modules of this package:
+a module that defines `RESOURCE` (a ResourceType) adds that kind, so a new kind is one new module and
+nothing else changes. `register`/`unregister` add and take away a kind defined elsewhere (a plugin, a
+test's toy kind).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import pkgutil
 from typing import Any
 
-from provisioner.resources import (
-    file,
-    interface,
-    interface_fix,
-    kernel_module,
-    mtu_uniform,
-    nccl,
-    ofed,
-    port_counters,
-    roce_fix,
-    roce_qos,
-    service,
-    sysctl,
-)
-from provisioner.resources.base import Check, ResourceType
+from provisioner.resources.base import ResourceType
 
-# Remedies of the larger kinds live in a module of their own beside the kind's probes and evaluation.
-_REMEDIES: dict[str, Callable[..., list[Any]]] = {
-    interface.KIND: interface_fix.remedy,
-    roce_qos.KIND: roce_fix.remedy,
-}
+REGISTRY: dict[str, ResourceType[Any]] = {}
 
-REGISTRY: dict[str, ResourceType[Any]] = {
-    module.KIND: ResourceType(module.KIND, module.probes, module.evaluate,
-                              _REMEDIES.get(module.KIND, getattr(module, "remedy", None)))
-    for module in (
-        interface, mtu_uniform, service, kernel_module, sysctl, ofed, nccl, roce_qos, file, port_counters,
-    )
-}
 
-FLEET_CHECKS: dict[str, Callable[[Any, dict[str, int | None]], dict[str, Check]]] = {
-    mtu_uniform.KIND: mtu_uniform.fleet_checks,
-}
+def register(rtype: ResourceType[Any]) -> ResourceType[Any]:
+    """Add a kind; a second, different kind under a name already taken is refused."""
+    known = REGISTRY.get(rtype.kind)
+    if known is not None and known is not rtype:
+        raise ValueError(f"resource kind {rtype.kind!r} is already registered")
+    REGISTRY[rtype.kind] = rtype
+    return rtype
 
-__all__ = ["FLEET_CHECKS", "REGISTRY"]
+
+def unregister(kind: str) -> None:
+    REGISTRY.pop(kind, None)
+
+
+def _discover() -> None:
+    # Sorted, so the kinds (and the messages listing them) come in one order everywhere.
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        rtype = getattr(module, "RESOURCE", None)
+        if isinstance(rtype, ResourceType):
+            register(rtype)
+
+
+_discover()
+
+__all__ = ["REGISTRY", "register", "unregister"]

@@ -98,14 +98,36 @@ S = TypeVar("S", bound=Spec)
 
 @dataclass(frozen=True)
 class ResourceType(Generic[S]):
-    """A resource kind: `probes(spec, ctx)` lists what to read; `evaluate(spec, results, ctx)` compares;
-    `remedy` (when the kind can change anything) says which steps remove the drift."""
+    """A resource kind, everything about it in one value: the generic code reads only this.
+
+    `spec` is the pydantic model a play's `{kind: ...}` is validated with (its docstring and field
+    descriptions are the kind's documentation); `probes(spec, ctx)` lists what to read;
+    `evaluate(spec, results, ctx)` compares; `remedy` (when the kind can change anything) says which
+    steps remove the drift. A kind module exposes its ResourceType as `RESOURCE`; the registry
+    (`provisioner.resources`) finds it there.
+    """
 
     kind: str
+    spec: type[S]
     probes: Callable[[S, HostContext], Sequence[Probe]]
     evaluate: Callable[[S, Results, HostContext], list[Check]]
     # `remedy(spec, results, ctx, checks)`: the steps removing the drift in `checks` (resources/steps.py).
     remedy: Callable[[S, Results, HostContext, list[Check]], list[Any]] | None = None
+    # `fleet_checks(spec, values)`: for kinds comparing hosts with each other, called once every host is
+    # gathered with each host's value (its first check's actual, as a number) -> the host's final check.
+    fleet_checks: Callable[[S, dict[str, int | None]], dict[str, Check]] | None = None
+    # Kinds whose steps on the same host must all have worked before this kind's steps run.
+    needs: tuple[str, ...] = ()
+    # `notified_unit(target)`: the systemd unit a resource of this kind is, when its own steps must wait
+    # for the resources that notify (restart) that unit.
+    notified_unit: Callable[[str], str] | None = None
+    # Settings as a play writes them, for the playbook reference (docs/playbook.md, provisioner.docs):
+    # together they set every key of `spec`, and each must validate.
+    examples: tuple[Mapping[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.spec.kind != self.kind:
+            raise ValueError(f"resource kind {self.kind!r} has the spec model of kind {self.spec.kind!r}")
 
 
 def sh(*parts: str) -> str:

@@ -20,6 +20,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     drift,
     error,
@@ -186,3 +187,10 @@ def remedy(spec: FileSpec, results: Results, ctx: HostContext, checks: list[Chec
         steps.append(command_step(target, "chmod", ("chmod", "--", mode, spec.path),
                                   undo=["chmod", "--", old_mode, spec.path], phase=PHASE_FILES, notify=notify))
     return steps
+
+
+RESOURCE = ResourceType(KIND, FileSpec, probes, evaluate, remedy=remedy, examples=(
+    {"path": "/etc/nccl.conf", "content": "NCCL_IB_GID_INDEX=3\n", "mode": "0644", "owner": "root", "group": "root",
+     "notify": ["nccl-exporter"]},
+    {"path": "/etc/fabnet/fabric.env", "template": "fabric.env.j2", "mode": "0600", "sensitive": True},
+))

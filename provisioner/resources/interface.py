@@ -38,7 +38,7 @@ from provisioner.resources.base import (
 )
 from provisioner.specs import InterfaceSpec
 
-KIND = "interface"
+KIND = "interface"  # its ResourceType (RESOURCE) is in interface_fix, beside the remedy
 
 IP_LINK = Probe(sh("ip", "-j", "-d", "link", "show"))
 RDMA_LINK = Probe(sh("rdma", "link", "show"))

@@ -14,7 +14,16 @@ from typing import Any
 import yaml
 
 from provisioner.errors import ParseError
-from provisioner.resources.base import Check, HostContext, ProbeFailed, Results, parse_file_listing, stdout_of
+from provisioner.resources import interface
+from provisioner.resources.base import (
+    Check,
+    HostContext,
+    ProbeFailed,
+    ResourceType,
+    Results,
+    parse_file_listing,
+    stdout_of,
+)
 from provisioner.resources.interface import (
     _IFUPDOWN_STANZAS,
     _IP_LINK_MTU,
@@ -252,3 +261,9 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
             steps.append(file_step(target, "persist", path, text.encode(), phase=PHASE_NETWORK,
                                    mode=_mode_for(path), expect=(Expect.file(path, files.get(path)),)))
     return steps
+
+
+RESOURCE = ResourceType(interface.KIND, InterfaceSpec, interface.probes, interface.evaluate, remedy=remedy, examples=(
+    {"name": "ens1f0np0", "mtu": 9000, "state": "up", "persistent": True},
+    {"rdma_device": "mlx5_1", "mtu": 4200},
+))

@@ -15,6 +15,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     compare,
     drift,
@@ -149,3 +150,8 @@ def remedy(spec: KernelModuleSpec, results: Results, ctx: HostContext, checks: l
                                        expect=(Expect.file(source, listing.files[source]),)))
                 listing.files.pop(source)
     return steps
+
+
+RESOURCE = ResourceType(KIND, KernelModuleSpec, probes, evaluate, remedy=remedy, examples=(
+    {"name": "nvidia_peermem", "state": "loaded", "persistent": True, "notify": ["nvidia-persistenced"]},
+))

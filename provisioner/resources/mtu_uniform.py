@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from provisioner.errors import ParseError
-from provisioner.resources.base import Check, HostContext, Probe, ProbeFailed, Results, drift, error, ok
+from provisioner.resources.base import Check, HostContext, Probe, ProbeFailed, ResourceType, Results, drift, error, ok
 from provisioner.resources.interface import ip_links, live_mtu, netdev_of, netdev_probes
 from provisioner.specs import MtuUniformSpec
 
@@ -70,3 +70,7 @@ def fleet_checks(spec: MtuUniformSpec, mtus: dict[str, int | None]) -> dict[str,
                 message += "; also differing: " + _hosts([f"{h} ({known[h]})" for h in also])
             checks[host] = drift("mtu", desired, mtu, message)
     return checks
+
+
+RESOURCE = ResourceType(KIND, MtuUniformSpec, probes, evaluate, fleet_checks=fleet_checks,
+                        examples=({"interface": "ens1f0np0"}, {"rdma_device": "mlx5_0"}))

@@ -20,6 +20,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     drift,
     errors_for,
@@ -231,10 +232,10 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
     pin = pin_file(spec)
     if "version" not in drifted:  # held / pin: audited with apt only
         version = next(c.actual for c in checks if c.attribute == "version") or ""
-        undo = (f"apt-mark unhold {shlex.quote(spec.package)} >/dev/null; " + restore_file(pin)
-                if "held" in drifted else restore_file(pin))
+        unhold = (f"apt-mark unhold {shlex.quote(spec.package)} >/dev/null; " + restore_file(pin)
+                  if "held" in drifted else restore_file(pin))
         return [Step(target, "hold", hold_commands(spec, version), f"pin {spec.package} {version} + apt-mark hold",
-                     undo=undo, phase=PHASE_PACKAGES, writes=(pin,))]
+                     undo=unhold, phase=PHASE_PACKAGES, writes=(pin,))]
     version_check = drifted["version"]
     if ctx.package_manager == "dnf":
         command = dnf_commands(spec)
@@ -254,3 +255,7 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
                 f"--allow-downgrades {shlex.quote(spec.package + '=' + old)}; "
                 + restore_file(pin))
     return [Step(target, "install", command, shown, undo=undo, phase=PHASE_PACKAGES, writes=(pin,))]
+
+
+RESOURCE = ResourceType(KIND, NcclSpec, probes, evaluate, remedy=remedy,
+                        examples=({"version": ">=2.19,<2.24", "package": "libnccl2"},))

@@ -15,6 +15,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     compare,
     drift,
@@ -74,3 +75,7 @@ def remedy(spec: OfedSpec, results: Results, ctx: HostContext, checks: list[Chec
                f"sh -c {shlex.quote(ctx.ofed_install_command)}")
     return [Step(target, "install", command, f"{INSTALL_VARIABLE} (FABNET_OFED_VERSION={spec.version.text})",
                  phase=PHASE_PACKAGES)]
+
+
+RESOURCE = ResourceType(KIND, OfedSpec, probes, evaluate, remedy=remedy,
+                        examples=({"version": ">=23.10", "flavor": "MLNX_OFED_LINUX"},))

@@ -17,6 +17,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     drift,
     error,
@@ -76,6 +77,7 @@ def _limit_checks(spec: PortCountersSpec, port: PortCounterSet, later: PortCount
                   interval: float | None) -> list[Check]:
     where = _name(spec, port)
     checks: list[Check] = []
+    limit: float  # the counts' limits are whole numbers, the rates' fractions
     for counter, limit in spec.max.items():
         value = port.value(counter)
         attribute = f"{where} {counter}"
@@ -123,3 +125,9 @@ def evaluate(spec: PortCountersSpec, results: Results, ctx: HostContext) -> list
     for port in ports:
         checks += _limit_checks(spec, port, later.get((port.device, port.port)), parsed.interval_s)
     return checks
+
+
+RESOURCE = ResourceType(KIND, PortCountersSpec, probes, evaluate, examples=(
+    {"device": "mlx5_0", "port": 1, "max": {"symbol_error": 0, "link_downed": 0},
+     "max_rate": {"port_rcv_errors": 0.5}, "interval": 2.0, "source": "sysfs"},
+))

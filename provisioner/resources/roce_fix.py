@@ -8,7 +8,10 @@ own: they follow the link, the netdev MTU and the addresses, which other resourc
 
 from __future__ import annotations
 
-from provisioner.resources.base import Check, HostContext, Results, sh
+from collections.abc import Callable
+
+from provisioner.resources import roce_qos
+from provisioner.resources.base import Check, HostContext, ResourceType, Results, sh
 from provisioner.resources.roce_qos import PORT, _priorities, _with_device, _with_netdev, _word
 from provisioner.resources.steps import (
     PHASE_QOS,
@@ -146,15 +149,17 @@ def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[C
         steps.append(Step(target, "ecn", _ecn_commands(spec, ctx, spec.ecn),
                           f"ECN roce_np/roce_rp enable: priorities {_priorities(spec.ecn)} on, others off",
                           undo=_ecn_commands(spec, ctx, old) if old is not None else None, phase=PHASE_QOS))
-    for attribute, build in (("cnp_dscp", lambda v: _cnp_command(spec, ctx, v)),
-                             ("traffic_class", lambda v: _tclass_command(spec, ctx, v)),
-                             ("roce_tos", lambda v: _tos_command(spec, ctx, v))):
+    builders: tuple[tuple[str, Callable[[int], str]], ...] = (
+        ("cnp_dscp", lambda v: _cnp_command(spec, ctx, v)),
+        ("traffic_class", lambda v: _tclass_command(spec, ctx, v)),
+        ("roce_tos", lambda v: _tos_command(spec, ctx, v)))
+    for attribute, build in builders:
         if attribute not in drifted:
             continue
         value = getattr(spec, attribute)
-        old = drifted[attribute].actual
+        was = drifted[attribute].actual
         steps.append(Step(target, attribute, build(value), f"set {attribute} {value}",
-                          undo=build(int(old)) if old and old.isdigit() else None, phase=PHASE_QOS))
+                          undo=build(int(was)) if was and was.isdigit() else None, phase=PHASE_QOS))
     if steps:
         name = (spec.interface or spec.rdma_device or "port").replace("/", "_")
         steps.append(file_step(target, "persist", f"{REPLAY_DIR}{name}.sh", replay_script(spec, ctx).encode(),
@@ -165,3 +170,13 @@ def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[C
                           f"systemctl enable {REPLAY_UNIT} (replays the settings at boot)",
                           undo=sh("systemctl", "disable", REPLAY_UNIT), phase=PHASE_QOS))
     return steps
+
+
+RESOURCE = ResourceType(roce_qos.KIND, RoceQosSpec, roce_qos.probes, roce_qos.evaluate, remedy=remedy,
+                        # QoS settings are read and written with the OFED stack's tools.
+                        needs=("ofed",), examples=(
+    {"interface": "ens1f0np0", "trust": "dscp", "pfc": [3], "ecn": [3], "dscp2prio": {26: 3}, "traffic_class": 106,
+     "cnp_dscp": 48, "roce_tos": 106, "port_state": "active", "active_mtu": 4096, "gid_index": 3,
+     "tsa": ["ets"] * 8, "tcbw": [10] * 7 + [30]},
+    {"rdma_device": "mlx5_1", "trust": "dscp", "pfc": [3]},
+))

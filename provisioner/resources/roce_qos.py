@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from provisioner.errors import ParseError
 from provisioner.parsers._text import require_complete
@@ -39,7 +39,7 @@ from provisioner.resources.base import (
 )
 from provisioner.specs import RoceQosSpec
 
-KIND = "roce_qos"
+KIND = "roce_qos"  # its ResourceType (RESOURCE) is in roce_fix, beside the remedy
 PORT = 1
 
 # awk programs reading `rdma link show` / `ibdev2netdev` lines; the names they look for come in through
@@ -197,7 +197,7 @@ def _priorities(values: list[int]) -> str:
     return ",".join(str(v) for v in sorted(values)) or "none"
 
 
-def _per_tc(values: list[object]) -> str:
+def _per_tc(values: Sequence[object]) -> str:
     return ",".join(str(v) for v in values)
 
 

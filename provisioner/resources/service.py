@@ -15,6 +15,7 @@ from provisioner.resources.base import (
     Probe,
     ProbeFailed,
     ProbeGroup,
+    ResourceType,
     Results,
     drift,
     errors_for,
@@ -149,3 +150,12 @@ def restart_handler(unit: str, notifiers: tuple[str, ...]) -> Step:
     return Step(f"handler[{name}]", "restart", sh("systemctl", "restart", "--", name),
                 f"systemctl restart {name} (notified by {', '.join(notifiers)})", phase=PHASE_HANDLERS,
                 needs=notifiers)
+
+
+def notified_unit(target: str) -> str:
+    """The unit a service resource is, from its target `service[NAME]`: its steps wait for its notifiers."""
+    return unit_name(target[len(f"{KIND}["):-1])
+
+
+RESOURCE = ResourceType(KIND, ServiceSpec, probes, evaluate, remedy=remedy, notified_unit=notified_unit,
+                        examples=({"name": "openibd", "state": "started", "enabled": True},))

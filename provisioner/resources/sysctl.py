@@ -16,6 +16,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     drift,
     error,
@@ -192,3 +193,7 @@ def remedy(spec: SysctlSpec, results: Results, ctx: HostContext, checks: list[Ch
         edit = FileEdit("sysctl.set", (name, spec.value), listing.files.get(path))
         steps.append(edit_step(target, "persist", path, edit, phase=PHASE_SYSCTL))
     return steps
+
+
+RESOURCE = ResourceType(KIND, SysctlSpec, probes, evaluate, remedy=remedy,
+                        examples=({"name": "net.ipv4.conf.all.arp_ignore", "value": 1, "persistent": True},))

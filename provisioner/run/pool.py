@@ -131,8 +131,9 @@ def _processes(items: Sequence[T], work: Callable[[T], R], forks: int, processes
     for number, share in enumerate(shares):
         threads = forks // processes + (1 if number < forks % processes else 0)
         receiver, sender = context.Pipe(duplex=False)
-        process = context.Process(target=_child, args=(items, share, work, max(1, threads), sender),
-                                  name=f"fabnet-worker-{number}", daemon=True)
+        process: multiprocessing.process.BaseProcess = context.Process(
+            target=_child, args=(items, share, work, max(1, threads), sender), name=f"fabnet-worker-{number}",
+            daemon=True)
         process.start()
         sender.close()
         running[receiver] = (process, share)

@@ -20,6 +20,7 @@ from fabric import Connection
 
 from provisioner import become, transport
 from provisioner.inventory import Host
+from provisioner.sockets import interrupted
 
 # Idle sessions (a run waiting at its confirmation prompt, a batch waiting its turn) send a keepalive
 # this often, so a NAT or firewall between does not forget them.
@@ -52,8 +53,8 @@ class HostSession:
     def _connection(self, fresh: bool = False) -> Connection:
         with self._lock:
             conn = self._conn
-            alive = conn is not None and conn.client.get_transport() is not None and \
-                conn.client.get_transport().is_active()  # type: ignore[union-attr]
+            client_transport = conn.client.get_transport() if conn is not None else None
+            alive = client_transport is not None and client_transport.is_active()
             if conn is not None and (fresh or not alive):
                 conn.close()
                 conn = self._conn = None
@@ -87,7 +88,7 @@ class HostSession:
                                        shorten_after=shorten_after)
             except transport.NotStarted:
                 # Nothing ran on the host: a kept session that died while idle is opened again, once.
-                if attempt == 2 or transport.interrupted.is_set():
+                if attempt == 2 or interrupted.is_set():
                     raise
                 continue
             self.execs += 1

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from provisioner.smoke.busbw import SizeResult, size_result
 from provisioner.smoke.plan import Job
@@ -25,7 +26,7 @@ class RankProgress:
     error: str | None = None
     missing: tuple[int, ...] = ()  # rank 0 only: the ranks it never saw at the rendezvous
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "host": self.host, "stage": self.stage, "sizes_done": self.sizes_done,
                 "error": self.error}
 
@@ -54,7 +55,7 @@ _PEER_FAILURE = re.compile(r"timed out|timeout|connection (?:reset|closed|refuse
                            re.IGNORECASE)
 
 
-def rank_progress(job: Job, events: Mapping[int, Sequence[dict]]) -> list[RankProgress]:
+def rank_progress(job: Job, events: Mapping[int, Sequence[dict[str, Any]]]) -> list[RankProgress]:
     """How far each rank got (`stage` is the furthest point reached, even when it then failed)."""
     progress = []
     for rank in job.ranks():
@@ -72,7 +73,7 @@ def rank_progress(job: Job, events: Mapping[int, Sequence[dict]]) -> list[RankPr
     return progress
 
 
-def figures(job: Job, events: Mapping[int, Sequence[dict]]) -> list[SizeResult]:
+def figures(job: Job, events: Mapping[int, Sequence[dict[str, Any]]]) -> list[SizeResult]:
     """Per size: the slowest rank's time (the collective is done when the last rank is), with its
     bandwidths; the count of wrong elements summed over ranks."""
     times: dict[int, list[float]] = {}
@@ -168,7 +169,7 @@ def explain(job: Job, progress: Sequence[RankProgress], ifaces: Mapping[str, str
         size = job.sizes[min(min(done), len(job.sizes) - 1)]
         return hosts, (f"every rank joined, then the all-reduce of {size} bytes {ended}: typical of a hop with a "
                        "smaller MTU on the data path, or a firewall dropping the collective's connections")
-    first = next((p for p in progress if p.error), None)
-    if first is not None:
-        return hosts, f"rank {first.rank} on {first.host} failed: {first.error}"
+    failed = next((p for p in progress if p.error), None)
+    if failed is not None:
+        return hosts, f"rank {failed.rank} on {failed.host} failed: {failed.error}"
     return hosts, f"the run {ended} before every rank joined"

@@ -11,6 +11,7 @@ import string
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 FIELDS = ("host", "reason", "busbw")
 
@@ -22,7 +23,7 @@ class Drained:
     exit_code: int | None
     output: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "command": shlex.join(self.argv), "exit_code": self.exit_code,
                 "output": self.output}
 

@@ -14,22 +14,23 @@ import sys
 import threading
 import time
 import warnings
+from typing import Any
 
 
 class Events:
-    def __init__(self, path, rank):
+    def __init__(self, path: str, rank: int) -> None:
         self.path = path
         self.rank = rank
 
-    def emit(self, event, **fields):
+    def emit(self, event: str, **fields: Any) -> None:
         record = {"event": event, "rank": self.rank, "t": round(time.time(), 3), **fields}
         # One write per line, flushed at once: a rank killed a moment later still leaves a readable file.
         with open(self.path, "a") as handle:
             handle.write(json.dumps(record) + "\n")
 
 
-def watchdog(events, seconds):
-    def expire():
+def watchdog(events: Events, seconds: float) -> None:
+    def expire() -> None:
         events.emit("error", stage="deadline", message=f"own deadline of {seconds:g} s reached")
         os._exit(3)
 
@@ -38,7 +39,7 @@ def watchdog(events, seconds):
     timer.start()
 
 
-def sweep(args, events, torch, dist, device):
+def sweep(args: argparse.Namespace, events: Events, torch: Any, dist: Any, device: Any) -> None:
     world = dist.get_world_size()
     expected = world * (world + 1) / 2
     for size in args.sizes:
@@ -65,7 +66,7 @@ def sweep(args, events, torch, dist, device):
         events.emit("size", bytes=count * 4, seconds=seconds, wrong=wrong)
 
 
-def main(argv=None):
+def main(argv: "list[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--world", type=int, required=True)
@@ -98,8 +99,9 @@ def main(argv=None):
         # The rendezvous in two steps, so a failure can say which ranks never arrived: every rank marks
         # itself in the store before the process group (and gloo's mesh) is built.
         try:
-            store = dist.TCPStore(args.master, args.port, args.world, is_master=args.rank == 0, timeout=timeout,
-                                  wait_for_workers=False)
+            # torch.distributed re-exports TCPStore from its C extension without listing it in its stubs.
+            store = dist.TCPStore(args.master, args.port, args.world,  # type: ignore[attr-defined]
+                                  is_master=args.rank == 0, timeout=timeout, wait_for_workers=False)
         except Exception as exc:
             events.emit("error", stage="connect", message=f"cannot reach the rendezvous {args.master}:{args.port}: "
                         f"{type(exc).__name__}: {str(exc)[:300]}")

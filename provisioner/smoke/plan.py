@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from provisioner.resources.base import sh
 from provisioner.smoke.targets import Target
@@ -154,7 +155,7 @@ def kill_script(job: Job, target: Target) -> str:
 class HostReport:
     """What one host's exec (launch or kill) printed, split into the ranks' events and the rest."""
 
-    events: dict[int, list[dict]] = field(default_factory=dict)
+    events: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     outputs: dict[int, str] = field(default_factory=dict)
     iface: str = ""
     alive: list[int] = field(default_factory=list)

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from provisioner import batch
 from provisioner.resources.base import Probe, ProbeResult, sh
@@ -59,7 +60,7 @@ class Finding:
     message: str
     fix: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"check": self.check, "hosts": list(self.hosts), "message": self.message, "fix": self.fix}
 
 

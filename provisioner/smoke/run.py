@@ -11,10 +11,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from provisioner import batch, transport
 from provisioner.become import Secret
 from provisioner.errors import ParseError
+from provisioner.hostplans import HostPlan
 from provisioner.run import runner, session
 from provisioner.smoke import drain, localise, nccltests, plan, preflight
 from provisioner.smoke.busbw import SizeResult, average_busbw
@@ -55,7 +57,7 @@ class SmokeOutcome:
     job: JobResult | None = None
     rows: list[SizeResult] = field(default_factory=list)
     avg_busbw: float | None = None
-    pairs: list[dict] = field(default_factory=list)
+    pairs: list[dict[str, Any]] = field(default_factory=list)
     localisation: localise.Verdict | None = None
     failed_hosts: dict[str, str] = field(default_factory=dict)  # host -> reason
     drained: list[drain.Drained] = field(default_factory=list)
@@ -80,7 +82,7 @@ def _session_of(sessions: session.Sessions) -> SessionOf:
 # ------------------------------------------------------------------------------------------ pre-flight
 
 
-def _probe_host(target: Target, probes: dict, session_of: SessionOf) -> dict | str:
+def _probe_host(target: Target, probes: dict[str, Any], session_of: SessionOf) -> dict[str, Any] | str:
     nonce = batch.new_nonce()
     script = preflight.build_script(probes, nonce)
     try:
@@ -147,7 +149,7 @@ def _job(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], setti
 
 def _pair_round(pairs: Sequence[localise.Pair], by_name: dict[str, Target], facts: dict[str, preflight.HostFacts],
                 settings: Settings, backend: str, ranks: int, port: int, session_of: SessionOf,
-                records: list[dict], round_no: int) -> dict[localise.Pair, float | None]:
+                records: list[dict[str, Any]], round_no: int) -> dict[localise.Pair, float | None]:
     def one(pair: localise.Pair) -> tuple[localise.Pair, JobResult]:
         job = _job([by_name[pair[0]], by_name[pair[1]]], facts, settings, backend, ranks, port)
         return pair, run_job(job, session_of, settings.timeout)
@@ -329,7 +331,8 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
                 outcome.failed_hosts[host] = f"slow all-reduce: {shown} with a good host, threshold {threshold:g} GB/s"
 
 
-def verify_plans(plans: Sequence, options: Options | None = None, log: Log = lambda m: None) -> SmokeOutcome | None:
+def verify_plans(plans: Sequence[HostPlan], options: Options | None = None,
+                 log: Log = lambda m: None) -> SmokeOutcome | None:
     """The smoke test a playbook asks for after a change (`verify: all_reduce:` in a play), across the
     hosts of `plans`; None when no play asks for one. For `fabnet apply` and other callers."""
     from provisioner.smoke.targets import targets_from_plans, verify_spec

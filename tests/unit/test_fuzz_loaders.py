@@ -21,7 +21,7 @@ from provisioner import sandbox, yamlsrc
 from provisioner.errors import ConfigError
 from provisioner.hostplans import validate
 from provisioner.inventory import load_inventory
-from provisioner.specs import KINDS
+from provisioner.resources import REGISTRY
 from provisioner.templating import VarResolver, check_template_text
 from provisioner.yamlsrc import Origin, load_yaml
 
@@ -163,10 +163,10 @@ values = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
     max_leaves=20,
 )
-field_names = st.sampled_from(sorted({name for model in KINDS.values() for name in model.model_fields}))
+field_names = st.sampled_from(sorted({name for rtype in REGISTRY.values() for name in rtype.spec.model_fields}))
 resource_item = st.builds(
     lambda kind, spec: {kind: spec},
-    st.sampled_from([*KINDS, "nope"]),
+    st.sampled_from([*REGISTRY, "nope"]),
     st.one_of(st.dictionaries(field_names, values, max_size=5), values),
 )
 play = st.fixed_dictionaries(

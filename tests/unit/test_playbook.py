@@ -172,9 +172,8 @@ def test_unknown_kind_lists_the_kinds(tmp_path: Path, inv_path: Path) -> None:
     path = write(tmp_path, "site.yml", "- hosts: gpu\n  resources:\n    - interfce: {name: eth0}\n")
     err = only_error(inv_path, path)
     assert err.key == "plays[0].resources[0].interfce"
-    assert "allowed kinds: interface, mtu_uniform, service, kernel_module, sysctl, ofed, nccl, roce_qos, file" in (
-        err.message
-    )
+    assert ("allowed kinds: file, interface, kernel_module, mtu_uniform, nccl, ofed, port_counters, roce_qos, "
+            "service, sysctl") in err.message
     assert "did you mean 'interface'" in err.message
 
 

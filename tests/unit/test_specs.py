@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from provisioner.resources import REGISTRY
 from provisioner.specs import (
-    KINDS,
     FileSpec,
     InterfaceSpec,
     KernelModuleSpec,
@@ -28,6 +28,7 @@ def errors(model: type, **data: object) -> list[tuple[tuple, str]]:
 
 
 def test_kinds_registry() -> None:
+    KINDS = {kind: rtype.spec for kind, rtype in REGISTRY.items()}
     assert set(KINDS) == {
         "interface",
         "mtu_uniform",
@@ -44,7 +45,7 @@ def test_kinds_registry() -> None:
 
 
 def test_every_field_is_documented() -> None:
-    for model in KINDS.values():
+    for model in (rtype.spec for rtype in REGISTRY.values()):
         for name, info in model.model_fields.items():
             assert info.description, f"{model.kind}.{name} has no description"
 

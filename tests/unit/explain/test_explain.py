@@ -139,3 +139,15 @@ def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_unreadable_file_is_exit_3(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _ = _cli(["explain", str(tmp_path / "absent.log")], capsys)
     assert code == 3
+
+
+def test_the_audit_summary_lines_print(capsys: pytest.CaptureFixture[str]) -> None:
+    # The per-host audit lines once passed keyword arguments the line printer does not take.
+    from provisioner.commands.explain import _print
+    from provisioner.explain.model import Explanation
+
+    _print(Explanation(), {}, [{"host": "gpu01", "status": "drifted", "error": None, "findings": [{}]},
+                               {"host": "gpu02", "status": "failed", "error": "unreachable", "findings": []}])
+    out = capsys.readouterr().out
+    assert "audit gpu01: drifted, 1 finding(s)" in out
+    assert "audit gpu02: failed: unreachable, 0 finding(s)" in out

@@ -14,7 +14,7 @@ from typing import Any
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import Check, HostContext, Probe, ProbeResult, Results
 from provisioner.resources.steps import Step
-from provisioner.specs import KINDS, Spec
+from provisioner.specs import Spec
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 CTX = HostContext("gpu01")
@@ -119,7 +119,7 @@ def run(kind: str, spec: Mapping[str, Any] | Spec, outputs: Mapping[str, str | P
     and every key must be used: a case also pins down which probes a spec needs. A value of None
     leaves the probe without a result (it did not run). A `Spec` instance is used as it is (built
     with `model_construct`, it bypasses the name checks, to test the resource's own defences)."""
-    model = spec if isinstance(spec, Spec) else KINDS[kind].model_validate(dict(spec))
+    model = spec if isinstance(spec, Spec) else REGISTRY[kind].spec.model_validate(dict(spec))
     rtype = REGISTRY[kind]
     probes = list(rtype.probes(model, ctx))
     by_key: dict[str, ProbeResult] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from provisioner.resources import FLEET_CHECKS, interface
+from provisioner.resources import REGISTRY, interface
 from provisioner.resources.mtu_uniform import fleet_checks
 from provisioner.specs import MtuUniformSpec
 
@@ -68,7 +68,7 @@ def test_single_host_is_uniform() -> None:
 
 
 def test_registered_for_fleet_evaluation() -> None:
-    assert FLEET_CHECKS["mtu_uniform"] is fleet_checks
+    assert REGISTRY["mtu_uniform"].fleet_checks is fleet_checks
 
 
 def test_a_host_alone_in_its_play_is_not_called_the_same_as_the_fleet() -> None:

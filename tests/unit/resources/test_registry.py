@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-from provisioner.resources import FLEET_CHECKS, REGISTRY
+from provisioner.resources import REGISTRY
 from provisioner.resources.base import HostContext, Probe, ProbeResult, Results
-from provisioner.specs import KINDS
 
 from ._recorded import IP_LINK, LSMOD, NETWORKD_DATA, listing, sample
 
@@ -32,7 +31,7 @@ PLAY = [
 
 
 def _specs() -> list[tuple[str, object]]:
-    return [(kind, KINDS[kind].model_validate(spec)) for kind, spec in PLAY]
+    return [(kind, REGISTRY[kind].spec.model_validate(spec)) for kind, spec in PLAY]
 
 
 def _all_probes() -> list[Probe]:
@@ -40,9 +39,10 @@ def _all_probes() -> list[Probe]:
 
 
 def test_every_kind_is_registered() -> None:
-    assert set(REGISTRY) == set(KINDS)
-    assert {kind: rtype.kind for kind, rtype in REGISTRY.items()} == {kind: kind for kind in KINDS}
-    assert set(FLEET_CHECKS) == {"mtu_uniform"}
+    assert set(REGISTRY) == {"interface", "mtu_uniform", "service", "kernel_module", "sysctl", "ofed", "nccl",
+                             "roce_qos", "file", "port_counters"}
+    assert all(rtype.kind == kind == rtype.spec.kind for kind, rtype in REGISTRY.items())
+    assert {kind for kind, rtype in REGISTRY.items() if rtype.fleet_checks is not None} == {"mtu_uniform"}
 
 
 def test_identical_commands_are_one_probe() -> None:

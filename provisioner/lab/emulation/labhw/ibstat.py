@@ -77,8 +77,8 @@ def cmd_ibstatus(ctx: Ctx, args: list[str]) -> int:
         return 0
     selected: list[tuple[Hca, int | None]] = []
     for arg in args:
-        name, _, port = arg.partition(":")
-        selected.append((_select_hca(ctx, name), int(port) if port.isdigit() else None))
+        name, _, port_text = arg.partition(":")
+        selected.append((_select_hca(ctx, name), int(port_text) if port_text.isdigit() else None))
     if not args:
         selected = [(hca, None) for hca in ctx.hcas()]
     for hca, port in selected:

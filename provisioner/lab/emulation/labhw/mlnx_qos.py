@@ -153,7 +153,8 @@ def _has_setter(opts: argparse.Namespace) -> bool:
 
 def _apply_qos(q: Qos, opts: argparse.Namespace) -> None:
     """Validates everything first, so a rejected call changes nothing, as with the kernel's DCB calls."""
-    new = Qos(**{k: (list(v) if isinstance(v, list) else v) for k, v in q.to_json().items()})
+    fields: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in q.to_json().items()}
+    new = Qos(**fields)
     if opts.dcbx:
         new.dcbx = opts.dcbx
     if opts.trust:

@@ -1,0 +1,53 @@
+"""docs/playbook.md is what provisioner.docs generates from the models, and its examples are real playbooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from provisioner import docs
+from provisioner.playbook import load_playbook
+from provisioner.resources import REGISTRY
+
+
+def test_the_committed_reference_is_current() -> None:
+    # On failure: run `python -m provisioner.docs` and commit docs/playbook.md.
+    assert docs.DOC_PATH.read_text() == docs.reference()
+    assert docs.main(["--check"]) == 0
+
+
+def test_every_key_of_every_kind_is_in_the_reference() -> None:
+    text = docs.reference()
+    for kind, rtype in REGISTRY.items():
+        assert f"\n### {kind}\n" in text
+        shown = {key for example in rtype.examples for key in example}
+        assert shown == set(rtype.spec.model_fields), f"{kind}: its examples must set every key once"
+        section = text.split(f"\n### {kind}\n", 1)[1].split("\n### ", 1)[0]
+        for key, field in rtype.spec.model_fields.items():
+            assert f"| `{key}` | " in section
+            assert field.description and docs._cell(field.description) in section  # a | is escaped in a table
+
+
+def test_the_types_and_defaults_read_as_written() -> None:
+    text = docs.reference()
+    assert "| `mtu` | integer or null | `null` | `9000` |" in text
+    assert "| `state` | \"up\" or \"down\" | `up` | `up` |" in text
+    assert "| `path` | string | (required) | `/etc/nccl.conf` |" in text
+    assert "| `mode` | string | `'0644'` |" in text
+    assert "| `tsa` | list of (\"ets\" or \"strict\" or \"vendor\") or null |" in text
+
+
+def test_the_examples_load_as_a_playbook(tmp_path: Path) -> None:
+    # The play example with every kind's examples as its resources, through the real loader.
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "fabric.env.j2").write_text("NCCL_IB_HCA={{ inventory_hostname }}\n")
+    play = {**docs.PLAY_EXAMPLE, "resources": [{kind: example} for kind, rtype in sorted(REGISTRY.items())
+                                               for example in rtype.examples]}
+    path = tmp_path / "site.yml"
+    path.write_text(yaml.safe_dump([play], sort_keys=False))
+    playbook = load_playbook(path)
+    [loaded] = playbook.plays
+    assert [decl.kind for decl in loaded.resources] == [kind for kind in sorted(REGISTRY)
+                                                        for _ in REGISTRY[kind].examples]
+    assert all(decl.ok for decl in loaded.resources)
