@@ -262,37 +262,33 @@ def audit(inventory: Path, playbook: Path, limit: str | None, as_json: bool, jun
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
                           file=str(playbook))
-    from provisioner.files import OutputError, check_target, write_atomic
+    from provisioner import prom as textfile
+    from provisioner.files import OutputError
+    from provisioner.output import check_report, write_reports
 
-    if junit:
-        try:  # a path that cannot be written is refused before any host is contacted
-            check_target(junit)
-        except OutputError as exc:
-            report.error(str(exc))
-            raise SystemExit(EXIT_USAGE) from None
+    try:  # a path that cannot be written is refused before any host is contacted
+        check_report(junit)
+        check_report(prom)
+    except OutputError as exc:
+        report.error(str(exc))
+        raise SystemExit(EXIT_USAGE) from None
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
     with report.host_progress(len(plans), "auditing") as progress:
         outcome = engine.audit(plans, options, progress)
     code = audit_exit_code(outcome)
-    junit_error = None
-    if junit:
-        try:  # 0600: it may hold hashes of secrets and hosts' error messages
-            write_atomic(junit, report.audit_junit(outcome), mode=0o600)
-        except OutputError as exc:
-            junit_error = exc
+    # Reports files are written before anything is printed: a reader that leaves early (`| head`) must
+    # not cost the CI job its JUnit file.
+    write_error = write_reports([(junit, lambda: report.audit_junit(outcome)),
+                                 (prom, lambda: textfile.audit_text(outcome))])
     report.audit_warnings(outcome)
-    if prom:
-        from provisioner import prom as textfile
-
-        textfile.write(prom, textfile.audit_text(outcome))
     if as_json:
         report.print_json(report.audit_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
                                             exit_code=code))
     else:
         report.audit_tables(outcome, verbose=verbose)
-    if junit_error:
-        raise junit_error
+    if write_error:
+        raise write_error
     raise SystemExit(code)
 
 

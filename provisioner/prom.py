@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from provisioner.files import write_atomic
+from provisioner.files import write_report
 
 
 def _label(value: str) -> str:
@@ -54,4 +54,4 @@ def apply_text(outcome: Any, now: float | None = None) -> str:
 
 
 def write(path: Path, text: str) -> None:
-    write_atomic(path, text)
+    write_report(path, text)

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from provisioner.files import OutputError
+from provisioner.output import clean_data
 
 
 def broken_pipe() -> None:
@@ -40,6 +41,8 @@ def writing() -> Iterator[None]:
 
 
 def print_json(data: Any) -> None:
-    # ensure_ascii: any control byte left is a \u escape, never a raw byte on the terminal.
+    """Every `--json` document: its strings cleaned here, once, so a program reads the same visible
+    escapes the terminal shows (`\\x1b`, `\\u202e`), never a control character."""
+    # ensure_ascii as well: the document itself stays plain ASCII whatever the hosts printed.
     with writing():
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=True) + "\n")
+        sys.stdout.write(json.dumps(clean_data(data), indent=2, sort_keys=False, ensure_ascii=True) + "\n")

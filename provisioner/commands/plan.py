@@ -45,10 +45,17 @@ def plan_command(inventory: Path, playbook: Path, limit: str | None, out: Path, 
     """
     from provisioner import apply as converge
     from provisioner import engine, saved_plan
+    from provisioner.files import OutputError
     from provisioner.hostplans import resolve
     from provisioner.inventory import load_inventory
+    from provisioner.output import check_report
     from provisioner.playbook import load_playbook
 
+    try:  # a path that cannot be written is refused before any host is contacted
+        check_report(out)
+    except OutputError as exc:
+        report.error(str(exc))
+        raise SystemExit(64) from None
     plans = resolve(load_playbook(playbook), load_inventory(inventory), limit)
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays", file=str(playbook))
