@@ -1,13 +1,16 @@
 """How `fabnet apply` shows itself: the plan, per-host results, the Ansible-style recap, JSON
-(schema fabnet/apply/v1) and JUnit. Printing goes through report's consoles; nothing else prints."""
+(schema fabnet/apply/v1) and JUnit. Printing goes through report's consoles; nothing else prints.
+
+Every value that came from a host or the playbook (names, errors, diffs of host files, step output)
+is escaped by provisioner.output: `markup` for the console, print_json and `junit_xml` for the rest.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from rich.markup import escape
-
+from provisioner.output import junit_xml, markup
 from provisioner.report import console, err_console
 from provisioner.resources.base import shown_actual
 
@@ -19,31 +22,31 @@ def plan_text(planned: list[Any], *, diff: bool = False) -> None:
     for host in planned:
         audit = host.audit
         if audit.status == "unreachable":
-            console.print(f"[bold]{escape(host.name)}[/]: [red]unreachable[/] — {escape(audit.error or '')}",
+            console.print(f"[bold]{markup(host.name)}[/]: [red]unreachable[/] — {markup(audit.error or '')}",
                           highlight=False)
             continue
         if not host.steps:
             unfixable = [r.outcome.target for r in host.resources if r.outcome.status != "ok"]
-            note = f" — [yellow]{escape(', '.join(unfixable))} not in sync, no remedy[/]" if unfixable else ""
-            console.print(f"[bold]{escape(host.name)}[/]: [green]no changes[/]{note}", highlight=False)
+            note = f" — [yellow]{markup(', '.join(unfixable))} not in sync, no remedy[/]" if unfixable else ""
+            console.print(f"[bold]{markup(host.name)}[/]: [green]no changes[/]{note}", highlight=False)
             continue
-        console.print(f"[bold]{escape(host.name)}[/]: [yellow]{len(host.steps)} steps[/] (one exec)", highlight=False)
+        console.print(f"[bold]{markup(host.name)}[/]: [yellow]{len(host.steps)} steps[/] (one exec)", highlight=False)
         for step in host.steps:
             flag = " [red](management path: guarded)[/]" if step.lockout else ""
-            console.print(f"  [cyan]{escape(step.id)}[/]{flag}: {escape(step.shown)}", highlight=False, soft_wrap=True)
+            console.print(f"  [cyan]{markup(step.id)}[/]{flag}: {markup(step.shown)}", highlight=False, soft_wrap=True)
             if diff and step.diff:
                 for line in step.diff.splitlines():
                     style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
-                    console.print(f"      [{style}]{escape(line)}[/]", highlight=False)
+                    console.print(f"      [{style}]{markup(line)}[/]", highlight=False)
 
 
 def host_line(host: Any) -> None:
     style = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "dim",
              "unknown": "magenta"}[host.status]
-    detail = f" — {escape(host.error)}" if host.error else ""
-    err_console.print(f"[{style}]{host.status}[/]: {escape(host.name)}{detail}", highlight=False, soft_wrap=True)
+    detail = f" — {markup(host.error)}" if host.error else ""
+    err_console.print(f"[{style}]{host.status}[/]: {markup(host.name)}{detail}", highlight=False, soft_wrap=True)
     for warning in host.warnings:
-        err_console.print(f"[yellow]warning[/]: {escape(host.name)}: {escape(warning)}", highlight=False,
+        err_console.print(f"[yellow]warning[/]: {markup(host.name)}: {markup(warning)}", highlight=False,
                           soft_wrap=True)
 
 
@@ -54,24 +57,24 @@ def results(outcome: Any, *, verbose: bool = False) -> None:
                 continue
             style = {"ok": "green", "changed": "yellow", "failed": "red", "conflict": "magenta",
                      "unknown": "magenta"}[resource.status]
-            console.print(f"{escape(host.name)} [{style}]{resource.status}[/] {escape(resource.before.target)}",
+            console.print(f"{markup(host.name)} [{style}]{resource.status}[/] {markup(resource.before.target)}",
                           highlight=False)
             for run in resource.steps:
                 mark = {"ok": "green", "failed": "red", "skipped": "yellow", "not_run": "dim",
                         "conflict": "magenta", "unknown": "magenta"}[run.result.status]
-                console.print(f"    [{mark}]{run.result.status}[/] {escape(run.step.shown)}", highlight=False,
+                console.print(f"    [{mark}]{run.result.status}[/] {markup(run.step.shown)}", highlight=False,
                               soft_wrap=True)
                 if run.result.status in ("failed", "conflict") and run.result.output:
                     for line in run.result.output.splitlines()[-5:]:
-                        console.print(f"        [dim]{escape(line)}[/]", highlight=False)
+                        console.print(f"        [dim]{markup(line)}[/]", highlight=False)
             if resource.status == "failed" and resource.after is not None:
                 for check in resource.after.checks:
                     if check.status != "ok":
-                        console.print(f"    still {check.status}: {escape(check.attribute)} wants "
-                                      f"{escape(check.desired)}, has {escape(shown_actual(check))}", highlight=False)
+                        console.print(f"    still {check.status}: {markup(check.attribute)} wants "
+                                      f"{markup(check.desired)}, has {markup(shown_actual(check))}", highlight=False)
         for run in host.handlers:
             if run.result.status != "not_run" or verbose:
-                console.print(f"{escape(host.name)} handler {run.result.status}: {escape(run.step.shown)}",
+                console.print(f"{markup(host.name)} handler {run.result.status}: {markup(run.step.shown)}",
                               highlight=False)
 
 
@@ -84,14 +87,15 @@ def recap(outcome: Any) -> None:
         style = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "dim",
                  "unknown": "magenta"}[host.status]
         failed = host.count("failed") + host.count("conflict") or int(host.status == "failed")
-        console.print(f"[{style}]{escape(host.name):<20}[/] : ok={ok:<4} changed={host.count('changed'):<4} "
+        console.print(f"[{style}]{markup(host.name):<20}[/] : ok={ok:<4} changed={host.count('changed'):<4} "
                       f"unreachable={unreachable:<4} failed={failed:<4} skipped={int(host.status == 'skipped'):<4} "
                       f"execs={host.execs}", highlight=False, soft_wrap=True)
     if outcome.stopped:
-        console.print(f"[red]stopped:[/] {escape(outcome.stopped)}", highlight=False)
+        console.print(f"[red]stopped:[/] {markup(outcome.stopped)}", highlight=False)
 
 
 def to_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, exit_code: int) -> dict[str, Any]:
+    """The document as data; print_json cleans its strings on the way out, as for audit's."""
     def checks(resource_outcome: Any) -> list[dict[str, Any]]:
         if resource_outcome is None:
             return []
@@ -127,6 +131,8 @@ def to_json(outcome: Any, *, inventory: str, playbook: str, limit: str | None, e
 
 
 def junit(outcome: Any) -> str:
+    """One test case per resource (per host when it has none); a failed resource carries its failed
+    steps' output, which `junit_xml` cleans like every other text."""
     suite = ET.Element("testsuite", name="fabnet apply", tests="0", failures="0")
     tests = failures = 0
     for host in outcome.hosts:
@@ -141,10 +147,14 @@ def junit(outcome: Any) -> str:
             case = ET.SubElement(suite, "testcase", classname=host.name, name=resource.before.target)
             if resource.status in ("failed", "conflict"):
                 failures += 1
-                ET.SubElement(case, "failure", message=host.error or "not converged")
+                failure = ET.SubElement(case, "failure", message=host.error or "not converged")
+                output = [f"{run.step.shown}\n{run.result.output[-2000:]}" for run in resource.steps
+                          if run.result.status == "failed" and run.result.output]
+                if output:
+                    failure.text = "\n".join(output)
     suite.set("tests", str(tests))
     suite.set("failures", str(failures))
-    return ET.tostring(suite, encoding="unicode") + "\n"
+    return junit_xml(suite)
 
 
 def plan_json(planned: list[Any]) -> list[dict[str, Any]]:
@@ -167,9 +177,9 @@ def interrupted(finished: list[Any], with_steps: list[str], code: int) -> None:
         unknown = [r.before.target for r in host.resources if any(s.result.status == "unknown" for s in r.steps)]
         parts = ([f"changed: {', '.join(changed)}"] if changed else []) + (
             [f"unknown: {', '.join(unknown)}"] if unknown else [])
-        err_console.print(f"  {escape(host.name)}: {escape('; '.join(parts) or host.status)}", highlight=False,
+        err_console.print(f"  {markup(host.name)}: {markup('; '.join(parts) or host.status)}", highlight=False,
                           soft_wrap=True)
     for name in with_steps:
         if name not in done:
-            err_console.print(f"  {escape(name)}: outcome unknown (its changes may have started)", highlight=False,
+            err_console.print(f"  {markup(name)}: outcome unknown (its changes may have started)", highlight=False,
                               soft_wrap=True)

@@ -7,6 +7,7 @@ Exit codes (stable, for CI jobs):
   4  `audit`: some hosts unreachable or failed (takes precedence over 2)
   1  any other failure (the lab could not be built, an internal error)
   64 command-line usage error
+  141 standard output's reader went away (`fabnet audit | head -1`): nothing on stderr, as SIGPIPE would
 """
 
 from __future__ import annotations
@@ -28,19 +29,23 @@ from provisioner.commands.options import (
     playbook_option,
     ssh_config_option,
 )
-from provisioner.errors import ConfigError, ConfigErrors, FabnetError, LabError, ParseError
+from provisioner.errors import ConfigError, ConfigErrors, FabnetError, LabError, ParseError, ReaderGone
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from provisioner import report
+    from provisioner import report, stdout
 else:
     report = lazy_module("provisioner.report")
+    stdout = lazy_module("provisioner.stdout")
 
 if TYPE_CHECKING:
     from provisioner.engine import AuditOutcome
     from provisioner.hostplans import HostPlan
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_USAGE = 0, 1, 2, 3, 4, 64
+# 128 + SIGPIPE: what a shell reports for `yes | head -1`, and what a program that stopped because its
+# reader left should say (the command was cut short: 0 would claim a result nobody saw).
+EXIT_READER_GONE = 141
 
 EXIT_CODES_HELP = (
     "\b\nExit codes:\n"
@@ -49,7 +54,8 @@ EXIT_CODES_HELP = (
     "  3   invalid input (inventory, playbook, profile, tool output)\n"
     "  4   audit: hosts unreachable or failed; apply: hosts unreachable (wins over 2)\n"
     "  1   other failure\n"
-    "  64  usage error"
+    "  64  usage error\n"
+    "  141 standard output's reader went away (| head): stopped quietly"
 )
 
 
@@ -268,37 +274,33 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
                           file=str(playbook))
-    from provisioner.files import OutputError, check_target, write_atomic
+    from provisioner import prom as textfile
+    from provisioner.files import OutputError
+    from provisioner.output import check_report, write_reports
 
-    if junit:
-        try:  # a path that cannot be written is refused before any host is contacted
-            check_target(junit)
-        except OutputError as exc:
-            report.error(str(exc))
-            raise SystemExit(EXIT_USAGE) from None
+    try:  # a path that cannot be written is refused before any host is contacted
+        check_report(junit)
+        check_report(prom)
+    except OutputError as exc:
+        report.error(str(exc))
+        raise SystemExit(EXIT_USAGE) from None
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
     with report.host_progress(len(plans), "auditing") as progress:
         outcome = engine.audit(plans, options, progress)
     code = audit_exit_code(outcome)
-    junit_error = None
-    if junit:
-        try:  # 0600: it may hold hashes of secrets and hosts' error messages
-            write_atomic(junit, report.audit_junit(outcome), mode=0o600)
-        except OutputError as exc:
-            junit_error = exc
+    # Reports files are written before anything is printed: a reader that leaves early (`| head`) must
+    # not cost the CI job its JUnit file.
+    write_error = write_reports([(junit, lambda: report.audit_junit(outcome)),
+                                 (prom, lambda: textfile.audit_text(outcome))])
     report.audit_warnings(outcome)
-    if prom:
-        from provisioner import prom as textfile
-
-        textfile.write(prom, textfile.audit_text(outcome))
     if as_json:
         report.print_json(report.audit_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
                                             exit_code=code))
     else:
         report.audit_tables(outcome, verbose=verbose)
-    if junit_error:
-        raise junit_error
+    if write_error:
+        raise write_error
     raise SystemExit(code)
 
 
@@ -329,6 +331,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         report.error("aborted")
         code = 130
+    except (ReaderGone, BrokenPipeError):  # the reader left (`| head -1`): nothing to say, nowhere to say it
+        stdout.quiet()
+        code = EXIT_READER_GONE
     except ConfigErrors as exc:
         report.config_errors(exc.errors)
         code = EXIT_INVALID
@@ -346,6 +351,14 @@ def main(argv: list[str] | None = None) -> None:
             raise
         report.error(internal_error(exc))
         code = EXIT_ERROR
+    try:  # what is still buffered goes now, while a reader that left can still be answered quietly
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        stdout.quiet()
+        code = EXIT_READER_GONE
+    except (OSError, ValueError):
+        pass  # a closed or unwritable stdout was reported where it was written to
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 

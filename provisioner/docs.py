@@ -195,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     text = reference()
     if args == ["--check"]:
         return 0 if DOC_PATH.exists() and DOC_PATH.read_text() == text else 1
-    DOC_PATH.write_text(text)
+    from provisioner.files import write_atomic
+
+    write_atomic(DOC_PATH, text)  # a repository file, readable by all (0644)
     return 0
 
 

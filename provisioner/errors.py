@@ -13,6 +13,11 @@ class FabnetError(Exception):
     """Base of every error fabnet raises on purpose."""
 
 
+class ReaderGone(FabnetError):
+    """Standard output's reader went away (`fabnet audit | head -1`): nothing more can be shown, and
+    nothing went wrong that anyone is left to be told; the command stops and exits quietly."""
+
+
 class ConfigError(FabnetError):
     """A problem in a file the user wrote (inventory, playbook, profile, template).
 

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from provisioner.errors import FabnetError
 
+# Report files may hold hosts' error messages, command output and hashes of secrets (a saved plan holds
+# file contents): readable by their owner only, whichever command writes them.
+REPORT_MODE = 0o600
+
 
 class OutputError(FabnetError):
     """A report could not be written (a file or standard output); the message is one line that says why."""
@@ -80,3 +84,8 @@ def write_atomic(path: Path, content: str | bytes, mode: int = 0o644) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_report(path: Path, content: str | bytes) -> None:
+    """A report file (JUnit, Prometheus textfile, saved plan) of any command: atomic, mode 0600."""
+    write_atomic(path, content, mode=REPORT_MODE)

@@ -1,21 +1,22 @@
 """Everything fabnet shows a person or a program: rich tables, progress, JSON. The only place that prints.
 
 Text that came from hosts (values, error messages) may hold terminal escapes or control bytes: every
-output shows them escaped (`clean`), so a node can neither move the operator's cursor nor make the
-JUnit XML ill-formed; names are never read as rich markup.
+output shows them escaped by provisioner.output (`clean`, `markup`, `junit_xml`), so a node can neither
+move the operator's cursor nor make the JUnit XML ill-formed; names are never read as rich markup.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
-from provisioner.stdout import broken_pipe, writing
+from provisioner.output import clean, junit_xml, markup
+from provisioner.stdout import broken_pipe
 from provisioner.stdout import print_json as print_json  # re-exported: commands call report.print_json
+from provisioner.stdout import writing as writing  # re-exported: commands print through report.writing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,28 +48,10 @@ def __getattr__(name: str) -> Console:
 
 
 def escape(text: str) -> str:
+    """Markup characters escaped only (for text fabnet wrote); foreign text takes `output.markup`."""
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
-
-# C0 controls but newline and tab, DEL, C1 controls, bidirectional overrides (which reorder what a
-# terminal shows), and the code points XML 1.0 cannot hold.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
-
-
-def clean(text: object) -> str:
-    """`text` with every control character written as a visible escape (`\\x1b`, `\\r`, `\\u202e`)."""
-    value = "" if text is None else str(text)
-    return _UNSAFE.sub(_escape_char, value)
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    char = match.group()
-    if char == "\r":
-        return "\\r"
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
 
 def _cleaned(text: str | None) -> str | None:
     return None if text is None else clean(text)
@@ -80,11 +63,11 @@ def info(message: str) -> None:
 
 
 def error(message: str) -> None:
-    _err().print(f"[bold red]error:[/] {escape(clean(message))}", highlight=False, soft_wrap=True)
+    _err().print(f"[bold red]error:[/] {markup(message)}", highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    _err().print(f"[yellow]warning:[/] {escape(clean(message))}", highlight=False, soft_wrap=True)
+    _err().print(f"[yellow]warning:[/] {markup(message)}", highlight=False, soft_wrap=True)
 
 
 @contextmanager
@@ -93,11 +76,11 @@ def progress_log() -> Iterator[Callable[[str], None]]:
     if _err().is_terminal:
         with _err().status("starting") as status:
             def log(message: str) -> None:
-                _err().print(f"[dim]{message}[/]", highlight=False)
-                status.update(message)
+                _err().print(f"[dim]{markup(message)}[/]", highlight=False)
+                status.update(markup(message))
             yield log
     else:
-        yield lambda message: print(message, file=sys.stderr, flush=True)
+        yield lambda message: print(clean(message), file=sys.stderr, flush=True)
 
 
 def lab_status(state: Any, nodes: list[Any], *, as_json: bool) -> None:
@@ -258,7 +241,7 @@ def recap(outcome: Any) -> None:
 def audit_junit(outcome: Any) -> str:
     """JUnit XML: one test case per checked attribute, so CI dashboards show drift like failing tests.
 
-    Every text is `clean`ed: XML 1.0 cannot hold most control characters, even escaped.
+    Written by `output.junit_xml`, which cleans every text: XML 1.0 cannot hold most control characters.
     """
     from xml.etree import ElementTree as ET
 
@@ -266,31 +249,30 @@ def audit_junit(outcome: Any) -> str:
 
     suites = ET.Element("testsuites", name="fabnet audit")
     for host in outcome.hosts:
-        name = clean(host.name)
+        name = host.name
         suite = ET.SubElement(suites, "testsuite", name=name, time=f"{host.seconds:.3f}")
         cases = failures = errors = 0
         if host.status == "unreachable" or (host.status == "failed" and not host.resources):
             case = ET.SubElement(suite, "testcase", classname=name, name="reach host")
-            ET.SubElement(case, "error", message=clean(host.error or host.status))
+            ET.SubElement(case, "error", message=host.error or host.status)
             cases, errors = 1, 1
         for resource in host.resources:
             for check in resource.checks:
                 cases += 1
-                case = ET.SubElement(suite, "testcase", classname=f"{name}.{clean(resource.target)}",
-                                     name=clean(check.attribute), file=clean(resource.source))
+                case = ET.SubElement(suite, "testcase", classname=f"{name}.{resource.target}",
+                                     name=check.attribute, file=resource.source)
                 if check.status == "drift":
                     failures += 1
                     failure = ET.SubElement(case, "failure",
-                                            message=clean(f"desired {check.desired}, actual {shown_actual(check)}"))
-                    failure.text = clean(check.message)
+                                            message=f"desired {check.desired}, actual {shown_actual(check)}")
+                    failure.text = check.message
                 elif check.status == "error":
                     errors += 1
-                    ET.SubElement(case, "error", message=clean(check.message))
+                    ET.SubElement(case, "error", message=check.message)
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
         suite.set("errors", str(errors))
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    return junit_xml(suites)
 
 
 def audit_warnings(outcome: Any) -> None:
@@ -317,7 +299,7 @@ def host_progress(total: int, description: str) -> Iterator[Callable[[str, str |
 
         def advance(host: str, problem: str | None) -> None:
             if problem:
-                progress.console.print(f"[red]{escape(clean(host))}: {escape(clean(problem))}[/]", highlight=False)
+                progress.console.print(f"[red]{markup(host)}: {markup(problem)}[/]", highlight=False)
             progress.advance(task)
 
         yield advance
@@ -325,6 +307,6 @@ def host_progress(total: int, description: str) -> Iterator[Callable[[str, str |
 
 def config_errors(errors: list[Any]) -> None:
     for problem in errors:
-        _err().print(f"[bold red]error:[/] {escape(clean(problem))}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]error:[/] {markup(problem)}", highlight=False, soft_wrap=True)
     if len(errors) > 1:
         _err().print(f"{len(errors)} problems found", highlight=False)

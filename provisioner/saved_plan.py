@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import ConfigError
-from provisioner.files import write_atomic
+from provisioner.files import write_report
 from provisioner.resources.steps import Step
 
 SCHEMA = "fabnet/plan/v1"
@@ -31,7 +31,7 @@ def to_dict(planned: list[Any], *, inventory: str, playbook: str, limit: str | N
 
 
 def write(path: Path, data: dict[str, Any]) -> None:
-    write_atomic(path, json.dumps(data, indent=1) + "\n", mode=0o600)
+    write_report(path, json.dumps(data, indent=1) + "\n")
 
 
 def read(path: Path) -> dict[str, Any]:

@@ -13,15 +13,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from provisioner.errors import ReaderGone
 from provisioner.files import OutputError
+from provisioner.output import clean_data
+
+
+def quiet() -> None:
+    """Point standard output at /dev/null, so that nothing written later (the interpreter's own flush
+    at exit included) fails again on a reader that has gone."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no stdout at all: nothing will be flushed either
+        pass
 
 
 def broken_pipe() -> None:
-    # Point stdout at /dev/null so that the interpreter's own flush at exit stays quiet.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    raise OutputError("standard output was closed by its reader (broken pipe)")
+    quiet()
+    raise ReaderGone("standard output was closed by its reader (broken pipe)")
 
 
 @contextmanager
@@ -40,6 +52,8 @@ def writing() -> Iterator[None]:
 
 
 def print_json(data: Any) -> None:
-    # ensure_ascii: any control byte left is a \u escape, never a raw byte on the terminal.
+    """Every `--json` document: its strings cleaned here, once, so a program reads the same visible
+    escapes the terminal shows (`\\x1b`, `\\u202e`), never a control character."""
+    # ensure_ascii as well: the document itself stays plain ASCII whatever the hosts printed.
     with writing():
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=True) + "\n")
+        sys.stdout.write(json.dumps(clean_data(data), indent=2, sort_keys=False, ensure_ascii=True) + "\n")

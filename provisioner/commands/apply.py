@@ -126,10 +126,18 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
       130, 143  interrupted (SIGINT, SIGTERM): what had changed and what is unknown is printed first
     """
     from provisioner import engine
+    from provisioner.files import OutputError
     from provisioner.loading import find_playbook, load_plans
+    from provisioner.output import check_report
     from provisioner.run.session import Sessions
 
     serial_items = _serial(serial)
+    try:  # a report path that cannot be written is refused before any host is contacted
+        check_report(junit)
+        check_report(prom)
+    except OutputError as exc:
+        report.error(str(exc))
+        raise SystemExit(EXIT_USAGE) from None
     if plan_file is not None:
         from provisioner import saved_plan
 
@@ -180,7 +188,7 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] |
         code = exit_code(outcome)
         if code == EXIT_OK and pending:
             code = EXIT_NOT_CONVERGED
-        _emit(outcome, code, as_json, junit, inventory, playbook, limit, planned, verbose, show_results=False)
+        _emit(outcome, code, as_json, junit, None, inventory, playbook, limit, planned, verbose, show_results=False)
         raise SystemExit(code)
     if pending and not yes:
         if not sys.stdin.isatty():
@@ -208,29 +216,30 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] |
         apply_report.interrupted(finished, [h.name for h in planned if h.steps], code)
         raise SystemExit(code) from None
     code = exit_code(outcome)
-    if prom:
-        from provisioner import prom as textfile
-
-        textfile.write(prom, textfile.apply_text(outcome))
-    _emit(outcome, code, as_json, junit, inventory, playbook, limit, planned, verbose, show_results=True)
+    _emit(outcome, code, as_json, junit, prom, inventory, playbook, limit, planned, verbose, show_results=True)
     raise SystemExit(code)
 
 
-def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, inventory: Path, playbook: Path,
-          limit: str | None, planned: list[Any], verbose: bool, show_results: bool) -> None:
-    if junit:
-        from provisioner.files import write_atomic
+def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, prom: Path | None, inventory: Path,
+          playbook: Path, limit: str | None, planned: list[Any], verbose: bool, show_results: bool) -> None:
+    """Report files first (a reader that leaves early must not cost them), then the results; a file
+    that could not be written is raised only once the results are shown: the hosts have changed."""
+    from provisioner import prom as textfile
+    from provisioner.output import write_reports
 
-        write_atomic(junit, apply_report.junit(outcome))
+    write_error = write_reports([(junit, lambda: apply_report.junit(outcome)),
+                                 (prom, lambda: textfile.apply_text(outcome))])
     if as_json:
         data = apply_report.to_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
                                     exit_code=code)
         data["plan"] = apply_report.plan_json(planned)
         report.print_json(data)
-        return
-    if show_results:
-        apply_report.results(outcome, verbose=verbose)
-    apply_report.recap(outcome)
+    else:
+        if show_results:
+            apply_report.results(outcome, verbose=verbose)
+        apply_report.recap(outcome)
+    if write_error:
+        raise write_error
 
 
 def converge_for_demo(plans: list[HostPlan], options: Options) -> int:

@@ -3,7 +3,6 @@ hosts the logs name against the playbook (one SSH round trip each)."""
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,12 +41,14 @@ def _seen(result: Explanation) -> list[str]:
 
 def _audit_hosts(inventory: Path, playbook: Path, hosts: list[str], forks: int,
                  password: Secret | None) -> list[dict[str, Any]]:
-    from provisioner import engine
-    from provisioner.hostplans import resolve
-    from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook
+    from provisioner import engine, report
+    from provisioner.loading import load_plans
 
-    plans = resolve(load_playbook(playbook), load_inventory(inventory), ",".join(hosts))
+    # The one loading path audit uses: group_vars/ and host_vars/ beside the playbook count here too.
+    plans, warnings = load_plans(inventory, playbook, ",".join(hosts))
+    for warning in warnings:
+        report.warn(warning)
+    plans = [plan for plan in plans if plan.host.name in hosts]  # a name is a name, not a pattern
     if not plans:
         return []
     outcome = engine.audit(plans, engine.Options(forks=forks, become_password=password))
@@ -63,28 +64,31 @@ def _audit_hosts(inventory: Path, playbook: Path, hosts: list[str], forks: int,
     return audited
 
 
-def _mapping(inventory: Path, seen: list[str]) -> dict[str, str]:
+def _mapping(inventory: Path, playbook: Path, seen: list[str]) -> dict[str, str]:
     from provisioner.explain.hosts import map_hosts
     from provisioner.inventory import load_inventory
 
-    loaded = load_inventory(inventory)
+    # Variables beside the playbook too (a data_ip in its group_vars/), as the audit that follows reads them.
+    loaded = load_inventory(inventory, playbook_dir=playbook.parent)
     return map_hosts(seen, [(h.name, h.address, h.vars) for h in loaded.hosts.values()])
 
 
 class _Out:
-    """Plain lines, never re-wrapped: evidence must stay one log line per printed line."""
+    """Plain lines, never re-wrapped: evidence must stay one log line per printed line. Log lines and
+    hosts' errors are foreign text: cleaned (no terminal escapes) and never read as markup."""
 
-    def print(self, text: str) -> None:
+    def print(self, text: str, *, bold: bool = False) -> None:
         from provisioner import report
+        from provisioner.output import clean
 
-        bold = text.startswith("[bold]")
-        text = re.sub(r"\[/?bold\]", "", text)
-        report.console.print(text, markup=False, highlight=False, soft_wrap=True, style="bold" if bold else None)
+        with report.writing():
+            report.console.print(clean(text), markup=False, highlight=False, soft_wrap=True,
+                                 style="bold" if bold else None)
 
 
 def _print(result: Explanation, mapping: dict[str, str], audited: list[dict[str, Any]]) -> None:
     out = _Out()
-    out.print("[bold]Networks[/bold]")
+    out.print("Networks", bold=True)
     for use in result.networks:
         network = use.network or "not shown in this log (no 'Using network' or NET/ line)"
         parts = [f"NCCL {use.nccl_version}" if use.nccl_version else "NCCL", f"network {network}"]
@@ -97,7 +101,7 @@ def _print(result: Explanation, mapping: dict[str, str], audited: list[dict[str,
             out.print(f"      {ev.file}:{ev.line}  {ev.text}")
     if not result.networks:
         out.print("  no NCCL network lines in these logs")
-    out.print("[bold]Causes[/bold] (most likely first)" if result.causes else "[bold]No known cause found[/bold]")
+    out.print("Causes (most likely first)" if result.causes else "No known cause found", bold=True)
     by_host = {a["host"]: a for a in audited}
     for number, cause in enumerate(result.causes, start=1):
         out.print(f"  {number}. {cause.title}")
@@ -115,7 +119,7 @@ def _print(result: Explanation, mapping: dict[str, str], audited: list[dict[str,
         for ev in cause.evidence:
             out.print(f"       {ev.file}:{ev.line}  {ev.text}")
     if mapping:
-        out.print("[bold]Inventory hosts named in the logs[/bold]")
+        out.print("Inventory hosts named in the logs", bold=True)
         for seen, host in mapping.items():
             out.print(f"  {seen} -> {host}")
     for entry in audited:
@@ -162,7 +166,7 @@ def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Pat
     mapping: dict[str, str] = {}
     audited: list[dict[str, Any]] = []
     if inventory is not None:
-        mapping = _mapping(inventory, _seen(result))
+        mapping = _mapping(inventory, playbook, _seen(result))
         hosts = list(dict.fromkeys(mapping.values()))
         if hosts:
             audited = _audit_hosts(inventory, playbook, hosts, forks, become_password(ask_become_pass))

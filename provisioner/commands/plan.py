@@ -53,9 +53,16 @@ def plan_command(inventory: Path, playbook: Path | None, limit: str | None, out:
     """
     from provisioner import apply as converge
     from provisioner import engine, saved_plan
+    from provisioner.files import OutputError
     from provisioner.loading import find_playbook, load_plans
+    from provisioner.output import check_report
     from provisioner.run.session import Sessions
 
+    try:  # a path that cannot be written is refused before any host is contacted
+        check_report(out)
+    except OutputError as exc:
+        report.error(str(exc))
+        raise SystemExit(64) from None
     playbook = find_playbook(inventory, playbook)
     plans, warnings = load_plans(inventory, playbook, limit)
     for warning in warnings:

@@ -111,6 +111,8 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
       fabnet smoke hosts.yml --runner nccl-tests \\
         --launch 'srun -N {nodes} --ntasks-per-node {ppn} {binary} -b {min_bytes} -e {max_bytes} -g 1'
     """
+    from provisioner.files import OutputError
+    from provisioner.output import check_report, write_reports
     from provisioner.smoke import output
     from provisioner.smoke.run import Options
     from provisioner.smoke.run import smoke as run_smoke
@@ -120,6 +122,11 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     plans = load_plans(inventory, playbook, limit, ssh_config=ssh_config)
     if not plans:
         raise ConfigError("no host selected (check the playbook's hosts: and --limit)", file=str(inventory))
+    try:  # a path that cannot be written is refused before any host is contacted
+        check_report(junit)
+    except OutputError as exc:
+        report.error(str(exc))
+        raise SystemExit(64) from None
     explicit = {"min_busbw": min_busbw, "sizes": sizes, "iters": iters, "backend": backend, "runner": runner,
                 "timeout": timeout, "launch": launch, "port": port}
     if no_localise:
@@ -129,15 +136,14 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
                       become_password=become_password(ask_become_pass))
     with report.progress_log() as log:
         outcome = run_smoke(targets_from_plans(plans), settings, options, log)
-    if junit:
-        from provisioner.files import write_atomic
-
-        write_atomic(junit, output.to_junit(outcome))
+    write_error = write_reports([(junit, lambda: output.to_junit(outcome))])  # before a reader can leave
     if as_json:
         report.print_json(output.to_json(outcome, inventory=str(inventory),
                                          playbook=str(playbook) if playbook else None, limit=limit))
     else:
         show(outcome)
+    if write_error:
+        raise write_error
     raise SystemExit(outcome.exit_code)
 
 
@@ -154,8 +160,14 @@ def load_plans(inventory: Path, playbook: Path | None, limit: str | None, ssh_co
 
 
 def show(outcome) -> None:  # type: ignore[no-untyped-def]
-    """The human report: findings or per-size figures, the verdict, what was drained."""
+    """The human report: findings or per-size figures, the verdict, what was drained.
+
+    Every cell with text from hosts is a `cell` (cleaned Text), never markup: gloo's error text such as
+    `[/src/gloo/transport/tcp/pair.cc:553] Connection closed by peer` is shown as written.
+    """
     from rich.table import Table  # here, not at import: `fabnet --help` loads no rich
+
+    from provisioner.output import cell
 
     console = report.console
     for findings, title in ((outcome.findings, "pre-flight failed: no collective was started"),
@@ -166,7 +178,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
         for column in ("check", "hosts", "problem", "fix"):
             table.add_column(column, overflow="fold")
         for f in findings:
-            table.add_row(f.check, ", ".join(f.hosts), f.message, f.fix)
+            table.add_row(cell(f.check), cell(", ".join(f.hosts)), cell(f.message), cell(f.fix))
         console.print(table)
     if outcome.rows:
         ranks = len(outcome.hosts) * outcome.ranks_per_host
@@ -184,7 +196,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
         for column in ("rank", "host", "reached", "sizes done", "error"):
             table.add_column(column, overflow="fold")
         for p in outcome.job.progress:
-            table.add_row(str(p.rank), p.host, p.stage, str(p.sizes_done), p.error or "")
+            table.add_row(cell(p.rank), cell(p.host), cell(p.stage), cell(p.sizes_done), cell(p.error))
         console.print(table)
         left = outcome.job.left_running
         report.info("processes left on the hosts: " + (", ".join(f"{h}: {v}" for h, v in left.items()) or "none"))
@@ -194,7 +206,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
             table.add_column(column)
         for pair in outcome.pairs:
             value = "failed" if pair["busbw"] is None else f"{pair['busbw']:.3f}"
-            table.add_row(str(pair["round"]), " + ".join(pair["hosts"]), value)
+            table.add_row(cell(pair["round"]), cell(" + ".join(pair["hosts"])), cell(value))
         console.print(table)
     for drained in outcome.drained:
         report.info(f"drain {drained.host}: {' '.join(drained.argv)} -> exit {drained.exit_code} {drained.output}")

@@ -1,10 +1,13 @@
-"""A smoke outcome as data for programs: JSON (schema fabnet/smoke/v1) and JUnit XML (pure)."""
+"""A smoke outcome as data for programs: JSON (schema fabnet/smoke/v1) and JUnit XML (pure).
+
+Ranks' output and error text come from the hosts: print_json and `output.junit_xml` clean them."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from provisioner.output import junit_xml
 from provisioner.smoke.busbw import SizeResult
 from provisioner.smoke.run import SmokeOutcome
 
@@ -79,4 +82,4 @@ def to_junit(outcome: SmokeOutcome) -> str:
             ET.SubElement(case, "system-out").text = text
     root = ET.Element("testsuites")
     root.append(suite)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    return junit_xml(root)

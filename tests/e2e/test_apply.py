@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from xml.etree import ElementTree as ET
 
 import pytest
 import yaml
@@ -694,3 +695,46 @@ def test_sigint_mid_change_names_what_changed_and_exits_130(alab: Lab, inventory
     local = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
     assert [r["outcome"] for r in local if r["outcome"] != "started"] == ["ok", "unknown"]
     assert alab.ssh(node, "cat /etc/fabnet-cut-test.conf").stdout == "new\n"
+
+
+# What a host may print: clear screen, an OSC window title ended by BEL, a bidi override, colour.
+HOSTILE = "before\x1b[2J\x1b]0;owned\x07\u202egnp.exe\x1b[31m after [/x]\n"
+RAW = ("\x1b", "\x07", "\u202e")
+
+
+def test_a_hosts_terminal_escapes_reach_no_output_raw(alab: Lab, inventory: Path, tmp_path: Path) -> None:
+    """A host file's escapes in `--diff`, a failed step's output in the results, `--json` and `--junit`
+    are all shown escaped (`\\x1b]0;owned\\x07`), as audit shows them; the JUnit file stays well-formed."""
+    node = alab.node("gpu02")
+    for path in ("/tmp/fabnet-hostile.txt", "/root/fabnet-hostile-tool.txt"):
+        subprocess.run([*alab.ssh_args(node), f"cat > {path}"], input=HOSTILE, text=True, check=True, timeout=30)
+    playbook = tmp_path / "hostile.yml"
+    playbook.write_text(yaml.safe_dump([{"name": "hostile", "hosts": "gpu02", "resources": [
+        {"file": {"path": "/tmp/fabnet-hostile.txt", "content": "clean\n"}},
+        {"ofed": {"version": ">=99.0"}},  # never met: its installer runs, prints the host's text and fails
+    ]}]))
+    evil = tmp_path / "evil"
+    (evil / "host_vars").mkdir(parents=True)
+    (evil / "host_vars" / "gpu02.yml").write_text(yaml.safe_dump(
+        {"fabnet_ofed_install_command": "cat /root/fabnet-hostile-tool.txt; exit 1"}))
+    (evil / "hosts.yml").write_text(inventory.read_text())
+    common = (str(evil / "hosts.yml"), "-p", str(playbook), "--limit", "gpu02", "--journal", str(tmp_path / "j"))
+
+    check = fabnet("apply", *common, "--check", "--diff")
+    assert check.returncode == 2, check.stdout[-2000:] + check.stderr[-2000:]
+    assert "-before\\x1b[2J\\x1b]0;owned\\x07\\u202egnp.exe\\x1b[31m after [/x]" in check.stdout
+    text = fabnet("apply", *common, "--yes")
+    assert text.returncode == 2 and "\\x1b]0;owned\\x07" in text.stdout, text.stdout[-2000:] + text.stderr[-2000:]
+    junit = tmp_path / "apply.xml"
+    as_json = fabnet("apply", *common, "--yes", "--json", "--junit", str(junit))
+    assert as_json.returncode == 2
+    for proc in (check, text, as_json):
+        assert not any(raw in proc.stdout + proc.stderr for raw in RAW)
+    [host] = json.loads(as_json.stdout)["hosts"]
+    [ofed] = [r for r in host["resources"] if r["kind"] == "ofed"]
+    assert ofed["steps"][0]["status"] == "failed"
+    assert "before\\x1b[2J\\x1b]0;owned\\x07\\u202egnp.exe" in ofed["steps"][0]["output"]
+    xml = junit.read_text()
+    assert not any(raw in xml for raw in RAW) and junit.stat().st_mode & 0o777 == 0o600
+    failure = ET.parse(junit).getroot().find(".//testcase[@name='ofed']/failure")
+    assert failure is not None and "\\x1b]0;owned\\x07" in (failure.text or "")

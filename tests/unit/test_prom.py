@@ -1,9 +1,15 @@
 """Prometheus textfile: the exposition format node_exporter's textfile collector reads, checked with
-prometheus_client's own parser where it is installed."""
+prometheus_client's own parser and with Prometheus' own `promtool check metrics` where it is installed."""
 
 from __future__ import annotations
 
+import shutil
+import stat
+import subprocess
+from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from provisioner import prom
 
@@ -20,7 +26,7 @@ def test_apply_textfile_has_per_host_counts_and_escaped_labels() -> None:
     text = prom.apply_text(_apply_outcome(), now=1700000000)
     assert 'fabnet_apply_failed_resources{host="gpu\\"02\\\\"} 2' in text
     assert 'fabnet_apply_changed_resources{host="gpu01"} 0' in text
-    assert "fabnet_apply_last_run_timestamp_seconds 1.7e+09" in text
+    assert "fabnet_apply_last_run_timestamp_seconds 1700000000\n" in text
     assert text.endswith("\n") and "# TYPE fabnet_apply_execs gauge" in text
 
 
@@ -38,3 +44,51 @@ def test_audit_textfile_counts_drift_and_errors() -> None:
     assert 'fabnet_audit_drifted_resources{host="gpu02"} 1' in text
     assert 'fabnet_audit_error_resources{host="gpu02"} 1' in text
     assert 'fabnet_audit_host_status{host="gpu02",status="failed"} 1' in text
+
+
+def _audit_outcome() -> SimpleNamespace:
+    resources = [SimpleNamespace(status="drift"), SimpleNamespace(status="ok")]
+    return SimpleNamespace(hosts=[SimpleNamespace(name="gpu01", status="drifted", resources=resources)],
+                           seconds=12.3456)
+
+
+def test_values_keep_full_precision() -> None:
+    """A timestamp is ten digits before the point: `%g` made 1795550000.25 into 1.79555e+09 (up to 5000 s off)."""
+    from prometheus_client import parser
+
+    for text in (prom.audit_text(_audit_outcome(), now=1795550000.25),
+                 prom.apply_text(_apply_outcome(), now=1795550000.25)):
+        assert "e+09" not in text and " 1795550000.25\n" in text
+        values = {s.name: s.value for f in parser.text_string_to_metric_families(text) for s in f.samples}
+        stamp = next(v for k, v in values.items() if k.endswith("_last_run_timestamp_seconds"))
+        assert stamp == 1795550000.25
+    assert "fabnet_audit_duration_seconds 12.346\n" in prom.audit_text(_audit_outcome(), now=0)
+    assert "fabnet_audit_last_run_timestamp_seconds 0\n" in prom.audit_text(_audit_outcome(), now=0)
+
+
+def test_special_values_are_spelled_as_prometheus_spells_them() -> None:
+    assert [prom._value(v) for v in (float("nan"), float("inf"), -float("inf"), True, 3, 0.1)] == [
+        "NaN", "+Inf", "-Inf", "1", "3", "0.1"]
+
+
+def test_the_written_file_is_0600_and_whole(tmp_path: Path) -> None:
+    target = tmp_path / "fabnet.prom"
+    prom.write(target, prom.audit_text(_audit_outcome(), now=1795550000.5))
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["fabnet.prom"]
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="promtool not installed (Debian: apt-get install prometheus)")
+@pytest.mark.parametrize("kind", ["audit", "apply"])
+def test_promtool_accepts_the_textfile(tmp_path: Path, kind: str) -> None:
+    text = (prom.audit_text(_audit_outcome(), now=1795550000.123456) if kind == "audit"
+            else prom.apply_text(_apply_outcome(), now=1795550000.123456))
+    target = tmp_path / "fabnet.prom"
+    prom.write(target, text)
+    with target.open("rb") as handle:
+        proc = subprocess.run(["promtool", "check", "metrics"], stdin=handle, capture_output=True, text=True,
+                              timeout=60)
+    # promtool exits 1 for lint problems as well as for unparsable text: none of either is allowed.
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == "" and proc.stderr.strip() == ""

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +155,51 @@ def test_the_audit_summary_lines_print(capsys: pytest.CaptureFixture[str]) -> No
     out = capsys.readouterr().out
     assert "audit gpu01: drifted, 1 finding(s)" in out
     assert "audit gpu02: failed: unreachable, 0 finding(s)" in out
+
+
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A loopback port bound and never listened on: a login there is refused at once."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_cli_with_inventory_maps_and_audits_the_named_host(tmp_path: Path, refusing_port: int, as_json: bool,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """`explain LOG --inventory INV` ended in a TypeError from its own printer (exit 1). The inventory and
+    playbook load as audit loads them: the address the log names, and the variable the playbook needs,
+    are both in group_vars/ beside the playbook only."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(f"all:\n  hosts:\n    gpu07:\n      ansible_host: 127.0.0.1\n"
+                         f"      ansible_port: {refusing_port}\n")
+    playbook_dir = tmp_path / "playbooks"
+    (playbook_dir / "group_vars").mkdir(parents=True)
+    (playbook_dir / "group_vars" / "all.yml").write_text("data_ip: 192.168.80.157\nforwarding: 0\n")
+    playbook = playbook_dir / "site.yml"
+    playbook.write_text("- hosts: all\n  resources:\n"
+                        "    - sysctl: {name: net.ipv4.ip_forward, value: '{{ forwarding }}'}\n")
+    log = SAMPLES / "nccl-debug-11-connect-no-route.txt"
+    code, out = _cli(["explain", str(log), "--inventory", str(inventory), "-p", str(playbook),
+                      *(["--json"] if as_json else [])], capsys)
+    assert code == 2
+    if as_json:
+        data = json.loads(out)
+        assert data["inventory_hosts"] == {"192.168.80.157": "gpu07"}
+        [audited] = data["audit"]
+        assert (audited["host"], audited["status"]) == ("gpu07", "unreachable") and audited["error"]
+    else:
+        assert "where: localhost, gpu07" in out or "where: gpu07" in out
+        assert "  192.168.80.157 -> gpu07" in out
+        assert re.search(r"^  audit gpu07: unreachable: .+, 0 finding\(s\)$", out, re.MULTILINE), out
+
+
+def test_cli_log_text_is_shown_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Evidence lines are log text: markup-like brackets stay as written (the printer once took `[bold]`
+    out of them), and no terminal escape reaches the terminal."""
+    log = tmp_path / "job.log"
+    log.write_text("gpu02: [bold]\x1b]0;owned\x07[enforce fail at gloo/transport/tcp/device.cc:83] ifa != nullptr. "
+                   "Unable to find address for: eth9\n")
+    code, out = _cli(["explain", str(log)], capsys)
+    assert code == 2 and "gpu02: [bold][enforce fail at gloo" in out and "\x1b" not in out and "\x07" not in out
