@@ -56,8 +56,9 @@ def no_interface(logs: list[Log]) -> list[Cause]:
         detail=f"{', '.join(settings) or 'the interface setting'} names no interface that exists (and is up, "
                f"with an address, in the peers' subnet) on {', '.join(hosts(lines)) or 'the host'}: the library "
                "could not start its bootstrap or out-of-band connection.",
-        fix="Set it to the data interface the nodes share (e.g. the playbook's interface, such as eth1), or a "
-            "prefix of it; check with `ip -br addr` on the host. NCCL accepts a list and ^exclusions.",
+        fix="Set NCCL_SOCKET_IFNAME (GLOO_SOCKET_IFNAME for gloo) to the data interface the nodes share "
+            "(e.g. the playbook's interface, such as eth1), or a prefix of it; "
+            "check with `ip -br addr` on the host. NCCL accepts a list and ^exclusions.",
         score=95, hosts=hosts(lines), settings=settings, evidence=evidence(lines),
     )]
 

@@ -140,7 +140,10 @@ _FRAMED = re.compile(r"^\s*[│┃║|](?P<body>.*?)[│┃║|]\s*$")
 
 def _unframe(lines: list[Line]) -> list[Line]:
     body = [line for line in lines if line.text.strip() and not _BORDER_LINE.match(line.text)]
-    if not body or sum(1 for line in body if _FRAMED.match(line.text)) < max(2, len(body) * 0.6):
+    borders = any(line.text.strip() and _BORDER_LINE.match(line.text) for line in lines)
+    framed = sum(1 for line in body if _FRAMED.match(line.text))
+    # One framed line alone could be a table row; with a box border around it, it is a pane.
+    if not body or framed < len(body) * 0.6 or framed < (1 if borders else 2):
         return lines
     out = []
     for line in lines:
