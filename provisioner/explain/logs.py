@@ -73,9 +73,6 @@ def read_log(name: str, text: str) -> Log:
     # A line with a rank but no host takes the host that rank ran on, where the log says it.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}
     for line in lines:
-        if line.rank is not None and line.host is None and line.rank in rank_hosts:
-            rank_hosts.setdefault(line.rank, rank_hosts[line.rank])
-    for line in lines:
         if line.host is not None and line.rank is not None:
             rank_hosts.setdefault(line.rank, line.host)
     lines = [LogLine(ln.file, ln.number, ln.text, rank_hosts.get(ln.rank), ln.rank)
