@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from provisioner.commands.options import become_option, become_password
-from provisioner.errors import ConfigError
+from provisioner.errors import FabnetError
 
 if TYPE_CHECKING:  # imported where used: `fabnet --help` does not load rich, pydantic or the parsers
     from provisioner.become import Secret
     from provisioner.explain import Explanation
 
-EXIT_OK, EXIT_FOUND = 0, 2
+EXIT_OK, EXIT_UNREADABLE, EXIT_FOUND = 0, 1, 2
 
 
 def _read(paths: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -25,7 +25,8 @@ def _read(paths: tuple[str, ...]) -> list[tuple[str, str]]:
         try:
             raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
         except OSError as exc:
-            raise ConfigError(f"cannot read: {exc.strerror}", file=path) from exc
+            # A FabnetError exits EXIT_UNREADABLE (1): an input that cannot be read is no finding.
+            raise FabnetError(f"{path}: cannot read: {exc.strerror}") from exc
         logs.append(("<stdin>" if path == "-" else path, raw.decode("utf-8", errors="replace")))
     return logs
 
@@ -157,7 +158,8 @@ def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Pat
       fabnet explain job.log --inventory hosts.yml -p playbooks/site.yml --json
 
     \b
-    Exit codes: 0 nothing wrong found, 2 at least one failure cause named, 3 unreadable input.
+    Exit codes: 0 no failure found, 1 an input could not be read, 2 a failure or slow path found and
+    named (every cause printed is one). `fabnet smoke --json` output is read too.
     """
     from provisioner import report
     from provisioner.explain import explain

@@ -1,24 +1,30 @@
-"""Job logs as numbered lines with the host each line came from, plus what the parsers read in them.
+"""Job logs as numbered lines with the host and rank each line came from, plus what the parsers read.
 
 A log may be one rank's output, several ranks interleaved, or a launcher's collection where every line
-carries its host (`gpu07: ...`, pdsh/clush style); NCCL's own prefix `host:pid:tid [dev]` names the host
-too. Lines keep their numbers in the file so evidence can be found again.
+carries its host (`gpu07: ...`, pdsh/clush style) or its task (`srun --label`: `3: ...`, Open MPI
+`--tag-output`: `[1,3]<stdout>:`, torch: `[rank3]:`); NCCL's own prefix `host:pid:tid [dev]` names the
+host too. The parsers' line cleaning (pane borders, escapes, timestamps, labels) is shared, so a framed
+or labelled paste reads like the plain log. Lines keep their numbers in the file so evidence can be
+found again.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
 from provisioner.parsers._text import split_lines
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
 from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
 
-_HOST_LABEL = re.compile(r"^\s*(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*):(?: |$)")
+_HOST_LABEL = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*):\s*$")
 _NCCL_PREFIX = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[[^\]]*\]")
-_TORCH_RANK = re.compile(r"^\[(?:rank|Rank )(?P<rank>[0-9]+)\]")
+# The task a launcher's prefix names: torch `[rank3]:`, Open MPI `[1,3]<stdout>:`, srun `3: `, `[3] `.
+_PREFIX_RANK = re.compile(r"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|^\s*(?P<c>[0-9]+):|^\[(?P<d>[0-9]+)\]")
+# nccl-tests `#  Rank  3 Group 0 Pid 1234 on gpu02 device 3 ...`: which host each rank ran on.
+_RANK_LINE = re.compile(r"^#\s*Rank\s+(?P<rank>[0-9]+)\s.*?\bon\s+(?P<host>\S+)\s+device\b")
 
 
 @dataclass(frozen=True)
@@ -27,11 +33,7 @@ class LogLine:
     number: int
     text: str  # without launcher/logger prefixes
     host: str | None  # the host this line came from, when the log says
-
-    @property
-    def rank(self) -> int | None:
-        m = _TORCH_RANK.match(self.text)
-        return int(m.group("rank")) if m else None
+    rank: int | None = None  # the global rank (launcher task) this line came from, when the log says
 
 
 @dataclass
@@ -40,6 +42,7 @@ class Log:
     lines: list[LogLine]
     nccl: NcclDebug | None
     tests: NcclTests | None
+    rank_hosts: dict[int, str] = field(default_factory=dict)
 
     def grep(self, pattern: re.Pattern[str]) -> Iterator[tuple[LogLine, re.Match[str]]]:
         for line in self.lines:
@@ -50,17 +53,30 @@ class Log:
         return next((line for line in self.lines if line.number == number), None)
 
 
-def _host(raw: str, text: str) -> str | None:
-    label = _HOST_LABEL.match(raw)
-    if label and not raw.lstrip().startswith(text.lstrip()[:20] or "\0"):
+def _rank(prefix: str) -> int | None:
+    m = _PREFIX_RANK.search(prefix)
+    if not m:
+        return None
+    return int(next(g for g in m.groups() if g is not None))
+
+
+def _host(prefix: str, text: str) -> str | None:
+    if label := _HOST_LABEL.search(re.sub(r"\[[^\]]*\]:?|<\w+>:", " ", prefix)):
         return label.group("host")
-    prefix = _NCCL_PREFIX.search(text)
-    return prefix.group("host") if prefix else None
+    nccl = _NCCL_PREFIX.search(text)
+    return nccl.group("host") if nccl else None
 
 
 def read_log(name: str, text: str) -> Log:
-    lines = [LogLine(name, line.number, line.text.strip(), _host(line.raw, line.text))
+    lines = [LogLine(name, line.number, line.text.strip(), _host(line.prefix, line.text), _rank(line.prefix))
              for line in split_lines(text) if line.text.strip()]
+    # A line with a rank but no host takes the host that rank ran on, where the log says it.
+    rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}
+    for line in lines:
+        if line.host is not None and line.rank is not None:
+            rank_hosts.setdefault(line.rank, line.host)
+    lines = [LogLine(ln.file, ln.number, ln.text, rank_hosts.get(ln.rank), ln.rank)
+             if ln.host is None and ln.rank is not None and ln.rank in rank_hosts else ln for ln in lines]
     nccl = tests = None
     try:
         nccl = parse_nccl_debug(text)
@@ -71,4 +87,4 @@ def read_log(name: str, text: str) -> Log:
         tests = parsed if parsed.rows or parsed.columns or parsed.parameters or parsed.nccl_tests_version else None
     except ParseError:
         pass
-    return Log(name, lines, nccl, tests)
+    return Log(name, lines, nccl, tests, rank_hosts)

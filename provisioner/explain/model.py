@@ -53,5 +53,5 @@ class Explanation(_Model):
 
     @property
     def failed(self) -> bool:
-        """Whether any cause is a failure (not just how the job ran)."""
-        return any(cause.score >= 50 for cause in self.causes)
+        """Whether any cause was named: every cause is a failure or a slow path."""
+        return bool(self.causes)

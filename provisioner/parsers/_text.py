@@ -65,6 +65,7 @@ class Line:
     number: int
     text: str
     raw: str
+    prefix: str = ""  # what clean_lines took off the front: a launcher's label, a timestamp, a pane border
 
     @property
     def stripped(self) -> str:
@@ -98,17 +99,25 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\
 # A timestamp or an Open MPI `--tag-output` tag cannot be mistaken for tool output, so they go wherever
 # they appear. The others are ambiguous one line at a time and go only when most lines carry them.
 _TIMESTAMP = re.compile(
-    r"^\[?(?:\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
-    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\]?(?:[ \t]|$)",
+    r"^(?:\[?(?:\d{4}[-/]\d{2}[-/]\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: ?(?:Z|[+-]\d{2}:?\d{2}|UTC))?"
+    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\]?|\[\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\])(?:[ \t]|$)",
     re.ASCII,
 )
 _MPI_TAG = re.compile(r"^\[\d+,\d+\](?:<\w+>)?:", re.ASCII)  # Open MPI --tag-output: no blank after
+_TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: the global rank
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
 _SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)        # srun --label pads the task id on the left
 _HOST_LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*:(?: |$)", re.ASCII)  # pdsh/clush: `gpu07: `
 # A person's note after the output (`  # the slow one`): whitespace, `#`, whitespace. nccl-tests' own
 # comments start the line, and a shell prompt ends in `#` without a blank before it: both stay.
 _TRAILING_COMMENT = re.compile(r"(?<=\S)\s+#(?:\s.*)?$")
+
+
+def _strip(line: Line, pattern: re.Pattern[str]) -> Line:
+    m = pattern.match(line.text)
+    if not m:
+        return line
+    return Line(line.number, line.text[m.end():].rstrip(), line.raw, line.prefix + m.group(0))
 
 
 def _strip_common(lines: list[Line], pattern: re.Pattern[str], share: float, least: int = 1) -> list[Line]:
@@ -118,17 +127,47 @@ def _strip_common(lines: list[Line], pattern: re.Pattern[str], share: float, lea
     hits = sum(1 for line in body if pattern.match(line.text))
     if hits < len(body) * share:
         return lines
-    return [Line(line.number, pattern.sub("", line.text, count=1).rstrip(), line.raw) for line in lines]
+    return [_strip(line, pattern) for line in lines]
+
+
+# A terminal multiplexer's pane (tmux, screen) or a boxed paste: border lines of box-drawing characters,
+# and text lines framed by a vertical bar on both sides. Only box-drawing characters make a border
+# line: a row of dashes may be a tool's own table rule.
+_BOX = "\u2500-\u257f"
+_BORDER_LINE = re.compile(rf"^\s*[{_BOX}+|]*[{_BOX}][{_BOX}+|\s]*$")
+_FRAMED = re.compile(r"^\s*[│┃║|](?P<body>.*?)[│┃║|]\s*$")
+
+
+def _unframe(lines: list[Line]) -> list[Line]:
+    body = [line for line in lines if line.text.strip() and not _BORDER_LINE.match(line.text)]
+    borders = any(line.text.strip() and _BORDER_LINE.match(line.text) for line in lines)
+    framed = sum(1 for line in body if _FRAMED.match(line.text))
+    # One framed line alone could be a table row; with a box border around it, it is a pane.
+    if not body or framed < len(body) * 0.6 or framed < (1 if borders else 2):
+        return lines
+    out = []
+    for line in lines:
+        if _BORDER_LINE.match(line.text):
+            out.append(Line(line.number, "", line.raw, line.prefix + line.text))
+        elif m := _FRAMED.match(line.text):
+            inner = m.group("body")
+            inner = inner[1:] if inner.startswith(" ") else inner  # the pane's one-column padding
+            out.append(Line(line.number, inner.rstrip(), line.raw, line.prefix + line.text[: m.start("body")]))
+        else:
+            out.append(line)
+    return out
 
 
 def clean_lines(lines: list[Line]) -> list[Line]:
-    """Lines without terminal escapes, launcher/logger prefixes and trailing `# notes`; numbers kept."""
+    """Lines without terminal escapes, pane borders, launcher/logger prefixes and trailing `# notes`;
+    numbers kept, and what was taken off the front of each line kept in `prefix`."""
     cleaned: list[Line] = []
     for line in lines:
         text = _ANSI.sub("", line.text) if "\x1b" in line.text else line.text
-        for pattern in (_TIMESTAMP, _MPI_TAG):
-            text = pattern.sub("", text, count=1)
         cleaned.append(Line(line.number, text.rstrip(), line.raw))
+    cleaned = _unframe(cleaned)
+    for pattern in (_TIMESTAMP, _MPI_TAG, _TORCH_RANK):
+        cleaned = [_strip(line, pattern) for line in cleaned]
     # Most lines of a labelled run carry the label; a wrapped line or a traceback may not.
     cleaned = _strip_common(cleaned, _SRUN_LABEL, 0.6)
     cleaned = _strip_common(cleaned, _RANK_TAG, 0.6)
@@ -136,7 +175,7 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     cleaned = _strip_common(cleaned, _HOST_LABEL, 1.0, least=2)
     cleaned = [_strip_inner_timestamp(line) for line in cleaned]
     return [
-        Line(line.number, _TRAILING_COMMENT.sub("", line.text), line.raw)
+        Line(line.number, _TRAILING_COMMENT.sub("", line.text), line.raw, line.prefix)
         if "#" in line.text and not line.text.lstrip().startswith("#") else line
         for line in cleaned
     ]
@@ -144,8 +183,7 @@ def clean_lines(lines: list[Line]) -> list[Line]:
 
 def _strip_inner_timestamp(line: Line) -> Line:
     # `0: [2026-01-02 03:04:05] ...`: a label outside the timestamp.
-    text = _TIMESTAMP.sub("", line.text, count=1)
-    return line if text == line.text else Line(line.number, text.rstrip(), line.raw)
+    return _strip(line, _TIMESTAMP)
 
 
 def content_lines(text: str) -> list[Line]:

@@ -13,7 +13,19 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt, number, to_int
+from provisioner.parsers._text import (
+    Collector,
+    Fact,
+    Line,
+    Parsed,
+    Unplaced,
+    content_lines,
+    fail,
+    is_prompt,
+    number,
+    to_int,
+)
+from provisioner.parsers.hca_faults import is_fault
 
 KIND = "ibstat"
 
@@ -53,6 +65,7 @@ class IbstatCa(Fact):
 
 class Ibstat(Parsed):
     cas: list[IbstatCa]
+    faults: list[Unplaced] = Field(default_factory=list)  # HCA kernel/firmware fault lines pasted in
     errors: list[str] = Field(default_factory=list)
 
 
@@ -155,6 +168,7 @@ def parse_ibstat(text: str) -> Ibstat:
             return
         fail(KIND, "line fits no ibstat structure", line)
 
+    faults: list[Unplaced] = []
     lines = content_lines(text)
     for line in lines:
         body = line.stripped
@@ -164,7 +178,10 @@ def parse_ibstat(text: str) -> Ibstat:
         if _NO_DEVICES.match(body):
             found.recognised += 1
             continue
+        if is_fault(line.text):
+            faults.append(Unplaced(line=line.number, text=line.text, reason="HCA kernel or firmware fault"))
+            continue
         found.attempt(line, handle)
     built = [_build_ca(c, errors, found) for c in cas]
     completeness = found.result() if found.recognised or found.unplaced else {}
-    return Ibstat(cas=built, errors=errors, **completeness)
+    return Ibstat(cas=built, faults=faults, errors=errors, **completeness)

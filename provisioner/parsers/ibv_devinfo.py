@@ -17,7 +17,8 @@ import re
 from pydantic import Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt, to_int
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, Unplaced, content_lines, fail, is_prompt, to_int
+from provisioner.parsers.hca_faults import is_fault
 
 KIND = "ibv_devinfo"
 
@@ -77,6 +78,7 @@ class IbvDevice(Fact):
 
 class IbvDevinfo(Parsed):
     devices: list[IbvDevice]
+    faults: list[Unplaced] = Field(default_factory=list)  # HCA kernel/firmware fault lines pasted in
 
 
 class _Port:
@@ -231,6 +233,7 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
             return
         fail(KIND, "line fits no ibv_devinfo structure", line)
 
+    faults: list[Unplaced] = []
     lines = content_lines(text)
     for line in lines:
         if is_prompt(line):
@@ -238,7 +241,10 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
         if device is None and _NO_DEVICES.match(line.stripped):
             found.recognised += 1
             continue
+        if is_fault(line.text):
+            faults.append(Unplaced(line=line.number, text=line.text, reason="HCA kernel or firmware fault"))
+            continue
         found.attempt(line, handle)
     built = [d.build(found) for d in devices]
     completeness = found.result() if found.recognised or found.unplaced else {}
-    return IbvDevinfo(devices=built, **completeness)
+    return IbvDevinfo(devices=built, faults=faults, **completeness)

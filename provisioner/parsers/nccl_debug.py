@@ -29,13 +29,27 @@ from provisioner.parsers._text import (
     split_lines,
     unique,
 )
+from provisioner.parsers.nccl_errors import (
+    AsyncEvent,
+    CallFailure,
+    CompletionError,
+    async_event,
+    call_failure,
+    completion,
+)
 from provisioner.parsers.nccl_tests import NcclTestRank, parse_rank, split_nccl_version
 
 KIND = "nccl_debug"
 
 _LOG = re.compile(r"(?:^|\s)NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<message>.*)$")
 _PREFIX = re.compile(r"(?P<host>[^\s:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[(?P<dev>[^\]]*)\]", re.ASCII)
-_USING_NETWORK = re.compile(r"^Using network (?P<name>\S+)")
+# `Using network IB` (2.6 on); the closed-source 2.1/2.2 releases said `Using internal Network IB`.
+_USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>\w+)")
+# 2.1/2.2: `NET : Using interface eth0:10.0.0.1<0>` and `NET/IB : Using interface ib0 for sideband ...`.
+_NET_INTERFACE = re.compile(r"^NET(?:/(?P<name>\w+))?\s*:\s*Using interface (?P<iface>\S+)")
+# Connections between ranks through the network: `Ring 00 : 0 -> 1 [send] via NET/IB/0` (2.3 to 2.6),
+# `Channel 00/0 : 0[1a000] -> 1[1a000] [send] via NET/Socket/0` (2.7 on).
+_VIA_NET = re.compile(r"^(?:Ring|Channel) [0-9]+.*\bvia NET/(?P<name>\w+)")
 _NET_USING = re.compile(r"^NET/(?P<name>\w+)\s*:\s*Using\s+(?P<rest>\[.*)$")
 # NCCL 2.27+: one line per device, `NET/IB: [2] mlx5_2:uverbs2:1/RoCE provider=Mlx5 speed=400000 ...`.
 _NET_DEVICE = re.compile(
@@ -48,13 +62,6 @@ _BOOTSTRAP = re.compile(r"^Bootstrap\s*:\s*Using\s+(?P<rest>.*)$")
 _ENV = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*) set (?:by (?P<source>.+?) )?to (?P<value>.*)$")
 _PLUGIN = re.compile(r"plugin", re.IGNORECASE)
 _ADDRESS_TAIL = re.compile(r"<[0-9]+>$")
-_COMPLETION = re.compile(
-    r"Got completion from peer\s+(?P<peer>[^\s<,]+)(?:<(?P<port>[0-9]+)>)?\s*with\s+(?:error|status\s*=)\s*"
-    r"(?P<status>[0-9]+)"
-)
-_OPCODE = re.compile(r"\bopcode\s*[= ]\s*(?P<opcode>[0-9]+)")
-_VENDOR = re.compile(r"\bvendor err(?:or)?\s*[= ]?\s*(?P<vendor>[0-9]+)")
-_HCA = re.compile(r"\b(?:hca|dev(?:ice)?)\s+(?P<hca>[A-Za-z][\w.-]*[0-9])\b")
 _COMM = re.compile(r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>[0-9]+) nr?[Rr]anks (?P<nranks>[0-9]+)")
 # Interface names and addresses that are almost never the path between GPU nodes.
 _SUSPECT_NAME = re.compile(r"^(?:docker[0-9]*|veth\w*|br-\w+|virbr[0-9]*|cni[0-9]*|flannel\S*|lo)$")
@@ -70,23 +77,6 @@ _NEW_STATEMENT = re.compile(
     r"^(?:Traceback\b|File \"|\w+(?:Error|Exception|Warning)\b|Failed\b|terminate called|\[|[A-Z][a-z]+ [a-z]+ [a-z]+)"
 )
 _WRAP_WIDTH = 70
-
-
-class CompletionError(Fact):
-    """`NET/IB : Got completion from peer ... with error N`: a work request failed on an RDMA queue pair.
-
-    `status` is the ibverbs work-completion status (12 = IBV_WC_RETRY_EXC_ERR, 13 = RNR retry exceeded,
-    5 = flushed, 4 = protection error); `vendor_error` the HCA's own code; `line` where it was printed."""
-
-    host: str | None = None
-    device: str | None = None
-    peer: str
-    peer_port: int | None = None
-    status: int
-    vendor_error: int | None = None
-    opcode: int | None = None
-    direction: str | None = None
-    line: int
 
 
 class Communicator(Fact):
@@ -135,6 +125,9 @@ class NcclDebug(Parsed):
     suspect_interfaces: list[SuspectInterface] = Field(default_factory=list)
     nccl_versions_by_host: dict[str, str] = Field(default_factory=dict)
     ib_unavailable: list[str] = Field(default_factory=list)
+    call_failures: list[CallFailure] = Field(default_factory=list)
+    async_events: list[AsyncEvent] = Field(default_factory=list)
+    net_paths: list[str] = Field(default_factory=list)  # networks ranks were connected through (`via NET/X`)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -158,11 +151,13 @@ class _Log:
         self.last_net: str | None = None
         self.lists: dict[str, list[str]] = {
             name: [] for name in ("net_transports", "ib_devices", "oob_interfaces", "socket_interfaces",
-                                  "bootstrap", "plugins", "hosts")
+                                  "bootstrap", "plugins", "hosts", "net_paths")
         }
         self.env: dict[str, str] = {}
         self.warnings: list[str] = []
         self.completions: list[CompletionError] = []
+        self.calls: list[CallFailure] = []
+        self.events: list[AsyncEvent] = []
         self.communicators: dict[str, dict[str, object]] = {}
         self.networks: dict[tuple[str, str, str], str] = {}  # (host, pid, tid) -> last `Using network`
         self.comm_of: dict[tuple[str, str, str], str] = {}
@@ -195,6 +190,11 @@ class _Log:
                 self.comm_of[thread] = m.group("comm")
                 if record.get("network") is None and thread in self.networks:
                     record["network"] = self.networks[thread]
+        elif m := _VIA_NET.match(message):
+            self.lists["net_paths"].append(m.group("name"))
+        elif m := _NET_INTERFACE.match(message):
+            kind = "oob_interfaces" if m.group("name") == "IB" else "socket_interfaces"
+            self.lists[kind].append(_ADDRESS_TAIL.sub("", m.group("iface")))
         elif m := _NET_USING.match(message):
             self._net(m.group("name"), m.group("rest"))
             self._suspects(m.group("rest"), line, host)
@@ -217,23 +217,12 @@ class _Log:
     def finish_warning(self, first: Line, host: str | None) -> None:
         """Read the structured parts of the warning that started on `first` (now that it is whole)."""
         message = self.warnings[-1]
-        if m := _COMPLETION.search(message):
-            self._completion(m, message, first, host)
-
-    def _completion(self, m: re.Match[str], message: str, line: Line, host: str | None) -> None:
-        opcode, vendor, hca = _OPCODE.search(message), _VENDOR.search(message), _HCA.search(message)
-        direction = re.search(r"\((Recv|Send|Read|Write)\)", message)
-        self.completions.append(CompletionError(
-            host=host,
-            device=hca.group("hca") if hca else None,
-            peer=m.group("peer"),
-            peer_port=int(m.group("port")) if m.group("port") else None,
-            status=int(m.group("status")),
-            vendor_error=int(vendor.group("vendor")) if vendor else None,
-            opcode=int(opcode.group("opcode")) if opcode else None,
-            direction=direction.group(1) if direction else None,
-            line=line.number,
-        ))
+        if error := completion(message, first.number, host):
+            self.completions.append(error)
+        elif event := async_event(message, first.number, host):
+            self.events.append(event)
+        elif failure := call_failure(message, first.number, host):
+            self.calls.append(failure)
 
     def _suspects(self, rest: str, line: Line, host: str | None) -> None:
         for entry in _bootstrap(rest.replace(";", " ")):
@@ -284,6 +273,8 @@ class _Log:
             log_lines=log_lines,
             unplaced=unparsed,
             completion_errors=self.completions,
+            call_failures=self.calls,
+            async_events=self.events,
             communicators=[Communicator.model_validate(c) for c in self.communicators.values()],
             suspect_interfaces=self.suspects,
             nccl_versions_by_host=self.versions,

@@ -120,6 +120,7 @@ class NcclTests(Parsed):
     collective: str | None = None
     bitwise_mismatches: int | None = None
     runs: int = 0
+    single_rank_runs: int = 0  # >1: N copies each ran alone (a build without MPI started by mpirun/srun)
 
 
 def version_from_code(code: int) -> str:
@@ -185,6 +186,24 @@ def _int_cell(cell: str, line: Line, what: str) -> int:
     return int(value)
 
 
+def _infer_columns(cells: list[str]) -> list[str] | None:
+    """The columns of a result row printed without its header, from the row's shape alone: size, count,
+    a type name, a reduction name, [root], then two groups of time algbw busbw [error|#wrong]."""
+    if len(cells) not in (10, 11, 12, 13) or not cells[2][:1].isalpha() or not cells[3][:1].isalpha():
+        return None
+    root = len(cells) in (11, 13)
+    prefix = ["size", "count", "type", "redop"] + (["root"] if root else [])
+    wrong = len(cells) in (12, 13)
+    kind = ""
+    if wrong:
+        cell = cells[-1]
+        kind = ":#wrong" if re.fullmatch(r"[0-9]+|N/A", cell) and root else ":error"
+    groups = [f"{g}_{c}" for g in ("oop", "ip") for c in ("time_us", "algbw", "busbw", "wrong")]
+    if not wrong:
+        groups = [c for c in groups if not c.endswith("_wrong")]
+    return prefix + [c + kind if c.endswith("_wrong") else c for c in groups]
+
+
 def _row(columns: list[str], line: Line) -> NcclTestRow:
     cells = line.stripped.split()
     if number(cells[0]) is None:
@@ -217,6 +236,7 @@ class _Run:
         self.runs = 0
         self.open = False  # a run has started (header, rows) and its footer is not printed yet
         self.in_table = False  # a column header was printed and its footer was not yet
+        self.headerless = False  # rows came before any column header (a fragment of the output)
 
     def comment(self, line: Line, body: str) -> bool:
         """Read a `#` line; False when it is an unrecognised comment (skipped, not an error)."""
@@ -263,7 +283,13 @@ class _Run:
             self.failures.append(body)
             return True
         if self.columns is None:
-            fail(KIND, "line before the column header (expected '#  size  count  type ...')", line)
+            cells = line.stripped.split()
+            if number(cells[0]) is None or (inferred := _infer_columns(cells)) is None:
+                fail(KIND, "line before the column header (expected '#  size  count  type ...')", line)
+            # A fragment that starts inside the table: its rows are read by their shape, and the run is
+            # marked incomplete for the header it lacks.
+            self.columns, self.headerless, self.in_table = inferred, True, True
+            self.runs += 1
         self.rows.append(_row(self.columns, line))
         self.open = True
         return True
@@ -294,10 +320,15 @@ def parse_nccl_tests(text: str) -> NcclTests:
     # Skipped comments and NCCL log lines count as placed but not as recognised nccl-tests output.
     found.recognised = _recognised(run)
     verdict = run.verdict()
+    # Output without its structural anchors is never complete: no header, no table, or no footer.
+    if run.columns is None or run.headerless:
+        found.lack("column header (#  size  count  type ...)")
+    if not run.rows:
+        found.lack("result table")
     if verdict == "truncated: no footer" or run.open:
-        if run.columns is not None and not run.rows:
-            found.lack("result table")
         found.lack("footer (# Out of bounds values, # Avg bus bandwidth)")
+    if not run.rows and verdict == "ok":
+        verdict = "truncated: no footer" if run.columns is not None else verdict
     completeness = found.result("no nccl-tests header, result table or summary found")
     columns = run.columns
     wrong = next((c.partition(":")[2] for c in columns or [] if ":" in c), None)
@@ -312,9 +343,19 @@ def parse_nccl_tests(text: str) -> NcclTests:
         devices=run.devices,
         failures=run.failures,
         runs=run.runs,
+        single_rank_runs=_single_rank_runs(run.devices),
         **fields,
         **completeness,
     )
+
+
+def _single_rank_runs(devices: list[NcclTestRank]) -> int:
+    """How many one-rank runs the rank lists show when every listed rank is rank 0 of its own run (the
+    same binary started N times, each initialising a communicator of one rank), else 0."""
+    ranks = [d.rank for d in devices]
+    if len(ranks) >= 2 and set(ranks) == {0} and len({(d.host, d.pid) for d in devices}) == len(ranks):
+        return len(ranks)
+    return 0
 
 
 def _recognised(run: _Run) -> int:

@@ -1,0 +1,155 @@
+"""Causes on the socket side: no interface matches the setting, peers unreachable, a suspect interface
+chosen, IB/RoCE devices not found or not selected, and TCP sockets used between nodes.
+
+Wording read (learned from NCCL's release history): `Bootstrap : no socket interface found`,
+`NET/Socket : no interface found`, `NET/Socket : No usable listening interface found` and
+`NET/IB : No IP interface found.` (2.3 on), `Net : No interface found in the same subnet as remote
+address X`; connection failures `Connect to X<port> failed : why` (2.4 to 2.11), `Net : Connect to ...`
+(2.12), `socketStartConnect: Connect to ...` / `exceeded retries` (2.19), `ncclSocketConnect: connect to
+... failed : why` (newest).
+"""
+
+from __future__ import annotations
+
+import re
+
+from provisioner.explain.evidence import env, evidence, grep, hosts, multi_node, nranks
+from provisioner.explain.logs import Log
+from provisioner.explain.model import Cause
+from provisioner.parsers._text import unique
+
+_NO_INTERFACE = re.compile(
+    r"no socket interface found|NET/Socket\s*:\s*no (?:usable listening )?interface found"
+    r"|NET/IB\s*:\s*No IP interface found|No interface found in the same subnet as remote address\s*(?P<remote>\S+)?"
+    r"|Unable to find address for:?\s*(?P<name>\S+)?",
+    re.I,
+)
+_CONNECT_FAIL = re.compile(
+    r"(?:Connect to (?P<peer>[0-9a-fA-F.:]+)(?:<(?P<port>[0-9]+)>)? (?:failed|returned)\s*:?\s*(?P<why>.+)"
+    r"|(?:timed out (?:after \S+ )?while trying|failed) to connect to (?:any network address of )?"
+    r"\((?P<peer2>[^,\s]+), (?P<port2>[0-9]+)\)"
+    r"|(?:connect|Connection) (?:to )?\[?(?P<peer3>[0-9]{1,3}(?:\.[0-9]{1,3}){3})\]?:(?P<port3>[0-9]+)"
+    r".*?(?P<why3>Connection refused|No route to host|Network is unreachable|timed out|Connection reset by peer)"
+    r"|Connect\w*: exceeded (?:retries|timeouts|error retry count)\s*\(?(?P<why4>[0-9]+)?)",
+    re.I,
+)
+_IB_STATE_LINES = re.compile(r"Using (?:internal )?network|NET/IB\s*:|NET/Socket\s*:|Bootstrap\s*:|NET/Plugin|"
+                             r"libibverbs|NCCL_IB_|via NET/", re.I)
+_PEER_FIX = ("Pin the data interface (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME) to the network the nodes "
+             "share, and check that interface's link state, addresses and firewall on the hosts named.")
+
+
+def no_interface(logs: list[Log]) -> list[Cause]:
+    hits = grep(logs, _NO_INTERFACE)
+    if not hits:
+        return []
+    settings = [f"GLOO_SOCKET_IFNAME={name.rstrip('.')}" for name in unique([m.group("name") for _, m in hits
+                                                                              if m.group("name")])]
+    text = " ".join(m.group(0).lower() for _, m in hits)
+    if "socket" in text or "subnet" in text or "ip interface" in text:
+        value = env(logs, "NCCL_SOCKET_IFNAME")
+        settings.append(f"NCCL_SOCKET_IFNAME={value}" if value else "NCCL_SOCKET_IFNAME")
+    lines = [line for line, _ in hits]
+    return [Cause(
+        id="no-socket-interface",
+        title="no network interface matches the socket interface setting",
+        detail=f"{', '.join(settings) or 'the interface setting'} names no interface that exists (and is up, "
+               f"with an address, in the peers' subnet) on {', '.join(hosts(lines)) or 'the host'}: the library "
+               "could not start its bootstrap or out-of-band connection.",
+        fix="Set NCCL_SOCKET_IFNAME (GLOO_SOCKET_IFNAME for gloo) to the data interface the nodes share "
+            "(e.g. the playbook's interface, such as eth1), or a prefix of it; "
+            "check with `ip -br addr` on the host. NCCL accepts a list and ^exclusions.",
+        score=95, hosts=hosts(lines), settings=settings, evidence=evidence(lines),
+    )]
+
+
+def unreachable_peers(logs: list[Log]) -> list[Cause]:
+    hits = grep(logs, _CONNECT_FAIL)
+    if not hits:
+        return []
+    # torch also reports the unspecified address it tried to bind from (0.0.0.0, ::): not a peer.
+    peers = unique([p for _, m in hits if (p := m.group("peer") or m.group("peer2") or m.group("peer3"))
+                    and p not in ("0.0.0.0", "::")])
+    reasons = unique([why.strip() for _, m in hits if (why := m.group("why") or m.group("why3"))])
+    if any(m.group("why4") is not None or "exceeded" in m.group(0) for _, m in hits):
+        reasons.append("connection retries exceeded")
+    lines = [line for line, _ in hits]
+    suspects = [(log, s) for log in logs for s in (log.nccl.suspect_interfaces if log.nccl else [])]
+    chosen = [f"{s.interface}" + (f" ({s.address}, {s.reason})" if s.address else f" ({s.reason})")
+              for _, s in suspects]
+    lines += [line for log, s in suspects if (line := log.line(s.line)) is not None]
+    detail = f"connections to {', '.join(peers) or 'a peer'} failed ({'; '.join(reasons or ['timed out'])})"
+    if chosen:
+        detail += f"; the interface chosen looks wrong: {', '.join(unique(chosen))}"
+    value = env(logs, "NCCL_SOCKET_IFNAME")
+    return [Cause(
+        id="peer-unreachable",
+        title="a host cannot reach its peers on the address it was given",
+        detail=detail + ". Either the interface chosen is not on the network the peers share, or the path "
+                        "is down or filtered.",
+        fix=_PEER_FIX, score=85, hosts=hosts(lines), addresses=peers,
+        settings=[f"NCCL_SOCKET_IFNAME={value}"] if value else [], evidence=evidence(lines),
+    )]
+
+
+def suspect_interfaces(logs: list[Log]) -> list[Cause]:
+    if grep(logs, _CONNECT_FAIL) or not multi_node(logs):
+        return []  # reported with the failures they explain; on one node no traffic leaves the host
+    items = [(log, s) for log in logs for s in (log.nccl.suspect_interfaces if log.nccl else [])]
+    if not items:
+        return []
+    lines = [line for log, s in items if (line := log.line(s.line)) is not None]
+    names = unique([f"{s.interface} ({s.reason})" for _, s in items])
+    return [Cause(
+        id="suspect-interface",
+        title="NCCL chose an interface that rarely connects GPU nodes",
+        detail=f"{', '.join(names)}: traffic between nodes on it may not route, or may take a slow path.",
+        fix="Set NCCL_SOCKET_IFNAME to the data interface (e.g. eth1, or ^docker,lo,veth to exclude).",
+        score=45, hosts=unique([s.host for _, s in items if s.host]), evidence=evidence(lines),
+    )]
+
+
+def socket_fallback(logs: list[Log]) -> list[Cause]:
+    """TCP sockets between nodes (a slow path), or IB devices asked for and not found. On one node, or
+    with one rank, NCCL uses no network at all: `NET/IB : No device found` is then no problem."""
+    one = nranks(logs) == 1 or not multi_node(logs)
+    causes = []
+    for log in logs:
+        nccl = log.nccl
+        if nccl is None:
+            continue
+        hca = nccl.env.get("NCCL_IB_HCA")
+        if hca and nccl.ib_unavailable and nccl.env.get("NCCL_IB_DISABLE") != "1":
+            lines = [line for line, _ in log.grep(re.compile(r"NCCL_IB_HCA|NET/IB\s*:\s*No device"))]
+            causes.append(Cause(
+                id="ib-hca-not-found",
+                title=f"NCCL_IB_HCA={hca} matched no usable RDMA device",
+                detail=f"NCCL_IB_HCA={hca} was set, so IB/RoCE was expected, but NCCL found no device matching "
+                       "it (wrong name or port, device down, or rdma-core missing in the job's environment).",
+                fix="List the devices with `ibv_devinfo -l` / `ibdev2netdev` on the host and set NCCL_IB_HCA to "
+                    "their names (a prefix such as mlx5 matches all; =mlx5_0:1 pins exact device and port).",
+                score=80, hosts=nccl.hosts, settings=[f"NCCL_IB_HCA={hca}"], evidence=evidence(lines),
+            ))
+            continue
+        if one or (nccl.network != "Socket" and "Socket" not in nccl.net_paths):
+            continue
+        reasons = []
+        if nccl.env.get("NCCL_IB_DISABLE") == "1":
+            reasons.append("NCCL_IB_DISABLE=1")
+        if nccl.ib_unavailable:
+            reasons.append("no IB/RoCE device found")
+        if nccl.ib_devices:
+            reasons.append(f"IB devices were found ({', '.join(nccl.ib_devices[:4])}) but NCCL says Socket")
+        if any("Plugin load returned" in p or "Failed to" in p for p in nccl.plugins):
+            reasons.append("the network plugin failed to load (NCCL fell back to its internal transports)")
+        lines = [line for line, _ in log.grep(_IB_STATE_LINES)]
+        causes.append(Cause(
+            id="ib-not-used",
+            title=f"NCCL used TCP sockets between nodes, not IB/RoCE ({log.name})",
+            detail=("; ".join(reasons) or "no NET/IB device was reported") + ": collectives between nodes run "
+                   "over TCP at a fraction of the fabric's bandwidth.",
+            fix="On RDMA nodes: check `ibv_devinfo` (device present, port ACTIVE), that NCCL_IB_HCA names real "
+                "devices, that libibverbs/rdma-core is installed in the job's environment, and NCCL_IB_DISABLE.",
+            score=45, hosts=nccl.hosts, settings=[r for r in reasons if "=" in r], evidence=evidence(lines),
+        ))
+    return causes

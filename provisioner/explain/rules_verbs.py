@@ -1,0 +1,162 @@
+"""Causes on the RDMA side: work-completion errors by class, verbs / libfabric resource failures, the
+locked-memory limit, and the HCA's own faults (fatal async events, firmware health messages).
+
+Wording read (learned from NCCL's release history): completion errors in every form the parser knows
+(see parsers/nccl_errors); `Call to ibv_create_qp failed` (2.3 on) and `... failed with error Cannot
+allocate memory` (later); `NET/IB : Got async event : local catastrophic error` (2.3 to 2.1x) and
+`NET/IB : mlx5_0:1 async fatal event: ...` (newest). libibverbs' own `RLIMIT_MEMLOCK is 65536 bytes`
+warning and mlx5_core's kernel messages (`health compromised`, `firmware internal error`, `syndrome`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from provisioner.explain import ibverbs
+from provisioner.explain.evidence import evidence, grep, hosts, warning_lines
+from provisioner.explain.logs import Log, LogLine
+from provisioner.explain.model import Cause
+from provisioner.parsers._text import unique
+from provisioner.parsers.nccl_errors import CompletionError
+
+_MEMLOCK = re.compile(r"RLIMIT_MEMLOCK|ulimit -l|locked memory|memlock", re.I)
+_NO_MEMORY = re.compile(r"Cannot allocate memory|errno\s*=?\s*12\b|ENOMEM|-12\b", re.I)
+_OFI_LINE = re.compile(r"NET/OFI\b.*(?:fail|unable|error|couldn't|could not)|\bfi_\w+\(?\)?\s*(?:call\s+)?failed", re.I)
+_FIRMWARE = re.compile(
+    r"health compromised|firmware internal error|FW fatal|fw_fatal|fatal error \d+ detected|"
+    r"device's health|internal error.*syndrome|health.*syndrome|\bsyndrome\s*(?:0x[0-9a-f]+|\()|"
+    r"assert_var\[|local catastrophic error|unrecoverable.*(?:firmware|hca)|pci_channel_io_perm_failure",
+    re.I,
+)
+_KERNEL_DEVICE = re.compile(r"\b(?P<dev>mlx\d_core \S+?|mlx\d_\d+)[:\s]")
+
+
+def completion_errors(logs: list[Log]) -> list[Cause]:
+    groups: dict[tuple[str | None, str | None, int], list[tuple[Log, CompletionError]]] = defaultdict(list)
+    for log in logs:
+        for error in (log.nccl.completion_errors if log.nccl else []):
+            groups[(error.host, error.device, error.status)].append((log, error))
+    first_causes = any(ibverbs.status(code).first_cause for _, _, code in groups)
+    causes = []
+    for (host, device, code), items in groups.items():
+        peers = unique([e.peer for _, e in items if e.peer])
+        vendor = unique([f"0x{e.vendor_error:x}" for _, e in items if e.vendor_error is not None])
+        found = ibverbs.status(code)
+        lines = [line for log, e in items for line in warning_lines(log, e.line)]
+        where = f"{host or 'a host'}" + (f" ({device})" if device else "")
+        towards = f" towards {', '.join(peers)}" if peers else ""
+        detail = f"{len(items)} completion error(s){towards}: {found.meaning}."
+        if vendor:
+            detail += f" Vendor syndrome {', '.join(vendor)}."
+        if not found.first_cause and first_causes:
+            detail += " Another completion error above comes first."
+        score = {"fabric": 90, "peer": 85, "registration": 88, "peer-registration": 85, "config": 85,
+                 "device": 90}.get(found.kind, 55)
+        causes.append(Cause(
+            id="ib-completion-error",
+            title=f"RDMA completion error {code} ({found.symbol}) on {where}",
+            detail=detail, fix=found.fix, score=score,
+            hosts=[h for h in [host] if h], addresses=peers, evidence=evidence(lines),
+        ))
+    return causes
+
+
+def _line_of(log: Log, number: int) -> list[LogLine]:
+    return warning_lines(log, number) if log.nccl else [line for line in [log.line(number)] if line]
+
+
+def resource_failures(logs: list[Log]) -> list[Cause]:
+    """Failed verbs/OFI calls and the locked-memory limit: the job could not create queue pairs or
+    completion queues, or register memory, so it never ran over RDMA."""
+    failures = [(log, f) for log in logs for f in (log.nccl.call_failures if log.nccl else [])]
+    memlock = grep(logs, _MEMLOCK)
+    ofi_text = [line for line, _ in grep(logs, _OFI_LINE)]
+    causes = []
+    if memlock or any(_NO_MEMORY.search(f.error) or f.errno == 12 for _, f in failures):
+        lines = [line for line, _ in memlock]
+        lines += [line for log, f in failures if _NO_MEMORY.search(f.error) or f.errno == 12
+                  for line in _line_of(log, f.line)]
+        calls = unique([f.call for _, f in failures if f.call and (_NO_MEMORY.search(f.error) or f.errno == 12)])
+        causes.append(Cause(
+            id="memlock-limit",
+            title="RDMA memory registration ran out of locked memory",
+            detail=(f"{', '.join(calls)} failed with 'Cannot allocate memory'" if calls else
+                    "the locked-memory limit (RLIMIT_MEMLOCK) is too low") + ": RDMA buffers must be pinned, "
+                   "and the process may lock only as much memory as its memlock limit allows.",
+            fix="Raise the locked-memory limit to unlimited for the job: `ulimit -l unlimited` in the launcher, "
+                "`* soft memlock unlimited` and `* hard memlock unlimited` in /etc/security/limits.conf, "
+                "LimitMEMLOCK=infinity for systemd services (slurmd, containerd/docker: --ulimit memlock=-1), "
+                "then start the job again.",
+            score=92, hosts=hosts(lines), settings=["ulimit -l"], evidence=evidence(lines),
+        ))
+    other = [(log, f) for log, f in failures
+             if not (_NO_MEMORY.search(f.error) or f.errno == 12) or (f.api == "ofi" and not causes)]
+    verbs = [(log, f) for log, f in other if f.api == "verbs"]
+    ofi = [(log, f) for log, f in other if f.api == "ofi"]
+    if verbs:
+        lines = [line for log, f in verbs for line in _line_of(log, f.line)]
+        calls = unique([f"{f.call or 'a verbs call'}: {f.error}" for _, f in verbs])
+        registration = any("reg_mr" in (f.call or "") or "reg_dmabuf" in (f.call or "") for _, f in verbs)
+        causes.append(Cause(
+            id="verbs-resource-failure",
+            title="an RDMA verbs call failed (queue pair, completion queue or memory registration)",
+            detail=f"{'; '.join(calls[:4])}. "
+                   + ("Memory registration failed: GPU buffers could not be registered with the HCA."
+                      if registration else "The HCA refused to create or change the RDMA resource."),
+            fix=("Check GPUDirect RDMA on the host (`lsmod | grep nvidia_peermem`, or dma-buf), the locked-"
+                 "memory limit (`ulimit -l unlimited`), and the HCA's state (`ibv_devinfo`, dmesg)."
+                 if registration else
+                 "Check the HCA's state (`ibv_devinfo`: port ACTIVE; dmesg for mlx5_core errors), the locked-"
+                 "memory limit (`ulimit -l unlimited`), and the device's QP/CQ limits (`ibv_devinfo -v` "
+                 "max_qp/max_cq) against the number of ranks and NCCL_IB_QPS_PER_CONNECTION."),
+            score=90, hosts=unique([f.host for _, f in verbs if f.host]) or hosts(lines), evidence=evidence(lines),
+        ))
+    if ofi or ofi_text:
+        lines = [line for log, f in ofi for line in _line_of(log, f.line)] + ofi_text
+        causes.append(Cause(
+            id="ofi-failure",
+            title="the OFI (libfabric) network plugin failed",
+            detail="; ".join(unique([f.error for _, f in ofi])[:3]) or "NET/OFI reported a failure",
+            fix="Check the libfabric provider on the host (`fi_info -p efa` or the provider in FI_PROVIDER), "
+                "that the aws-ofi-nccl plugin matches the NCCL and libfabric versions, the locked-memory limit "
+                "(`ulimit -l unlimited`) and, for GPU buffers, FI_EFA_USE_DEVICE_RDMA / GPUDirect support.",
+            score=88, hosts=unique([f.host for _, f in ofi if f.host]) or hosts(lines), evidence=evidence(lines),
+        ))
+    return causes
+
+
+def firmware_fault(logs: list[Log]) -> list[Cause]:
+    lines = [line for line, _ in grep(logs, _FIRMWARE)]
+    events = [(log, e) for log in logs for e in (log.nccl.async_events if log.nccl else []) if e.fatal]
+    lines += [line for log, e in events for line in _line_of(log, e.line)]
+    if not lines:
+        return []
+    devices = unique([e.device for _, e in events if e.device]
+                     + [m.group("dev") for line in lines if (m := _KERNEL_DEVICE.search(line.text))])
+    return [Cause(
+        id="hca-firmware-fault",
+        title="the HCA reported a firmware or device fault",
+        detail=f"{', '.join(devices) or 'an RDMA device'} reported an internal failure (firmware health, fatal "
+               "event or syndrome): everything on that device fails after it, whatever the network does.",
+        fix="Take the host out of service; read `dmesg` for mlx5_core health/syndrome lines, check the firmware "
+            "version (`ibv_devinfo` fw_ver, `mlxfwmanager`), reset the device (`mlxfwreset`) or reboot, and "
+            "replace the HCA if it recurs.",
+        score=96, hosts=hosts(lines), evidence=evidence(sorted(lines, key=lambda ln: (ln.file, ln.number))),
+    )]
+
+
+def async_port_events(logs: list[Log]) -> list[Cause]:
+    events = [(log, e) for log in logs for e in (log.nccl.async_events if log.nccl else []) if not e.fatal]
+    if not events:
+        return []
+    lines = [line for log, e in events for line in _line_of(log, e.line)]
+    return [Cause(
+        id="ib-port-event",
+        title="the HCA reported port events during the job",
+        detail=f"{', '.join(unique([e.event for _, e in events]))} on "
+               f"{', '.join(unique([e.device or e.host or '?' for _, e in events]))}: a link went down or flapped.",
+        fix="Check the link (`ibstat` / `ibv_devinfo` state, port counters link_downed and symbol_error), the "
+            "cable or optic, and the switch port.",
+        score=70, hosts=unique([e.host for _, e in events if e.host]), evidence=evidence(lines),
+    )]

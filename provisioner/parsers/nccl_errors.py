@@ -1,0 +1,128 @@
+"""The failure records in an NCCL log: RDMA work-completion errors, failed verbs / libfabric calls and
+asynchronous HCA events, read from the message of a (whole, unwrapped) NCCL WARN.
+
+The wording changed across NCCL releases; each pattern here reads every form by its structure:
+
+- completion errors: `NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129` (2.3 to
+  2.11: no peer), `... from peer 10.0.0.2<4567> with error 12, opcode 0, len 0, vendor err 129 (Recv)`
+  (2.12 to 2.18), `... with status=12 opcode=0 len=0 vendor err 129 (Recv) ... hca mlx5_0` (2.19 on), and
+  `... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 ... hca mlx5_0` (newest).
+- failed calls: `Call to ibv_create_qp failed` (2.3 on, misc/ibvwrap), later `... failed with error
+  Cannot allocate memory` and `... errno 12`; `ibv_post_send() failed with error ...`; `Call to
+  ibv_modify_qp failed with 110 Connection timed out, ...`; the OFI plugin's `NET/OFI ... fi_mr_reg
+  failed` / `OFI fi_getinfo() call failed: No data available`.
+- async events: `NET/IB : Got async event : local catastrophic error` (2.3 to 2.1x), later
+  `NET/IB : mlx5_0:1 Got non-fatal async event: port error(10)` and `... async fatal event: ...`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from provisioner.parsers._text import Fact
+
+_COMPLETION = re.compile(
+    r"Got completion(?:\s+from peer\s+(?P<peer>[^\s<,]+)(?:<(?P<port>[0-9]+)>)?)?\s*with\s+"
+    r"(?:error|status)\s*[=:]?\s*(?:(?P<symbol>IBV_WC_\w+)\s*\(\s*)?(?P<status>[0-9]+)"
+)
+_OPCODE = re.compile(r"\bopcode\s*[= ]\s*(?:\w+\()?(?P<opcode>[0-9]+)")
+_VENDOR = re.compile(r"\bvendor[ _]err(?:or)?\s*[= ]?\s*(?P<vendor>[0-9]+)")
+_HCA = re.compile(r"\b(?:hca|dev(?:ice)?)\s+(?P<hca>[A-Za-z][\w.-]*[0-9])\b")
+_DEVICE_PORT = re.compile(r"NET/IB\s*:\s*(?P<hca>[A-Za-z][\w.-]*[0-9]):[0-9]+\s")
+_DIRECTION = re.compile(r"\((Recv|Send|Read|Write)\)")
+
+# A verbs or libfabric call that failed: `Call to ibv_reg_mr failed with error Cannot allocate memory`,
+# `ibv_post_send() failed with error ...`, `fi_mr_reg failed`, `OFI fi_getinfo() call failed: ...`.
+_CALL = re.compile(
+    r"(?:Call to\s+)?(?P<call>(?:ibv|mlx5dv|rdma|fi)_\w+)(?:\(\))?\s*(?:call\s+)?(?:failed|returned)"
+    r"(?:\s+with(?:\s+error)?)?\s*:?\s*(?P<error>.*)$"
+)
+_ERRNO = re.compile(r"\berrno\s*[= ]?\s*(?P<errno>[0-9]+)|\b(?:RC|rc|ret)\s*[:=]?\s*-?(?P<rc>[0-9]+)")
+_OFI = re.compile(r"^NET/OFI\b|\bOFI\b.*\bfail|libfabric", re.IGNORECASE)
+_ASYNC = re.compile(
+    r"NET/IB\s*:\s*(?:(?P<hca>[A-Za-z][\w.-]*[0-9]):[0-9]+\s+)?(?:Got\s+)?(?P<kind>non-fatal\s+|fatal\s+)?"
+    r"async\s+(?:fatal\s+)?event(?:\s+on\s+\w+)?[^:]*:\s*(?P<event>[^(]+?)\s*(?:\((?P<code>[0-9]+)\))?\s*$",
+    re.IGNORECASE,
+)
+# Events that are the device itself failing, not a link (ibv_event_type_str wording).
+_FATAL_EVENTS = re.compile(r"catastrophic|device fatal|fatal", re.IGNORECASE)
+
+
+class CompletionError(Fact):
+    """`NET/IB : Got completion ... with error N`: a work request failed on an RDMA queue pair.
+
+    `status` is the ibverbs work-completion status (12 = IBV_WC_RETRY_EXC_ERR, 13 = RNR retry exceeded,
+    5 = flushed, 4 = protection error); `vendor_error` the HCA's own code; `line` where it was printed.
+    `peer` is None for NCCL releases before 2.12, which did not name it."""
+
+    host: str | None = None
+    device: str | None = None
+    peer: str | None = None
+    peer_port: int | None = None
+    status: int
+    vendor_error: int | None = None
+    opcode: int | None = None
+    direction: str | None = None
+    line: int
+
+
+class CallFailure(Fact):
+    """A verbs (`ibv_*`, `mlx5dv_*`) or libfabric (`fi_*`, NET/OFI) call that failed, as a WARN says."""
+
+    host: str | None = None
+    api: str  # "verbs" or "ofi"
+    call: str | None = None
+    error: str
+    errno: int | None = None
+    line: int
+
+
+class AsyncEvent(Fact):
+    """An asynchronous event the HCA raised (`port error`, `local catastrophic error`)."""
+
+    host: str | None = None
+    device: str | None = None
+    event: str
+    fatal: bool
+    line: int
+
+
+def completion(message: str, line: int, host: str | None) -> CompletionError | None:
+    m = _COMPLETION.search(message)
+    if not m:
+        return None
+    opcode, vendor = _OPCODE.search(message), _VENDOR.search(message)
+    hca = _HCA.search(message[m.end():]) or _DEVICE_PORT.search(message)
+    direction = _DIRECTION.search(message)
+    return CompletionError(
+        host=host, device=hca.group("hca") if hca else None, peer=m.group("peer"),
+        peer_port=int(m.group("port")) if m.group("port") else None, status=int(m.group("status")),
+        vendor_error=int(vendor.group("vendor")) if vendor else None,
+        opcode=int(opcode.group("opcode")) if opcode else None,
+        direction=direction.group(1) if direction else None, line=line,
+    )
+
+
+def call_failure(message: str, line: int, host: str | None) -> CallFailure | None:
+    m = _CALL.search(message)
+    ofi = bool(_OFI.search(message))
+    if not m and not ofi:
+        return None
+    if m is None and not re.search(r"fail|unable|error|couldn't|could not", message, re.IGNORECASE):
+        return None
+    call = m.group("call") if m else None
+    error = (m.group("error") if m else message).strip().strip(",.")
+    code = _ERRNO.search(message)
+    errno = int(code.group("errno") or code.group("rc")) if code else None
+    api = "ofi" if ofi or (call or "").startswith("fi_") else "verbs"
+    return CallFailure(host=host, api=api, call=call, error=error or message, errno=errno, line=line)
+
+
+def async_event(message: str, line: int, host: str | None) -> AsyncEvent | None:
+    m = _ASYNC.search(message)
+    if not m:
+        return None
+    event = m.group("event").strip()
+    lower = message.lower()
+    fatal = ("non-fatal" not in lower and "fatal" in lower) or bool(_FATAL_EVENTS.search(event))
+    return AsyncEvent(host=host, device=m.group("hca"), event=event, fatal=fatal, line=line)

@@ -1,0 +1,64 @@
+"""The same log explains identically however it was captured: framed in a tmux/screen pane, labelled
+by `srun --label` or Open MPI `--tag-output`, coloured with ANSI escapes, or timestamped."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.explain import explain
+from tests.unit.explain.test_classes import CASES
+from tests.unit.parsers._samples import SAMPLES, read
+
+
+def _tmux(text: str) -> str:
+    lines = text.splitlines()
+    width = max(len(line) for line in lines) + 2
+    return "\n".join(["┌" + "─" * width + "┐"] + [f"│ {line.ljust(width - 2)} │" for line in lines]
+                     + ["└" + "─" * width + "┘"]) + "\n"
+
+
+def _srun(text: str) -> str:
+    return "".join(f"{i % 2}: {line}\n" for i, line in enumerate(text.splitlines()))
+
+
+def _mpi(text: str) -> str:
+    return "".join(f"[1,{i % 2}]<stdout>:{line}\n" for i, line in enumerate(text.splitlines()))
+
+
+def _ansi(text: str) -> str:
+    return "".join(f"\x1b[1;31m{line}\x1b[0m\n" for line in text.splitlines())
+
+
+def _stamped(text: str) -> str:
+    return "".join(f"2024-05-01T10:00:{i % 60:02d}.123Z {line}\n" for i, line in enumerate(text.splitlines()))
+
+
+FRAMES = {"tmux": _tmux, "srun": _srun, "mpi": _mpi, "ansi": _ansi, "timestamps": _stamped}
+LOGS = {**{name: case[0] for name, case in CASES.items()},
+        **{name: read(name) for name in ("nccl-debug-2.txt", "nccl-debug-10-no-socket-interface.txt",
+                                         "nccl-debug-11-connect-no-route.txt", "nccl-debug-12-duplicate-gpu.txt",
+                                         "nccl-debug-4.txt", "all_reduce_perf-4.txt")},
+        "watchdog": (SAMPLES / "logs/torch-watchdog-timeout-1.txt").read_text()}
+
+
+def _summary(text: str) -> list[tuple[str, str, list[int], list[str]]]:
+    return [(c.id, c.title, [e.line for e in c.evidence], c.addresses) for c in explain([("j.log", text)]).causes]
+
+
+@pytest.mark.parametrize("frame", sorted(FRAMES))
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_framed_log_explains_like_the_plain_one(name: str, frame: str) -> None:
+    text = LOGS[name]
+    plain = _summary(text)
+    framed = _summary(FRAMES[frame](text))
+    if frame == "tmux":  # the border adds a first line: evidence moves down by one
+        framed = [(i, t, [n - 1 for n in lines], a) for i, t, lines, a in framed]
+    assert framed == plain
+
+
+def test_srun_label_gives_the_rank_and_its_host() -> None:
+    text = ("0: #  Rank  0 Group  0 Pid 1 on gpu01 device 0 [0x1a] A100\n"
+            "1: #  Rank  1 Group  0 Pid 2 on gpu02 device 0 [0x1a] A100\n"
+            "1: misc/ibvwrap.cc:212 NCCL WARN Call to ibv_create_qp failed\n")
+    [cause] = explain([("j.log", text)]).causes
+    assert cause.id == "verbs-resource-failure" and cause.hosts == ["gpu02"]
