@@ -3,9 +3,10 @@
 Pure, and checked against `scontrol show hostnames` over a corpus (tests/unit/scheduler). What Slurm
 does, this does: names are separated by commas or whitespace outside brackets; a bracket holds numbers
 and `lo-hi` ranges separated by commas; a range's width is that of its lower bound (`[01-10]` gives
-`01`..`10`, `[1-010]` gives `1`..`10`); several brackets expand first-major (`a[1-2]b[3-4]` gives a1b3,
-a1b4, a2b3, a2b4); text may sit between brackets but not after the last; a range holds at most 65536
-names; order and duplicates are kept.
+`01`..`10`, `[1-010]` gives `1`..`10`); of several brackets the last varies fastest, then the first,
+the second... (`a[1-2]b[3-4]` gives a1b3, a1b4, a2b3, a2b4; `a[1-2]b[1-2]c[1-2]` gives a1b1c1, a1b1c2,
+a2b1c1, ...); text may sit between brackets but not after the last; a range holds at most 65536 names;
+order and duplicates are kept.
 
 Where Slurm answers nonsense instead of refusing, this refuses: an unclosed or nested bracket (Slurm
 turns `gpu[1-2` into `gpu]`), a `]` with no `[`, a range with no upper bound (`[1-]`, read as `[1]`),
@@ -76,7 +77,12 @@ def _expand_item(item: str, expression: str) -> list[str]:
         total *= len(values)
     if total > MAX_NAMES:
         raise HostlistError(f"invalid hostlist {expression!r}: more than {MAX_NAMES} names")
-    return [_join(texts, combo) for combo in itertools.product(*choices)]
+    # Slurm's order: the last bracket varies fastest, then the first, the second, and so on.
+    names = []
+    for head in itertools.product(*reversed(choices[:-1])):
+        for last in choices[-1]:
+            names.append(_join(texts, (*reversed(head), last)))
+    return names
 
 
 def _join(texts: list[str], combo: tuple[str, ...]) -> str:
