@@ -59,7 +59,7 @@ def audit_causes(outcome: Any) -> dict[str, str]:
     causes = {}
     for host in outcome.hosts:
         if host.status == "drifted":
-            drifted = [f"{r.kind} {r.target}".strip() for r in host.resources if r.status != "ok"]
+            drifted = [r.target or r.kind for r in host.resources if r.status != "ok"]
             causes[host.name] = "drifted: " + ", ".join(drifted[:4]) + (" ..." if len(drifted) > 4 else "")
         elif host.status in ("unreachable", "failed"):
             causes[host.name] = host.status + (f": {host.error}" if host.error else "")
@@ -71,7 +71,7 @@ def apply_causes(outcome: Any) -> dict[str, str]:
     causes = {}
     for host in outcome.hosts:
         if host.status not in ("ok", "changed"):
-            bad = [f"{r.before.kind} {r.before.target}".strip() for r in host.resources
+            bad = [r.before.target or r.before.kind for r in host.resources
                    if r.status not in ("ok", "changed")]
             detail = ", ".join(bad[:4]) or (host.error or "")
             causes[host.name] = "not converged: " + host.status + (f": {detail}" if detail else "")
