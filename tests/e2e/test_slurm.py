@@ -50,7 +50,7 @@ def slab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     profile.write_text(PROFILE)
     manager.down(SLURM_LAB)
     try:
-        lab = Lab(manager.up(SLURM_LAB, profile_path=profile, with_slurm=True, share_python=False))
+        lab = Lab(manager.up(SLURM_LAB, profile_path=profile, with_slurm=True))
         _wait_idle(lab, {"gpu01", "gpu02", "gpu03"})
         yield lab
     finally:
@@ -147,3 +147,28 @@ def test_drain_failed_then_resume_fixed_leaves_other_drains_alone(slab: Lab, pla
     gpu03 = _node(slab, "gpu03")
     assert "DRAIN" in gpu03["State"] and gpu03["Reason"].startswith("disk check")
     _on_controller(slab, "scontrol update NodeName=gpu03 State=RESUME")
+
+
+def test_smoke_drains_what_it_fails_and_only_smoke_resumes_it(slab: Lab, playbook: Path) -> None:
+    inventory = str(slab.state.inventory_path)
+    odd = slab.node("gpu03")
+    smoke = ("smoke", inventory, "-p", str(playbook), "--sizes", "1M:2M", "--iters", "2", "--timeout", "60")
+    slab.ssh(odd, "ip link set eth1 mtu 1500")
+    try:
+        proc = fabnet(*smoke, "--drain-failed")
+    finally:
+        slab.ssh(odd, "ip link set eth1 mtu 9000")
+    assert proc.returncode == 2, proc.stderr
+    gpu03 = _node(slab, "gpu03")
+    assert "DRAIN" in gpu03["State"] and gpu03["Reason"].startswith("fabnet: smoke: "), gpu03
+    assert {name: state for name, state in _states(slab).items() if name != "gpu03"} == {"gpu01": "idle",
+                                                                                        "gpu02": "idle"}
+
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--resume-fixed")
+    assert proc.returncode == 0 and "slurm: left gpu03" in proc.stderr, proc.stderr
+    assert "DRAIN" in _node(slab, "gpu03")["State"]  # a smoke drain is for smoke to lift
+
+    proc = fabnet(*smoke, "--resume-fixed")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "slurm: resumed gpu03" in proc.stderr
+    _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})
