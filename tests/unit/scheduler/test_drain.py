@@ -4,13 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from provisioner.apply import ApplyOutcome, HostApplied, ResourceApplied
+from provisioner.engine import AuditOutcome, HostOutcome, ResourceOutcome
 from provisioner.errors import ConfigError
 from provisioner.inventory import load_inventory
+from provisioner.resources.base import Check
 from provisioner.scheduler import NodeState
-from provisioner.scheduler.drain import drain_failed, reason, reason_source, resume_fixed
+from provisioner.scheduler.drain import (
+    apply_causes,
+    audit_causes,
+    drain_failed,
+    reason,
+    reason_source,
+    resume_fixed,
+    smoke_causes,
+)
 from provisioner.scheduler.hostlist import expand
 from provisioner.scheduler.select import SchedulerArgs, controller_name, selected_names
 
@@ -117,3 +129,28 @@ def test_nodelist_names_the_inventory_lacks_are_an_error(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="invalid range"):
         selected_names(SchedulerArgs(nodelist="gpu[3-1]"), inventory, None)  # type: ignore[arg-type]
     assert selected_names(SchedulerArgs(), inventory, None) is None  # type: ignore[arg-type]
+
+
+def _resource(target: str, status: str) -> ResourceOutcome:
+    return ResourceOutcome("sysctl", target, "pb.yml:3", "play", [Check("value", "1", "0" if status == "drift" else "1",
+                                                                        status)])  # type: ignore[arg-type]
+
+
+def test_causes_name_what_failed_in_each_command() -> None:
+    audit = AuditOutcome([
+        HostOutcome("gpu01", "a", "in_sync", resources=[_resource("sysctl[x]", "ok")]),
+        HostOutcome("gpu02", "a", "drifted", resources=[_resource("sysctl[x]", "drift"), _resource("sysctl[y]", "ok")]),
+        HostOutcome("gpu03", "a", "unreachable", error="connection refused"),
+    ], 0.1)
+    assert audit_causes(audit) == {"gpu02": "drifted: sysctl[x]", "gpu03": "unreachable: connection refused"}
+    applied = ApplyOutcome("run", [
+        HostApplied("gpu01", "a", "changed"),
+        HostApplied("gpu02", "a", "failed", resources=[ResourceApplied(_resource("sysctl[x]", "drift"),
+                                                                       _resource("sysctl[x]", "drift"))]),
+        HostApplied("gpu03", "a", "unreachable", error="timed out"),
+    ], 0.1)
+    assert apply_causes(applied) == {"gpu02": "not converged: failed: sysctl[x]",
+                                     "gpu03": "not converged: unreachable: timed out"}
+    smoke = SimpleNamespace(verdict="below_threshold", failed_hosts={"gpu02": "slow: 3.1 GB/s"})
+    assert smoke_causes(smoke) == {"gpu02": "slow: 3.1 GB/s"}
+    assert smoke_causes(SimpleNamespace(verdict="pass", failed_hosts={})) == {}
