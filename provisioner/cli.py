@@ -27,6 +27,7 @@ from provisioner.commands.options import (
     connect_timeout_option,
     limit_option,
     playbook_option,
+    scheduler_options,
     ssh_config_option,
 )
 from provisioner.errors import ConfigError, ConfigErrors, FabnetError, LabError, ParseError, ReaderGone
@@ -41,6 +42,7 @@ else:
 if TYPE_CHECKING:
     from provisioner.engine import AuditOutcome
     from provisioner.hostplans import HostPlan
+    from provisioner.scheduler.select import SchedulerArgs
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_USAGE = 0, 1, 2, 3, 4, 64
 # 128 + SIGPIPE: what a shell reports for `yes | head -1`, and what a program that stopped because its
@@ -249,9 +251,10 @@ def validate(inventory: Path, playbook: Path | None, limit: str | None) -> None:
 @click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write per-host drift counts as a Prometheus textfile (node_exporter collector).")
 @become_option
+@scheduler_options
 def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bool, junit: Path | None, forks: int,
           connect_timeout: float, command_timeout: float, ssh_config: Path | None, verbose: bool,
-          prom: Path | None, ask_become_pass: bool) -> None:
+          prom: Path | None, ask_become_pass: bool, scheduler: SchedulerArgs) -> None:
     """Report how each host drifted from the playbook. Read-only: nothing on any host is changed.
 
     Each host's live state is read in ONE SSH exec (every resource's read command batched), hosts in
@@ -264,6 +267,7 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
       2  drift found on at least one host
       3  invalid inventory or playbook (nothing was contacted)
       4  at least one host unreachable, or a resource could not be read (wins over 2)
+      1  --drain-failed / --resume-fixed: Slurm could not be told (wins over the others)
     """
     from provisioner import engine
     from provisioner.errors import ConfigError
@@ -286,9 +290,12 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
         raise SystemExit(EXIT_USAGE) from None
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
+    from provisioner.commands import scheduling
+
+    plans = scheduling.narrow(plans, scheduler, inventory, playbook.parent, options)
     with report.host_progress(len(plans), "auditing") as progress:
         outcome = engine.audit(plans, options, progress)
-    code = audit_exit_code(outcome)
+    code = scheduling.settle(scheduler, "audit", outcome, inventory, playbook, options, audit_exit_code(outcome))
     # Reports files are written before anything is printed: a reader that leaves early (`| head`) must
     # not cost the CI job its JUnit file.
     write_error = write_reports([(junit, lambda: report.audit_junit(outcome)),

@@ -88,6 +88,7 @@ def lab_status(state: Any, nodes: list[Any], *, as_json: bool) -> None:
         print_json({
             "name": state.name,
             "complete": state.complete,
+            "slurm": getattr(state, "slurm", False),
             "inventory": str(state.inventory_path),
             "private_key": str(state.key_path),
             "known_hosts": str(state.known_hosts_path),
@@ -117,6 +118,8 @@ def lab_status(state: Any, nodes: list[Any], *, as_json: bool) -> None:
         table.add_row(n.name, n.mgmt_ip, f"{n.data_iface} {n.data_ip}", _yes(n.running), _yes(n.ssh_ready))
     _console().print(table)
     info(f"inventory:   {state.inventory_path}\nprivate key: {state.key_path}\nknown_hosts: {state.known_hosts_path}")
+    if getattr(state, "slurm", False) and state.nodes:
+        info(f"slurm:       yes (slurmctld on {state.nodes[0].name}, slurmd on every node)")
 
 
 def _yes(flag: bool) -> str:

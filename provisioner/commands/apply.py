@@ -14,6 +14,7 @@ from provisioner.commands.options import (
     connect_timeout_option,
     limit_option,
     playbook_option,
+    scheduler_options,
     ssh_config_option,
 )
 from provisioner.errors import ConfigError
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from provisioner.engine import Options
     from provisioner.hostplans import HostPlan
     from provisioner.run.session import Sessions
+    from provisioner.scheduler.select import SchedulerArgs
 
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_UNREACHABLE, EXIT_USAGE = 0, 2, 4, 64
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # as a shell reports SIGINT and SIGTERM
@@ -91,11 +93,12 @@ def exit_code(outcome: object) -> int:
                    "whose run is known to be dead: a lock whose holder is gone is taken over without it.")
 @click.option("-v", "--verbose", is_flag=True, help="Show resources that were already in sync too.")
 @become_option
+@scheduler_options
 def apply_command(inventory: Path, playbook: Path | None, limit: str | None, check: bool, diff: bool, yes: bool,
                   serial: str | None, max_fail_percent: float | None, forks: int, as_json: bool, junit: Path | None,
                   prom: Path | None, journal_path: Path | None, connect_timeout: float, command_timeout: float,
                   ssh_config: Path | None, revert_after: int, plan_file: Path | None, break_lock: bool,
-                  verbose: bool, ask_become_pass: bool) -> None:
+                  verbose: bool, ask_become_pass: bool, scheduler: SchedulerArgs) -> None:
     """Converge hosts to the playbook: gather, show the plan, ask, change, re-check.
 
     Per host: ONE exec reads the facts (as audit does); the plan lists every step and its command;
@@ -124,6 +127,7 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
       4  some host unreachable, or the outcome of its changes unknown (its change exec ended early
          and the host could not be asked afterwards); wins over 2
       130, 143  interrupted (SIGINT, SIGTERM): what had changed and what is unknown is printed first
+      1  --drain-failed / --resume-fixed: Slurm could not be told (wins over the others)
     """
     from provisioner import engine
     from provisioner.files import OutputError
@@ -154,15 +158,19 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
                           file=str(playbook))
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
+    from provisioner.commands import scheduling
+
+    plans = scheduling.narrow(plans, scheduler, inventory, playbook.parent, options)
     with Sessions(options) as sessions:
         _converge(sessions, plans, saved, inventory, playbook, limit, diff, check, yes, as_json, junit, verbose,
-                  journal_path, serial_items, max_fail_percent, revert_after, prom, break_lock)
+                  journal_path, serial_items, max_fail_percent, revert_after, prom, break_lock, scheduler)
 
 
 def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] | None, inventory: Path, playbook: Path,
               limit: str | None, diff: bool, check: bool, yes: bool, as_json: bool, junit: Path | None,
               verbose: bool, journal_path: Path | None, serial_items: list[str] | None,
-              max_fail_percent: float | None, revert_after: int, prom: Path | None, break_lock: bool) -> None:
+              max_fail_percent: float | None, revert_after: int, prom: Path | None, break_lock: bool,
+              scheduler: SchedulerArgs | None = None) -> None:
     """Gather, show, confirm and apply over sessions kept open from the gathering to the re-check."""
     from provisioner import apply as converge
     from provisioner import saved_plan
@@ -216,6 +224,10 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] |
         apply_report.interrupted(finished, [h.name for h in planned if h.steps], code)
         raise SystemExit(code) from None
     code = exit_code(outcome)
+    if scheduler is not None:
+        from provisioner.commands import scheduling
+
+        code = scheduling.settle(scheduler, "apply", outcome, inventory, playbook, sessions.options, code)
     _emit(outcome, code, as_json, junit, prom, inventory, playbook, limit, planned, verbose, show_results=True)
     raise SystemExit(code)
 

@@ -53,10 +53,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
                    "e.g. 20ms; ping and SSH see it, the data network does not. A node's mgmt_rtt_ms in the "
                    "profile overrides it.")
 @json_option
+@click.option("--slurm", "with_slurm", is_flag=True,
+              help="Run a Slurm cluster over the nodes (Debian's slurm-wlm): slurmctld on the first node, slurmd "
+                   "on every node, partition 'gpu'. The inventory names the controller in fabnet_slurm_controller. "
+                   "The first such lab installs slurm-wlm and munge into a cached layer (needs the Debian mirror).")
 @click.option("--share-python/--no-share-python", default=True, show_default=True,
               help="Bind this virtualenv's packages (torch, for `fabnet smoke`) read-only into every node, "
                    "usable through the inventory's fabnet_python.")
-def lab_up(nodes: int | None, name: str, profile: Path | None, rtt: str, as_json: bool, share_python: bool) -> None:
+def lab_up(nodes: int | None, name: str, profile: Path | None, rtt: str, as_json: bool, share_python: bool,
+           with_slurm: bool) -> None:
     """Create a lab and wait until every node answers SSH; then show how to reach the nodes.
 
     The first run builds a Debian root filesystem with debootstrap (about a minute, cached).
@@ -65,6 +70,7 @@ def lab_up(nodes: int | None, name: str, profile: Path | None, rtt: str, as_json
     Examples:
       fabnet lab up --nodes 16                 16 nodes on a local bridge
       fabnet lab up --nodes 16 --rtt 20ms      the same, 20 ms away from this machine
+      fabnet lab up --nodes 3 --slurm          3 nodes in a Slurm partition (sinfo, srun on the nodes)
     """
     from provisioner.lab import manager
     from provisioner.lab.delay import parse_rtt
@@ -74,7 +80,8 @@ def lab_up(nodes: int | None, name: str, profile: Path | None, rtt: str, as_json
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--rtt") from exc
     with report.progress_log() as log:
-        manager.up(name, nodes, profile, log=log, rtt_ms=rtt_ms, share_python=share_python)
+        manager.up(name, nodes, profile, log=log, rtt_ms=rtt_ms, share_python=share_python,
+                   with_slurm=with_slurm)
     _print_status(name, as_json)
 
 

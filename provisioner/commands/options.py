@@ -72,3 +72,36 @@ def become_password(ask: bool) -> Secret | None:
     except ValueError as exc:
         source = "the password typed at -K" if ask else ENV_VAR
         raise click.UsageError(f"{source}: {exc}") from None
+
+
+SCHEDULER_HELP = {
+    "nodelist": "Only these hosts, as a Slurm hostlist (e.g. 'gpu[01-04,07]'); with --limit, the hosts in both. "
+                "A name the inventory lacks is an error.",
+    "slurm_job": "Only the hosts Slurm job JOBID runs on (asked of the inventory's fabnet_slurm_controller); "
+                 "with --limit or --nodelist, the hosts in all of them.",
+    "drain_failed": "Drain in Slurm each host that failed (or stays drifted, or was slow), with the reason "
+                    "'fabnet: COMMAND: CAUSE'.",
+    "resume_fixed": "Resume in Slurm each host fabnet drained (by this kind of check) that passes now; a node "
+                    "drained by anyone else, or for another reason, is left drained.",
+}
+
+
+def scheduler_options(function: F) -> F:
+    """--nodelist, --slurm-job, --drain-failed, --resume-fixed, handed to the command as one `scheduler`
+    argument (a scheduler.select.SchedulerArgs)."""
+    import functools
+
+    @functools.wraps(function)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        from provisioner.scheduler.select import SchedulerArgs
+
+        kwargs["scheduler"] = SchedulerArgs(
+            nodelist=kwargs.pop("nodelist"), slurm_job=kwargs.pop("slurm_job"),  # type: ignore[arg-type]
+            drain_failed=bool(kwargs.pop("drain_failed")), resume_fixed=bool(kwargs.pop("resume_fixed")))
+        return function(*args, **kwargs)
+
+    decorated = click.option("--resume-fixed", is_flag=True, help=SCHEDULER_HELP["resume_fixed"])(wrapper)
+    decorated = click.option("--drain-failed", is_flag=True, help=SCHEDULER_HELP["drain_failed"])(decorated)
+    decorated = click.option("--slurm-job", metavar="JOBID", default=None, help=SCHEDULER_HELP["slurm_job"])(decorated)
+    decorated = click.option("--nodelist", metavar="HOSTLIST", default=None, help=SCHEDULER_HELP["nodelist"])(decorated)
+    return decorated  # type: ignore[return-value]

@@ -12,6 +12,7 @@ from provisioner.commands.options import (
     become_password,
     connect_timeout_option,
     limit_option,
+    scheduler_options,
     ssh_config_option,
 )
 from provisioner.errors import ConfigError
@@ -19,6 +20,7 @@ from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
     from provisioner import report
+    from provisioner.scheduler.select import SchedulerArgs
 else:
     report = lazy_module("provisioner.report")
 
@@ -77,18 +79,20 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--no-localise", is_flag=True, help="Below threshold, do not run pairs to find the slow host.")
 @click.option("--drain-cmd", callback=_drain, default=None,
               help="Run locally for each failed host, e.g. 'scontrol update nodename={host} state=drain "
-                   "reason=\"fabnet smoke: {reason}\"' (fields {host} {reason} {busbw}; no shell involved).")
+                   "reason=\"fabnet smoke: {reason}\"' (fields {host} {reason} {busbw}; no shell involved). "
+                   "The alternative to --drain-failed, which asks the inventory's Slurm controller over SSH.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/smoke/v1).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report here.")
 @connect_timeout_option
 @ssh_config_option
 @become_option
+@scheduler_options
 def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: float | None,
           sizes: tuple[int, ...] | None, iters: int | None, backend: str | None, runner: str | None,
           timeout: float | None, launch: str | None, port: int | None, no_localise: bool, drain_cmd: str | None,
           as_json: bool, junit: Path | None, connect_timeout: float, ssh_config: Path | None,
-          ask_become_pass: bool) -> None:
+          ask_become_pass: bool, scheduler: SchedulerArgs) -> None:
     """Run an all-reduce across the hosts and check it reaches the expected bus bandwidth.
 
     First a pre-flight, one SSH exec per host and no collective: the data interfaces exist and are up,
@@ -134,8 +138,16 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     settings = Settings().merged(verify_spec(plans), explicit)
     options = Options(connect_timeout=connect_timeout, ssh_config=ssh_config, drain_cmd=drain_cmd,
                       become_password=become_password(ask_become_pass))
+    from provisioner.commands import scheduling
+    from provisioner.run.session import Options as SessionOptions
+
+    on_controller = SessionOptions(connect_timeout=connect_timeout, ssh_config=ssh_config,
+                                   become_password=options.become_password)
+    path = playbook or loading_playbook(inventory, playbook)
+    plans = scheduling.narrow(plans, scheduler, inventory, path.parent if path else None, on_controller)
     with report.progress_log() as log:
         outcome = run_smoke(targets_from_plans(plans), settings, options, log)
+    code = scheduling.settle(scheduler, "smoke", outcome, inventory, path, on_controller, outcome.exit_code)
     write_error = write_reports([(junit, lambda: output.to_junit(outcome))])  # before a reader can leave
     if as_json:
         report.print_json(output.to_json(outcome, inventory=str(inventory),
@@ -144,7 +156,13 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
         show(outcome)
     if write_error:
         raise write_error
-    raise SystemExit(outcome.exit_code)
+    raise SystemExit(code)
+
+
+def loading_playbook(inventory: Path, playbook: Path | None) -> Path | None:
+    from provisioner import loading
+
+    return playbook or loading.default_playbook(inventory)
 
 
 def load_plans(inventory: Path, playbook: Path | None, limit: str | None, ssh_config: Path | None = None) -> list[Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from provisioner.errors import LabError
-from provisioner.lab import network, node, nodepython, rootfs
+from provisioner.lab import network, node, nodepython, rootfs, slurm
 from provisioner.lab.delay import DelayConfig
 from provisioner.lab.emulation import ofed_install
 from provisioner.lab.naming import MAX_NODES, check_lab_name, node_name
@@ -45,12 +45,13 @@ class NodeStatus:
 
 
 def up(name: str, nodes: int | None = None, profile_path: Path | None = None, log: Log = lambda m: None,
-       rtt_ms: float = 0.0, share_python: bool = True) -> LabState:
+       rtt_ms: float = 0.0, share_python: bool = True, with_slurm: bool = False) -> LabState:
     """Create lab `name` with `nodes` nodes from the profile; returns once every node answers SSH.
 
     `rtt_ms` (and a node's `mgmt_rtt_ms` in the profile) delays the management path: see `delay.py`.
     `share_python`: make this virtualenv's packages (torch, for `fabnet smoke`) usable on every node,
     read-only, through the interpreter the inventory names in `fabnet_python` (see nodepython.py).
+    `with_slurm`: a Slurm cluster over the nodes (see slurm.py); returns once its daemons listen.
     """
     check_lab_name(name)
     require_root_and_tools()
@@ -64,7 +65,8 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
 
     base = rootfs.ensure_rootfs(log)
     shared_site = nodepython.host_site_packages(base) if share_python else None
-    state = LabState(name=name, slot=free_slot(), profile=str(profile_path or DEFAULT_PROFILE))
+    layers = [slurm.ensure_layer(base, log)] if with_slurm else []
+    state = LabState(name=name, slot=free_slot(), profile=str(profile_path or DEFAULT_PROFILE), slurm=with_slurm)
     names = state.names
     state.nodes = [
         NodeRecord(index=i, name=node_name(i), netns=names.netns(i), mgmt_ip=names.mgmt_ip(i), data_ip=names.data_ip(i))
@@ -81,6 +83,10 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
         run(["mount", "-t", "tmpfs", "-o", "mode=0755", f"fabnet-{name}", str(nodes_dir)])
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"fabnet-lab-{name}", "-f", str(state.key_path)])
         public_key = state.key_path.with_suffix(".pub").read_text()
+        if with_slurm:
+            write_atomic(state.dir / "munge.key", "", mode=0o600)
+            (state.dir / "munge.key").write_bytes(slurm.munge_key())
+            slurm_conf = slurm.slurm_conf(name, state.nodes, os.cpu_count() or 1)
         network.create_bridges(names)
         _start_delay(state, profile, rtt_ms, log)
         log(f"preparing {count} nodes")
@@ -90,10 +96,13 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
             network.create_node_network(names, record.index, node_state.data_mtu, node_state.data_link_up)
             network.set_sysctls(record.netns, node_state.sysctls)
             node_dir = state.node_dir(record.index)
-            root = node.mount_root(node_dir, base)
+            root = node.mount_root(node_dir, base, layers)
             if shared_site is not None:
                 nodepython.prepare_root(root)
-            return node.prepare_root(root, record, node_state, public_key, names, state.nodes)
+            host_key = node.prepare_root(root, record, node_state, public_key, names, state.nodes)
+            if with_slurm:
+                slurm.prepare_root(root, record, state.nodes, slurm_conf, (state.dir / "munge.key").read_bytes())
+            return host_key
 
         with ThreadPoolExecutor(max_workers=min(8, count)) as pool:
             host_keys = list(pool.map(prepare, state.nodes))
@@ -102,10 +111,14 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
                                     state.node_dir(record.index) / "console.log",
                                     extra_args=nodepython.nspawn_args(shared_site) if shared_site else ())
             state.save()
-        _write_access_files(state, profile, host_keys,
-                            {"fabnet_python": nodepython.PYTHON_IN_NODE} if shared_site else {})
+        extra_vars = {"fabnet_python": nodepython.PYTHON_IN_NODE} if shared_site else {}
+        if with_slurm:
+            extra_vars[slurm.CONTROLLER_VAR] = state.nodes[0].name
+        _write_access_files(state, profile, host_keys, extra_vars)
         log(f"booting {count} nodes")
         _wait_for_ssh(state)
+        if with_slurm:
+            _wait_for_ports(slurm.ports(state.nodes), "Slurm daemons")
         state.complete = True
         state.save()
         log(f"lab {name!r} up: {count} nodes in {time.monotonic() - started:.1f} s")
@@ -217,6 +230,22 @@ def _wait_for_ssh(state: LabState) -> None:
             raise LabError("nodes not answering SSH after boot: " + ", ".join(r.name for r in pending))
         if pending:
             time.sleep(0.1)
+
+
+def _wait_for_ports(addresses: list[tuple[str, int]], what: str) -> None:
+    deadline = time.monotonic() + SSH_READY_TIMEOUT
+    pending = list(addresses)
+    while pending:
+        for address in list(pending):
+            try:
+                socket.create_connection(address, timeout=0.5).close()
+                pending.remove(address)
+            except OSError:
+                pass
+        if pending and time.monotonic() > deadline:
+            raise LabError(f"{what} not listening after boot: " + ", ".join(f"{ip}:{port}" for ip, port in pending))
+        if pending:
+            time.sleep(0.2)
 
 
 def status(name: str) -> tuple[LabState, list[NodeStatus]]:

@@ -34,13 +34,17 @@ def cgroup_dirs(lab: str, node: str | None = None) -> list[Path]:
     return [root / tail for root in roots if root.is_dir()]
 
 
-def mount_root(node_dir: Path, rootfs: Path) -> Path:
-    """Mount the node's overlay; the upper layer lives on the lab's tmpfs, so `down` discards it."""
+def mount_root(node_dir: Path, rootfs: Path, layers: Sequence[Path] = ()) -> Path:
+    """Mount the node's overlay; the upper layer lives on the lab's tmpfs, so `down` discards it.
+
+    `layers`: cached layers over the rootfs (the Slurm packages), topmost first.
+    """
     upper, work, merged = node_dir / "upper", node_dir / "work", node_dir / "root"
     for path in (upper, work, merged):
         path.mkdir(parents=True, exist_ok=True)
+    lower = ":".join(str(path) for path in [*layers, rootfs])
     run(["mount", "-t", "overlay", "overlay", "-o",
-         f"lowerdir={rootfs},upperdir={upper},workdir={work}", str(merged)])
+         f"lowerdir={lower},upperdir={upper},workdir={work}", str(merged)])
     return merged
 
 

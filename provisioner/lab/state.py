@@ -40,6 +40,7 @@ class LabState:
     nodes: list[NodeRecord] = field(default_factory=list)
     inotify_before: int | None = None
     complete: bool = False
+    slurm: bool = False  # `lab up --slurm`: slurmctld on the first node, slurmd on every node
 
     @property
     def dir(self) -> Path:

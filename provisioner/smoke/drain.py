@@ -2,6 +2,10 @@
 
 The template is split into words like a shell would (shlex) BEFORE the values are put in, and run
 without a shell: a host name or a reason can never become part of a command, whatever it contains.
+
+For Slurm, `--drain-failed` (provisioner/scheduler/) does the same through the inventory's controller
+over SSH, and `--resume-fixed` lifts fabnet's own drains; this template stays for other schedulers and
+for a controller fabnet does not reach.
 """
 
 from __future__ import annotations

@@ -1,0 +1,59 @@
+"""The batch scheduler behind one small interface: drain and resume nodes, read their state, find a job's
+nodes, expand a hostlist. Slurm (slurm.py) is the one implementation; the commands reach it through
+select.py (which hosts a command works on) and drain.py (what it tells the scheduler afterwards).
+
+Node names are the inventory's host names: the scheduler is asked about exactly those names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from provisioner.errors import FabnetError
+
+# Every reason fabnet sets starts with this; a node drained with any other reason is someone else's.
+REASON_PREFIX = "fabnet:"
+
+
+class SchedulerError(FabnetError):
+    """The scheduler could not be asked, or refused what it was asked."""
+
+
+@dataclass(frozen=True)
+class NodeState:
+    state: str  # the scheduler's word, lower case, flags taken off: idle, mixed, allocated, drained, draining, down
+    reason: str = ""
+    reason_user: str = ""
+    responding: bool = True
+
+    @property
+    def drained(self) -> bool:
+        return self.state in ("drained", "draining", "drain")
+
+    @property
+    def drained_by_fabnet(self) -> bool:
+        return self.drained and self.reason.startswith(REASON_PREFIX)
+
+
+class Scheduler(Protocol):
+    def drain(self, reasons: Mapping[str, str]) -> dict[str, str | None]:
+        """Drain each host with its reason; host -> None when done, else the scheduler's error."""
+        ...
+
+    def resume(self, hosts: Sequence[str]) -> dict[str, str | None]:
+        """Return drained hosts to service; host -> None when done, else the scheduler's error."""
+        ...
+
+    def state(self, hosts: Sequence[str]) -> dict[str, NodeState]:
+        """The hosts' states; a host the scheduler does not know is left out."""
+        ...
+
+    def nodes_of_job(self, jobid: str) -> list[str]:
+        """The hosts a job runs on (raises SchedulerError for an unknown or pending job)."""
+        ...
+
+    def expand(self, hostlist: str) -> list[str]:
+        """The names a hostlist expression stands for (raises hostlist.HostlistError)."""
+        ...

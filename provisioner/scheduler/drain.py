@@ -1,0 +1,131 @@
+"""`--drain-failed` and `--resume-fixed`: what a command tells the scheduler once its hosts are checked.
+
+Every reason fabnet sets reads `fabnet: SOURCE: CAUSE` (SOURCE: audit, apply or smoke). A host is
+resumed only when its reason starts with `fabnet:`, came from a check this command repeats (audit and
+apply resume what audit or apply drained; smoke what smoke drained), and the host passed that check
+now. A node drained by anyone else, or for another reason, is left as it is and reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from provisioner.run.session import Options
+from provisioner.scheduler import REASON_PREFIX, Scheduler, SchedulerError
+from provisioner.scheduler.select import SchedulerArgs, connect, load
+
+Source = Literal["audit", "apply", "smoke"]
+RESUMES: dict[str, tuple[str, ...]] = {"audit": ("audit", "apply"), "apply": ("audit", "apply"), "smoke": ("smoke",)}
+MAX_CAUSE = 160
+
+
+@dataclass(frozen=True)
+class Action:
+    host: str
+    action: Literal["drained", "resumed", "left", "failed"]
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"host": self.host, "action": self.action, "detail": self.detail}
+
+
+@dataclass
+class Settled:
+    actions: list[Action] = field(default_factory=list)
+    error: str | None = None  # the scheduler could not be reached or asked
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or any(a.action == "failed" for a in self.actions)
+
+
+def reason(source: str, cause: str) -> str:
+    text = " ".join(f"{REASON_PREFIX} {source}: {cause}".split())
+    return text if len(text) <= MAX_CAUSE else text[: MAX_CAUSE - 3] + "..."
+
+
+def reason_source(text: str) -> str | None:
+    """'fabnet: smoke: below 20 GB/s' -> 'smoke'; None for a reason fabnet did not write."""
+    if not text.startswith(REASON_PREFIX):
+        return None
+    return text[len(REASON_PREFIX):].strip().split(":", 1)[0].strip() or None
+
+
+def audit_causes(outcome: Any) -> dict[str, str]:
+    """Hosts of an engine.AuditOutcome that fail it: unreachable, failed, or drifted (what drifted)."""
+    causes = {}
+    for host in outcome.hosts:
+        if host.status == "drifted":
+            drifted = [r.target or r.kind for r in host.resources if r.status != "ok"]
+            causes[host.name] = "drifted: " + ", ".join(drifted[:4]) + (" ..." if len(drifted) > 4 else "")
+        elif host.status in ("unreachable", "failed"):
+            causes[host.name] = host.status + (f": {host.error}" if host.error else "")
+    return causes
+
+
+def apply_causes(outcome: Any) -> dict[str, str]:
+    """Hosts of an apply.ApplyOutcome that did not converge."""
+    causes = {}
+    for host in outcome.hosts:
+        if host.status not in ("ok", "changed"):
+            bad = [r.before.target or r.before.kind for r in host.resources
+                   if r.status not in ("ok", "changed")]
+            detail = ", ".join(bad[:4]) or (host.error or "")
+            causes[host.name] = "not converged: " + host.status + (f": {detail}" if detail else "")
+    return causes
+
+
+def smoke_causes(outcome: Any) -> dict[str, str]:
+    """Hosts a smoke.run.SmokeOutcome names as failed or slow."""
+    return {} if outcome.verdict == "pass" else dict(outcome.failed_hosts)
+
+
+def drain_failed(scheduler: Scheduler, source: str, causes: dict[str, str]) -> list[Action]:
+    reasons = {host: reason(source, cause) for host, cause in causes.items()}
+    errors = scheduler.drain(reasons) if reasons else {}
+    return [Action(host, "failed", f"drain refused: {errors[host]}") if errors.get(host)
+            else Action(host, "drained", reasons[host]) for host in reasons]
+
+
+def resume_fixed(scheduler: Scheduler, source: str, checked: Sequence[str], passing: set[str]) -> list[Action]:
+    states = scheduler.state(list(checked))
+    actions, resume = [], []
+    for host in checked:
+        state = states.get(host)
+        if state is None or not state.drained:
+            continue
+        origin = reason_source(state.reason)
+        by = f" by {state.reason_user}" if state.reason_user else ""
+        if origin is None:
+            actions.append(Action(host, "left", f"drained{by} for another reason: {state.reason or '(none)'}"))
+        elif origin not in RESUMES[source]:
+            actions.append(Action(host, "left", f"drained by fabnet {origin}, which `fabnet {origin} --resume-fixed` "
+                                                f"re-checks: {state.reason}"))
+        elif host not in passing:
+            actions.append(Action(host, "left", f"still failing {source}: {state.reason}"))
+        else:
+            resume.append(host)
+    errors = scheduler.resume(resume) if resume else {}
+    actions += [Action(host, "failed", f"resume refused: {errors[host]}") if errors.get(host)
+                else Action(host, "resumed", f"passes {source} now") for host in resume]
+    return actions
+
+
+def settle(args: SchedulerArgs, source: Source, checked: Sequence[str], causes: dict[str, str], passing: set[str],
+           inventory: Path, playbook_dir: Path | None, options: Options) -> Settled:
+    """Drain the failing hosts and resume the fixed ones as the options ask; never raises for the scheduler."""
+    settled = Settled()
+    if not (args.drain_failed or args.resume_fixed):
+        return settled
+    try:
+        with connect(load(inventory, playbook_dir), options) as slurm:
+            if args.drain_failed:
+                settled.actions += drain_failed(slurm, source, causes)
+            if args.resume_fixed:
+                settled.actions += resume_fixed(slurm, source, [h for h in checked if h not in causes], passing)
+    except SchedulerError as exc:
+        settled.error = str(exc)
+    return settled

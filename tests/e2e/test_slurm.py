@@ -1,0 +1,174 @@
+"""A real Slurm on the lab (`lab up --slurm`) and fabnet's scheduler options against it, checked with
+Slurm's own commands over the system ssh client (sinfo, srun, scontrol show node), not with fabnet.
+
+One 3-node lab: gpu02 starts with a drifted sysctl, the others in sync.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provisioner.lab import manager
+from tests.e2e.conftest import Lab, lab_name
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+SLURM_LAB = lab_name("slurm")
+PROFILE = """\
+nodes_default: 3
+defaults:
+  sysctls: {net.ipv4.conf.all.arp_ignore: "1"}
+nodes:
+  gpu02:
+    sysctls: {net.ipv4.conf.all.arp_ignore: "0"}
+"""
+PLAYBOOK = """\
+- name: one setting every node must have
+  hosts: gpu
+  resources:
+    - sysctl: {name: net.ipv4.conf.all.arp_ignore, value: 1}
+"""
+
+
+def fabnet(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "provisioner", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def slab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    profile = tmp_path_factory.mktemp("profile") / "profile.yml"
+    profile.write_text(PROFILE)
+    manager.down(SLURM_LAB)
+    try:
+        lab = Lab(manager.up(SLURM_LAB, profile_path=profile, with_slurm=True))
+        _wait_idle(lab, {"gpu01", "gpu02", "gpu03"})
+        yield lab
+    finally:
+        manager.down(SLURM_LAB)
+
+
+@pytest.fixture(scope="module")
+def playbook(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("playbook") / "slurm.yml"
+    path.write_text(PLAYBOOK)
+    return path
+
+
+def _on_controller(lab: Lab, command: str) -> str:
+    return lab.ssh(lab.node("gpu01"), command).stdout
+
+
+def _states(lab: Lab) -> dict[str, str]:
+    """sinfo's compact state per node, e.g. {'gpu01': 'idle', 'gpu02': 'drain'}."""
+    out = _on_controller(lab, "sinfo -h -N -o '%N %t'")
+    return dict(line.split() for line in out.splitlines())
+
+
+def _wait_idle(lab: Lab, names: set[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        states = _states(lab)
+        if all(states.get(name) == "idle" for name in names):
+            return
+        assert time.monotonic() < deadline, f"nodes not idle after {timeout:.0f} s: {states}"
+        time.sleep(1)
+
+
+def _node(lab: Lab, name: str) -> dict[str, str]:
+    """`scontrol show node` as {State, Reason} (the reason with Slurm's [user@time] suffix)."""
+    out = _on_controller(lab, f"scontrol show node {name}")
+    state = re.search(r"\bState=(\S+)", out)
+    reason = re.search(r"\bReason=(.*)$", out, re.MULTILINE)
+    return {"State": state.group(1) if state else "", "Reason": reason.group(1).strip() if reason else ""}
+
+
+def test_slurm_runs_a_job_on_every_node(slab: Lab) -> None:
+    assert _on_controller(slab, "sinfo -h -o '%N %t'").split() == ["gpu[01-03]", "idle"]
+    ran = _on_controller(slab, "timeout 60 srun -N3 hostname")
+    assert sorted(ran.split()) == ["gpu01", "gpu02", "gpu03"]
+    status = json.loads(fabnet("lab", "status", "--name", SLURM_LAB, "--json").stdout)
+    assert status["slurm"] is True
+    assert "fabnet_slurm_controller: gpu01" in slab.state.inventory_path.read_text()
+
+
+def test_nodelist_and_slurm_job_select_hosts(slab: Lab, playbook: Path) -> None:
+    inventory = str(slab.state.inventory_path)
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--nodelist", "gpu[01,03]", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert [h["name"] for h in json.loads(proc.stdout)["hosts"]] == ["gpu01", "gpu03"]
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--nodelist", "gpu[01-02]", "--limit", "gpu02,gpu03",
+                  "--json")
+    assert [h["name"] for h in json.loads(proc.stdout)["hosts"]] == ["gpu02"]
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--nodelist", "gpu[01-05]")
+    assert proc.returncode == 3 and "gpu04, gpu05" in proc.stderr
+    job = _on_controller(slab, "sbatch --parsable -N2 --nodelist=gpu[02-03] --wrap 'sleep 300'").strip()
+    try:
+        deadline = time.monotonic() + 30
+        while _on_controller(slab, f"squeue -h -j {job} -o %T").strip() != "RUNNING":
+            assert time.monotonic() < deadline, "the job did not start"
+            time.sleep(0.5)
+        proc = fabnet("audit", inventory, "-p", str(playbook), "--slurm-job", job, "--json")
+        assert [h["name"] for h in json.loads(proc.stdout)["hosts"]] == ["gpu02", "gpu03"], proc.stderr
+    finally:
+        _on_controller(slab, f"scancel {job}")
+    _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})
+
+
+def test_drain_failed_then_resume_fixed_leaves_other_drains_alone(slab: Lab, playbook: Path) -> None:
+    inventory = str(slab.state.inventory_path)
+    _on_controller(slab, "scontrol update NodeName=gpu03 State=DRAIN Reason='disk check'")
+
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--drain-failed")
+    assert proc.returncode == 2, proc.stderr
+    gpu02 = _node(slab, "gpu02")
+    assert "DRAIN" in gpu02["State"]
+    assert gpu02["Reason"].startswith("fabnet: audit: drifted: sysctl[net.ipv4.conf.all.arp_ignore] [root@")
+    assert _states(slab)["gpu01"] == "idle"
+    assert _node(slab, "gpu03")["Reason"].startswith("disk check")
+
+    proc = fabnet("apply", inventory, "-p", str(playbook), "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert "DRAIN" in _node(slab, "gpu02")["State"]  # apply alone tells Slurm nothing
+
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--resume-fixed")
+    assert proc.returncode == 0, proc.stderr
+    assert "slurm: resumed gpu02" in proc.stderr and "slurm: left gpu03" in proc.stderr
+    _wait_idle(slab, {"gpu01", "gpu02"})
+    gpu03 = _node(slab, "gpu03")
+    assert "DRAIN" in gpu03["State"] and gpu03["Reason"].startswith("disk check")
+    _on_controller(slab, "scontrol update NodeName=gpu03 State=RESUME")
+
+
+def test_smoke_drains_what_it_fails_and_only_smoke_resumes_it(slab: Lab, playbook: Path) -> None:
+    inventory = str(slab.state.inventory_path)
+    odd = slab.node("gpu03")
+    smoke = ("smoke", inventory, "-p", str(playbook), "--sizes", "1M:2M", "--iters", "2", "--timeout", "60")
+    slab.ssh(odd, "ip link set eth1 mtu 1500")
+    try:
+        proc = fabnet(*smoke, "--drain-failed")
+    finally:
+        slab.ssh(odd, "ip link set eth1 mtu 9000")
+    assert proc.returncode == 2, proc.stderr
+    gpu03 = _node(slab, "gpu03")
+    assert "DRAIN" in gpu03["State"] and gpu03["Reason"].startswith("fabnet: smoke: "), gpu03
+    assert {name: state for name, state in _states(slab).items() if name != "gpu03"} == {"gpu01": "idle",
+                                                                                        "gpu02": "idle"}
+
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--resume-fixed")
+    assert proc.returncode == 0 and "slurm: left gpu03" in proc.stderr, proc.stderr
+    assert "DRAIN" in _node(slab, "gpu03")["State"]  # a smoke drain is for smoke to lift
+
+    proc = fabnet(*smoke, "--resume-fixed")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "slurm: resumed gpu03" in proc.stderr
+    _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})

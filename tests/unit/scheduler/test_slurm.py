@@ -1,0 +1,109 @@
+"""The Slurm implementation's scripts, run by a local bash against stand-ins for scontrol, sinfo and squeue
+that record their arguments: what reaches Slurm is exactly the values given, whatever they contain."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from provisioner import transport
+from provisioner.scheduler import SchedulerError
+from provisioner.scheduler.slurm import Slurm, parse_sinfo
+
+STAND_IN = """#!/usr/bin/env python3
+import json, os, sys
+name = os.path.basename(sys.argv[0])
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(json.dumps([name, *sys.argv[1:]]) + "\\n")
+if name == "scontrol" and any(a == "NodeName=bad01" for a in sys.argv):
+    print("slurm_update error: Invalid node name specified", file=sys.stderr)
+    sys.exit(1)
+if name == "sinfo":
+    print(os.environ.get("FAKE_SINFO", ""), end="")
+if name == "squeue":
+    if sys.argv[sys.argv.index("--jobs") + 1] == "404":
+        print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+        sys.exit(1)
+    print("gpu[01-02]\\ngpu02")
+"""
+
+
+class LocalSession:
+    """Runs the script in a local bash, as the controller's shell would."""
+
+    def __init__(self, tmp: Path, sinfo: str = "") -> None:
+        self.bin = tmp / "bin"
+        self.bin.mkdir()
+        for name in ("scontrol", "sinfo", "squeue"):
+            (self.bin / name).write_text(STAND_IN)
+            (self.bin / name).chmod(0o755)
+        self.log = tmp / "calls.jsonl"
+        self.sinfo = sinfo
+        self.cwd = tmp
+
+    def exec(self, script: str, *, timeout: float | None = None) -> transport.ExecResult:
+        env = {"PATH": f"{self.bin}:/usr/bin:/bin", "FAKE_LOG": str(self.log), "FAKE_SINFO": self.sinfo}
+        proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=self.cwd,
+                              timeout=timeout)
+        return transport.ExecResult(proc.stdout, proc.stderr, proc.returncode, 0.0)
+
+    def calls(self) -> list[list[str]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+
+def test_drain_passes_each_reason_as_one_argument(tmp_path: Path) -> None:
+    session = LocalSession(tmp_path)
+    hostile = "fabnet: audit: $(touch pwned) `id` ; rm -rf / 'quoted' \"x\" | y"
+    result = Slurm(session).drain({"gpu01": hostile, "gpu02": "fabnet: smoke: slow"})
+    assert result == {"gpu01": None, "gpu02": None}
+    assert session.calls() == [
+        ["scontrol", "update", "NodeName=gpu01", "State=DRAIN", f"Reason={hostile}"],
+        ["scontrol", "update", "NodeName=gpu02", "State=DRAIN", "Reason=fabnet: smoke: slow"],
+    ]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_refused_update_is_reported_for_that_host_only(tmp_path: Path) -> None:
+    session = LocalSession(tmp_path)
+    result = Slurm(session).resume(["gpu01", "bad01"])
+    assert result["gpu01"] is None
+    assert result["bad01"] == "slurm_update error: Invalid node name specified"
+
+
+def test_names_slurm_would_read_as_lists_are_never_sent(tmp_path: Path) -> None:
+    session = LocalSession(tmp_path)
+    result = Slurm(session).drain({"gpu[01-02]": "fabnet: x", "a,b": "fabnet: x", "": "fabnet: x"})
+    assert all(error and "cannot be a Slurm node name" in error for error in result.values())
+    assert session.calls() == []
+
+
+def test_state_reads_sinfo(tmp_path: Path) -> None:
+    sinfo = ("gpu01|idle|Unknown|none\ngpu02|drained|root|fabnet: audit: drifted: mtu eth1|x\n"
+             "gpu03|idle*|Unknown|none\ngpu03|idle*|Unknown|none\n")
+    session = LocalSession(tmp_path, sinfo)
+    states = Slurm(session).state(["gpu01", "gpu02", "gpu03", "gpu09"])
+    assert session.calls() == [["sinfo", "--noheader", "--Node", "--nodes", "gpu01,gpu02,gpu03,gpu09",
+                                "--format", "%N|%T|%u|%E"]]
+    assert set(states) == {"gpu01", "gpu02", "gpu03"}
+    assert states["gpu02"].drained_by_fabnet and states["gpu02"].reason == "fabnet: audit: drifted: mtu eth1|x"
+    assert states["gpu02"].reason_user == "root"
+    assert states["gpu01"].state == "idle" and states["gpu01"].reason == "" and not states["gpu01"].drained
+    assert states["gpu03"].state == "idle" and not states["gpu03"].responding
+
+
+def test_nodes_of_job_expands_and_dedups(tmp_path: Path) -> None:
+    session = LocalSession(tmp_path)
+    assert Slurm(session).nodes_of_job("1234") == ["gpu01", "gpu02"]
+    with pytest.raises(SchedulerError, match="Invalid job id"):
+        Slurm(session).nodes_of_job("404")
+    with pytest.raises(SchedulerError, match="invalid Slurm job id"):
+        Slurm(session).nodes_of_job("1; reboot")
+
+
+def test_parse_sinfo_keeps_draining_and_drained_apart() -> None:
+    states = parse_sinfo("a|draining|alice|maintenance\nb|drained*|root|fabnet: smoke: slow\n", ["a", "b"])
+    assert states["a"].drained and not states["a"].drained_by_fabnet and states["a"].reason_user == "alice"
+    assert states["b"].drained_by_fabnet and not states["b"].responding
