@@ -105,7 +105,7 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
         _write_access_files(state, profile, host_keys,
                             {"fabnet_python": nodepython.PYTHON_IN_NODE} if shared_site else {})
         log(f"booting {count} nodes")
-        _wait_for_ssh(state)
+        wait_for_ssh(state)
         state.complete = True
         state.save()
         log(f"lab {name!r} up: {count} nodes in {time.monotonic() - started:.1f} s")
@@ -202,9 +202,10 @@ def _ssh_banner(ip: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _wait_for_ssh(state: LabState) -> None:
+def wait_for_ssh(state: LabState, records: list[NodeRecord] | None = None) -> None:
+    """Wait until each of `records` (default: every node) answers with an SSH banner."""
     deadline = time.monotonic() + SSH_READY_TIMEOUT
-    pending = list(state.nodes)
+    pending = list(state.nodes if records is None else records)
     while pending:
         for record in list(pending):
             if record.pid is not None and not pid_alive(record.pid):
