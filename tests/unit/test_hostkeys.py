@@ -144,3 +144,20 @@ def test_a_hosts_smoke_verdict_names_its_own_failure() -> None:
     assert host_verdict(run, "a") == ("failed", "rank 0 never connected")
     assert host_verdict(run, "b") == ("failed", "hung")
     assert host_verdict(SmokeOutcome(hosts=["a"], settings=Settings(), reason="ok"), "a") == ("pass", "ok")
+
+
+def test_exit_code_unreachable_wins_and_a_refused_key_fails(keypair: tuple[str, str]) -> None:
+    from provisioner.bootstrap import BootstrapOutcome, HostReport
+
+    pub, _ = keypair
+    refused = _check(pub)
+    decide(refused, frozenset(), False, None)
+    unreachable = KeyCheck("gpu08", "198.18.1.8", "unreachable", error="cannot connect: timed out")
+    decide(unreachable, frozenset(), True, None)
+    assert unreachable.refused == "cannot connect: timed out"
+    assert BootstrapOutcome([HostReport("gpu07", refused)]).exit_code == 2
+    assert BootstrapOutcome([HostReport("gpu07", refused), HostReport("gpu08", unreachable)]).exit_code == 4
+    trusted = _check(pub)
+    decide(trusted, frozenset(), True, None)
+    # Trusted, but never converged, audited or proven: not a success.
+    assert BootstrapOutcome([HostReport("gpu07", trusted)]).exit_code == 2
