@@ -187,11 +187,13 @@ def show(outcome: BootstrapOutcome) -> None:
     for host in outcome.hosts:
         key = (f"{host.key.fingerprint} ({host.key.trust}{', pinned' if host.key.pinned else ''})"
                if host.key.trusted else "refused (see above)")
-        changed = [f"{target} {status}" for target, status in host.changes]
+        # Changed resources are listed above (apply's results); the table names only those that failed.
+        changed = sum(1 for _, status in host.changes if status == "changed")
+        failed = [f"{target} {status}" for target, status in host.changes if status != "changed"]
         applied = host.applied.status if host.applied else "-"
         audit = host.audit.status if host.audit else "-"
         bw = f"{_busbw(outcome.smoke.avg_busbw if outcome.smoke and host.smoke else None)} ({_busbw(fleet_bw)})"
-        cells = (host.name, key, f"{applied}: " + (", ".join(changed) or "none"), audit,
+        cells = (host.name, key, f"{applied}: {changed} resources changed" + "".join(f"; {f}" for f in failed), audit,
                  f"{host.smoke or '-'}" + (f": {host.smoke_reason}" if host.smoke not in (None, "pass") else ""), bw)
         table.add_row(*(report.escape(report.clean(cell)) for cell in cells))
     report.console.print(table)
