@@ -67,6 +67,7 @@ class _LazyCommands(click.Group):
 
     LAZY: ClassVar[dict[str, tuple[str, str]]] = {
         "apply": ("provisioner.commands.apply", "apply_command"),
+        "bootstrap": ("provisioner.commands.bootstrap", "bootstrap_command"),
         "explain": ("provisioner.commands.explain", "explain_command"),
         "inventory": ("provisioner.commands.inventory", "inventory"),
         "lab": ("provisioner.commands.lab", "lab_group"),
@@ -116,7 +117,7 @@ def app() -> None:
 @click.option("--keep/--no-keep", default=True, show_default=True, help="Leave the lab running afterwards.")
 def demo(name: str, nodes: int | None, keep: bool) -> None:
     """Bring up the default drifted lab, show the fleet, audit it against playbooks/site.yml, fix the
-    drift with apply and audit again.
+    drift with apply, audit again, prove it with an all-reduce, then add a new node and bootstrap it.
 
     Re-uses a running lab of the same name. Needs root. Run it from the repository's top directory so
     playbooks/site.yml is found.
@@ -153,6 +154,7 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
         from provisioner.commands.smoke import demo_smoke
 
         demo_smoke(state.inventory_path, DEFAULT_PLAYBOOK)
+        _demo_new_node(name, state.inventory_path, DEFAULT_PLAYBOOK)
     drifted_qos_node = state.nodes[min(2, len(state.nodes) - 1)]  # gpu03 has PFC off in the default profile
     report.info(
         "\nNext steps:\n"
@@ -164,6 +166,23 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
     )
     if not keep:
         manager.down(name)
+
+
+def _demo_new_node(name: str, inventory: Path, playbook: Path) -> None:
+    """The demo's last act: a vendor-default node joins the converged lab and is bootstrapped into it."""
+    from provisioner.commands.bootstrap import bootstrap_for_demo
+    from provisioner.lab import grow
+
+    if not grow.added_nodes(inventory):  # a re-run shows the node that joined before, unchanged now
+        report.info("\nA new node joins the fleet with the vendor's defaults (MTU 1500, no QoS, no NCCL) and a "
+                    "host key nobody has seen: fabnet lab add\n")
+        with report.progress_log() as log:
+            grow.add(name, 1, log=log)
+    newest = grow.added_nodes(inventory)[-1]
+    report.info(f"\nBootstrapping it: fabnet bootstrap {inventory} --limit new --accept-new --yes\n"
+                "(--accept-new trusts its host key on first use: fine for the demo's own lab; on a real fleet, "
+                f"check {newest}'s fingerprint on its console and pass --fingerprint instead)\n")
+    bootstrap_for_demo(inventory, playbook, "new")
 
 
 @app.command("parse")

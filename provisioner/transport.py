@@ -210,6 +210,50 @@ def _oserror(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
+@dataclass(frozen=True)
+class ServerKey:
+    """The key a host presented, the name its known_hosts lines go under, and the files read for it."""
+
+    key: paramiko.PKey
+    lookup_name: str  # `address`, or `[address]:port` off port 22, as OpenSSH and paramiko look it up
+    known_hosts: list[Path]
+
+
+def host_key(host: Host, *, timeout: float = 10.0, ssh_config: Path | None = None) -> ServerKey:
+    """Read the key `host` presents with a key exchange and nothing after it: no login, no trust given.
+
+    As a login does, the key types known_hosts already holds for the host are asked for first, so a
+    known host shows the key it is known by. A jump host is not supported here: HostUnreachable says so.
+    """
+    conn = Connection(host.ssh_config_host, user=host.user if "user" in host.explicit else None,
+                      port=host.port if "port" in host.explicit else None,
+                      config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config())
+    files = _known_hosts_files(host, conn)
+    where = f"{conn.host}:{conn.port}"
+    name = conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
+    known = knownhosts.load_cached(files).keys.lookup(name)
+    prefer = list(known.keys()) if known else []
+    if conn.gateway:
+        raise HostUnreachable(host.name, "its host key cannot be read through a jump host; pin it by hand")
+    try:
+        sock = dial(conn.host, int(conn.port), timeout)
+    except (InterruptedError, OSError) as exc:
+        raise HostUnreachable(host.name, f"cannot connect to {where}: {_oserror(exc)}") from exc
+    client_transport = paramiko.Transport(sock)
+    try:
+        client_transport.banner_timeout = timeout
+        options = client_transport.get_security_options()
+        options.key_types = [k for k in prefer if k in options.key_types] + \
+            [k for k in options.key_types if k not in prefer]
+        client_transport.start_client(timeout=timeout)
+        key = client_transport.get_remote_server_key()
+    except Exception as exc:  # paramiko raises many types; each becomes one reason
+        raise HostUnreachable(host.name, f"no SSH key exchange with {where}: {_short(exc)}") from exc
+    finally:
+        client_transport.close()
+    return ServerKey(key, name, files)
+
+
 # ----------------------------------------------------------------------------------------------- exec
 
 

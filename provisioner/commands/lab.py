@@ -1,4 +1,4 @@
-"""`fabnet lab up|status|down`: the local lab of virtual GPU nodes, as a command group of its own."""
+"""`fabnet lab up|add|status|down`: the local lab of virtual GPU nodes, as a command group of its own."""
 
 from __future__ import annotations
 
@@ -82,6 +82,29 @@ def lab_up(nodes: int | None, name: str, profile: Path | None, rtt: str, as_json
     with report.progress_log() as log:
         manager.up(name, nodes, profile, log=log, rtt_ms=rtt_ms, share_python=share_python,
                    with_slurm=with_slurm)
+    _print_status(name, as_json)
+
+
+@lab_group.command("add")
+@name_option
+@click.option("--count", type=click.IntRange(1, 200), default=1, show_default=True, help="Nodes to add.")
+@json_option
+def lab_add(name: str, count: int, as_json: bool) -> None:
+    """Add new nodes to a running lab, as new servers join a fleet: the vendor's defaults (MTU 1500,
+    no QoS, no NCCL, no NCCL env file), the lab's networks, the next names (gpu07, ...).
+
+    Their host keys are fresh and NOT in the lab's known_hosts, so fabnet refuses them until they are
+    trusted. The inventory lists them in `gpu` and in `new`; `lab down` removes them with the lab.
+
+    \b
+    Examples:
+      fabnet lab add --name demo
+      fabnet bootstrap /var/lib/fabnet/labs/demo/inventory.yml --limit new --accept-new --yes
+    """
+    from provisioner.lab import grow
+
+    with report.progress_log() as log:
+        grow.add(name, count, log=log)
     _print_status(name, as_json)
 
 

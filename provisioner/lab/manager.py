@@ -116,7 +116,7 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
             extra_vars[slurm.CONTROLLER_VAR] = state.nodes[0].name
         _write_access_files(state, profile, host_keys, extra_vars)
         log(f"booting {count} nodes")
-        _wait_for_ssh(state)
+        wait_for_ssh(state)
         if with_slurm:
             _wait_for_ports(slurm.ports(state.nodes), "Slurm daemons")
         state.complete = True
@@ -215,9 +215,10 @@ def _ssh_banner(ip: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _wait_for_ssh(state: LabState) -> None:
+def wait_for_ssh(state: LabState, records: list[NodeRecord] | None = None) -> None:
+    """Wait until each of `records` (default: every node) answers with an SSH banner."""
     deadline = time.monotonic() + SSH_READY_TIMEOUT
-    pending = list(state.nodes)
+    pending = list(state.nodes if records is None else records)
     while pending:
         for record in list(pending):
             if record.pid is not None and not pid_alive(record.pid):

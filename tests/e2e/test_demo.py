@@ -29,3 +29,8 @@ def test_demo_shows_drift_the_fix_and_a_clean_audit() -> None:
     # It ends with an all-reduce across every converged node that passes.
     smoke = out.index("All-reduce smoke test across 6 nodes")
     assert clean < smoke and "PASS: average busbw" in out[smoke:]
+    # Its last act: a new node joins, its key trusted on first use (said so), and is proven with the fleet.
+    joined = out.index("fabnet lab add")
+    assert smoke < joined and "--accept-new" in out[joined:] and "trusted on first use" in out[joined:]
+    assert "all-reduce, new and fleet hosts (gpu07, " in out[joined:]
+    assert "recap: 1 of 1 new hosts joined the fleet" in out[joined:]
