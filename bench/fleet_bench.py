@@ -136,10 +136,13 @@ from pathlib import Path
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF); return r.ru_utime + r.ru_stime
 c0 = cpu()
-from provisioner import batch, engine, report, transport
-from provisioner.inventory import load_inventory
-from provisioner.hostplans import resolve
-from provisioner.playbook import load_playbook
+from provisioner.facts import batch
+from provisioner.evaluate import engine
+from provisioner.output import report
+from provisioner.run import transport
+from provisioner.load.inventory import load_inventory
+from provisioner.load.hostplans import resolve
+from provisioner.load.playbook import load_playbook
 imports = cpu() - c0
 c = cpu(); plans = resolve(load_playbook(Path({str(SITE_PLAYBOOK)!r})), load_inventory(Path({str(inventory)!r})), None)
 plans = plans[:{hosts}]; n = len(plans); ph = dict(plan=(cpu() - c) / n)

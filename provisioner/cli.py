@@ -34,14 +34,14 @@ from provisioner.errors import ConfigError, ConfigErrors, FabnetError, LabError,
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from provisioner import report, stdout
+    from provisioner.output import report, stdout
 else:
-    report = lazy_module("provisioner.report")
-    stdout = lazy_module("provisioner.stdout")
+    report = lazy_module("provisioner.output.report")
+    stdout = lazy_module("provisioner.output.stdout")
 
 if TYPE_CHECKING:
-    from provisioner.engine import AuditOutcome
-    from provisioner.hostplans import HostPlan
+    from provisioner.evaluate.engine import AuditOutcome
+    from provisioner.load.hostplans import HostPlan
     from provisioner.scheduler.select import SchedulerArgs
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_USAGE = 0, 1, 2, 3, 4, 64
@@ -133,10 +133,10 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
             manager.up(name, nodes, log=log)
     state, statuses = manager.status(name)
     report.lab_status(state, statuses, as_json=False)
-    from provisioner.loading import DEFAULT_PLAYBOOK
+    from provisioner.load.loading import DEFAULT_PLAYBOOK
 
     if DEFAULT_PLAYBOOK.is_file():
-        from provisioner import engine
+        from provisioner.evaluate import engine
 
         report.info(f"\nAuditing the fleet against {DEFAULT_PLAYBOOK} (read-only):\n")
         plans = _load_plans(state.inventory_path, DEFAULT_PLAYBOOK, None)
@@ -207,7 +207,8 @@ def parse(kind: str, file: str) -> None:
     lines that fit nowhere are listed in "unplaced" with their numbers. Text with nothing of the
     tool's output in it is an error naming the line (exit 3).
     """
-    from provisioner import parsers, stdout
+    from provisioner import parsers
+    from provisioner.output import stdout
 
     try:
         # Bytes decoded by hand: line endings reach the parser exactly as the tool printed them.
@@ -219,7 +220,7 @@ def parse(kind: str, file: str) -> None:
 
 def _load_plans(inventory: Path, playbook: Path, limit: str | None, *, warn: bool = True,
                 ssh_config: Path | None = None) -> list[HostPlan]:
-    from provisioner.loading import load_plans
+    from provisioner.load.loading import load_plans
 
     plans, warnings = load_plans(inventory, playbook, limit, ssh_config=ssh_config)
     for warning in warnings if warn else ():
@@ -237,8 +238,8 @@ def validate(inventory: Path, playbook: Path | None, limit: str | None) -> None:
     Every problem is reported on one line with file:line: key and what is allowed; templates are
     rendered for every host, so an undefined variable on one host is found too. Exit 3 if any.
     """
-    from provisioner.hostplans import validate as validate_files
-    from provisioner.loading import find_playbook
+    from provisioner.load.hostplans import validate as validate_files
+    from provisioner.load.loading import find_playbook
 
     playbook = find_playbook(inventory, playbook)
     warnings: list[str] = []
@@ -288,18 +289,18 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
       4  at least one host unreachable, or a resource could not be read (wins over 2)
       1  --drain-failed / --resume-fixed: Slurm could not be told (wins over the others)
     """
-    from provisioner import engine
     from provisioner.errors import ConfigError
-    from provisioner.loading import find_playbook
+    from provisioner.evaluate import engine
+    from provisioner.load.loading import find_playbook
 
     playbook = find_playbook(inventory, playbook)
     plans = _load_plans(inventory, playbook, limit, ssh_config=ssh_config)
     if not plans:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
                           file=str(playbook))
-    from provisioner import prom as textfile
-    from provisioner.files import OutputError
-    from provisioner.output import check_report, write_reports
+    from provisioner.output import prom as textfile
+    from provisioner.output.core import check_report, write_reports
+    from provisioner.output.files import OutputError
 
     try:  # a path that cannot be written is refused before any host is contacted
         check_report(junit)

@@ -21,14 +21,14 @@ from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from provisioner import apply_report, report
+    from provisioner.output import apply_report, report
 else:
-    apply_report = lazy_module("provisioner.apply_report")
-    report = lazy_module("provisioner.report")
+    apply_report = lazy_module("provisioner.output.apply_report")
+    report = lazy_module("provisioner.output.report")
 
 if TYPE_CHECKING:
-    from provisioner.engine import Options
-    from provisioner.hostplans import HostPlan
+    from provisioner.evaluate.engine import Options
+    from provisioner.load.hostplans import HostPlan
     from provisioner.run.session import Sessions
     from provisioner.scheduler.select import SchedulerArgs
 
@@ -49,7 +49,7 @@ def _serial(value: str | None) -> list[str] | None:
 
 
 def exit_code(outcome: object) -> int:
-    from provisioner.apply import ApplyOutcome
+    from provisioner.apply.converge import ApplyOutcome
 
     assert isinstance(outcome, ApplyOutcome)
     if outcome.count("unreachable") or outcome.count("unknown"):
@@ -129,10 +129,10 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
       130, 143  interrupted (SIGINT, SIGTERM): what had changed and what is unknown is printed first
       1  --drain-failed / --resume-fixed: Slurm could not be told (wins over the others)
     """
-    from provisioner import engine
-    from provisioner.files import OutputError
-    from provisioner.loading import find_playbook, load_plans
-    from provisioner.output import check_report
+    from provisioner.evaluate import engine
+    from provisioner.load.loading import find_playbook, load_plans
+    from provisioner.output.core import check_report
+    from provisioner.output.files import OutputError
     from provisioner.run.session import Sessions
 
     serial_items = _serial(serial)
@@ -143,7 +143,7 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
         report.error(str(exc))
         raise SystemExit(EXIT_USAGE) from None
     if plan_file is not None:
-        from provisioner import saved_plan
+        from provisioner.plan import saved as saved_plan
 
         saved = saved_plan.read(plan_file)
         playbook, limit = Path(saved["playbook"]), saved.get("limit")
@@ -172,10 +172,10 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] |
               max_fail_percent: float | None, revert_after: int, prom: Path | None, break_lock: bool,
               scheduler: SchedulerArgs | None = None) -> None:
     """Gather, show, confirm and apply over sessions kept open from the gathering to the re-check."""
-    from provisioner import apply as converge
-    from provisioner import saved_plan
-    from provisioner.apply import HostApplied
-    from provisioner.journal import Journal, default_path
+    from provisioner.apply import converge
+    from provisioner.apply.converge import HostApplied
+    from provisioner.apply.journal import Journal, default_path
+    from provisioner.plan import saved as saved_plan
     from provisioner.run import runner
 
     with report.host_progress(len(plans), "gathering") as progress:
@@ -236,8 +236,8 @@ def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, prom: P
           playbook: Path, limit: str | None, planned: list[Any], verbose: bool, show_results: bool) -> None:
     """Report files first (a reader that leaves early must not cost them), then the results; a file
     that could not be written is raised only once the results are shown: the hosts have changed."""
-    from provisioner import prom as textfile
-    from provisioner.output import write_reports
+    from provisioner.output import prom as textfile
+    from provisioner.output.core import write_reports
 
     write_error = write_reports([(junit, lambda: apply_report.junit(outcome)),
                                  (prom, lambda: textfile.apply_text(outcome))])
@@ -257,8 +257,8 @@ def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, prom: P
 def converge_for_demo(plans: list[HostPlan], options: Options) -> int:
     """The demo's apply step: plan shown, applied without asking (the lab is the demo's own), recap.
     Returns the exit code apply would give."""
-    from provisioner import apply as converge
-    from provisioner.journal import Journal, default_path
+    from provisioner.apply import converge
+    from provisioner.apply.journal import Journal, default_path
     from provisioner.run.session import Sessions
 
     with Sessions(options) as sessions:

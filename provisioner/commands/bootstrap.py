@@ -20,19 +20,19 @@ from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from provisioner import apply_report, report
-    from provisioner.bootstrap import BootstrapOutcome, Hooks
-    from provisioner.hostkeys import KeyCheck
+    from provisioner.apply.bootstrap import BootstrapOutcome, Hooks
+    from provisioner.output import apply_report, report
+    from provisioner.run.hostkeys import KeyCheck
 else:
-    apply_report = lazy_module("provisioner.apply_report")
-    report = lazy_module("provisioner.report")
+    apply_report = lazy_module("provisioner.output.apply_report")
+    report = lazy_module("provisioner.output.report")
 
 SCHEMA = "fabnet/bootstrap/v1"
 EXIT_USAGE = 64
 
 
 def _fingerprints(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> frozenset[str]:
-    from provisioner.hostkeys import valid_fingerprint
+    from provisioner.run.hostkeys import valid_fingerprint
 
     for text in value:
         if not valid_fingerprint(text):
@@ -89,9 +89,10 @@ def bootstrap_command(inventory: Path, limit: str, playbook: Path | None, accept
       3  invalid inventory, playbook or --limit (nothing was contacted)
       4  a host unreachable (wins over 2)
     """
-    from provisioner import bootstrap, engine
-    from provisioner.journal import Journal, default_path
-    from provisioner.loading import find_playbook, load_plans
+    from provisioner.apply import bootstrap
+    from provisioner.apply.journal import Journal, default_path
+    from provisioner.evaluate import engine
+    from provisioner.load.loading import find_playbook, load_plans
 
     if accept_new and fingerprints:
         raise click.UsageError("--accept-new and --fingerprint exclude each other: verify, or trust on first use")
@@ -119,7 +120,7 @@ def bootstrap_command(inventory: Path, limit: str, playbook: Path | None, accept
 
 def _hooks(as_json: bool, yes: bool, terminal: bool) -> tuple[Hooks, list[bool]]:
     """The command's part in the flow; the list is set when changes needed --yes and there was no terminal."""
-    from provisioner.bootstrap import Hooks
+    from provisioner.apply.bootstrap import Hooks
 
     needs_yes: list[bool] = []
 
@@ -149,7 +150,7 @@ def _hooks(as_json: bool, yes: bool, terminal: bool) -> tuple[Hooks, list[bool]]
 
 
 def show_keys(checks: list[KeyCheck]) -> None:
-    from provisioner.hostkeys import TRUST_WORDS
+    from provisioner.run.hostkeys import TRUST_WORDS
 
     report.info("Host keys:")
     for check in checks:
@@ -173,7 +174,7 @@ def show(outcome: BootstrapOutcome) -> None:
     """Per new host: key, changes, audit, smoke with the bandwidth beside the fleet's; then a recap."""
     from rich.table import Table
 
-    from provisioner.output import cell
+    from provisioner.output.core import cell
 
     if outcome.applied is not None:
         apply_report.results(outcome.applied)
@@ -215,7 +216,7 @@ def _smoke_json(run: Any) -> dict[str, Any] | None:
 
 def to_json(outcome: BootstrapOutcome, *, inventory: str, playbook: str, limit: str,
             exit_code: int) -> dict[str, Any]:
-    from provisioner.hostkeys import TRUST_WORDS
+    from provisioner.run.hostkeys import TRUST_WORDS
 
     hosts = []
     for host in outcome.hosts:
@@ -244,9 +245,10 @@ def to_json(outcome: BootstrapOutcome, *, inventory: str, playbook: str, limit: 
 
 def bootstrap_for_demo(inventory: Path, playbook: Path, limit: str) -> int:
     """The demo's last act: the new node joins its own lab, so its key is trusted on first use."""
-    from provisioner import bootstrap, engine
-    from provisioner.journal import Journal, default_path
-    from provisioner.loading import load_plans
+    from provisioner.apply import bootstrap
+    from provisioner.apply.journal import Journal, default_path
+    from provisioner.evaluate import engine
+    from provisioner.load.loading import load_plans
     from provisioner.smoke.settings import parse_sizes
 
     new, _ = load_plans(inventory, playbook, limit)

@@ -13,8 +13,8 @@ from provisioner.commands.options import become_option, become_password
 from provisioner.errors import FabnetError
 
 if TYPE_CHECKING:  # imported where used: `fabnet --help` does not load rich, pydantic or the parsers
-    from provisioner.become import Secret
     from provisioner.explain import Explanation
+    from provisioner.run.become import Secret
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_FOUND = 0, 1, 2
 
@@ -42,8 +42,9 @@ def _seen(result: Explanation) -> list[str]:
 
 def _audit_hosts(inventory: Path, playbook: Path, hosts: list[str], forks: int,
                  password: Secret | None) -> list[dict[str, Any]]:
-    from provisioner import engine, report
-    from provisioner.loading import load_plans
+    from provisioner.evaluate import engine
+    from provisioner.load.loading import load_plans
+    from provisioner.output import report
 
     # The one loading path audit uses: group_vars/ and host_vars/ beside the playbook count here too.
     plans, warnings = load_plans(inventory, playbook, ",".join(hosts))
@@ -67,7 +68,7 @@ def _audit_hosts(inventory: Path, playbook: Path, hosts: list[str], forks: int,
 
 def _mapping(inventory: Path, playbook: Path, seen: list[str]) -> dict[str, str]:
     from provisioner.explain.hosts import map_hosts
-    from provisioner.inventory import load_inventory
+    from provisioner.load.inventory import load_inventory
 
     # Variables beside the playbook too (a data_ip in its group_vars/), as the audit that follows reads them.
     loaded = load_inventory(inventory, playbook_dir=playbook.parent)
@@ -79,8 +80,8 @@ class _Out:
     hosts' errors are foreign text: cleaned (no terminal escapes) and never read as markup."""
 
     def print(self, text: str, *, bold: bool = False) -> None:
-        from provisioner import report
-        from provisioner.output import clean
+        from provisioner.output import report
+        from provisioner.output.core import clean
 
         with report.writing():
             report.console.print(clean(text), markup=False, highlight=False, soft_wrap=True,
@@ -161,8 +162,8 @@ def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Pat
     Exit codes: 0 no failure found, 1 an input could not be read, 2 a failure or slow path found and
     named (every cause printed is one). `fabnet smoke --json` output is read too.
     """
-    from provisioner import report
     from provisioner.explain import explain
+    from provisioner.output import report
 
     result = explain(_read(logs))
     mapping: dict[str, str] = {}

@@ -12,9 +12,9 @@ from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from provisioner import report
+    from provisioner.output import report
 else:
-    report = lazy_module("provisioner.report")
+    report = lazy_module("provisioner.output.report")
 
 
 @click.command("inventory", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -47,8 +47,8 @@ def inventory(sources: tuple[Path, ...], as_list: bool, host: str | None, graph:
     Exit codes: 0 shown; 3 invalid inventory, unknown --host/--graph group, or a --limit that is
     empty, an empty @FILE, a broken ~regex or matches nothing; 64 usage error.
     """
-    from provisioner.inventory import load_inventory
-    from provisioner.inventory_json import graph_lines, host_vars, list_json
+    from provisioner.load.inventory import load_inventory
+    from provisioner.load.inventory_json import graph_lines, host_vars, list_json
 
     if sum(bool(x) for x in (as_list, host is not None, graph is not None)) > 1:
         raise click.UsageError("choose one of --list, --host and --graph")

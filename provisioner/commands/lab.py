@@ -12,9 +12,9 @@ from provisioner.commands.options import CONTEXT
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from provisioner import report
+    from provisioner.output import report
 else:
-    report = lazy_module("provisioner.report")
+    report = lazy_module("provisioner.output.report")
 
 
 @click.group(

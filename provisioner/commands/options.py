@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import click
 
-from provisioner.become import ENV_VAR, Secret
+from provisioner.run.become import ENV_VAR, Secret
 
 F = TypeVar("F", bound=Callable[..., object])
 

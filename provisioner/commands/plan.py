@@ -17,10 +17,10 @@ from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from provisioner import apply_report, report
+    from provisioner.output import apply_report, report
 else:
-    apply_report = lazy_module("provisioner.apply_report")
-    report = lazy_module("provisioner.report")
+    apply_report = lazy_module("provisioner.output.apply_report")
+    report = lazy_module("provisioner.output.report")
 
 
 @click.command("plan")
@@ -51,11 +51,12 @@ def plan_command(inventory: Path, playbook: Path | None, limit: str | None, out:
       3  invalid inventory or playbook
       4  some host unreachable (its part of the plan is missing)
     """
-    from provisioner import apply as converge
-    from provisioner import engine, saved_plan
-    from provisioner.files import OutputError
-    from provisioner.loading import find_playbook, load_plans
-    from provisioner.output import check_report
+    from provisioner.apply import converge
+    from provisioner.evaluate import engine
+    from provisioner.load.loading import find_playbook, load_plans
+    from provisioner.output.core import check_report
+    from provisioner.output.files import OutputError
+    from provisioner.plan import saved as saved_plan
     from provisioner.run.session import Sessions
 
     try:  # a path that cannot be written is refused before any host is contacted

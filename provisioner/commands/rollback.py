@@ -12,9 +12,9 @@ from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from provisioner import report
+    from provisioner.output import report
 else:
-    report = lazy_module("provisioner.report")
+    report = lazy_module("provisioner.output.report")
 
 
 @click.command("rollback")
@@ -46,9 +46,9 @@ def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id:
     """
     import sys
 
-    from provisioner import engine
-    from provisioner import rollback as undo
-    from provisioner.loading import find_playbook, load_plans
+    from provisioner.apply import rollback as undo
+    from provisioner.evaluate import engine
+    from provisioner.load.loading import find_playbook, load_plans
 
     playbook = find_playbook(inventory, playbook)
     plans, warnings = load_plans(inventory, playbook, limit)

@@ -19,10 +19,10 @@ from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from provisioner import report
+    from provisioner.output import report
     from provisioner.scheduler.select import SchedulerArgs
 else:
-    report = lazy_module("provisioner.report")
+    report = lazy_module("provisioner.output.report")
 
 
 EXIT_HELP = (
@@ -115,8 +115,8 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
       fabnet smoke hosts.yml --runner nccl-tests \\
         --launch 'srun -N {nodes} --ntasks-per-node {ppn} {binary} -b {min_bytes} -e {max_bytes} -g 1'
     """
-    from provisioner.files import OutputError
-    from provisioner.output import check_report, write_reports
+    from provisioner.output.core import check_report, write_reports
+    from provisioner.output.files import OutputError
     from provisioner.smoke import output
     from provisioner.smoke.run import Options
     from provisioner.smoke.run import smoke as run_smoke
@@ -160,14 +160,14 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
 
 
 def loading_playbook(inventory: Path, playbook: Path | None) -> Path | None:
-    from provisioner import loading
+    from provisioner.load import loading
 
     return playbook or loading.default_playbook(inventory)
 
 
 def load_plans(inventory: Path, playbook: Path | None, limit: str | None, ssh_config: Path | None = None) -> list[Any]:
     """The hosts the playbook's plays target (after --limit); without a playbook, every inventory host."""
-    from provisioner import loading
+    from provisioner.load import loading
 
     path = playbook or loading.default_playbook(inventory)
     plans, warnings = (loading.load_plans(inventory, path, limit, ssh_config=ssh_config) if path
@@ -185,7 +185,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
     """
     from rich.table import Table  # here, not at import: `fabnet --help` loads no rich
 
-    from provisioner.output import cell
+    from provisioner.output.core import cell
 
     console = report.console
     for findings, title in ((outcome.findings, "pre-flight failed: no collective was started"),

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from provisioner.errors import LabError
-from provisioner.files import write_atomic
+from provisioner.output.files import write_atomic
 
 __all__ = ["mounts_under", "pid_alive", "require_root_and_tools", "run", "write_atomic"]
 

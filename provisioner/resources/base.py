@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from provisioner.specs import Spec
+from provisioner.load.specs import Spec
 
 Status = Literal["ok", "drift", "error"]
 
@@ -121,7 +121,7 @@ class ResourceType(Generic[S]):
     # `notified_unit(target)`: the systemd unit a resource of this kind is, when its own steps must wait
     # for the resources that notify (restart) that unit.
     notified_unit: Callable[[str], str] | None = None
-    # Settings as a play writes them, for the playbook reference (docs/playbook.md, provisioner.docs):
+    # Settings as a play writes them, for the playbook reference (docs/playbook.md, provisioner.load.docs):
     # together they set every key of `spec`, and each must validate.
     examples: tuple[Mapping[str, Any], ...] = ()
 

@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import shlex
 
+from provisioner.load.specs import FileSpec
 from provisioner.resources.base import (
     Check,
     HostContext,
@@ -36,7 +37,6 @@ from provisioner.resources.sensitive import (
     sensitive_path,
 )
 from provisioner.resources.steps import PHASE_FILES, Expect, Step, command_step, file_step, impossible
-from provisioner.specs import FileSpec
 
 KIND = "file"
 DIFF_LINES = 20

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from provisioner.errors import ParseError
+from provisioner.load.specs import InterfaceSpec
 from provisioner.parsers._text import require_complete
 from provisioner.parsers.ibdev2netdev import parse_ibdev2netdev
 from provisioner.parsers.rdma_link import parse_rdma_link
@@ -36,7 +37,6 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.specs import InterfaceSpec
 
 KIND = "interface"  # its ResourceType (RESOURCE) is in interface_fix, beside the remedy
 

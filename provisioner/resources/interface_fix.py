@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from provisioner.errors import ParseError
+from provisioner.load.specs import InterfaceSpec
 from provisioner.resources import interface
 from provisioner.resources.base import (
     Check,
@@ -41,7 +42,6 @@ from provisioner.resources.interface import (
     persistent_mtu,
 )
 from provisioner.resources.steps import PHASE_NETWORK, Expect, Step, command_step, file_step, impossible
-from provisioner.specs import InterfaceSpec
 
 # ----------------------------------------------------------------------------------- text edits (pure)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from provisioner.errors import ParseError
+from provisioner.load.specs import KernelModuleSpec
 from provisioner.resources.base import (
     Check,
     HostContext,
@@ -28,7 +29,6 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.steps import PHASE_MODULES, Expect, Step, command_step, file_step
-from provisioner.specs import KernelModuleSpec
 
 KIND = "kernel_module"
 

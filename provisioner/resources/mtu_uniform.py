@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import Counter
 
 from provisioner.errors import ParseError
+from provisioner.load.specs import MtuUniformSpec
 from provisioner.resources.base import Check, HostContext, Probe, ProbeFailed, ResourceType, Results, drift, error, ok
 from provisioner.resources.interface import ip_links, live_mtu, netdev_of, netdev_probes
-from provisioner.specs import MtuUniformSpec
 
 KIND = "mtu_uniform"
 

@@ -14,6 +14,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from provisioner.load.specs import NcclSpec
 from provisioner.parsers.versions import Version, parse_constraint
 from provisioner.resources.base import (
     Check,
@@ -29,7 +30,6 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.steps import PHASE_PACKAGES, Step, backup_path, impossible, restore_file
-from provisioner.specs import NcclSpec
 
 KIND = "nccl"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 
 from provisioner.errors import ParseError
+from provisioner.load.specs import OfedSpec
 from provisioner.parsers._text import require_complete
 from provisioner.parsers.ofed_info import parse_ofed_info
 from provisioner.resources.base import (
@@ -25,7 +26,6 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.steps import PHASE_PACKAGES, Step, impossible
-from provisioner.specs import OfedSpec
 
 KIND = "ofed"
 

@@ -10,6 +10,7 @@ Each check names the port and the counter (`mlx5_0/1 symbol_error`).
 from __future__ import annotations
 
 from provisioner.errors import ParseError
+from provisioner.load.specs import PortCountersSpec
 from provisioner.parsers._text import require_complete
 from provisioner.parsers.port_counters import PortCounters, PortCounterSet, parse_perfquery, parse_port_counters
 from provisioner.resources.base import (
@@ -25,7 +26,6 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.specs import PortCountersSpec
 
 KIND = "port_counters"
 

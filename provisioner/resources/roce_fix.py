@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from provisioner.load.specs import RoceQosSpec
 from provisioner.resources import roce_qos
 from provisioner.resources.base import Check, HostContext, ResourceType, Results, sh
 from provisioner.resources.roce_qos import PORT, _priorities, _with_device, _with_netdev, _word
@@ -18,7 +19,6 @@ from provisioner.resources.steps import (
     Step,
     file_step,
 )
-from provisioner.specs import RoceQosSpec
 
 REPLAY_DIR = "/etc/fabnet/roce-qos/"
 REPLAY_UNIT = "fabnet-roce-qos.service"

@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Callable, Sequence
 
 from provisioner.errors import ParseError
+from provisioner.load.specs import RoceQosSpec
 from provisioner.parsers._text import require_complete
 from provisioner.parsers.dcb import parse_dcb, qos_of
 from provisioner.parsers.ibv_devinfo import IbvPort, parse_ibv_devinfo
@@ -37,7 +38,6 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.specs import RoceQosSpec
 
 KIND = "roce_qos"  # its ResourceType (RESOURCE) is in roce_fix, beside the remedy
 PORT = 1

@@ -9,6 +9,7 @@ A static or generated unit cannot be disabled, only masked, so `enabled: false` 
 
 from __future__ import annotations
 
+from provisioner.load.specs import ServiceSpec
 from provisioner.resources.base import (
     Check,
     HostContext,
@@ -24,7 +25,6 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.steps import PHASE_HANDLERS, PHASE_SERVICES, Step, command_step, impossible
-from provisioner.specs import ServiceSpec
 
 KIND = "service"
 

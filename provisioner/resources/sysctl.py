@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 
+from provisioner.load.specs import SysctlSpec
 from provisioner.resources.base import (
     Check,
     HostContext,
@@ -29,7 +30,6 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.steps import EDITS, PHASE_SYSCTL, Expect, FileEdit, Step, command_step, edit_step
-from provisioner.specs import SysctlSpec
 
 KIND = "sysctl"
 

@@ -18,8 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from provisioner import transport
-from provisioner.run import pool
+from provisioner.run import pool, transport
 
 T = TypeVar("T")
 R = TypeVar("R")

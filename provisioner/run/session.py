@@ -18,9 +18,9 @@ from pathlib import Path
 
 from fabric import Connection
 
-from provisioner import become, transport
-from provisioner.inventory import Host
-from provisioner.sockets import interrupted
+from provisioner.load.inventory import Host
+from provisioner.run import become, transport
+from provisioner.run.sockets import interrupted
 
 # Idle sessions (a run waiting at its confirmation prompt, a batch waiting its turn) send a keepalive
 # this often, so a NAT or firewall between does not forget them.

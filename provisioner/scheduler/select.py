@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from provisioner.errors import ConfigError
-from provisioner.inventory import Inventory, load_inventory
+from provisioner.load.inventory import Inventory, load_inventory
 from provisioner.run.session import Options, open_session
 from provisioner.scheduler.hostlist import HostlistError, expand
 from provisioner.scheduler.slurm import Slurm

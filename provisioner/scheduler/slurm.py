@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from provisioner import transport
+from provisioner.run import transport
 from provisioner.scheduler import NodeState, SchedulerError
 from provisioner.scheduler.hostlist import expand as expand_hostlist
 

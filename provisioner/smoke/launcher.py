@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from provisioner import transport
-from provisioner.run import runner
+from provisioner.run import runner, transport
 from provisioner.run.session import HostSession
 from provisioner.smoke import diagnose, plan
 from provisioner.smoke.targets import Target

@@ -7,7 +7,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from provisioner.output import junit_xml
+from provisioner.output.core import junit_xml
 from provisioner.smoke.busbw import SizeResult
 from provisioner.smoke.run import SmokeOutcome
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner import batch
+from provisioner.facts import batch
 from provisioner.resources.base import Probe, ProbeResult, sh
 from provisioner.smoke.targets import Target
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provisioner import batch, transport
-from provisioner.become import Secret
 from provisioner.errors import ParseError
-from provisioner.hostplans import HostPlan
-from provisioner.run import runner, session
+from provisioner.facts import batch
+from provisioner.load.hostplans import HostPlan
+from provisioner.run import runner, session, transport
+from provisioner.run.become import Secret
 from provisioner.smoke import drain, localise, nccltests, plan, preflight
 from provisioner.smoke.busbw import SizeResult, average_busbw
 from provisioner.smoke.diagnose import JobResult

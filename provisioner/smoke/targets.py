@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.hostplans import HostPlan
-from provisioner.inventory import Host
+from provisioner.load.hostplans import HostPlan
+from provisioner.load.inventory import Host
 from provisioner.smoke.settings import AllReduceSpec
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?(?P<key>(?:NCCL|GLOO)_[A-Z0-9_]+)=(?P<value>.*?)\s*$")

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provisioner.become import ENV_VAR
 from provisioner.lab import manager
+from provisioner.run.become import ENV_VAR
 from tests.e2e.conftest import Lab, lab_name
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import changes
+from provisioner.apply import changes
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from provisioner import changes, plan, rollback
-from provisioner.engine import ResourceOutcome
+from provisioner.apply import changes, rollback
+from provisioner.evaluate.engine import ResourceOutcome
+from provisioner.plan import planner as plan
 from provisioner.resources.steps import Expect, Step, file_step
 from tests.unit.resources._recorded import fix, listing
 from tests.unit.test_changes import HOLDER, run_script, step

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provisioner import batch
+from provisioner.facts import batch
 from provisioner.resources.base import Probe
 from tests.unit.ticking import run_ticking, start_ticking
 

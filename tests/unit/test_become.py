@@ -13,10 +13,10 @@ from pathlib import Path
 import click
 import pytest
 
-from provisioner import become
-from provisioner.become import Become, Secret
 from provisioner.commands import options
-from provisioner.inventory import Host
+from provisioner.load.inventory import Host
+from provisioner.run import become
+from provisioner.run.become import Become, Secret
 
 PASSWORD = "pa ss'$(touch PWNED)`touch PWNED`;touch PWNED"
 SCRIPT = "{\necho ran as script\necho \"ssh=${FABNET_SSH-unset}\"\n}\n"

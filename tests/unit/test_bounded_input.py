@@ -144,7 +144,7 @@ def test_an_unexpected_exception_is_one_line_and_a_hint(monkeypatch, capsys) -> 
     def broken(*_args: object, **_kwargs: object) -> list[object]:
         raise RuntimeError("surprise\nsecond line")
 
-    monkeypatch.setattr("provisioner.hostplans.validate", broken)
+    monkeypatch.setattr("provisioner.load.hostplans.validate", broken)
     with pytest.raises(SystemExit) as info:
         cli.main(["validate", str(REPO / "inventories/example/hosts.yml")])
     out, err = capsys.readouterr()
@@ -165,6 +165,6 @@ def test_internal_error_text_is_short_and_has_no_terminal_escapes() -> None:
 
 def test_fabnet_debug_shows_the_traceback(monkeypatch) -> None:
     monkeypatch.setenv("FABNET_DEBUG", "1")
-    monkeypatch.setattr("provisioner.hostplans.validate", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("provisioner.load.hostplans.validate", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         cli.main(["validate", str(REPO / "inventories/example/hosts.yml")])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import changes
+from provisioner.apply import changes
 from provisioner.resources.steps import PHASE_FILES, PHASE_MODULES, PHASE_SERVICES, Step, file_step
 
 HOLDER = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00:00Z")

@@ -1,4 +1,4 @@
-"""docs/playbook.md is what provisioner.docs generates from the models, and its examples are real playbooks."""
+"""docs/playbook.md is what provisioner.load.docs generates from the models, and its examples are real playbooks."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from pathlib import Path
 
 import yaml
 
-from provisioner import docs
-from provisioner.playbook import load_playbook
+from provisioner.load import docs
+from provisioner.load.playbook import load_playbook
 from provisioner.resources import REGISTRY
 
 
 def test_the_committed_reference_is_current() -> None:
-    # On failure: run `python -m provisioner.docs` and commit docs/playbook.md.
+    # On failure: run `python -m provisioner.load.docs` and commit docs/playbook.md.
     assert docs.DOC_PATH.read_text() == docs.reference()
     assert docs.main(["--check"]) == 0
 

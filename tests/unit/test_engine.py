@@ -6,11 +6,11 @@ from pathlib import Path
 
 import yaml
 
-from provisioner import engine
-from provisioner.engine import HostOutcome, ResourceOutcome
-from provisioner.hostplans import resolve
-from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook
+from provisioner.evaluate import engine
+from provisioner.evaluate.engine import HostOutcome, ResourceOutcome
+from provisioner.load.hostplans import resolve
+from provisioner.load.inventory import load_inventory
+from provisioner.load.playbook import load_playbook
 from provisioner.resources.base import Check
 
 PLAYBOOK = """\
@@ -86,7 +86,8 @@ def test_an_unreachable_host_does_not_stop_the_others(tmp_path) -> None:
 
 def _gather_with(monkeypatch, tmp_path, stdout_for, ended: str) -> engine.HostOutcome:
     """audit_host with the exec replaced by a canned result: what the engine makes of how it ended."""
-    from provisioner import batch, transport
+    from provisioner.facts import batch
+    from provisioner.run import transport
 
     plan = plans_for(tmp_path, {"a": {"ansible_host": "127.0.0.1"}})[0]
     nonces: list[str] = []

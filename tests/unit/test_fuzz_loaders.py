@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from provisioner import sandbox, yamlsrc
 from provisioner.errors import ConfigError
-from provisioner.hostplans import validate
-from provisioner.inventory import load_inventory
+from provisioner.load import sandbox, yamlsrc
+from provisioner.load.hostplans import validate
+from provisioner.load.inventory import load_inventory
+from provisioner.load.templating import VarResolver, check_template_text
+from provisioner.load.yamlsrc import Origin, load_yaml
 from provisioner.resources import REGISTRY
-from provisioner.templating import VarResolver, check_template_text
-from provisioner.yamlsrc import Origin, load_yaml
 
 CPU_SECONDS_PER_EXAMPLE = 5.0  # CPU time for one input (CPU, not wall clock: the budget holds on a busy machine)
 MEMORY_HEADROOM = 1 << 30  # address space a test may add to what the process already has

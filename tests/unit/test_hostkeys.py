@@ -11,9 +11,12 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from provisioner import knownhosts
-from provisioner.bootstrap import candidates, host_verdict
-from provisioner.hostkeys import (
+from provisioner.apply.bootstrap import candidates, host_verdict
+from provisioner.load.hostplans import resolve
+from provisioner.load.inventory import load_inventory
+from provisioner.load.playbook import load_playbook
+from provisioner.run import knownhosts
+from provisioner.run.hostkeys import (
     KeyCheck,
     classify,
     decide,
@@ -23,9 +26,6 @@ from provisioner.hostkeys import (
     valid_fingerprint,
     with_pins,
 )
-from provisioner.hostplans import resolve
-from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook
 from provisioner.smoke.run import SmokeOutcome
 from provisioner.smoke.settings import Settings
 
@@ -147,7 +147,7 @@ def test_a_hosts_smoke_verdict_names_its_own_failure() -> None:
 
 
 def test_exit_code_unreachable_wins_and_a_refused_key_fails(keypair: tuple[str, str]) -> None:
-    from provisioner.bootstrap import BootstrapOutcome, HostReport
+    from provisioner.apply.bootstrap import BootstrapOutcome, HostReport
 
     pub, _ = keypair
     refused = _check(pub)

@@ -103,7 +103,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_imports() -> None:
     graph = import_graph()
     assert "provisioner.resources.base" in graph["provisioner.resources.service"]
-    assert "provisioner.specs" in graph["provisioner.resources.base"]
+    assert "provisioner.load.specs" in graph["provisioner.resources.base"]
     # `from provisioner.resources import interface` is an edge to the module, not to the package.
     assert "provisioner.resources.interface" in graph["provisioner.resources.interface_fix"]
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from provisioner.errors import ConfigError, ConfigErrors
-from provisioner.hostpatterns import split_pattern
-from provisioner.inventory import Inventory, expand_host_range, load_inventory
+from provisioner.load.hostpatterns import split_pattern
+from provisioner.load.inventory import Inventory, expand_host_range, load_inventory
 
 
 def write(root: Path, rel: str, text: str) -> Path:

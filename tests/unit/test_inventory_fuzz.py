@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner.errors import ConfigError
-from provisioner.hostpatterns import limit_terms, match_hosts
-from provisioner.inventory import load_inventory
+from provisioner.load.hostpatterns import limit_terms, match_hosts
+from provisioner.load.inventory import load_inventory
 
 INI_PIECES = st.sampled_from([
     "[gpu]", "[gpu:vars]", "[gpu:children]", "[all:vars]", "[rack]", "[x:y]", "[", "]", "gpu01", "gpu[01:03]",
@@ -67,7 +67,7 @@ def test_any_text_loads_or_is_a_config_error(text: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="gpu01[]:!&~,*?.-@ ^$()|\\", max_size=30))
 def test_any_limit_selects_or_is_a_config_error(limit: str) -> None:
-    from provisioner.inventory import Inventory
+    from provisioner.load.inventory import Inventory
 
     inventory = Inventory(source=Path("x"), hosts={"gpu01": None, "gpu02": None}, groups={},  # type: ignore[dict-item]
                           group_order={"all": ["gpu01", "gpu02"], "ungrouped": [], "gpu": ["gpu01", "gpu02"]})

@@ -15,9 +15,9 @@ import pytest
 
 from provisioner.cli import main
 from provisioner.errors import ConfigError
-from provisioner.hostplans import resolve
-from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook
+from provisioner.load.hostplans import resolve
+from provisioner.load.inventory import load_inventory
+from provisioner.load.playbook import load_playbook
 
 PLAYBOOK = "- hosts: all\n  resources:\n    - sysctl: {name: net.ipv4.ip_forward, value: 0}\n"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from provisioner.errors import ConfigError
-from provisioner.inventory import load_inventory
-from provisioner.inventory_ini import parse_ini_value
+from provisioner.load.inventory import load_inventory
+from provisioner.load.inventory_ini import parse_ini_value
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ import pytest
 
 from provisioner.cli import main
 from provisioner.errors import ConfigError
-from provisioner.inventory import load_inventory
-from provisioner.inventory_json import list_json
+from provisioner.load.inventory import load_inventory
+from provisioner.load.inventory_json import list_json
 from tests.unit.ansible_oracle import Ansible, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="ansible-core (a test extra) is not installed")

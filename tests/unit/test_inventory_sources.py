@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.ansible_tags import VaultedValue
 from provisioner.cli import main
 from provisioner.errors import ConfigError
-from provisioner.hostplans import resolve
-from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook
+from provisioner.load.ansible_tags import VaultedValue
+from provisioner.load.hostplans import resolve
+from provisioner.load.inventory import load_inventory
+from provisioner.load.playbook import load_playbook
 
 VAULT = """!vault |
   $ANSIBLE_VAULT;1.1;AES256

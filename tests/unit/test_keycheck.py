@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import keycheck
 from provisioner.errors import ConfigError, ConfigErrors
-from provisioner.inventory import Host
-from provisioner.yamlsrc import Origin
+from provisioner.load import keycheck
+from provisioner.load.inventory import Host
+from provisioner.load.yamlsrc import Origin
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
 
@@ -141,7 +141,7 @@ def test_several_bad_files_are_reported_together(tmp_path: Path) -> None:
 
 
 def test_loading_refuses_an_inventory_with_a_missing_key(tmp_path: Path) -> None:
-    from provisioner.loading import load_hosts
+    from provisioner.load.loading import load_hosts
 
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: 10.0.0.1\n"

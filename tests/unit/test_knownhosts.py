@@ -7,7 +7,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from provisioner import knownhosts
+from provisioner.run import knownhosts
 
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPV0Ub2RoR8DfzKZ3NfGJ6+FxynfURNgLjfmn/sWCipv"
 KEY_B = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMlu2V6eEmLOkFw7WQYd7j+HpcoDkKEWFvJRxE4dFplN"

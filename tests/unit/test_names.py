@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import names
-from provisioner.hostplans import validate
+from provisioner.load import names
+from provisioner.load.hostplans import validate
 
 HOSTILE = [
     "x; touch /tmp/pwned",

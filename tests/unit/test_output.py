@@ -14,11 +14,13 @@ from xml.etree import ElementTree as ET
 import pytest
 from rich.console import Console
 
-from provisioner import apply_report, output, prom, report, saved_plan
-from provisioner.apply import ApplyOutcome, HostApplied, ResourceApplied, StepRun
-from provisioner.changes import StepResult
+from provisioner.apply.changes import StepResult
+from provisioner.apply.converge import ApplyOutcome, HostApplied, ResourceApplied, StepRun
 from provisioner.commands.smoke import show
-from provisioner.engine import ResourceOutcome
+from provisioner.evaluate.engine import ResourceOutcome
+from provisioner.output import apply_report, prom, report
+from provisioner.output import core as output
+from provisioner.plan import saved as saved_plan
 from provisioner.resources.base import Check
 from provisioner.resources.steps import Step
 from provisioner.smoke import output as smoke_output
@@ -182,7 +184,7 @@ def test_every_junit_writer_makes_xml_a_parser_accepts(writer: str) -> None:
 
 
 def test_every_report_file_is_written_atomically_0600(tmp_path: Path) -> None:
-    from provisioner.files import write_report
+    from provisioner.output.files import write_report
 
     targets = {
         "junit.xml": lambda p: write_report(p, apply_report.junit(applied())),
@@ -209,13 +211,13 @@ def test_write_reports_tries_every_file_and_returns_the_first_failure(tmp_path: 
 
 
 def test_no_report_writer_outside_the_output_layer() -> None:
-    """One way to write a report file: provisioner.files (write_report). The lab's own files (node
+    """One way to write a report file: provisioner.output.files (write_report). The lab's own files (node
     roots, its state) are written by the lab, the journal appends, and the playbook reference generator
     rewrites the repository's docs/playbook.md, and bootstrap pins host keys into a known_hosts file (through
     files.write_atomic, keeping that file's mode); nothing else opens a file to write."""
     root = Path(__file__).resolve().parents[2] / "provisioner"
-    allowed = {root / "files.py", root / "journal.py", root / "smoke" / "node_script.py", root / "docs.py",
-               root / "hostkeys.py"}
+    allowed = {root / "output" / "files.py", root / "apply" / "journal.py", root / "smoke" / "node_script.py",
+               root / "load" / "docs.py", root / "run" / "hostkeys.py"}
     pattern = re.compile(r"\bwrite_text\(|\bwrite_bytes\(|\bwrite_atomic\(|(?<![.\w])open\([^)]*['\"][wax]")
     offenders = [f"{path.relative_to(root)}:{number}"
                  for path in root.rglob("*.py") if "lab" not in path.relative_to(root).parts and path not in allowed

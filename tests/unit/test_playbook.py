@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from provisioner.errors import ConfigError, ConfigErrors
-from provisioner.hostplans import HostPlan, resolve, validate
-from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook
-from provisioner.specs import FileSpec, InterfaceSpec, RoceQosSpec
+from provisioner.load.hostplans import HostPlan, resolve, validate
+from provisioner.load.inventory import load_inventory
+from provisioner.load.playbook import load_playbook
+from provisioner.load.specs import FileSpec, InterfaceSpec, RoceQosSpec
 
 REPO = Path(__file__).resolve().parents[2]
 

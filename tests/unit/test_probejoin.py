@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from provisioner import probejoin
+from provisioner.facts import probejoin
+from provisioner.load.specs import ServiceSpec
 from provisioner.resources import service
 from provisioner.resources.base import HostContext, Probe, ProbeResult
-from provisioner.specs import ServiceSpec
 
 CTX = HostContext("h")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provisioner import engine
-from provisioner.hostplans import resolve, validate
-from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook
+from provisioner.evaluate import engine
+from provisioner.load.hostplans import resolve, validate
+from provisioner.load.inventory import load_inventory
+from provisioner.load.playbook import load_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 PROD = ROOT / "inventories" / "prod.yml"

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from provisioner import prom
+from provisioner.output import prom
 
 
 def _apply_outcome() -> SimpleNamespace:

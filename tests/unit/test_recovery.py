@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from provisioner import changes, recovery
+from provisioner.apply import changes, recovery
 
 RUN = "20261125T160000Z-abcdef"
 NONCE = "n0nce"

@@ -15,9 +15,9 @@ from xml.etree import ElementTree as ET
 import pytest
 from rich.console import Console
 
-from provisioner import report
-from provisioner.engine import AuditOutcome, HostOutcome, ResourceOutcome
-from provisioner.files import OutputError, write_atomic
+from provisioner.evaluate.engine import AuditOutcome, HostOutcome, ResourceOutcome
+from provisioner.output import report
+from provisioner.output.files import OutputError, write_atomic
 from provisioner.resources.base import Check
 
 HOSTILE = "ok\x1b]0;owned\x07\x1b[2J\x1b[31mred\rback\x00nul\x08\u202egnp.exe\x9bX\ufffe"
@@ -80,8 +80,8 @@ def test_junit_stays_well_formed_xml() -> None:
 
 
 def test_no_value_never_reads_as_python_none(monkeypatch) -> None:
-    from provisioner import apply_report
-    from provisioner.apply import ApplyOutcome, HostApplied, ResourceApplied
+    from provisioner.apply.converge import ApplyOutcome, HostApplied, ResourceApplied
+    from provisioner.output import apply_report
     from provisioner.resources.base import shown_actual
 
     absent = Check("hold", "held", None, "drift", "")

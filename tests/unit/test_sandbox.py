@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import sandbox
 from provisioner.errors import ConfigError, RenderError
-from provisioner.hostplans import validate
-from provisioner.templating import VarResolver, check_template_text
-from provisioner.yamlsrc import Origin
+from provisioner.load import sandbox
+from provisioner.load.hostplans import validate
+from provisioner.load.templating import VarResolver, check_template_text
+from provisioner.load.yamlsrc import Origin
 
 ORIGIN = Origin("site.yml", 7, "plays[0].vars.x")
 
@@ -206,9 +206,9 @@ def test_a_symlink_out_of_the_templates_directory_is_not_followed(project: Path)
 
 
 def test_includes_and_symlinks_inside_the_directory_work(project: Path) -> None:
-    from provisioner.hostplans import resolve
-    from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook
+    from provisioner.load.hostplans import resolve
+    from provisioner.load.inventory import load_inventory
+    from provisioner.load.playbook import load_playbook
 
     write(project, "templates/conf/main.j2", "{% include 'part.j2' %}B={{ inventory_hostname }}\n")
     write(project, "templates/conf/part.j2", "A=1\n")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from provisioner import saved_plan
+from provisioner.plan import saved as saved_plan
 from provisioner.resources.steps import PHASE_NETWORK, Step, file_step
 
 

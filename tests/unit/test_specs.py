@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from provisioner.resources import REGISTRY
-from provisioner.specs import (
+from provisioner.load.specs import (
     FileSpec,
     InterfaceSpec,
     KernelModuleSpec,
@@ -19,6 +18,7 @@ from provisioner.specs import (
     VersionConstraint,
     installed_version,
 )
+from provisioner.resources import REGISTRY
 
 
 def errors(model: type, **data: object) -> list[tuple[tuple, str]]:

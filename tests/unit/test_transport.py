@@ -15,8 +15,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from provisioner import become, knownhosts, sockets, transport
-from provisioner.inventory import Host
+from provisioner.load.inventory import Host
+from provisioner.run import become, knownhosts, sockets, transport
 
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPV0Ub2RoR8DfzKZ3NfGJ6+FxynfURNgLjfmn/sWCipv"
 
@@ -78,8 +78,8 @@ def test_a_failed_handshake_prints_no_traceback(tmp_path: Path) -> None:
     code = (
         "import socket, threading\n"
         "from pathlib import Path\n"
-        "from provisioner import transport\n"
-        "from provisioner.inventory import Host\n"
+        "from provisioner.run import transport\n"
+        "from provisioner.load.inventory import Host\n"
         "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
         "threading.Thread(target=lambda: s.accept()[0].close(), daemon=True).start()\n"
         "h = Host('h', '127.0.0.1', port=s.getsockname()[1], explicit=frozenset({'address', 'port'}))\n"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import yamlsrc
 from provisioner.errors import ConfigError
-from provisioner.yamlsrc import Origin, format_path, load_yaml, parse_yaml
+from provisioner.load import yamlsrc
+from provisioner.load.yamlsrc import Origin, format_path, load_yaml, parse_yaml
 
 DOC = """\
 plays:

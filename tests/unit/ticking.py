@@ -9,7 +9,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from provisioner import batch
+from provisioner.facts import batch
 
 
 @dataclass

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provisioner.inventory import load_inventory
 from provisioner.lab.grow import VENDOR_PROFILE, with_new_hosts
 from provisioner.lab.profile import load_profile
 from provisioner.lab.state import NodeRecord
+from provisioner.load.inventory import load_inventory
 
 LAB_INVENTORY = """\
 # Inventory of fabnet lab 'x' (written by `fabnet lab up`; removed by `lab down`).

@@ -8,12 +8,12 @@ import pytest
 import yaml
 
 from provisioner.errors import ConfigError
-from provisioner.hostplans import resolve
-from provisioner.inventory import load_inventory
 from provisioner.lab.manager import LAB_PLAYBOOK_VARS
 from provisioner.lab.node import hw_json
 from provisioner.lab.profile import load_profile
-from provisioner.playbook import load_playbook
+from provisioner.load.hostplans import resolve
+from provisioner.load.inventory import load_inventory
+from provisioner.load.playbook import load_playbook
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioner.load.specs import Spec
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import Check, HostContext, Probe, ProbeResult, Results
 from provisioner.resources.steps import Step
-from provisioner.specs import Spec
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 CTX = HostContext("gpu01")

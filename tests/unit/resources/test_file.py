@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from provisioner.load.specs import FileSpec
 from provisioner.resources import file as file_kind
 from provisioner.resources.base import HostContext, ProbeResult, Results
 from provisioner.resources.file import fingerprint
-from provisioner.specs import FileSpec
 
 from ._recorded import failed, run
 

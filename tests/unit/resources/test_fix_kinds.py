@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.load.specs import NcclSpec, RoceQosSpec
 from provisioner.resources import nccl, roce_fix
 from provisioner.resources.base import HostContext
 from provisioner.resources.steps import restore_file, write_file
-from provisioner.specs import NcclSpec, RoceQosSpec
 
 from ._recorded import LSMOD, listing
 from ._recorded import fix as fix_steps

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from provisioner.load.specs import MtuUniformSpec
 from provisioner.resources import REGISTRY, interface
 from provisioner.resources.mtu_uniform import fleet_checks
-from provisioner.specs import MtuUniformSpec
 
 from ._recorded import IP_LINK, failed, run, sample
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.load.specs import NcclSpec
 from provisioner.resources import nccl
 from provisioner.resources.base import HostContext
-from provisioner.specs import NcclSpec
 
 from ._recorded import failed, run
 

@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import changes, docs, engine, plan
-from provisioner.hostplans import resolve, validate
-from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook
+from provisioner.apply import changes
+from provisioner.evaluate import engine
+from provisioner.load import docs
+from provisioner.load.hostplans import resolve, validate
+from provisioner.load.inventory import load_inventory
+from provisioner.load.playbook import load_playbook
+from provisioner.load.specs import Spec
+from provisioner.plan import planner as plan
 from provisioner.resources import REGISTRY, register, unregister
 from provisioner.resources.base import ProbeResult, ResourceType, Results
-from provisioner.specs import Spec
 
 from . import toy_kind
 

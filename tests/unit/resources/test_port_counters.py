@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from provisioner.load.specs import PortCountersSpec
 from provisioner.resources import port_counters
 from provisioner.resources.base import HostContext, ProbeResult, Results
-from provisioner.specs import PortCountersSpec
 
 from ._recorded import failed, run, sample
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from provisioner.load.specs import RoceQosSpec
 from provisioner.resources import roce_qos
 from provisioner.resources.base import HostContext
-from provisioner.specs import RoceQosSpec
 
 from ._recorded import NOT_FOUND, failed, final_command, run, sample
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.load.specs import RoceQosSpec
 from provisioner.resources import roce_qos
 from provisioner.resources.base import HostContext
-from provisioner.specs import RoceQosSpec
 
 from ._recorded import run, sample
 from .test_roce_qos import _tool

@@ -10,8 +10,8 @@ import json
 import pytest
 from rich.console import Console
 
-from provisioner import report
-from provisioner.engine import AuditOutcome, HostOutcome, ResourceOutcome
+from provisioner.evaluate.engine import AuditOutcome, HostOutcome, ResourceOutcome
+from provisioner.output import report
 from provisioner.resources.sensitive import line_count, sensitive_content, sensitive_path
 
 from ._recorded import run
@@ -128,9 +128,9 @@ def test_sensitive_true_hides_anything(monkeypatch) -> None:
 def test_a_playbook_can_mark_a_file_sensitive(tmp_path) -> None:
     import yaml
 
-    from provisioner.hostplans import resolve
-    from provisioner.inventory import load_inventory
-    from provisioner.playbook import load_playbook
+    from provisioner.load.hostplans import resolve
+    from provisioner.load.inventory import load_inventory
+    from provisioner.load.playbook import load_playbook
 
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu01": {"ansible_host": "127.0.0.1"}}}}))

@@ -7,9 +7,9 @@ import shlex
 import pytest
 from pydantic import ValidationError
 
+from provisioner.load.specs import ServiceSpec
 from provisioner.resources import service
 from provisioner.resources.base import HostContext
-from provisioner.specs import ServiceSpec
 
 from ._recorded import failed, run
 

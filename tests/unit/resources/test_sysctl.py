@@ -8,10 +8,10 @@ import subprocess
 import pytest
 from pydantic import ValidationError
 
+from provisioner.load.specs import SysctlSpec
 from provisioner.resources import sysctl
 from provisioner.resources.base import HostContext
 from provisioner.resources.sysctl import boot_value, canonical, proc_path
-from provisioner.specs import SysctlSpec
 
 from ._recorded import failed, listing, run
 

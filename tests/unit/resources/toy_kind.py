@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from provisioner.load.specs import Int, Spec
 from provisioner.resources.base import (
     Check,
     HostContext,
@@ -24,7 +25,6 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.steps import PHASE_SYSCTL, Step, command_step
-from provisioner.specs import Int, Spec
 
 KIND = "hugepages"
 PATH = "/proc/sys/vm/nr_hugepages"

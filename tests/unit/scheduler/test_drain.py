@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from provisioner.apply import ApplyOutcome, HostApplied, ResourceApplied
-from provisioner.engine import AuditOutcome, HostOutcome, ResourceOutcome
+from provisioner.apply.converge import ApplyOutcome, HostApplied, ResourceApplied
 from provisioner.errors import ConfigError
-from provisioner.inventory import load_inventory
+from provisioner.evaluate.engine import AuditOutcome, HostOutcome, ResourceOutcome
+from provisioner.load.inventory import load_inventory
 from provisioner.resources.base import Check
 from provisioner.scheduler import NodeState
 from provisioner.scheduler.drain import (

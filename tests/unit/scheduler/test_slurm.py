@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import transport
+from provisioner.run import transport
 from provisioner.scheduler import SchedulerError
 from provisioner.scheduler.slurm import Slurm, parse_sinfo
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provisioner.inventory import Host
+from provisioner.load.inventory import Host
 from provisioner.smoke import preflight
 from provisioner.smoke.targets import Target
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner import batch
+from provisioner.facts import batch
 from provisioner.resources.base import ProbeResult
 from provisioner.smoke import preflight
 from provisioner.smoke.preflight import Ping

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from provisioner.errors import ConfigErrors
-from provisioner.playbook import load_playbook
+from provisioner.load.playbook import load_playbook
 from provisioner.smoke.settings import AllReduceSpec, Settings, parse_size, parse_sizes
 
 

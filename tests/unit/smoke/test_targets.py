@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provisioner.hostplans import resolve
-from provisioner.inventory import load_inventory
-from provisioner.playbook import load_playbook
+from provisioner.load.hostplans import resolve
+from provisioner.load.inventory import load_inventory
+from provisioner.load.playbook import load_playbook
 from provisioner.smoke.targets import parse_env_file, targets_from_plans, verify_spec
 
 ROOT = Path(__file__).resolve().parents[3]

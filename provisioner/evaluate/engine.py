@@ -1,0 +1,225 @@
+"""gather -> evaluate -> fleet checks, over a bounded worker pool. `audit` stops here; it changes nothing.
+
+Per host: every resource's probes are joined into ONE remote exec (see batch.py), then each resource
+evaluates its own probe results. A host that cannot be reached, or whose exec fails, is reported as
+such and never stops the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from provisioner.facts import batch, probejoin
+from provisioner.load.hostplans import HostPlan, Resource
+from provisioner.resources import REGISTRY
+from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
+from provisioner.run import knownhosts, runner, transport
+from provisioner.run.session import HostSession, Options, open_session
+
+__all__ = ["Options"]  # how every command reaches hosts (run/session.py); named here for its callers
+
+HostStatus = Literal["in_sync", "drifted", "unreachable", "failed"]
+
+
+@dataclass
+class ResourceOutcome:
+    kind: str
+    target: str
+    source: str  # playbook file:line
+    play: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        statuses = {c.status for c in self.checks}
+        return "error" if "error" in statuses else "drift" if "drift" in statuses else "ok"
+
+
+@dataclass
+class HostOutcome:
+    name: str
+    address: str
+    status: HostStatus
+    error: str | None = None
+    resources: list[ResourceOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    execs: int = 0
+
+
+@dataclass
+class AuditOutcome:
+    hosts: list[HostOutcome]
+    seconds: float
+    warnings: list[str] = field(default_factory=list)  # e.g. known_hosts lines skipped
+
+    def count(self, status: HostStatus) -> int:
+        return sum(1 for h in self.hosts if h.status == status)
+
+
+Progress = Callable[[str, HostStatus | None], None]
+
+
+def host_context(plan: HostPlan) -> HostContext:
+    variables = plan.host.vars
+    management = variables.get("fabnet_management_interfaces") or []
+    return HostContext(
+        name=plan.host.name,
+        sysfs_root=str(variables.get("fabnet_sysfs_root", "/sys")),
+        package_manager=str(variables.get("fabnet_package_manager", "apt")),
+        ofed_install_command=str(variables["fabnet_ofed_install_command"])
+        if variables.get("fabnet_ofed_install_command") else None,
+        management_interfaces=tuple(str(m) for m in (management if isinstance(management, list) else [management])),
+    )
+
+
+def plan_probes(plan: HostPlan) -> list[Probe]:
+    ctx = host_context(plan)
+    probes: dict[str, Probe] = {}
+    for resource in plan.resources:
+        for probe in REGISTRY[resource.kind].probes(resource.spec, ctx):
+            probes.setdefault(probe.key, probe)
+    return list(probes.values())
+
+
+def gather(plan: HostPlan, session: HostSession) -> tuple[Results, int]:
+    """Run every probe of the host in one exec over `session`. Returns the results and the number of
+    execs (1)."""
+    options = session.options
+    probes = plan_probes(plan)
+    to_run, joined = probejoin.join(probes)
+    nonce = batch.new_nonce()
+    script = batch.build_script(to_run, nonce, budget=options.command_timeout)
+    # The host stops its own probes at the budget; the margin lets it say so before we hang up.
+    result = session.exec(script, timeout=options.command_timeout + batch.REPORT_MARGIN, partial=True,
+                          ticks=batch.TICK)
+    by_key = joined.split(batch.split_output(result.stdout, nonce))
+    if result.ended != "exited":
+        # Probes that completed keep their results; the others say why they have none.
+        reason = _not_run_reason(result.ended, options)
+        if not by_key and probes:
+            raise transport.CommandFailed(reason.replace("its result", "any result"))
+        by_key.update({p.key: ProbeResult("", reason, NOT_RUN_EXIT) for p in probes if p.key not in by_key})
+    elif not by_key and probes:
+        first = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[0][:200]
+        raise transport.CommandFailed(f"the fact-gathering script produced no results: {first}")
+    return Results(by_key), 1
+
+
+def _not_run_reason(ended: str, options: Options) -> str:
+    return {
+        "lost": "connection lost before its result arrived",
+        "killed": "the remote shell was killed before its result arrived",
+        "timeout": f"the host's --timeout of {options.command_timeout:g} s ran out before its result came",
+        "interrupted": "interrupted",
+        "overflow": f"the host's output passed {transport.MAX_STDOUT // (1024 * 1024)} MiB before its result came",
+    }.get(ended, f"not run ({ended})")
+
+
+def evaluate(plan: HostPlan, results: Results) -> list[ResourceOutcome]:
+    ctx = host_context(plan)
+    outcomes = []
+    for host_play in plan.plays:
+        for resource in host_play.resources:
+            outcomes.append(_evaluate_one(resource, results, ctx, host_play.play.title))
+    return outcomes
+
+
+def _evaluate_one(resource: Resource, results: Results, ctx: HostContext, play: str) -> ResourceOutcome:
+    outcome = ResourceOutcome(resource.kind, resource.target, str(resource.origin), play)
+    try:
+        outcome.checks = REGISTRY[resource.kind].evaluate(resource.spec, results, ctx)
+    except Exception as exc:  # a bug in one resource must not hide the others' results
+        outcome.checks = [Check("evaluate", "", None, "error", f"internal error: {type(exc).__name__}: {exc}")]
+    return outcome
+
+
+def read_host(plan: HostPlan, session: HostSession) -> tuple[HostOutcome, Results | None]:
+    """Gather and evaluate one host: its outcome, and the facts read (None when none could be)."""
+    started = time.monotonic()
+    host = plan.host
+    try:
+        results, execs = gather(plan, session)
+    except transport.HostUnreachable as exc:
+        return HostOutcome(host.name, host.address, "unreachable", exc.reason,
+                           seconds=time.monotonic() - started), None
+    except transport.CommandFailed as exc:  # its message is the reason (a sudo refusal among them)
+        return HostOutcome(host.name, host.address, "failed", str(exc), seconds=time.monotonic() - started), None
+    except Exception as exc:
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, never a page of script
+        return HostOutcome(host.name, host.address, "failed", message[:300],
+                           seconds=time.monotonic() - started), None
+    outcome = HostOutcome(host.name, host.address, "in_sync", resources=evaluate(plan, results), execs=execs)
+    outcome.seconds = time.monotonic() - started
+    return outcome, results
+
+
+def audit_host(plan: HostPlan, options: Options) -> HostOutcome:
+    """`read_host` over a session of its own (audit reads a host once)."""
+    with open_session(plan.host, options) as session:
+        return read_host(plan, session)[0]
+
+
+def apply_fleet_checks(plans: Sequence[HostPlan], outcomes: dict[str, HostOutcome]) -> None:
+    """Checks that need every host's facts (e.g. one MTU across the fleet), per play and resource."""
+    # Grouped by the playbook line that declared the check, not by the rendered interface name: hosts
+    # whose data port is named differently (another NIC slot) are still on the same fabric.
+    groups: dict[str, list[tuple[str, Resource, ResourceOutcome]]] = {}
+    for plan in plans:
+        host_outcome = outcomes[plan.host.name]
+        if host_outcome.status in ("unreachable", "failed"):
+            continue
+        by_source = {r.source: r for r in host_outcome.resources if REGISTRY[r.kind].fleet_checks is not None}
+        for host_play in plan.plays:
+            for resource in host_play.resources:
+                if REGISTRY[resource.kind].fleet_checks is not None:
+                    key = str(resource.origin)
+                    groups.setdefault(key, []).append((plan.host.name, resource, by_source[key]))
+    for members in groups.values():
+        spec = members[0][1].spec
+        values = {}
+        for host, _resource, outcome in members:
+            check = outcome.checks[0] if outcome.checks else None
+            values[host] = int(check.actual) if check and check.status == "ok" and check.actual else None
+        fleet_checks = REGISTRY[members[0][1].kind].fleet_checks
+        assert fleet_checks is not None  # only such kinds were grouped
+        fleet = fleet_checks(spec, values)
+        for host, _resource, outcome in members:
+            if host in fleet:
+                outcome.checks = [fleet[host]]
+
+
+def finish_status(outcome: HostOutcome) -> None:
+    if outcome.status in ("unreachable", "failed"):
+        return
+    statuses = {r.status for r in outcome.resources}
+    # A resource that could not be read leaves the audit of this host incomplete: that is a failure a CI
+    # job must see (exit 4), even though the drift found on its other resources is still reported.
+    if "error" in statuses:
+        outcome.status = "failed"
+        failed = [r.target for r in outcome.resources if r.status == "error"]
+        outcome.error = "could not read: " + ", ".join(failed)
+    else:
+        outcome.status = "drifted" if "drift" in statuses else "in_sync"
+
+
+def audit(plans: Sequence[HostPlan], options: Options, progress: Progress | None = None) -> AuditOutcome:
+    """Read every host (in parallel, at most `options.forks` at once) and compare with its plan."""
+    started = time.monotonic()
+    outcomes: dict[str, HostOutcome] = {}
+
+    def done(outcome: HostOutcome) -> None:
+        outcomes[outcome.name] = outcome
+        if progress:
+            progress(outcome.name, outcome.status if outcome.status in ("unreachable", "failed") else None)
+
+    # Threads, or for a large fleet a few worker processes each with its own threads (run/pool.py).
+    runner.each(plans, lambda plan: audit_host(plan, options), forks=options.forks, on_result=done,
+                lost=lambda plan, why: HostOutcome(plan.host.name, plan.host.address, "failed", why))
+    apply_fleet_checks(plans, outcomes)
+    for outcome in outcomes.values():
+        finish_status(outcome)
+    ordered = [outcomes[plan.host.name] for plan in plans]
+    return AuditOutcome(ordered, time.monotonic() - started, knownhosts.take_warnings())

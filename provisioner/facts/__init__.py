@@ -1,0 +1,1 @@
+"""Facts: every resource's read command joined into one script, run in one exec per host."""

@@ -1,0 +1,54 @@
+"""One inventory file's text -> its groups and hosts, YAML or INI recognised by content as Ansible's
+plugin chain does (yaml first, then ini), whatever the file's extension."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from provisioner.errors import ConfigError
+from provisioner.load.inventory_ini import looks_like_ini, read_ini_inventory
+from provisioner.load.inventory_yaml import read_yaml_inventory
+from provisioner.load.invgraph import InventoryGraph
+from provisioner.load.yamlsrc import Sourced, parse_yaml
+
+_YAML_EXTENSIONS = (".yml", ".yaml", ".json")
+
+
+def parse_yaml_text(text: str, file: str, warnings: list[str] | None = None) -> Sourced:
+    """`yamlsrc.parse_yaml`, with nesting too deep for the parser a ConfigError rather than a traceback.
+    With `warnings`, a duplicate key is a warning there and the last one wins, as in Ansible."""
+    try:
+        return parse_yaml(text, file=file, duplicates=warnings)
+    except RecursionError:
+        raise ConfigError("YAML nested too deeply to read", file=file) from None
+
+
+def read_inventory_text(graph: InventoryGraph, text: str, file: str) -> str:
+    """Add one file's inventory to `graph`; returns "yaml", "ini" or "empty"."""
+    if not text.strip() or all(not line.strip() or line.lstrip()[0] in "#;" for line in text.splitlines()):
+        return "empty"
+    yaml_error: ConfigError | None = None
+    duplicates: list[str] = []
+    try:
+        src = parse_yaml_text(text, file, duplicates)
+    except ConfigError as exc:
+        yaml_error = exc
+    else:
+        if isinstance(src.data, dict):
+            graph.warnings.extend(duplicates)
+            read_yaml_inventory(graph, src)
+            return "yaml"
+    if yaml_error is not None and Path(file).suffix in _YAML_EXTENSIONS and not looks_like_ini(text):
+        raise yaml_error
+    try:
+        read_ini_inventory(graph, text, file)
+    except ConfigError as exc:
+        if yaml_error is not None and Path(file).suffix in _YAML_EXTENSIONS:
+            raise yaml_error from None
+        if not looks_like_ini(text):
+            exc.message += " (read as an INI inventory: the file is not a YAML mapping)"
+        raise
+    return "ini"
+
+
+__all__ = ["parse_yaml_text", "read_inventory_text"]

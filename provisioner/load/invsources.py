@@ -1,0 +1,125 @@
+"""Where inventory text comes from: files read safely (regular files only, bounded size), directories
+walked in Ansible's order, each file's format recognised by its content, and the `group_vars/` and
+`host_vars/` files Ansible would load for a group or host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from provisioner.errors import ConfigError
+from provisioner.load import yamlsrc
+from provisioner.load.ini_or_yaml import read_inventory_text
+from provisioner.load.invgraph import InventoryGraph
+
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ufffe\uffff]")
+MAX_FILE_BYTES = 32 * 1024 * 1024  # an inventory or vars file past this is a mistake, not a fleet
+VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")
+# Ansible's defaults: hidden files, vars directories, and INVENTORY_IGNORE_EXTS.
+_IGNORED = re.compile(
+    r"^\.|^host_vars$|^group_vars$|^vars_plugins$|"
+    + "|".join(re.escape(ext) + "$" for ext in
+               (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg", ".retry"))
+)
+
+
+def read_text(path: Path) -> str:
+    """A file's text; a FIFO, device or directory, a file over MAX_FILE_BYTES, NUL bytes or non-UTF-8
+    text are ConfigErrors naming the file (never a hang: a FIFO is refused before it is read)."""
+    text = yamlsrc.read_text(path, what="inventory file", limit=MAX_FILE_BYTES)
+    if "\0" in text:  # INI files too: a NUL is never part of an inventory
+        start = text.index("\0")
+        column = start - text.rfind("\n", 0, start)
+        raise ConfigError(f"a NUL byte at column {column}; this is not a text file", file=str(path),
+                          line=text.count("\n", 0, start) + 1)
+    control = _CONTROL.search(text)
+    if control:  # YAML refuses them too; a terminal escape in a host name would reach every report
+        start = control.start()
+        column = start - text.rfind("\n", 0, start)
+        raise ConfigError(f"the control character U+{ord(control.group()):04X} at column {column}; "
+                          "inventories are plain text", file=str(path), line=text.count("\n", 0, start) + 1)
+    return text
+
+
+def source_files(source: Path) -> list[Path]:
+    """The inventory files a source stands for: itself, or for a directory every file inside it (and in
+    its subdirectories) in name order, skipping what Ansible skips."""
+    if not source.is_dir():
+        return [source]
+    files: list[Path] = []
+    for name in sorted(os.listdir(source)):
+        if _IGNORED.search(name):
+            continue
+        files.extend(source_files(source / name))
+    return files
+
+
+def read_source(graph: InventoryGraph, source: Path) -> list[Path]:
+    """Read every inventory file of one source into `graph`; returns the files read."""
+    if not source.exists() and not source.is_symlink():
+        raise ConfigError("inventory not found", file=str(source))
+    files = source_files(source)
+    for path in files:
+        read_inventory_text(graph, read_text(path), str(path))
+    return files
+
+
+def vars_dir(source: Path) -> Path:
+    """The directory whose group_vars/ and host_vars/ belong to a source."""
+    return source if source.is_dir() else source.parent
+
+
+def vars_files(base: Path, kind: str, name: str, warnings: list[str]) -> list[Path]:
+    """Ansible's lookup under BASE/KIND: the first of NAME, NAME.yml, NAME.yaml, NAME.json that exists;
+    a directory contributes its files (recursively, in name order)."""
+    folder = base / kind
+    if not folder.is_dir() or name.startswith("/"):
+        return []
+    for index, ext in enumerate(VARS_EXTENSIONS):
+        candidate = folder / (name + ext)
+        if not candidate.exists():
+            continue
+        for other in VARS_EXTENSIONS[index + 1 :]:
+            if (folder / (name + other)).exists():
+                warnings.append(f"{folder / (name + other)}: ignored, {candidate} takes its place "
+                                "(Ansible reads only the first)")
+        return _dir_files(candidate) if candidate.is_dir() else [candidate]
+    return []
+
+
+def _dir_files(directory: Path) -> list[Path]:
+    found: list[Path] = []
+    for entry in sorted(directory.iterdir(), key=lambda p: p.name):
+        if entry.name.startswith(".") or entry.name.endswith("~"):
+            continue
+        if entry.is_dir() and not entry.suffix:
+            found.extend(_dir_files(entry))
+        elif not entry.is_dir() and entry.suffix in VARS_EXTENSIONS:
+            found.append(entry)
+    return found
+
+
+def unknown_vars_files(base: Path, kind: str, known: set[str]) -> list[Path]:
+    """Entries of BASE/KIND that name no group (or host) of the inventory: likely typos."""
+    folder = base / kind
+    if not folder.is_dir():
+        return []
+    unknown = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.name.endswith("~"):
+            continue
+        stem = entry.name
+        if not entry.is_dir():
+            for ext in VARS_EXTENSIONS[1:]:
+                if stem.endswith(ext):
+                    stem = stem[: -len(ext)]
+                    break
+        if stem not in known:
+            unknown.append(entry)
+    return unknown
+
+
+__all__ = ["MAX_FILE_BYTES", "read_source", "read_text", "source_files", "unknown_vars_files", "vars_dir",
+           "vars_files"]

@@ -1,0 +1,1 @@
+"""Plan: drifted resources -> ordered remedy steps per host, and plans saved to apply later."""

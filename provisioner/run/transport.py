@@ -1,0 +1,389 @@
+"""The only place that talks SSH: strict host keys, a cancellable login, and one exec with hard limits.
+
+Host keys are checked against the inventory's `fabnet_known_hosts` file, the user's known_hosts and
+any UserKnownHostsFile from ~/.ssh/config, read as OpenSSH reads them (knownhosts.py); an unknown,
+changed or revoked key refuses the connection (Fabric's default would accept any key). ~/.ssh/config
+is honoured, ProxyJump included; jump hosts get the same policy, and an error on one names it.
+
+The exec sends its script on standard input (through sudo where the inventory asks: become.py) and
+reads at most a fixed amount of output until a deadline, whatever the host prints; `interrupt()`
+(Ctrl-C) ends every login and exec within a poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import paramiko
+from fabric import Config, Connection
+
+from provisioner.errors import FabnetError
+from provisioner.load.inventory import Host
+from provisioner.run import knownhosts
+from provisioner.run.become import Become
+from provisioner.run.become import failure as become_failure
+from provisioner.run.sockets import POLL, dial, interrupted
+from provisioner.run.sockets import interrupt as interrupt  # Ctrl-C stops every login and exec through here
+from provisioner.run.sockets import reset as reset
+
+# paramiko logs a traceback for every failed handshake; its errors reach the operator as one reason
+# each (HostUnreachable), so its log stays out of the terminal.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+MAX_STDOUT = 96 * 1024 * 1024  # one host's whole exec; the script caps each probe far below this
+MAX_STDERR = 64 * 1024
+
+
+class HostUnreachable(FabnetError):
+    """The host could not be reached or logged into; `reason` says why in words an operator can act on."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        self.host = host
+        self.reason = reason
+        super().__init__(f"{host}: {reason}")
+
+
+class CommandFailed(FabnetError):
+    """The remote exec itself failed (not one probe inside it)."""
+
+
+class NotStarted(CommandFailed):
+    """The exec could not be started (the connection was gone, or the server refused a channel): nothing
+    of the script ran, so it may be tried again over a new connection."""
+
+
+class BecomeFailed(CommandFailed):
+    """sudo refused to run the script (wrong or missing password, not allowed): nothing of it ran."""
+
+
+Ended = Literal["exited", "timeout", "lost", "killed", "interrupted", "overflow"]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    stdout: str
+    stderr: str
+    exit_code: int  # -1 when the exec did not end by itself (see `ended`)
+    seconds: float
+    ended: Ended = "exited"
+    cut: bool = False  # run gave up waiting after its `shorten_after` marker (the output is partial)
+
+
+def _known_hosts_files(host: Host, conn: Connection) -> list[Path]:
+    files = [Path("~/.ssh/known_hosts").expanduser()]
+    for configured in str(conn.ssh_config.get("userknownhostsfile", "")).split():
+        files.append(Path(configured).expanduser())
+    if host.known_hosts:
+        files.append(Path(host.known_hosts))
+    return [f for f in files if f.is_file()]
+
+
+class _UnknownHostKey(paramiko.SSHException):
+    def __init__(self, key: paramiko.PKey) -> None:
+        super().__init__("host key not found in known_hosts")
+        self.key = key
+
+
+class _Refuse(paramiko.MissingHostKeyPolicy):
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        raise _UnknownHostKey(key)
+
+
+def _harden(conn: Connection, known: knownhosts.KnownHosts) -> None:
+    conn.client.set_missing_host_key_policy(_Refuse())
+    # SSHClient keeps its trusted keys here; ours understands patterns and skips what it must. The
+    # "system" set stays empty, so no key reaches the check without passing our loader.
+    conn.client._host_keys = known.keys
+    conn.client._system_host_keys = paramiko.HostKeys()
+
+
+# -------------------------------------------------------------------------------------------- connect
+
+
+def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | None = None) -> Connection:
+    """An open connection to `host`, or HostUnreachable with the reason.
+
+    `ssh_config` replaces ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump are honoured).
+    """
+    connect_kwargs: dict[str, object] = {"banner_timeout": connect_timeout, "auth_timeout": connect_timeout}
+    if host.key_file:
+        connect_kwargs["key_filename"] = [str(host.key_file)]
+    explicit = host.explicit
+    conn = Connection(
+        host.ssh_config_host,
+        user=host.user if "user" in explicit else None,
+        port=host.port if "port" in explicit else None,
+        connect_timeout=max(0.5, connect_timeout),
+        connect_kwargs=connect_kwargs,
+        config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config(),
+    )
+    known = knownhosts.load_cached(_known_hosts_files(host, conn))
+    chain: list[Connection] = []  # the target first, then each jump host outwards
+    hop: Connection | None = conn
+    while isinstance(hop, Connection):
+        _harden(hop, known)
+        chain.append(hop)
+        hop = hop.gateway if isinstance(hop.gateway, Connection) else None
+    try:
+        # Outermost jump host first, so a failure is blamed on the hop where it happened.
+        for position, hop in reversed(list(enumerate(chain))):
+            role = "" if position == 0 else f"jump host {hop.host}: "
+            _open(hop, host.name, role, known, connect_timeout)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _open(hop: Connection, host_name: str, role: str, known: knownhosts.KnownHosts, timeout: float) -> None:
+    where = f"{hop.host}:{hop.port}"
+    if interrupted.is_set():
+        raise HostUnreachable(host_name, f"{role}interrupted before connecting")
+    if not hop.gateway:
+        try:
+            hop.connect_kwargs["sock"] = dial(hop.host, int(hop.port), timeout)
+        except InterruptedError as exc:
+            raise HostUnreachable(host_name, f"{role}interrupted while connecting to {where}") from exc
+        except OSError as exc:
+            raise HostUnreachable(host_name, f"{role}cannot connect to {where}: {_oserror(exc)}") from exc
+    started = time.monotonic()
+    try:
+        hop.open()
+    except Exception as exc:  # paramiko and the socket raise many types; each becomes one clear reason
+        if interrupted.is_set():
+            raise HostUnreachable(host_name, f"{role}interrupted while logging in to {where}") from exc
+        slow = time.monotonic() - started >= 0.5 * timeout
+        raise HostUnreachable(host_name, role + _login_failure(exc, hop, known, timeout if slow else None)) from exc
+
+
+def _fingerprint(key: paramiko.PKey) -> str:
+    return f"{key.get_name()} {key.fingerprint}"
+
+
+def _login_failure(exc: Exception, hop: Connection, known: knownhosts.KnownHosts,
+                   waited: float | None = None) -> str:
+    """Why a login failed, in words to act on; `waited` is set when it failed only after a long wait."""
+    where = f"{hop.host}:{hop.port}"
+    files = ", ".join(map(str, known.files)) or "none found"
+    if isinstance(exc, paramiko.BadHostKeyException | _UnknownHostKey):
+        key = exc.key
+        if known.is_revoked(key):
+            return (f"host key of {hop.host} ({_fingerprint(key)}) is marked @revoked in known_hosts. "
+                    "Refusing to connect.")
+        if isinstance(exc, paramiko.BadHostKeyException):
+            return (f"host key mismatch for {hop.host}: it presented {_fingerprint(key)}, which does not match "
+                    "known_hosts (the host was reinstalled, or someone is in the middle). Refusing to connect.")
+        return (f"host key of {hop.host} ({_fingerprint(key)}) is not in known_hosts ({files}); add it "
+                "(ssh-keyscan, then verify the fingerprint) or set fabnet_known_hosts. Refusing to connect.")
+    if isinstance(exc, paramiko.ChannelException):
+        return f"the jump host could not open a connection to {where}: {exc.text or exc.code}"
+    if isinstance(exc, paramiko.AuthenticationException):
+        return f"authentication failed as {hop.user}: {_short(exc)}"
+    message = str(exc)
+    closed = ("No existing session", "Error reading SSH protocol banner", "Connection reset")
+    if any(text in message for text in closed) or isinstance(exc, EOFError | ConnectionError):
+        if waited is not None:
+            return f"no answer from the SSH server at {where} within {waited:g} s (overloaded, or not an SSH server?)"
+        return (f"the SSH server at {where} closed the connection before login (is sshd running and accepting "
+                "connections? see MaxStartups, and the host's sshd log)")
+    if isinstance(exc, paramiko.SSHException):
+        return f"SSH error with {where}: {_short(exc)}"
+    if isinstance(exc, OSError):
+        return f"cannot connect to {where}: {_oserror(exc)}"
+    return f"cannot log in to {where}: {type(exc).__name__}: {_short(exc)}"
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _oserror(exc: OSError) -> str:
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "timed out"
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+@dataclass(frozen=True)
+class ServerKey:
+    """The key a host presented, the name its known_hosts lines go under, and the files read for it."""
+
+    key: paramiko.PKey
+    lookup_name: str  # `address`, or `[address]:port` off port 22, as OpenSSH and paramiko look it up
+    known_hosts: list[Path]
+
+
+def host_key(host: Host, *, timeout: float = 10.0, ssh_config: Path | None = None) -> ServerKey:
+    """Read the key `host` presents with a key exchange and nothing after it: no login, no trust given.
+
+    As a login does, the key types known_hosts already holds for the host are asked for first, so a
+    known host shows the key it is known by. A jump host is not supported here: HostUnreachable says so.
+    """
+    conn = Connection(host.ssh_config_host, user=host.user if "user" in host.explicit else None,
+                      port=host.port if "port" in host.explicit else None,
+                      config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config())
+    files = _known_hosts_files(host, conn)
+    where = f"{conn.host}:{conn.port}"
+    name = conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
+    known = knownhosts.load_cached(files).keys.lookup(name)
+    prefer = list(known.keys()) if known else []
+    if conn.gateway:
+        raise HostUnreachable(host.name, "its host key cannot be read through a jump host; pin it by hand")
+    try:
+        sock = dial(conn.host, int(conn.port), timeout)
+    except (InterruptedError, OSError) as exc:
+        raise HostUnreachable(host.name, f"cannot connect to {where}: {_oserror(exc)}") from exc
+    client_transport = paramiko.Transport(sock)
+    try:
+        client_transport.banner_timeout = timeout
+        options = client_transport.get_security_options()
+        options.key_types = [k for k in prefer if k in options.key_types] + \
+            [k for k in options.key_types if k not in prefer]
+        client_transport.start_client(timeout=timeout)
+        key = client_transport.get_remote_server_key()
+    except Exception as exc:  # paramiko raises many types; each becomes one reason
+        raise HostUnreachable(host.name, f"no SSH key exchange with {where}: {_short(exc)}") from exc
+    finally:
+        client_transport.close()
+    return ServerKey(key, name, files)
+
+
+# ----------------------------------------------------------------------------------------------- exec
+
+
+ENDINGS = {
+    "timeout": "no result in time (--timeout)",
+    "lost": "connection lost",
+    "killed": "the remote shell was killed",
+    "interrupted": "interrupted",
+    "overflow": "the host's output passed the size limit",
+}
+
+
+def run(conn: Connection, script: str, *, become: Become | None = None, timeout: float = 120.0, partial: bool = False,
+        shorten_after: tuple[str, float] | None = None, max_stdout: int = MAX_STDOUT,
+        max_stderr: int = MAX_STDERR, ticks: float | None = None) -> ExecResult:
+    """Run `script` with `sh -s` in ONE exec, the script on its standard input, for at most `timeout` seconds;
+    through sudo as `become` says (become.py: the password, if any, goes on standard input before it).
+
+    The script's text never shows in the host's process list and has no length limit. It is sent as one
+    brace group, so the shell reads all of it before running any of it (a command in it that reads
+    standard input finds nothing of the script). The command's own exit code is returned, never raised;
+    a sudo that refused to run it raises BecomeFailed.
+
+    Output past `max_stdout` ends the exec ("overflow"); stderr past `max_stderr` is read and dropped.
+    A lost connection, the deadline and `interrupt()` end it too: with `partial`, the result keeps what
+    arrived so far and `ended` says why; without, they raise CommandFailed with a one-line reason.
+    Once the text `shorten_after[0]` shows in stdout, at most `shorten_after[1]` more seconds are waited;
+    past that the output so far comes back with `cut` set (a change that cut the session's own path
+    never ends the exec by itself).
+
+    With `ticks` (seconds), standard input stays open after the script and a newline goes on it every
+    `ticks` seconds: the clock of the script's watchdog (batch.py), whose end tells it the connection
+    is gone.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
+    client_transport = conn.client.get_transport()
+    if client_transport is None or not client_transport.is_active():
+        raise NotStarted("connection lost before the command started")
+    try:
+        channel = client_transport.open_session(timeout=max(1.0, min(timeout, 30.0)))
+        channel.settimeout(max(1.0, min(timeout, 30.0)))
+        channel.exec_command(become.command() if become else "sh -s")
+        prefix = become.stdin_prefix() if become else b""
+        channel.sendall(prefix + ("{\n" + script.rstrip("\n") + "\n}\n").encode())
+        if ticks is None:
+            channel.shutdown_write()
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        if interrupted.is_set():
+            raise CommandFailed("interrupted") from exc
+        lost = not client_transport.is_active()
+        # The script is one brace group: a shell that got only part of it runs none of it.
+        raise NotStarted("connection lost" if lost else f"cannot start the command: {_short(exc)}") from exc
+    try:
+        result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr, shorten_after,
+                          ticks)
+    finally:
+        channel.close()
+    if become and (refused := become_failure(become, result.exit_code, result.stdout, result.stderr)):
+        raise BecomeFailed(refused)
+    if not partial and result.ended != "exited" and not result.cut:
+        raise CommandFailed(f"{conn.host}: {ENDINGS.get(result.ended, result.ended)}")
+    return result
+
+
+def _tick(channel: paramiko.Channel, due: float, every: float) -> float:
+    """One tick on the exec's standard input; the time of the next. A full window or a closed channel
+    loses the tick, which is harmless: the script's end is then near anyway."""
+    try:
+        if channel.send_ready():
+            channel.send(b"\n")
+    except (paramiko.SSHException, OSError, EOFError):
+        pass
+    return max(due + every, time.monotonic())
+
+
+def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, started: float, deadline: float,
+             max_stdout: int, max_stderr: int, shorten_after: tuple[str, float] | None = None,
+             ticks: float | None = None) -> ExecResult:
+    out, err = bytearray(), bytearray()
+    channel.settimeout(POLL)
+    ended: Ended | None = None
+    mark = shorten_after[0].encode() if shorten_after else b""
+    shortened = False
+    every = ticks or math.inf  # no ticks: the first is never due
+    next_tick = started + every
+    while ended is None:
+        if time.monotonic() >= next_tick:
+            next_tick = _tick(channel, next_tick, every)
+        while channel.recv_stderr_ready():
+            data = channel.recv_stderr(65536)
+            err += data[: max(0, max_stderr - len(err))]
+        if interrupted.is_set():
+            ended = "interrupted"
+            break
+        if time.monotonic() >= deadline:
+            ended = "timeout"
+            break
+        try:
+            data = channel.recv(65536)
+        except TimeoutError:
+            continue
+        if not data:
+            while channel.recv_stderr_ready():
+                err += channel.recv_stderr(65536)[: max(0, max_stderr - len(err))]
+            break  # end of output: the exit status follows
+        if len(out) + len(data) > max_stdout:
+            out += data[: max_stdout - len(out)]
+            ended = "overflow"
+            break
+        out += data
+        if shorten_after and not shortened and out.find(mark, max(0, len(out) - len(data) - len(mark))) >= 0:
+            deadline, shortened = min(deadline, time.monotonic() + shorten_after[1]), True
+    code = -1
+    if ended is None:
+        while not channel.exit_status_ready() and not channel.closed:
+            if interrupted.is_set() or time.monotonic() >= deadline:
+                break
+            if time.monotonic() >= next_tick:
+                next_tick = _tick(channel, next_tick, every)
+            channel.status_event.wait(POLL)
+        if channel.exit_status_ready() and channel.exit_status >= 0:
+            code, ended = channel.recv_exit_status(), "exited"
+        elif interrupted.is_set():
+            ended = "interrupted"
+        elif not client_transport.is_active():
+            ended = "lost"
+        elif channel.closed:
+            ended = "killed"  # the server closed the channel without an exit status: a signal ended the shell
+        else:
+            ended = "timeout"
+    return ExecResult(out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"), code,
+                      time.monotonic() - started, ended, cut=shortened and ended == "timeout")
