@@ -140,14 +140,14 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
 
         report.info(f"\nAuditing the fleet against {DEFAULT_PLAYBOOK} (read-only):\n")
         plans = _load_plans(state.inventory_path, DEFAULT_PLAYBOOK, None)
-        with report.host_progress(len(plans), "auditing") as progress:
+        with report.host_progress(len(plans), "auditing", [p.host.name for p in plans]) as progress:
             outcome = engine.audit(plans, engine.Options(), progress)
         report.audit_tables(outcome)
         from provisioner.commands.apply import converge_for_demo
         report.info(f"\nFixing the drift: fabnet apply {state.inventory_path} --yes\n")
         converge_for_demo(plans, engine.Options())
         report.info("\nAuditing again (exit 0 means every node is in sync):\n")
-        with report.host_progress(len(plans), "auditing") as progress:
+        with report.host_progress(len(plans), "auditing", [p.host.name for p in plans]) as progress:
             outcome = engine.audit(plans, engine.Options(), progress)
         report.audit_tables(outcome)
 
@@ -313,7 +313,7 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
     from provisioner.commands import scheduling
 
     plans = scheduling.narrow(plans, scheduler, inventory, playbook.parent, options)
-    with report.host_progress(len(plans), "auditing") as progress:
+    with report.host_progress(len(plans), "auditing", [p.host.name for p in plans]) as progress:
         outcome = engine.audit(plans, options, progress)
     code = scheduling.settle(scheduler, "audit", outcome, inventory, playbook, options, audit_exit_code(outcome))
     # Reports files are written before anything is printed: a reader that leaves early (`| head`) must

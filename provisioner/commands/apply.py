@@ -178,7 +178,7 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] |
     from provisioner.plan import saved as saved_plan
     from provisioner.run import runner
 
-    with report.host_progress(len(plans), "gathering") as progress:
+    with report.host_progress(len(plans), "gathering", [p.host.name for p in plans]) as progress:
         planned = converge.make_plan(plans, sessions, progress)
     refused: list[str] = []
     if saved is not None:
@@ -262,7 +262,7 @@ def converge_for_demo(plans: list[HostPlan], options: Options) -> int:
     from provisioner.run.session import Sessions
 
     with Sessions(options) as sessions:
-        with report.host_progress(len(plans), "gathering") as progress:
+        with report.host_progress(len(plans), "gathering", [p.host.name for p in plans]) as progress:
             planned = converge.make_plan(plans, sessions, progress)
         apply_report.plan_text(planned)
         outcome = converge.apply(planned, sessions, journal=Journal(default_path()), on_host=apply_report.host_line)

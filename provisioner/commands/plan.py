@@ -72,7 +72,7 @@ def plan_command(inventory: Path, playbook: Path | None, limit: str | None, out:
         raise ConfigError("no host of the inventory is targeted by the playbook's plays", file=str(playbook))
     password = become_password(ask_become_pass)
     with Sessions(engine.Options(forks=forks, become_password=password)) as sessions, \
-            report.host_progress(len(plans), "gathering") as progress:
+            report.host_progress(len(plans), "gathering", [p.host.name for p in plans]) as progress:
         planned = converge.make_plan(plans, sessions, progress)
     apply_report.plan_text(planned, diff=diff)
     saved_plan.write(out, saved_plan.to_dict(planned, inventory=str(inventory), playbook=str(playbook), limit=limit))

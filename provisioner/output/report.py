@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
@@ -288,19 +289,44 @@ def _may_be_terminal() -> bool:
     return sys.stderr.isatty() or os.environ.get("TTY_COMPATIBLE") == "1" or bool(os.environ.get("FORCE_COLOR"))
 
 
+# A host still running after this long is named on the progress line (a silent host is the one to look at).
+SLOW_HOST_SECONDS = 5.0
+
+
+class _Waiting:
+    """The hosts not done yet, named once the run is a few seconds old; rendered at each refresh."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.pending = dict.fromkeys(names)
+        self.started = time.monotonic()
+
+    def __rich__(self) -> str:
+        waited = time.monotonic() - self.started
+        if waited < SLOW_HOST_SECONDS or not self.pending:
+            return ""
+        names = list(self.pending)
+        shown = ", ".join(markup(n) for n in names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
+        return f"[dim]waiting for {shown} ({waited:.0f} s)[/]"
+
+
 @contextmanager
-def host_progress(total: int, description: str) -> Iterator[Callable[[str, str | None], None]]:
-    """A progress bar over hosts on a terminal (transient); silent otherwise, so pipes and CI logs stay clean."""
+def host_progress(total: int, description: str,
+                  names: list[str] | None = None) -> Iterator[Callable[[str, str | None], None]]:
+    """A progress bar over hosts on a terminal (transient); silent otherwise, so pipes and CI logs stay clean.
+    With `names`, hosts still running after a few seconds are named beside the bar."""
     if total < 2 or not _may_be_terminal() or not _err().is_terminal:
         yield lambda host, problem: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, RenderableColumn, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    waiting = _Waiting(names or [])
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               RenderableColumn(waiting))  # rich renders any object with __rich__
     with Progress(*columns, console=_err(), transient=True) as progress:
         task = progress.add_task(description, total=total)
 
         def advance(host: str, problem: str | None) -> None:
+            waiting.pending.pop(host, None)
             if problem:
                 progress.console.print(f"[red]{markup(host)}: {markup(problem)}[/]", highlight=False)
             progress.advance(task)

@@ -182,3 +182,18 @@ def test_a_reader_that_left_ends_fabnet_quietly(tmp_path: Path, command: str) ->
                             "exit ${PIPESTATUS[0]}"], capture_output=True, text=True, timeout=60)
     assert piped.stderr == ""
     assert piped.returncode == 141
+
+
+def test_progress_names_the_hosts_still_running_after_a_few_seconds(monkeypatch) -> None:
+    import time as clock
+
+    from provisioner.output import report as output_report
+
+    waiting = output_report._Waiting(["gpu01", "gpu02", "gpu03", "gpu04", "[bold]x"])
+    assert waiting.__rich__() == ""  # quiet at first
+    monkeypatch.setattr(clock, "monotonic", lambda: waiting.started + 25)
+    waiting.pending.pop("gpu01")
+    text = waiting.__rich__()
+    assert "waiting for gpu02, gpu03, gpu04 +1 more (25 s)" in text
+    waiting.pending = dict.fromkeys(["[bold]x"])
+    assert "\\[bold]x" in waiting.__rich__()  # a host name is text, never markup
