@@ -39,6 +39,12 @@ def _hosts(names: list[str]) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
+def fleet_mtu(mtus: dict[str, int]) -> int:
+    """The fleet's MTU: the most common one (a tie: the larger). One rule for audit and smoke's pre-flight."""
+    counts = Counter(mtus.values())
+    return max(counts, key=lambda mtu: (counts[mtu], mtu))
+
+
 def fleet_checks(spec: MtuUniformSpec, mtus: dict[str, int | None]) -> dict[str, Check]:
     """host -> its Check against the fleet: the most common MTU is the reference (a tie: the larger)."""
     known = {host: mtu for host, mtu in mtus.items() if mtu is not None}
@@ -50,8 +56,7 @@ def fleet_checks(spec: MtuUniformSpec, mtus: dict[str, int | None]) -> dict[str,
         host, mtu = next(iter(mtus.items()))
         return {host: ok("mtu", "same on all hosts", mtu,
                          "compared with no other host: it is the only host of its play in this run (--limit?)")}
-    counts = Counter(known.values())
-    reference = max(counts, key=lambda mtu: (counts[mtu], mtu))
+    reference = fleet_mtu(known)
     desired = f"{reference} (fleet)"
     same = sorted(host for host, mtu in known.items() if mtu == reference)
     odd = sorted(host for host, mtu in known.items() if mtu != reference)

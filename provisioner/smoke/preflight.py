@@ -18,6 +18,7 @@ from typing import Any
 
 from provisioner.facts import batch
 from provisioner.resources.base import Probe, ProbeResult, sh
+from provisioner.resources.mtu_uniform import fleet_mtu
 from provisioner.smoke.targets import Target
 
 ALL_PAIRS_MAX = 8  # up to this many hosts every host pings every other; above, each pings its ring successor
@@ -217,22 +218,21 @@ def check_interfaces(targets: Sequence[Target], facts: Mapping[str, HostFacts]) 
 
 
 def check_mtu(targets: Sequence[Target], facts: Mapping[str, HostFacts]) -> list[Finding]:
+    known = {t.name: mtu for t in targets if (mtu := _mtu_of(t, facts)) is not None}
     by_mtu: dict[int, list[str]] = {}
-    for target in targets:
-        live = facts[target.name].ifaces.get(target.data_iface or "")
-        if live is not None:
-            by_mtu.setdefault(live.mtu, []).append(target.name)
+    for name, mtu in known.items():
+        by_mtu.setdefault(mtu, []).append(name)
     if len(by_mtu) < 2:
         return []
-    # The most common value is the fleet's; the others are the odd ones out (ties: the larger MTU wins).
-    fleet_mtu = max(by_mtu, key=lambda m: (len(by_mtu[m]), m))
-    odd = {m: hosts for m, hosts in by_mtu.items() if m != fleet_mtu}
+    # The fleet's MTU as audit's mtu_uniform finds it; the others are the odd ones out.
+    fleet = fleet_mtu(known)
+    odd = {m: hosts for m, hosts in by_mtu.items() if m != fleet}
     odd_hosts = tuple(h for hosts in odd.values() for h in hosts)
     detail = "; ".join(f"{_names(hosts)} at {mtu}" for mtu, hosts in sorted(odd.items()))
     return [Finding("mtu", odd_hosts,
-                    f"data-interface MTU differs across hosts: {detail}, the other {len(by_mtu[fleet_mtu])} "
-                    f"at {fleet_mtu}",
-                    f"set MTU {fleet_mtu} on {_names(odd_hosts)} (playbook: interface mtu + mtu_uniform, then "
+                    f"data-interface MTU differs across hosts: {detail}, the other {len(by_mtu[fleet])} "
+                    f"at {fleet}",
+                    f"set MTU {fleet} on {_names(odd_hosts)} (playbook: interface mtu + mtu_uniform, then "
                     "fabnet apply)")]
 
 

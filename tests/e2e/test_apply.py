@@ -5,6 +5,7 @@ nothing run on a second apply, backups and journals, the per-host lock, rolling 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import signal
@@ -738,3 +739,65 @@ def test_a_hosts_terminal_escapes_reach_no_output_raw(alab: Lab, inventory: Path
     assert not any(raw in xml for raw in RAW) and junit.stat().st_mode & 0o777 == 0o600
     failure = ET.parse(junit).getroot().find(".//testcase[@name='ofed']/failure")
     assert failure is not None and "\\x1b]0;owned\\x07" in (failure.text or "")
+
+
+def _read_until(fd: int, text: str, timeout: float) -> str:
+    """What a terminal shows until `text` appears (or the program ends, or time runs out)."""
+    import select
+
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen.decode(errors="replace")
+
+
+def test_an_edit_made_while_apply_waits_at_its_prompt_is_never_overwritten(alab: Lab, inventory: Path,
+                                                                          first_apply: dict,
+                                                                          tmp_path: Path) -> None:
+    import pty
+
+    node = alab.node("gpu02")
+    alab.ssh(node, f"rm -f /etc/sysctl.d/99-fabnet-net.ipv4.conf.all.arp_*; printf '%s\\n' '# vendor' "
+                   f"'net.ipv4.conf.all.arp_ignore = 0' 'net.ipv4.conf.all.arp_announce = 0' > {VENDOR_SYSCTLS}; "
+                   "sysctl -q -w net.ipv4.conf.all.arp_ignore=0 net.ipv4.conf.all.arp_announce=0")
+    playbook = tmp_path / "sysctls.yml"
+    playbook.write_text(TWO_SYSCTLS)
+    args = [sys.executable, "-m", "provisioner", "apply", str(inventory), "-p", str(playbook), "--limit", "gpu02",
+            "--json", "--journal", str(tmp_path / "j.jsonl")]
+    primary, secondary = pty.openpty()
+    waiting = subprocess.Popen(args, stdin=secondary, stdout=subprocess.PIPE, stderr=secondary, cwd=ROOT,
+                               start_new_session=True)
+    os.close(secondary)
+    try:
+        shown = _read_until(primary, "Apply these changes?", 120)
+        assert "Apply these changes?" in shown, shown[-2000:]
+        # Meanwhile another apply converges the host, and an administrator adds a line by hand.
+        other = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu02", "--yes",
+                       "--journal", str(tmp_path / "other.jsonl"))
+        assert other.returncode == 0, other.stdout[-2000:]
+        alab.ssh(node, f"printf '%s\\n' 'net.ipv4.conf.all.rp_filter = 2  # by hand' >> {VENDOR_SYSCTLS}")
+        os.write(primary, b"y\n")
+        out, _ = waiting.communicate(timeout=120)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+        os.close(primary)
+    report = json.loads(out)
+    host = report["hosts"][0]
+    assert waiting.returncode == 2 and host["status"] == "failed", host
+    steps = {s["id"]: s["status"] for r in host["resources"] for s in r["steps"]}
+    assert "conflict" in steps.values(), steps
+    assert "ok" not in steps.values(), steps  # nothing that depends on the changed file ran
+    assert "changed since it was read" in host["error"] or "conflict" in host["error"], host["error"]
+    text = alab.ssh(node, f"cat {VENDOR_SYSCTLS}").stdout
+    assert "net.ipv4.conf.all.rp_filter = 2  # by hand" in text  # the hand-made line is still there
+    assert "net.ipv4.conf.all.arp_ignore = 1" in text and "net.ipv4.conf.all.arp_announce = 2" in text
