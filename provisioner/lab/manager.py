@@ -21,7 +21,7 @@ from provisioner.lab.delay import DelayConfig
 from provisioner.lab.emulation import ofed_install
 from provisioner.lab.naming import MAX_NODES, check_lab_name, node_name
 from provisioner.lab.profile import DEFAULT_PROFILE, Profile, load_profile
-from provisioner.lab.state import LabState, NodeRecord, all_labs, free_slot, labs_root
+from provisioner.lab.state import LabState, NodeRecord, all_labs, free_slot, labs_root, machine_lock
 from provisioner.lab.system import mounts_under, pid_alive, require_root_and_tools, run, write_atomic
 
 Log = Callable[[str], None]
@@ -63,18 +63,21 @@ def up(name: str, nodes: int | None = None, profile_path: Path | None = None, lo
     if existing is not None:
         raise LabError(f"lab {name!r} already exists: run `fabnet lab down --name {name}` first")
 
-    base = rootfs.ensure_rootfs(log)
-    shared_site = nodepython.host_site_packages(base) if share_python else None
-    layers = [slurm.ensure_layer(base, log)] if with_slurm else []
-    state = LabState(name=name, slot=free_slot(), profile=str(profile_path or DEFAULT_PROFILE), slurm=with_slurm)
-    names = state.names
-    state.nodes = [
-        NodeRecord(index=i, name=node_name(i), netns=names.netns(i), mgmt_ip=names.mgmt_ip(i), data_ip=names.data_ip(i))
-        for i in range(1, count + 1)
-    ]
-    # Recorded before anything is created: a lab killed from here on can still be torn down.
-    state.dir.mkdir(parents=True, exist_ok=True)
-    state.save()
+    with machine_lock():
+        base = rootfs.ensure_rootfs(log)
+        shared_site = nodepython.host_site_packages(base) if share_python else None
+        layers = [slurm.ensure_layer(base, log)] if with_slurm else []
+        state = LabState(name=name, slot=free_slot(), profile=str(profile_path or DEFAULT_PROFILE),
+                         slurm=with_slurm)
+        names = state.names
+        state.nodes = [
+            NodeRecord(index=i, name=node_name(i), netns=names.netns(i), mgmt_ip=names.mgmt_ip(i),
+                       data_ip=names.data_ip(i))
+            for i in range(1, count + 1)
+        ]
+        # Recorded before anything is created: a lab killed from here on can still be torn down.
+        state.dir.mkdir(parents=True, exist_ok=True)
+        state.save()  # under the lock: a lab started right after sees this slot taken
     started = time.monotonic()
     try:
         _raise_inotify_limit(state)

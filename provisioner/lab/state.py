@@ -6,8 +6,11 @@ record of everything that may exist.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -18,6 +21,20 @@ from provisioner.lab.system import write_atomic
 
 def labs_root() -> Path:
     return Path(os.environ.get("FABNET_LAB_ROOT", "/var/lib/fabnet/labs"))
+
+
+@contextmanager
+def machine_lock() -> Iterator[None]:
+    """Held while a lab takes its slot and the shared caches are built: two labs started at once (the
+    test suite's parallel groups) must not pick one slot or build one rootfs together."""
+    root = labs_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass

@@ -17,8 +17,9 @@ import testinfra
 from provisioner.lab import manager
 from provisioner.lab.state import LabState, NodeRecord
 
-# FABNET_TEST_LAB_PREFIX keeps the labs of two test runs on one machine (two checkouts) apart.
-LAB_PREFIX = os.environ.get("FABNET_TEST_LAB_PREFIX", "")
+# FABNET_TEST_LAB_PREFIX keeps the labs of two test runs on one machine (two checkouts) apart; the
+# worker's number keeps apart those of the suite's parallel groups (pytest-xdist: gw0, gw1...).
+LAB_PREFIX = os.environ.get("FABNET_TEST_LAB_PREFIX", "") + os.environ.get("PYTEST_XDIST_WORKER", "").replace("gw", "w")
 
 
 def lab_name(base: str) -> str:
