@@ -542,15 +542,21 @@ TWO_SYSCTLS = """\
 VENDOR_SYSCTLS = "/etc/sysctl.d/90-fabnet-lab.conf"
 
 
-def test_two_sysctls_in_one_file_converge_in_one_apply(alab: Lab, inventory: Path, first_apply: dict,
-                                                       tmp_path: Path) -> None:
-    # Vendor defaults: both keys wrong, live and in the one sysctl.d file that sets them at boot.
-    node = alab.node("gpu03")
+def _vendor_sysctls(alab: Lab, node: NodeRecord, tmp_path: Path) -> Path:
+    """Vendor defaults on `node`: both keys wrong, live and in the one sysctl.d file that sets them at
+    boot; returns the playbook that wants them right."""
     alab.ssh(node, f"rm -f /etc/sysctl.d/99-fabnet-net.ipv4.conf.all.arp_*; printf '%s\\n' '# vendor' "
                    f"'net.ipv4.conf.all.arp_ignore = 0' 'net.ipv4.conf.all.arp_announce = 0' > {VENDOR_SYSCTLS}; "
                    "sysctl -q -w net.ipv4.conf.all.arp_ignore=0 net.ipv4.conf.all.arp_announce=0")
     playbook = tmp_path / "sysctls.yml"
     playbook.write_text(TWO_SYSCTLS)
+    return playbook
+
+
+def test_two_sysctls_in_one_file_converge_in_one_apply(alab: Lab, inventory: Path, first_apply: dict,
+                                                       tmp_path: Path) -> None:
+    node = alab.node("gpu03")
+    playbook = _vendor_sysctls(alab, node, tmp_path)
     proc = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu03", "--yes", "--json",
                   "--journal", str(tmp_path / "j.jsonl"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -766,11 +772,7 @@ def test_an_edit_made_while_apply_waits_at_its_prompt_is_never_overwritten(alab:
     import pty
 
     node = alab.node("gpu02")
-    alab.ssh(node, f"rm -f /etc/sysctl.d/99-fabnet-net.ipv4.conf.all.arp_*; printf '%s\\n' '# vendor' "
-                   f"'net.ipv4.conf.all.arp_ignore = 0' 'net.ipv4.conf.all.arp_announce = 0' > {VENDOR_SYSCTLS}; "
-                   "sysctl -q -w net.ipv4.conf.all.arp_ignore=0 net.ipv4.conf.all.arp_announce=0")
-    playbook = tmp_path / "sysctls.yml"
-    playbook.write_text(TWO_SYSCTLS)
+    playbook = _vendor_sysctls(alab, node, tmp_path)
     args = [sys.executable, "-m", "provisioner", "apply", str(inventory), "-p", str(playbook), "--limit", "gpu02",
             "--json", "--journal", str(tmp_path / "j.jsonl")]
     primary, secondary = pty.openpty()
