@@ -7,7 +7,8 @@ Exit codes (stable, for CI jobs):
   4  `audit`: some hosts unreachable or failed (takes precedence over 2)
   1  any other failure (the lab could not be built, an internal error)
   64 command-line usage error
-  141 standard output's reader went away (`fabnet audit | head -1`): nothing on stderr, as SIGPIPE would
+  0/141 standard output's reader went away (`fabnet audit | head -1`): nothing on stderr; 0 for a command
+     that only reads, 141 (as SIGPIPE would) for one that changes hosts and so stopped short
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ if TYPE_CHECKING:
     from provisioner.scheduler.select import SchedulerArgs
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_INVALID, EXIT_UNREACHABLE, EXIT_USAGE = 0, 1, 2, 3, 4, 64
-# 128 + SIGPIPE: what a shell reports for `yes | head -1`, and what a program that stopped because its
-# reader left should say (the command was cut short: 0 would claim a result nobody saw).
+# The reader left (`| head -1`): a command that only reads has done its work, and exits 0 as `head`'s
+# users expect; one that changes hosts was cut short before its changes, and says so as SIGPIPE would
+# (128 + 13), so that a CI job with pipefail never takes it for a converged fleet.
 EXIT_READER_GONE = 141
+CHANGING_COMMANDS = frozenset({"apply", "bootstrap", "rollback", "demo", "lab"})
 
 EXIT_CODES_HELP = (
     "\b\nExit codes:\n"
@@ -57,7 +60,7 @@ EXIT_CODES_HELP = (
     "  4   audit: hosts unreachable or failed; apply: hosts unreachable (wins over 2)\n"
     "  1   other failure\n"
     "  64  usage error\n"
-    "  141 standard output's reader went away (| head): stopped quietly"
+    "  141 apply, bootstrap, rollback: standard output's reader went away (| head); read-only commands exit 0"
 )
 
 
@@ -360,7 +363,7 @@ def main(argv: list[str] | None = None) -> None:
         code = 130
     except (ReaderGone, BrokenPipeError):  # the reader left (`| head -1`): nothing to say, nowhere to say it
         stdout.quiet()
-        code = EXIT_READER_GONE
+        code = _reader_gone(argv)
     except ConfigErrors as exc:
         report.config_errors(exc.errors)
         code = EXIT_INVALID
@@ -383,10 +386,16 @@ def main(argv: list[str] | None = None) -> None:
             sys.stdout.flush()
     except BrokenPipeError:
         stdout.quiet()
-        code = EXIT_READER_GONE
+        code = _reader_gone(argv)
     except (OSError, ValueError):
         pass  # a closed or unwritable stdout was reported where it was written to
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _reader_gone(argv: list[str] | None) -> int:
+    """The exit code once standard output's reader left: see EXIT_READER_GONE."""
+    words = [w for w in (sys.argv[1:] if argv is None else argv) if not w.startswith("-")]
+    return EXIT_READER_GONE if words and words[0] in CHANGING_COMMANDS else EXIT_OK
 
 
 def internal_error(exc: BaseException) -> str:

@@ -170,9 +170,9 @@ SAMPLE_LOG = Path(__file__).resolve().parents[1] / "samples" / "nccl-debug-2.txt
 
 @pytest.mark.parametrize("command", ["validate {inventory} -p {playbook}", "explain {log}", "explain --json {log}"])
 def test_a_reader_that_left_ends_fabnet_quietly(tmp_path: Path, command: str) -> None:
-    """`fabnet ... | head -1`: nothing on stderr, and the exit status a shell gives a program that SIGPIPE
-    stopped (141). `| true` exits long before fabnet prints, so every write meets a closed pipe; plain
-    lines, rich's console and JSON each take their own path to standard output."""
+    """`fabnet ... | head -1`: nothing on stderr, and exit 0 for a command that only reads (its work is
+    done; `head` took what it wanted). `| true` exits long before fabnet prints, so every write meets a
+    closed pipe; plain lines, rich's console and JSON each take their own path to standard output."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: 127.0.0.1\n")
     playbook = tmp_path / "site.yml"
@@ -181,7 +181,15 @@ def test_a_reader_that_left_ends_fabnet_quietly(tmp_path: Path, command: str) ->
     piped = subprocess.run(["bash", "-c", f"{sys.executable} -m provisioner {args} | true; "
                             "exit ${PIPESTATUS[0]}"], capture_output=True, text=True, timeout=60)
     assert piped.stderr == ""
-    assert piped.returncode == 141
+    assert piped.returncode == 0
+
+
+def test_a_reader_that_left_an_apply_says_it_stopped_short() -> None:
+    from provisioner import cli
+
+    assert cli._reader_gone(["apply", "inv.yml", "--yes"]) == 141  # cut short before its changes
+    assert cli._reader_gone(["--verbose", "rollback", "inv.yml"]) == 141
+    assert cli._reader_gone(["audit", "inv.yml"]) == 0
 
 
 def test_progress_names_the_hosts_still_running_after_a_few_seconds(monkeypatch) -> None:
