@@ -129,18 +129,27 @@ def launch_line(targets: Sequence[Target], settings: Settings, ranks: int, chose
 def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: nccltests.Launch, launch_host: Target,
         session_of: SessionOf) -> Result:
     result = Result()
-    line = launch_line(targets, settings, ranks, chosen)
-    result.launch = {"launcher": chosen.launcher, "host": launch_host.name, "command": line}
-    try:
-        done = session_of(launch_host).exec(line, timeout=settings.timeout + 10)
-    except transport.HostUnreachable as exc:
-        result.unreachable[launch_host.name] = exc.reason
-        result.verdict, result.reason = "unreachable", f"{launch_host.name}: {exc.reason}"
-        return result
-    except transport.CommandFailed as exc:
-        result.verdict, result.reason = "failed", f"nccl-tests did not finish within {settings.timeout:g} s: {exc}"
-        return result
-    output, code = done.stdout, done.exit_code
+    for attempt in (chosen, nccltests.without_pmix(chosen)):
+        line = launch_line(targets, settings, ranks, attempt)
+        result.launch = {"launcher": chosen.launcher, "host": launch_host.name, "command": line}
+        try:
+            done = session_of(launch_host).exec(line, timeout=settings.timeout + 10)
+        except transport.HostUnreachable as exc:
+            result.unreachable[launch_host.name] = exc.reason
+            result.verdict, result.reason = "unreachable", f"{launch_host.name}: {exc.reason}"
+            return result
+        except transport.CommandFailed as exc:
+            result.verdict, result.reason = "failed", f"nccl-tests did not finish within {settings.timeout:g} s: {exc}"
+            return result
+        output, code = done.stdout, done.exit_code
+        if attempt is chosen and attempt.template != nccltests.without_pmix(chosen).template \
+                and nccltests.pmix_unusable(output, code):
+            # Slurm lists the plugin but cannot load libpmix there: the step never started, so once more
+            # without it (an all_reduce_perf built without MPI needs no PMI; one with MPI says so itself).
+            result.notes.append(f"{launch_host.name}: srun --mpi=pmix could not load the PMIx library; ran "
+                                "without --mpi")
+            continue
+        break
     if (note := nccltests.emulation_note(output)) is not None:
         result.notes.append(f"{launch_host.name}: all_reduce_perf is an emulation: {note}")
     missing = nccltests.missing_program(output, code) if code != TIMED_OUT else None

@@ -70,6 +70,18 @@ def choose(settings: Settings, host: str, controller: bool, found: Mapping[str, 
     return Launch("srun", host, template)
 
 
+def without_pmix(launch: Launch) -> Launch:
+    return Launch(launch.launcher, launch.host, launch.template.replace("srun --mpi=pmix ", "srun ", 1))
+
+
+_PMIX_UNUSABLE = re.compile(r"mpi/pmix\S*: init:|(?:can ?not|cannot) load PMIx library", re.IGNORECASE)
+
+
+def pmix_unusable(output: str, exit_code: int) -> bool:
+    """srun offered --mpi=pmix but its plugin failed to start (no libpmix on the node): no task ran."""
+    return exit_code != 0 and bool(_PMIX_UNUSABLE.search(output))
+
+
 def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary: str, sizes: Sequence[int],
             iters: int, env: Mapping[str, str], names: Sequence[str] | None = None) -> str:
     """The remote command line: `env K=V ... <template rendered>`, every word quoted. `names` are the

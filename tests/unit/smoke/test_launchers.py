@@ -130,3 +130,12 @@ def test_the_tools_probe_runs_and_reads_back(tmp_path: Path) -> None:
 ])
 def test_missing_program_in_launcher_output(output: str, code: int, expected: object) -> None:
     assert nccltests.missing_program(output, code) == expected
+
+
+def test_a_pmix_plugin_that_cannot_load_is_dropped_not_a_parse_error() -> None:
+    output = ("srun: error:  mpi/pmix_v4: init: (null) [0]: mpi_pmix.c:195: pmi/pmix: can not load PMIx library\n"
+              "srun: error: Couldn't load specified plugin name for mpi/pmix: Plugin init() callback failed\n")
+    assert nccltests.pmix_unusable(output, 1)
+    assert not nccltests.pmix_unusable("# Avg bus bandwidth    : 1\n", 0)
+    chosen = nccltests.choose(Settings(launcher="srun"), "gpu01", True, {}, ("pmix",))
+    assert "--mpi=pmix" in chosen.template and "--mpi" not in nccltests.without_pmix(chosen).template
