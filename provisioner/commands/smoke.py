@@ -70,11 +70,17 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default=None,
               help="auto: NCCL where every host has GPUs, else gloo [default: auto].")
 @click.option("--runner", type=click.Choice(["torch", "nccl-tests"]), default=None,
-              help="torch: fabnet's own torch.distributed ranks; nccl-tests: all_reduce_perf through --launch.")
+              help="torch: fabnet's own torch.distributed ranks; nccl-tests: all_reduce_perf, started by "
+                   "--launcher.")
+@click.option("--launcher", type=click.Choice(["auto", "srun", "mpirun"]), default=None,
+              help="How nccl-tests starts all_reduce_perf. srun runs on the inventory's Slurm controller "
+                   "(fabnet_slurm_controller), mpirun on the first host. auto: srun when the inventory names a "
+                   "Slurm controller or srun is on the first host's PATH, else mpirun [default: auto].")
 @click.option("--timeout", type=click.FloatRange(5, 86400), default=None,
               help="Deadline in seconds for the rendezvous and the whole sweep [default: 120].")
-@click.option("--launch", default=None, help="nccl-tests launch template, run on the first host; fields {np} {ppn} "
-                                             "{nodes} {hosts} {hostlist} {binary} {min_bytes} {max_bytes} {iters}.")
+@click.option("--launch", default=None, help="A launch template of one's own instead of --launcher's; fields {np} "
+                                             "{ppn} {nodes} {hosts} (addresses:ppn) {hostlist} (host names) {binary} "
+                                             "{min_bytes} {max_bytes} {iters}.")
 @click.option("--port", type=click.IntRange(1024, 65533), default=None, help="Rendezvous port [default: 29500].")
 @click.option("--no-localise", is_flag=True, help="Below threshold, do not run pairs to find the slow host.")
 @click.option("--drain-cmd", callback=_drain, default=None,
@@ -90,7 +96,8 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @scheduler_options
 def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: float | None,
           sizes: tuple[int, ...] | None, iters: int | None, backend: str | None, runner: str | None,
-          timeout: float | None, launch: str | None, port: int | None, no_localise: bool, drain_cmd: str | None,
+          launcher: str | None, timeout: float | None, launch: str | None, port: int | None, no_localise: bool,
+          drain_cmd: str | None,
           as_json: bool, junit: Path | None, connect_timeout: float, ssh_config: Path | None,
           ask_become_pass: bool, scheduler: SchedulerArgs) -> None:
     """Run an all-reduce across the hosts and check it reaches the expected bus bandwidth.
@@ -112,8 +119,14 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
       fabnet smoke hosts.yml --min-busbw 20 --sizes 1M:1G
       fabnet smoke hosts.yml -l 'rack_a' --json --junit smoke.xml
       fabnet smoke hosts.yml --min-busbw 20 --drain-cmd 'scontrol update nodename={host} state=drain reason="{reason}"'
+      fabnet smoke hosts.yml --runner nccl-tests --launcher srun --sizes 1M:64M --json
+      fabnet smoke hosts.yml --runner nccl-tests --launcher mpirun
       fabnet smoke hosts.yml --runner nccl-tests \\
-        --launch 'srun -N {nodes} --ntasks-per-node {ppn} {binary} -b {min_bytes} -e {max_bytes} -g 1'
+        --launch 'srun -N {nodes} --ntasks-per-node {ppn} -w {hostlist} {binary} -b {min_bytes} -e {max_bytes} -g 1'
+
+    \b
+    On the lab (`fabnet lab up --slurm`; all_reduce_perf there is fabnet's emulation, gloo over TCP):
+      fabnet smoke /var/lib/fabnet/labs/lab/inventory.yml --runner nccl-tests --launcher srun --sizes 1M:8M
     """
     from provisioner.output.core import check_report, write_reports
     from provisioner.output.files import OutputError
@@ -132,12 +145,14 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
         report.error(str(exc))
         raise SystemExit(64) from None
     explicit = {"min_busbw": min_busbw, "sizes": sizes, "iters": iters, "backend": backend, "runner": runner,
-                "timeout": timeout, "launch": launch, "port": port}
+                "launcher": launcher, "timeout": timeout, "launch": launch, "port": port}
     if no_localise:
         explicit["localise"] = False
     settings = Settings().merged(verify_spec(plans), explicit)
     options = Options(connect_timeout=connect_timeout, ssh_config=ssh_config, drain_cmd=drain_cmd,
-                      become_password=become_password(ask_become_pass))
+                      become_password=become_password(ask_become_pass),
+                      slurm_controller=slurm_controller(inventory, playbook) if settings.runner == "nccl-tests"
+                      else None)
     from provisioner.commands import scheduling
     from provisioner.run.session import Options as SessionOptions
 
@@ -157,6 +172,18 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     if write_error:
         raise write_error
     raise SystemExit(code)
+
+
+def slurm_controller(inventory: Path, playbook: Path | None) -> Any:
+    """The inventory's Slurm controller (a Host), where nccl-tests' srun runs; None when it names none."""
+    from provisioner.scheduler import select
+
+    path = loading_playbook(inventory, playbook)
+    loaded = select.load(inventory, path.parent if path else None)
+    try:
+        return loaded.hosts[select.controller_name(loaded)]
+    except ConfigError:
+        return None
 
 
 def loading_playbook(inventory: Path, playbook: Path | None) -> Path | None:
@@ -226,6 +253,10 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
             value = "failed" if pair["busbw"] is None else f"{pair['busbw']:.3f}"
             table.add_row(cell(pair["round"]), cell(" + ".join(pair["hosts"])), cell(value))
         console.print(table)
+    if outcome.launch:
+        report.info(f"started by {outcome.launch['launcher']} on {outcome.launch['host']}: {outcome.launch['command']}")
+    for note in outcome.notes:
+        report.warn(note)
     for drained in outcome.drained:
         report.info(f"drain {drained.host}: {' '.join(drained.argv)} -> exit {drained.exit_code} {drained.output}")
     colour = "green" if outcome.verdict == "pass" else "red"

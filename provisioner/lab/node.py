@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from provisioner.errors import LabError
-from provisioner.lab import emulation
+from provisioner.lab import emulation, nodepython
 from provisioner.lab.naming import LabNames
 from provisioner.lab.profile import NodeState
 from provisioner.lab.rootfs import OPERATOR, REPO_IN_NODE, cache_dir
@@ -137,6 +137,9 @@ def _install_emulation(root: Path, state: NodeState, index: int) -> None:
         # The compiled fast path answers, and runs Python only when it must.
         text = emulation.fast_wrapper_script(command) if runner else emulation.wrapper_script(command)
         write_atomic(wrapper, text, mode=0o755)
+    shutil.copyfile(emulation.ALL_REDUCE_PERF_SOURCE, root / emulation.ALL_REDUCE_PERF_LIB.lstrip("/"))
+    write_atomic(root / emulation.ALL_REDUCE_PERF.lstrip("/"),
+                 emulation.all_reduce_perf_wrapper(nodepython.PYTHON_IN_NODE), mode=0o755)
     hw_root = root / HW_ROOT_IN_NODE.lstrip("/")
     write_atomic(hw_root / "hw.json", json.dumps(hw_json(state, index), indent=2) + "\n")
     run([sys.executable, str(LABHW_SOURCE), "--as", "fabnet-lab-init"],

@@ -46,6 +46,7 @@ ALL_REDUCE_EXAMPLE: dict[str, Any] = {
     "backend": "nccl",
     "timeout": 300,
     "launch": "srun -n {np} {binary} -b {min_bytes} -e {max_bytes} -f 2 -g 1 -n {iters}",
+    "launcher": "srun",
 }
 
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean", Any: "any"}

@@ -1,30 +1,95 @@
-"""Runner `nccl-tests`: `all_reduce_perf` through a launch template (mpirun or srun), run on the first
-host, its output read with the same parser as `fabnet parse nccl_tests`.
+"""Runner `nccl-tests`: `all_reduce_perf` started by a launcher (srun or mpirun, or a template of one's
+own), its output read with the same parser as `fabnet parse nccl_tests`.
+
+Which launcher (`--launcher auto`, the default): srun when the inventory names a Slurm controller
+(`fabnet_slurm_controller` or a `slurm_controller` group) or when srun is on the first host's PATH,
+else mpirun. srun runs on the Slurm controller (the first host when the inventory names none) with
+`--mpi=pmix` where `srun --mpi=list` offers it; mpirun runs on the first host.
 
 The template is split into words before values go in (as for --drain-cmd), and each word is quoted
-for the remote shell, so host names and paths from the inventory cannot inject commands.
+for the remote shell, so host names and paths from the inventory cannot inject commands. `{hostlist}`
+is the inventory's host names (Slurm's node names), `{hosts}` their SSH addresses with `:ppn`.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import string
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from provisioner.errors import ParseError
 from provisioner.parsers.nccl_tests import parse_nccl_tests
 from provisioner.resources.base import sh
 from provisioner.smoke.busbw import SizeResult, all_reduce_factor
+from provisioner.smoke.settings import DEFAULT_LAUNCH, SRUN_LAUNCH, Settings
 
 FIELDS = ("np", "ppn", "nodes", "hosts", "hostlist", "binary", "min_bytes", "max_bytes", "iters")
 
 
+# The first line of the lab's stand-in (provisioner/lab/emulation/all_reduce_perf.py): its figures are
+# gloo's over TCP, and a report that shows them says so.
+EMULATION_MARK = "# fabnet lab emulation of nccl-tests"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How this run starts all_reduce_perf: with which launcher, on which host, from which template."""
+
+    launcher: str  # srun, mpirun, or the first word of a template of one's own
+    host: str  # the inventory name of the host the launcher runs on
+    template: str
+
+
+def wanted_launchers(settings: Settings, controller: bool) -> tuple[str, ...]:
+    """The launchers to look for on the launch host: the one asked for, or both when `auto` must decide
+    between them (with a Slurm controller in the inventory, auto means srun)."""
+    if settings.launch is not None:
+        words = shlex.split(settings.launch)
+        return (words[0],) if words else ()
+    if settings.launcher == "auto" and not controller:
+        return ("srun", "mpirun")
+    return ("mpirun",) if settings.launcher == "mpirun" else ("srun",)
+
+
+def choose(settings: Settings, host: str, controller: bool, found: Mapping[str, str | None],
+           mpi_plugins: Sequence[str]) -> Launch:
+    """The launch, once the launch host's PATH is known (`found`: program -> path or None)."""
+    if settings.launch is not None:
+        return Launch(wanted_launchers(settings, controller)[0], host, settings.launch)
+    launcher = settings.launcher
+    if launcher == "auto":
+        launcher = "srun" if controller or found.get("srun") else "mpirun"
+    if launcher == "mpirun":
+        return Launch("mpirun", host, DEFAULT_LAUNCH)
+    template = SRUN_LAUNCH
+    if "pmix" in mpi_plugins:
+        # nccl-tests built with MPI learns its rank through PMIx; a build without MPI ignores it.
+        template = template.replace("srun ", "srun --mpi=pmix ", 1)
+    return Launch("srun", host, template)
+
+
+def without_pmix(launch: Launch) -> Launch:
+    return Launch(launch.launcher, launch.host, launch.template.replace("srun --mpi=pmix ", "srun ", 1))
+
+
+_PMIX_UNUSABLE = re.compile(r"mpi/pmix\S*: init:|(?:can ?not|cannot) load PMIx library", re.IGNORECASE)
+
+
+def pmix_unusable(output: str, exit_code: int) -> bool:
+    """srun offered --mpi=pmix but its plugin failed to start (no libpmix on the node): no task ran."""
+    return exit_code != 0 and bool(_PMIX_UNUSABLE.search(output))
+
+
 def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary: str, sizes: Sequence[int],
-            iters: int, env: Mapping[str, str]) -> str:
-    """The remote command line: `env K=V ... <template rendered>`, every word quoted."""
+            iters: int, env: Mapping[str, str], names: Sequence[str] | None = None) -> str:
+    """The remote command line: `env K=V ... <template rendered>`, every word quoted. `names` are the
+    hosts' inventory (Slurm node) names for {hostlist}; `hosts` their addresses for {hosts}."""
     values = {
         "np": str(len(hosts) * ranks_per_host), "ppn": str(ranks_per_host), "nodes": str(len(hosts)),
-        "hosts": ",".join(f"{h}:{ranks_per_host}" for h in hosts), "hostlist": ",".join(hosts),
+        "hosts": ",".join(f"{h}:{ranks_per_host}" for h in hosts),
+        "hostlist": ",".join(names if names is not None else hosts),
         "binary": binary, "min_bytes": str(min(sizes)), "max_bytes": str(max(sizes)), "iters": str(iters),
     }
     words = shlex.split(template)
@@ -70,3 +135,39 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
         wrong = row.oop_wrong if isinstance(row.oop_wrong, int) else 0
         found.append(SizeResult(row.size, time_us, alg, bus, wrong))
     return found, parsed.avg_busbw, problem
+
+
+# A shell that could not find a program: bash `X: command not found`, dash `X: not found`, env's
+# `env: 'X': No such file or directory`; srun's step `execve(): X: No such file or directory`; Open MPI's
+# "unable to find the specified executable".
+_NOT_FOUND = (
+    re.compile(r"^(?:\S+: )?(?:line \d+: |\d+: )?(?P<tool>[^\s:]+): (?:command )?not found\s*$", re.MULTILINE),
+    re.compile(r"^env: [\u2018'`]?(?P<tool>[^\s\u2019']+)[\u2019']?: No such file or directory\s*$", re.MULTILINE),
+    re.compile(r"execve\(\): (?P<tool>[^\s:]+): No such file or directory"),
+    re.compile(r"^\s*Executable:\s*(?P<tool>\S+)\s*$", re.MULTILINE),
+)
+# srun: `srun: error: gpu02: task 1: Exited with exit code 2`; Open MPI: `Node: gpu02`.
+_FAILED_ON = (re.compile(r"^srun: error: (?P<host>[^\s:]+): tasks? [0-9,\-\[\]]+: Exited with exit code (?:2|127)\b",
+                         re.MULTILINE),
+              re.compile(r"^\s*Node:\s*(?P<host>\S+)\s*$", re.MULTILINE))
+
+
+def missing_program(output: str, exit_code: int) -> tuple[str, list[str]] | None:
+    """(program, hosts the output names) when the launch failed because a program was not found (the
+    hosts list is empty when the output does not say where); else None."""
+    if exit_code == 0:
+        return None
+    for pattern in _NOT_FOUND:
+        match = pattern.search(output)
+        if match:
+            hosts = list(dict.fromkeys(m["host"] for p in _FAILED_ON for m in p.finditer(output)))
+            return match["tool"], hosts
+    return None
+
+
+def emulation_note(output: str) -> str | None:
+    """The stand-in's own label when the output came from the lab's emulation, else None."""
+    for line in output.splitlines():
+        if line.startswith(EMULATION_MARK):
+            return line.lstrip("# ").strip()
+    return None

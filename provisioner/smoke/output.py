@@ -49,6 +49,8 @@ def to_json(outcome: SmokeOutcome, *, inventory: str, playbook: str | None, limi
             "message": outcome.localisation.message,
         },
         "drained": [d.to_json() for d in outcome.drained],
+        "launch": outcome.launch or None,
+        "notes": outcome.notes,
     }
 
 
@@ -56,7 +58,8 @@ def to_junit(outcome: SmokeOutcome) -> str:
     """One test case per pre-flight check, per host and per message size, plus the verdict."""
     cases: list[tuple[str, str, str | None, str]] = []  # (classname, name, failure message or None, output)
     failed_checks = {f.check: f for f in outcome.findings}
-    for check in ("probe", "interface", "address", "mtu", "data_path", "path_mtu", "env", "python", "gpus"):
+    for check in ("probe", "interface", "address", "mtu", "data_path", "path_mtu", "env", "python", "gpus",
+                  "tools"):
         finding = failed_checks.get(check)
         cases.append(("smoke.preflight", check, f"{finding.message}; fix: {finding.fix}" if finding else None, ""))
     for host in outcome.hosts:

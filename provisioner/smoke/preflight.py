@@ -19,6 +19,7 @@ from typing import Any
 from provisioner.facts import batch
 from provisioner.resources.base import Probe, ProbeResult, sh
 from provisioner.resources.mtu_uniform import fleet_mtu
+from provisioner.smoke.programs import parse_tools, tools_probe
 from provisioner.smoke.targets import Target
 
 ALL_PAIRS_MAX = 8  # up to this many hosts every host pings every other; above, each pings its ring successor
@@ -52,11 +53,13 @@ class HostFacts:
     torch: bool = False
     pings: list[Ping] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    tools: dict[str, str | None] = field(default_factory=dict)  # program -> where PATH finds it, None: nowhere
+    mpi_plugins: tuple[str, ...] = ()  # `srun --mpi=list`, where srun was looked for and found
 
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # probe, interface, address, mtu, data_path, path_mtu, env, python, gpus
+    check: str  # probe, interface, address, mtu, data_path, path_mtu, env, python, gpus, tools
     hosts: tuple[str, ...]
     message: str
     fix: str
@@ -99,8 +102,11 @@ def _ping_command(iface: str, peers: Sequence[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def probes(target: Target, peers: Sequence[tuple[str, str]] | None, *, facts: bool = True) -> dict[str, Probe]:
+def probes(target: Target, peers: Sequence[tuple[str, str]] | None, *, facts: bool = True,
+           tools: Sequence[str] = ()) -> dict[str, Probe]:
     found: dict[str, Probe] = {}
+    if facts and tools:
+        found["tools"] = tools_probe(tools)
     if facts:
         gpus = "for d in /dev/nvidia[0-9]*; do [ -e \"$d\" ] && echo \"$d\"; done; true"
         code = ("import importlib.util, sys; print(sys.version.split()[0]); "
@@ -168,6 +174,8 @@ def parse_facts(name: str, found: Mapping[str, Probe], results: Mapping[str, Pro
         facts.torch = len(lines) > 1 and lines[1] == "1"
     if "ping" in found and (ping := get("ping")) is not None:
         facts.pings = parse_pings(ping.stdout)
+    if "tools" in found and (tools := get("tools")) is not None:
+        facts.tools, facts.mpi_plugins = parse_tools(tools.stdout)
     return facts
 
 
@@ -337,6 +345,20 @@ def check_runtime(targets: Sequence[Target], facts: Mapping[str, HostFacts], run
     return findings
 
 
+def check_tools(targets: Sequence[Target], facts: Mapping[str, HostFacts],
+                required: Mapping[str, Sequence[str]]) -> list[Finding]:
+    """A program the run needs that PATH does not find on a host is named with that host, before any
+    rank starts (not left for the launcher to report as a shell error or an unreadable output)."""
+    missing: dict[str, list[str]] = {}
+    for target in targets:
+        for tool in required.get(target.name, ()):
+            if facts[target.name].tools.get(tool, "") is None:
+                missing.setdefault(tool, []).append(target.name)
+    return [Finding("tools", tuple(hosts), f"{_names(hosts)}: {tool} not found on PATH",
+                    f"install {tool} on {_names(hosts)} or put it on the login PATH (an absolute path works too)")
+            for tool, hosts in missing.items()]
+
+
 def check_addresses(targets: Sequence[Target], facts: Mapping[str, HostFacts]) -> list[Finding]:
     missing = [t.name for t in targets if not data_address(t, facts[t.name])]
     if not missing:
@@ -360,7 +382,7 @@ def check_probes(targets: Sequence[Target], facts: Mapping[str, HostFacts]) -> l
 
 
 def evaluate(targets: Sequence[Target], facts: Mapping[str, HostFacts], *, runner: str,
-             backend: str) -> list[Finding]:
+             backend: str, tools: Mapping[str, Sequence[str]] | None = None) -> list[Finding]:
     """Every pre-flight problem, most basic first (a host whose interface is down also fails the pings)."""
     return [
         *check_probes(targets, facts),
@@ -370,6 +392,7 @@ def evaluate(targets: Sequence[Target], facts: Mapping[str, HostFacts], *, runne
         *check_path_mtu(targets, facts),
         *check_env(targets, facts),
         *check_runtime(targets, facts, runner, backend),
+        *check_tools(targets, facts, tools or {}),
     ]
 
 

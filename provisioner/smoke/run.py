@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provisioner.errors import ParseError
 from provisioner.facts import batch
 from provisioner.load.hostplans import HostPlan
+from provisioner.load.inventory import Host
 from provisioner.run import runner, session, transport
 from provisioner.run.become import Secret
-from provisioner.smoke import drain, localise, nccltests, plan, preflight
+from provisioner.smoke import drain, localise, nccl_run, nccltests, plan, preflight
 from provisioner.smoke.busbw import SizeResult, average_busbw
 from provisioner.smoke.diagnose import JobResult
 from provisioner.smoke.launcher import SessionOf, run_job
@@ -40,6 +40,7 @@ class Options:
     become_password: Secret | None = None  # sudo's, for hosts with ansible_become; never shown
     # Called once the pre-flight has passed, before any rank starts (tests use it to break things).
     after_preflight: Callable[[], None] | None = None
+    slurm_controller: Host | None = None  # the inventory's; where nccl-tests' srun runs
 
 
 @dataclass
@@ -63,6 +64,8 @@ class SmokeOutcome:
     drained: list[drain.Drained] = field(default_factory=list)
     seconds: float = 0.0
     preflight_seconds: float = 0.0
+    launch: dict[str, Any] = field(default_factory=dict)  # nccl-tests: launcher, host, command line
+    notes: list[str] = field(default_factory=list)  # what a reader of the figures must know
 
     @property
     def exit_code(self) -> int:
@@ -95,7 +98,8 @@ def _probe_host(target: Target, probes: dict[str, Any], session_of: SessionOf) -
 
 
 def run_preflight(targets: Sequence[Target], settings: Settings, session_of: SessionOf,
-                  outcome: SmokeOutcome) -> dict[str, preflight.HostFacts]:
+                  outcome: SmokeOutcome, tools: Mapping[str, Sequence[str]] | None = None
+                  ) -> dict[str, preflight.HostFacts]:
     """One exec per host (a second one only for the pings when the inventory gives no data addresses)."""
     names = [t.name for t in targets]
     peers_of = preflight.ping_peers(names)
@@ -108,7 +112,8 @@ def run_preflight(targets: Sequence[Target], settings: Settings, session_of: Ses
         return [(p, str(ips[p])) for p in wanted]
 
     all_known = all(known_ips.values())
-    plans = {t.name: preflight.probes(t, peers(t, known_ips) if all_known else None) for t in targets}
+    plans = {t.name: preflight.probes(t, peers(t, known_ips) if all_known else None,
+                                      tools=(tools or {}).get(t.name, ())) for t in targets}
     raw = dict(zip(names, runner.each(targets, lambda t: _probe_host(t, plans[t.name], session_of),
                                       forks=FORKS), strict=True))
     facts: dict[str, preflight.HostFacts] = {}
@@ -183,38 +188,26 @@ def _localise(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], 
 
 
 def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, session_of: SessionOf,
-                    outcome: SmokeOutcome) -> None:
-    first = targets[0]
-    env = plan.rank_env(plan.Job("nccl-tests", tuple(targets), "", settings.port, "nccl", ranks, settings.sizes,
-                                 settings.iters, settings.warmup, settings.timeout, settings.timeout), first)
-    env.pop("PYTHONWARNINGS", None)
-    line = nccltests.command(settings.launch, hosts=[t.host.address for t in targets], ranks_per_host=ranks,
-                             binary=settings.binary, sizes=settings.sizes, iters=settings.iters, env=env)
-    script = line + " 2>&1"
-    try:
-        result = session_of(first).exec(script, timeout=settings.timeout)
-    except transport.HostUnreachable as exc:
-        outcome.unreachable[first.name] = exc.reason
-        outcome.verdict, outcome.reason = "unreachable", f"{first.name}: {exc.reason}"
-        return
-    except transport.CommandFailed as exc:
-        outcome.verdict, outcome.reason = "failed", f"nccl-tests did not finish within {settings.timeout:g} s: {exc}"
-        return
-    try:
-        rows, avg, problem = nccltests.rows(result.stdout, len(targets) * ranks)
-    except ParseError as exc:
-        outcome.verdict, outcome.reason = "failed", f"nccl-tests output: {exc}"
-        return
-    if problem and result.exit_code == 0:
-        outcome.verdict, outcome.reason = "failed", f"nccl-tests output is not a complete run: {problem}"
-        return
-    if result.exit_code != 0 or not rows:
-        tail = result.stdout.strip().splitlines()[-3:]
-        outcome.verdict = "failed"
-        outcome.reason = f"nccl-tests exited {result.exit_code}: " + " | ".join(tail)
-        return
-    outcome.rows = rows
-    outcome.avg_busbw = avg if avg is not None else average_busbw(rows)
+                    outcome: SmokeOutcome, chosen: nccltests.Launch, launch_host: Target) -> None:
+    result = nccl_run.run(targets, settings, ranks, chosen, launch_host, session_of)
+    outcome.launch, outcome.notes = result.launch, outcome.notes + result.notes
+    outcome.verdict, outcome.reason = result.verdict, result.reason
+    outcome.rows, outcome.avg_busbw = result.rows, result.avg_busbw
+    outcome.unreachable.update(result.unreachable)
+    outcome.findings_after = result.findings
+    outcome.failed_hosts = result.failed_hosts or {t.name: result.reason for t in targets}
+
+
+def _nccl_launch(settings: Settings, session_of: SessionOf,
+                 facts: dict[str, preflight.HostFacts], launch: nccl_run.Plan | None
+                 ) -> tuple[nccltests.Launch, dict[str, tuple[str, ...]], list[preflight.Finding]] | None:
+    """nccl-tests: the launcher chosen from what the pre-flight found, the programs each host must have,
+    and what is missing on a launch host that runs no rank."""
+    if launch is None:
+        return None
+    outside = None if launch.inside else nccl_run.probe_outside(launch, settings, session_of)
+    chosen, required = nccl_run.resolve(launch, settings, facts, outside if not isinstance(outside, str) else None)
+    return chosen, required, nccl_run.missing_launcher(launch, chosen, outside)
 
 
 def _post_mortem(targets: Sequence[Target], settings: Settings, session_of: SessionOf, outcome: SmokeOutcome,
@@ -261,7 +254,9 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
            outcome: SmokeOutcome) -> None:
     log(f"pre-flight on {len(targets)} hosts")
     t0 = time.monotonic()
-    facts = run_preflight(targets, settings, session_of, outcome)
+    launch = nccl_run.make_plan(targets, settings, options.slurm_controller) if settings.runner == "nccl-tests" \
+        else None
+    facts = run_preflight(targets, settings, session_of, outcome, tools=launch.tools if launch else None)
     outcome.preflight_seconds = time.monotonic() - t0
     outcome.mtus = {t.name: (facts[t.name].ifaces[t.data_iface].mtu
                              if t.name in facts and t.data_iface in facts[t.name].ifaces else None) for t in targets}
@@ -272,7 +267,9 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
         return
     backend, ranks = preflight.resolve_backend(settings.backend, facts)
     outcome.backend, outcome.ranks_per_host = backend, ranks
-    outcome.findings = preflight.evaluate(targets, facts, runner=settings.runner, backend=settings.backend)
+    nccl = _nccl_launch(settings, session_of, facts, launch)
+    outcome.findings = preflight.evaluate(targets, facts, runner=settings.runner, backend=settings.backend,
+                                          tools=nccl[1] if nccl else None) + (nccl[2] if nccl else [])
     if outcome.findings:
         outcome.verdict = "preflight_failed"
         outcome.reason = "; ".join(f.message for f in outcome.findings)
@@ -286,11 +283,11 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
     if len(targets) < 2:
         outcome.verdict, outcome.reason = "failed", "an all-reduce across the fabric needs at least two hosts"
         return
-    if settings.runner == "nccl-tests":
-        log(f"all_reduce_perf on {len(targets)} hosts x {ranks} ranks")
-        _run_nccl_tests(targets, settings, ranks, session_of, outcome)
+    if nccl is not None and launch is not None:
+        log(f"all_reduce_perf on {len(targets)} hosts x {ranks} ranks, started by {nccl[0].launcher} on "
+            f"{launch.launch_host.name}")
+        _run_nccl_tests(targets, settings, ranks, session_of, outcome, nccl[0], launch.launch_host)
         if outcome.verdict != "pass":
-            outcome.failed_hosts = {t.name: outcome.reason for t in targets}
             return
     else:
         log(f"all-reduce on {len(targets)} hosts x {ranks} ranks ({backend}), deadline {settings.timeout:g} s")

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Backend = Literal["auto", "nccl", "gloo"]
 Runner = Literal["torch", "nccl-tests"]
+# How nccl-tests' ranks are started; auto: srun where there is Slurm, else mpirun (see nccltests.py).
+Launcher = Literal["auto", "srun", "mpirun"]
 
 _SIZE = re.compile(r"^\s*(?P<number>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -23,6 +25,10 @@ DEFAULT_SIZES = "1M:64M"
 DEFAULT_PORT = 29500
 DEFAULT_LAUNCH = ("mpirun --allow-run-as-root -np {np} -H {hosts} -x NCCL_SOCKET_IFNAME -x NCCL_IB_HCA "
                   "-x NCCL_DEBUG {binary} -b {min_bytes} -e {max_bytes} -f 2 -g 1 -n {iters}")
+# srun takes Slurm node names (the inventory's host names) and ends the step when one task fails, so a
+# rank that could not start does not leave the others waiting for it until the deadline.
+SRUN_LAUNCH = ("srun -N {nodes} --ntasks-per-node={ppn} -w {hostlist} --kill-on-bad-exit=1 {binary} "
+               "-b {min_bytes} -e {max_bytes} -f 2 -g 1 -n {iters}")
 
 
 def parse_size(text: str) -> int:
@@ -72,7 +78,8 @@ class AllReduceSpec(BaseModel):
     runner: Runner | None = Field(None, description="torch or nccl-tests")
     backend: Backend | None = Field(None, description="auto, nccl or gloo")
     timeout: float | None = Field(None, gt=0, le=86400, description="seconds for the rendezvous and the sweep")
-    launch: str | None = Field(None, description="nccl-tests launch template (mpirun or srun)")
+    launch: str | None = Field(None, description="nccl-tests launch template (overrides launcher)")
+    launcher: Launcher | None = Field(None, description="how nccl-tests starts its ranks: auto, srun or mpirun")
 
     @field_validator("sizes", mode="before")
     @classmethod
@@ -93,7 +100,8 @@ class Settings:
     min_busbw: float | None = None
     timeout: float = 120.0
     port: int = DEFAULT_PORT
-    launch: str = DEFAULT_LAUNCH
+    launch: str | None = None  # a template of one's own; None: the launcher's (DEFAULT_LAUNCH, SRUN_LAUNCH)
+    launcher: Launcher = "auto"
     binary: str = "all_reduce_perf"
     localise: bool = True
 

@@ -172,3 +172,66 @@ def test_smoke_drains_what_it_fails_and_only_smoke_resumes_it(slab: Lab, playboo
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "slurm: resumed gpu03" in proc.stderr
     _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})
+
+
+# ------------------------------------------------------------------------ nccl-tests launched by srun
+
+NCCL_SMOKE = ("--runner", "nccl-tests", "--launcher", "srun", "--sizes", "1M:2M", "--iters", "2", "--timeout", "90",
+              "--json")
+STAND_IN = "/usr/local/bin/all_reduce_perf"
+
+
+def test_smoke_nccl_tests_through_srun_reads_the_nccl_tests_format(slab: Lab, playbook: Path) -> None:
+    proc = fabnet("smoke", str(slab.state.inventory_path), "-p", str(playbook), *NCCL_SMOKE)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    assert data["verdict"] == "pass"
+    assert [row["size"] for row in data["results"]] == [1 << 20, 2 << 20]
+    assert all(row["busbw"] > 0 and row["wrong"] == 0 for row in data["results"])
+    assert data["avg_busbw"] > 0
+    assert data["launch"]["launcher"] == "srun" and data["launch"]["host"] == "gpu01"
+    assert "-w gpu01,gpu02,gpu03" in data["launch"]["command"]
+    # The figures are gloo's over TCP, and the report says so.
+    assert any("emulation" in note and "not NCCL" in note for note in data["notes"]), data["notes"]
+    _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})
+
+
+def test_smoke_names_the_node_without_all_reduce_perf(slab: Lab, playbook: Path) -> None:
+    gpu02 = slab.node("gpu02")
+    slab.ssh(gpu02, f"mv {STAND_IN} {STAND_IN}.away")
+    try:
+        proc = fabnet("smoke", str(slab.state.inventory_path), "-p", str(playbook), *NCCL_SMOKE)
+    finally:
+        slab.ssh(gpu02, f"mv {STAND_IN}.away {STAND_IN}")
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    assert data["verdict"] == "preflight_failed"
+    assert [(f["check"], f["hosts"], f["message"]) for f in data["preflight"]["findings"]] == [
+        ("tools", ["gpu02"], "gpu02: all_reduce_perf not found on PATH")]
+    assert [h["name"] for h in data["hosts"] if h["failed"]] == ["gpu02"]
+    assert "parse" not in data["reason"].lower()
+
+
+def test_a_program_gone_after_the_preflight_is_named_by_the_launch(slab: Lab, playbook: Path) -> None:
+    """Removed between the pre-flight and the launch: srun's failure is read, the hosts are checked
+    again, and the one without it is named (never a parse error)."""
+    from provisioner.commands.smoke import load_plans, slurm_controller
+    from provisioner.smoke.run import Options, smoke
+    from provisioner.smoke.settings import Settings, parse_sizes
+    from provisioner.smoke.targets import targets_from_plans
+
+    inventory = slab.state.inventory_path
+    gpu03 = slab.node("gpu03")
+    targets = targets_from_plans(load_plans(inventory, playbook, None))
+    settings = Settings(runner="nccl-tests", launcher="srun", sizes=parse_sizes("1M"), iters=2, timeout=90)
+    options = Options(slurm_controller=slurm_controller(inventory, playbook),
+                      after_preflight=lambda: slab.ssh(gpu03, f"mv {STAND_IN} {STAND_IN}.away"))
+    try:
+        outcome = smoke(targets, settings, options)
+    finally:
+        slab.ssh(gpu03, f"mv {STAND_IN}.away {STAND_IN}")
+    assert outcome.verdict == "failed" and outcome.exit_code == 2, outcome.reason
+    assert outcome.reason == "gpu03: all_reduce_perf not found on PATH"
+    assert list(outcome.failed_hosts) == ["gpu03"]
+    assert [f.hosts for f in outcome.findings_after] == [("gpu03",)]
+    _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})

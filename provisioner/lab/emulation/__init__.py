@@ -48,6 +48,17 @@ COMMANDS: tuple[str, ...] = (
     "modprobe",
 )
 INIT_COMMAND = "fabnet-lab-init"
+# nccl-tests' all_reduce_perf, emulated with a real gloo all-reduce (all_reduce_perf.py next to this file).
+ALL_REDUCE_PERF_SOURCE = Path(__file__).with_name("all_reduce_perf.py")
+ALL_REDUCE_PERF_LIB = "/usr/local/lib/fabnet-lab/all_reduce_perf.py"
+ALL_REDUCE_PERF = "/usr/local/bin/all_reduce_perf"
+
+
+def all_reduce_perf_wrapper(shared_python: str) -> str:
+    """The command on PATH: the shared Python that has torch when the lab shares one, else the node's."""
+    return ("#!/bin/sh\n# fabnet lab emulation of nccl-tests all_reduce_perf (gloo over TCP, not NCCL)\n"
+            f"py={shlex.quote(shared_python)}\n[ -x \"$py\" ] || py={NODE_PYTHON}\n"
+            f"exec \"$py\" {ALL_REDUCE_PERF_LIB} \"$@\"\n")
 
 
 def wrapper_script(command: str, *, python: str = NODE_PYTHON, script: str = INSTALL_PATH) -> str:

@@ -56,7 +56,8 @@ def test_default_mpirun_command() -> None:
 
 
 def test_srun_template_and_hostile_host_names() -> None:
-    line = nccltests.command("srun -N {nodes} -w {hostlist} {binary} -n {iters}", hosts=["a;reboot", "b"],
+    line = nccltests.command("srun -N {nodes} -w {hostlist} {binary} -n {iters}", hosts=["10.0.0.1", "b"],
+                             names=["a;reboot", "b"],
                              ranks_per_host=1, binary="all_reduce_perf", sizes=[4], iters=5, env={})
     assert shlex.split(line) == ["srun", "-N", "2", "-w", "a;reboot,b", "all_reduce_perf", "-n", "5"]
     with pytest.raises(ValueError, match="unknown field"):
