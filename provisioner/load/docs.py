@@ -46,6 +46,8 @@ ALL_REDUCE_EXAMPLE: dict[str, Any] = {
     "backend": "nccl",
     "timeout": 300,
     "launch": "srun -n {np} {binary} -b {min_bytes} -e {max_bytes} -f 2 -g 1 -n {iters}",
+    "slow_fraction": 0.5,
+    "link_fraction": 0.25,
 }
 
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean", Any: "any"}

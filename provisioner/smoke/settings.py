@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from provisioner.smoke.verdicts import LINK_FRACTION, SLOW_FRACTION
+
 Backend = Literal["auto", "nccl", "gloo"]
 Runner = Literal["torch", "nccl-tests"]
 
@@ -73,6 +75,8 @@ class AllReduceSpec(BaseModel):
     backend: Backend | None = Field(None, description="auto, nccl or gloo")
     timeout: float | None = Field(None, gt=0, le=86400, description="seconds for the rendezvous and the sweep")
     launch: str | None = Field(None, description="nccl-tests launch template (mpirun or srun)")
+    slow_fraction: float | None = Field(None, ge=0, lt=1, description="a host below this x the fleet median is slow")
+    link_fraction: float | None = Field(None, ge=0, le=1, description="the fleet below this x its link rate is slow")
 
     @field_validator("sizes", mode="before")
     @classmethod
@@ -96,6 +100,8 @@ class Settings:
     launch: str = DEFAULT_LAUNCH
     binary: str = "all_reduce_perf"
     localise: bool = True
+    slow_fraction: float = SLOW_FRACTION  # 0 turns the per-host comparison (and its pairs) off
+    link_fraction: float = LINK_FRACTION  # 0 turns the link-rate comparison off
 
     def merged(self, spec: AllReduceSpec | None, explicit: dict[str, Any]) -> Settings:
         """Playbook values over the defaults, then the options given on the command line over both."""
