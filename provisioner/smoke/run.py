@@ -72,6 +72,14 @@ class SmokeOutcome:
     def exit_code(self) -> int:
         return EXIT[self.verdict]
 
+    def host_verdict(self, host: str) -> str:
+        """pass, slow, failed (anything else that names it), unreachable, or not_run."""
+        if host in self.unreachable:
+            return "unreachable"
+        if host in self.failed_hosts or (self.judgement and host in self.judgement.slow_hosts):
+            return "slow" if self.verdict in ("slow", "below_threshold") else "failed"
+        return "not_run" if self.verdict == "not_run" else "pass"
+
 
 def _sessions(options: Options) -> session.Sessions:
     """One session per host for the whole smoke run: pre-flight, launch, kill and post-mortem."""
@@ -264,9 +272,10 @@ def smoke(targets: Sequence[Target], settings: Settings, options: Options, log: 
             _smoke(targets, settings, options, _session_of(sessions), log, outcome)
     finally:
         outcome.seconds = time.monotonic() - started
-    if outcome.verdict not in ("pass", "unreachable") and options.drain_cmd:
+    if outcome.verdict not in ("pass", "unreachable", "not_run") and options.drain_cmd:
+        figures = {f.host: f.busbw for f in outcome.judgement.figures} if outcome.judgement else {}
         for host, reason in outcome.failed_hosts.items():
-            busbw = outcome.localisation.slow_hosts.get(host) if outcome.localisation else None
+            busbw = outcome.localisation.slow_hosts.get(host) if outcome.localisation else figures.get(host)
             outcome.drained.append(drain.run(options.drain_cmd, host, reason, busbw))
     return outcome
 
@@ -342,7 +351,8 @@ def _judge(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], set
     fleet, the fleet against its links. Any one that fails fails the run."""
     judgement = verdicts.judge(outcome.hosts, pairs, outcome.link_mbps, outcome.rows,
                                len(targets) * ranks, outcome.avg_busbw, slow_fraction=settings.slow_fraction,
-                               link_fraction=settings.link_fraction, min_busbw=settings.min_busbw)
+                               link_fraction=settings.link_fraction, min_busbw=settings.min_busbw,
+                               backend=backend)
     outcome.judgement = judgement
     failing = [c for c in judgement.checks if c.status == "slow"]
     if not failing:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from provisioner.smoke.verdicts import LINK_FRACTION, SLOW_FRACTION
+from provisioner.smoke.verdicts import SLOW_FRACTION
 
 Backend = Literal["auto", "nccl", "gloo"]
 Runner = Literal["torch", "nccl-tests"]
@@ -101,7 +101,8 @@ class Settings:
     binary: str = "all_reduce_perf"
     localise: bool = True
     slow_fraction: float = SLOW_FRACTION  # 0 turns the per-host comparison (and its pairs) off
-    link_fraction: float = LINK_FRACTION  # 0 turns the link-rate comparison off
+    # None: LINK_FRACTION for NCCL, not compared for gloo (CPU-bound); 0 turns the comparison off.
+    link_fraction: float | None = None
 
     def merged(self, spec: AllReduceSpec | None, explicit: dict[str, Any]) -> Settings:
         """Playbook values over the defaults, then the options given on the command line over both."""

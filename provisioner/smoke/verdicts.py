@@ -9,7 +9,9 @@ Per fleet: the link speed each host's data interfaces report (Mb/s, sysfs `speed
 bandwidth: busbw is algbw x 2(n-1)/n precisely so that a bandwidth-bound ring all-reduce reaches the
 per-host link rate. The sweep's best busbw below `link_fraction` x the slowest host's link rate is far
 below what the links allow. A speed that is unknown (-1, unreadable, no data interface) skips that
-verdict and says so: it never guesses a rate.
+verdict and says so: it never guesses a rate. gloo's all-reduce runs on the CPU, which bounds it well
+below the link rate of any fast link, so with gloo the comparison is made only when asked for
+(an explicit fraction).
 """
 
 from __future__ import annotations
@@ -124,9 +126,14 @@ def host_figures(hosts: Sequence[str], pairs: Mapping[tuple[str, str], float], f
 
 
 def link_check(speeds: Mapping[str, int | None], rows: Sequence[SizeResult], ranks: int,
-               fraction: float) -> FleetCheck:
+               fraction: float | None, backend: str = "nccl") -> FleetCheck:
     """The sweep's best busbw against `fraction` x the slowest host's link rate (`speeds`: Mb/s per host,
-    summed over its data interfaces; None when unknown)."""
+    summed over its data interfaces; None when unknown). `fraction` None: LINK_FRACTION, except for
+    gloo, which is not compared unless a fraction is given."""
+    if fraction is None and backend == "gloo":
+        return FleetCheck("link_rate", "skipped", "skipped: gloo's all-reduce runs on the CPU, which bounds it "
+                          "before the link rate (give --link-fraction to compare anyway)")
+    fraction = LINK_FRACTION if fraction is None else fraction
     if fraction <= 0:
         return FleetCheck("link_rate", "skipped", "turned off (--link-fraction 0)")
     unknown = sorted(h for h, v in speeds.items() if v is None)
@@ -177,9 +184,9 @@ class Judgement:
 
 def judge(hosts: Sequence[str], pairs: Mapping[tuple[str, str], float], speeds: Mapping[str, int | None],
           rows: Sequence[SizeResult], ranks: int, avg: float | None, *, slow_fraction: float,
-          link_fraction: float, min_busbw: float | None) -> Judgement:
+          link_fraction: float | None, min_busbw: float | None, backend: str = "nccl") -> Judgement:
     """Every verdict on a run whose ranks all finished with right results: the absolute floor, each host
     against the fleet, the fleet against its links."""
     figures, per_host = host_figures(hosts, pairs, slow_fraction)
     return Judgement(figures, [threshold_check(avg, min_busbw), per_host,
-                               link_check(speeds, rows, ranks, link_fraction)])
+                               link_check(speeds, rows, ranks, link_fraction, backend)])

@@ -75,6 +75,14 @@ def test_link_rate_unknown_is_skipped_and_said() -> None:
     assert verdicts.link_check({"gpu01": 10000}, ROWS, 4, 0).status == "skipped"
 
 
+def test_gloo_is_compared_with_its_links_only_when_asked() -> None:
+    speeds = {h: 10000 for h in HOSTS}
+    check = verdicts.link_check(speeds, ROWS, 4, None, "gloo")
+    assert check.status == "skipped" and "runs on the CPU" in check.message
+    assert verdicts.link_check(speeds, ROWS, 4, 0.25, "gloo").status == "slow"
+    assert verdicts.link_check(speeds, ROWS, 4, None, "nccl").fraction == verdicts.LINK_FRACTION
+
+
 def test_the_slowest_link_sets_the_expectation() -> None:
     check = verdicts.link_check({"gpu01": 100000, "gpu02": 25000}, [size_result(4 << 20, 0.001, 2)], 2, 0.25)
     assert check.details["slowest_link_host"] == "gpu02" and check.expected == pytest.approx(3.125)
