@@ -207,6 +207,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
     from rich.table import Table  # here, not at import: `fabnet --help` loads no rich
 
     from provisioner.output.core import cell
+    from provisioner.smoke import diagnose
 
     console = report.console
     for findings, title in ((outcome.findings, "pre-flight failed: no collective was started"),
@@ -230,12 +231,20 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
         console.print(table)
         if outcome.avg_busbw is not None:
             report.info(f"Avg bus bandwidth: {outcome.avg_busbw:.3f} GB/s")
+    if outcome.judgement is not None:
+        table = Table(title="verdicts", title_justify="left")
+        for column in ("check", "status", "what was compared"):
+            table.add_column(column, overflow="fold")
+        for check in outcome.judgement.checks:
+            table.add_row(cell(check.name), cell(check.status), cell(check.message))
+        console.print(table)
     if outcome.job is not None and not outcome.job.ok:
         table = Table(title="how far each rank got", title_justify="left")
-        for column in ("rank", "host", "reached", "sizes done", "error"):
+        for column in ("rank", "host", "reached", "sizes done", "error", "exit"):
             table.add_column(column, overflow="fold")
         for p in outcome.job.progress:
-            table.add_row(cell(p.rank), cell(p.host), cell(p.stage), cell(p.sizes_done), cell(p.error))
+            table.add_row(cell(p.rank), cell(p.host), cell(p.stage), cell(p.sizes_done), cell(p.error),
+                          cell(diagnose.exit_words(p.status)))
         console.print(table)
         left = outcome.job.left_running
         report.info("processes left on the hosts: " + (", ".join(f"{h}: {v}" for h, v in left.items()) or "none"))
