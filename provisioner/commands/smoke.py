@@ -27,8 +27,11 @@ else:
 
 EXIT_HELP = (
     "\b\nExit codes:\n"
-    "  0  the all-reduce passed (and reached --min-busbw when one is set)\n"
-    "  2  below the threshold, wrong results, a failed or hung collective, or a failed pre-flight\n"
+    "  0  the all-reduce passed: right results, no host below --slow-fraction x the fleet median, the\n"
+    "     fleet not below --link-fraction x its link rate, and --min-busbw reached when one is set\n"
+    "  1  the test could not run (torch missing on every host, a single host selected)\n"
+    "  2  slow (a host below the fleet, the fleet below its links or below --min-busbw), wrong results,\n"
+    "     a failed, killed or hung rank, or a failed pre-flight\n"
     "  3  invalid inventory, playbook or option (nothing was contacted)\n"
     "  4  a host unreachable over SSH (nothing was started)"
 )
@@ -63,7 +66,15 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
                    "[default: playbooks/site.yml where audit finds it, else every inventory host].")
 @limit_option
 @click.option("--min-busbw", type=click.FloatRange(0), default=None,
-              help="Pass threshold: average bus bandwidth in GB/s (nccl-tests' definition).")
+              help="Absolute floor: average bus bandwidth in GB/s (nccl-tests' definition). Without it, hosts are "
+                   "still compared with the fleet and the fleet with its link rate.")
+@click.option("--slow-fraction", type=click.FloatRange(0, 1, max_open=True), default=None,
+              help="A host whose bandwidth with its best partner (pairs measured after the sweep, in parallel) "
+                   "is below this x the fleet median is slow; 0 turns it off [default: 0.5].")
+@click.option("--link-fraction", type=click.FloatRange(0, 1), default=None,
+              help="The fleet is slow when its best busbw is below this x the link rate its data interfaces "
+                   "report (sysfs speed; skipped, and said, where unknown); 0 turns it off [default: 0.25 with "
+                   "NCCL; with gloo, which the CPU bounds, only when given].")
 @click.option("--sizes", callback=_sizes, default=None, help="Message sizes: MIN:MAX (doubling), MIN:MAX:FACTOR or "
                                                               "a list 1M,8M,64M [default: 1M:64M].")
 @click.option("--iters", type=click.IntRange(1, 10000), default=None, help="Timed iterations per size [default: 5].")
@@ -90,15 +101,18 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/smoke/v1).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report here.")
+@click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a Prometheus textfile here (node_exporter's textfile collector).")
 @connect_timeout_option
 @ssh_config_option
 @become_option
 @scheduler_options
 def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: float | None,
-          sizes: tuple[int, ...] | None, iters: int | None, backend: str | None, runner: str | None,
+          slow_fraction: float | None, link_fraction: float | None, sizes: tuple[int, ...] | None,
+          iters: int | None, backend: str | None, runner: str | None,
           launcher: str | None, timeout: float | None, launch: str | None, port: int | None, no_localise: bool,
           drain_cmd: str | None,
-          as_json: bool, junit: Path | None, connect_timeout: float, ssh_config: Path | None,
+          as_json: bool, junit: Path | None, prom: Path | None, connect_timeout: float, ssh_config: Path | None,
           ask_become_pass: bool, scheduler: SchedulerArgs) -> None:
     """Run an all-reduce across the hosts and check it reaches the expected bus bandwidth.
 
@@ -106,9 +120,11 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     one MTU everywhere, full-size frames pass between the hosts (ping -M do -s MTU-28 over the data
     network), and NCCL_SOCKET_IFNAME / NCCL_IB_HCA / GLOO_SOCKET_IFNAME name things that exist. Then
     one process per GPU on every host (gloo, one per host, on CPU-only nodes), all hosts started at once,
-    with the NCCL environment the playbook renders; per size: time, algbw, busbw. Below --min-busbw,
-    disjoint pairs of hosts find the slow one. A run that hangs is killed on every host at --timeout and
-    the report says which host held it up and why.
+    with the NCCL environment the playbook renders; per size: time, algbw, busbw. Then, in the same
+    processes, pairs of hosts side by side (each host with both ring neighbours): a host whose best pair
+    is below --slow-fraction x the fleet median is named, with no threshold needed. A run that hangs is
+    killed on every host at --timeout and the report says which host held it up and why; a rank killed
+    by a signal (kill -9, OOM, a crash) is named with the signal and its last output.
 
     \b
     Inventory variables: fabnet_python (the node's interpreter, default python3), data_iface or
@@ -117,7 +133,7 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     \b
     Examples:
       fabnet smoke hosts.yml --min-busbw 20 --sizes 1M:1G
-      fabnet smoke hosts.yml -l 'rack_a' --json --junit smoke.xml
+      fabnet smoke hosts.yml -l 'rack_a' --json --junit smoke.xml --prom /var/lib/node_exporter/smoke.prom
       fabnet smoke hosts.yml --min-busbw 20 --drain-cmd 'scontrol update nodename={host} state=drain reason="{reason}"'
       fabnet smoke hosts.yml --runner nccl-tests --launcher srun --sizes 1M:64M --json
       fabnet smoke hosts.yml --runner nccl-tests --launcher mpirun
@@ -141,10 +157,12 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
         raise ConfigError("no host selected (check the playbook's hosts: and --limit)", file=str(inventory))
     try:  # a path that cannot be written is refused before any host is contacted
         check_report(junit)
+        check_report(prom)
     except OutputError as exc:
         report.error(str(exc))
         raise SystemExit(64) from None
-    explicit = {"min_busbw": min_busbw, "sizes": sizes, "iters": iters, "backend": backend, "runner": runner,
+    explicit = {"min_busbw": min_busbw, "slow_fraction": slow_fraction, "link_fraction": link_fraction,
+                "sizes": sizes, "iters": iters, "backend": backend, "runner": runner,
                 "launcher": launcher, "timeout": timeout, "launch": launch, "port": port}
     if no_localise:
         explicit["localise"] = False
@@ -163,10 +181,13 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     with report.progress_log() as log:
         outcome = run_smoke(targets_from_plans(plans), settings, options, log)
     code = scheduling.settle(scheduler, "smoke", outcome, inventory, path, on_controller, outcome.exit_code)
-    write_error = write_reports([(junit, lambda: output.to_junit(outcome))])  # before a reader can leave
+    from provisioner.output import prom as textfile
+
+    write_error = write_reports([(junit, lambda: output.to_junit(outcome)),  # before a reader can leave
+                                 (prom, lambda: textfile.smoke_text(outcome))])
     if as_json:
         report.print_json(output.to_json(outcome, inventory=str(inventory),
-                                         playbook=str(playbook) if playbook else None, limit=limit))
+                                         playbook=str(path) if path else None, limit=limit))
     else:
         show(outcome)
     if write_error:
@@ -213,6 +234,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
     from rich.table import Table  # here, not at import: `fabnet --help` loads no rich
 
     from provisioner.output.core import cell
+    from provisioner.smoke import diagnose
 
     console = report.console
     for findings, title in ((outcome.findings, "pre-flight failed: no collective was started"),
@@ -236,12 +258,20 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
         console.print(table)
         if outcome.avg_busbw is not None:
             report.info(f"Avg bus bandwidth: {outcome.avg_busbw:.3f} GB/s")
+    if outcome.judgement is not None:
+        table = Table(title="verdicts", title_justify="left")
+        for column in ("check", "status", "what was compared"):
+            table.add_column(column, overflow="fold")
+        for check in outcome.judgement.checks:
+            table.add_row(cell(check.name), cell(check.status), cell(check.message))
+        console.print(table)
     if outcome.job is not None and not outcome.job.ok:
         table = Table(title="how far each rank got", title_justify="left")
-        for column in ("rank", "host", "reached", "sizes done", "error"):
+        for column in ("rank", "host", "reached", "sizes done", "error", "exit"):
             table.add_column(column, overflow="fold")
         for p in outcome.job.progress:
-            table.add_row(cell(p.rank), cell(p.host), cell(p.stage), cell(p.sizes_done), cell(p.error))
+            table.add_row(cell(p.rank), cell(p.host), cell(p.stage), cell(p.sizes_done), cell(p.error),
+                          cell(diagnose.exit_words(p.status)))
         console.print(table)
         left = outcome.job.left_running
         report.info("processes left on the hosts: " + (", ".join(f"{h}: {v}" for h, v in left.items()) or "none"))

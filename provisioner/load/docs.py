@@ -47,6 +47,8 @@ ALL_REDUCE_EXAMPLE: dict[str, Any] = {
     "timeout": 300,
     "launch": "srun -n {np} {binary} -b {min_bytes} -e {max_bytes} -f 2 -g 1 -n {iters}",
     "launcher": "srun",
+    "slow_fraction": 0.5,
+    "link_fraction": 0.25,
 }
 
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean", Any: "any"}

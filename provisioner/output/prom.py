@@ -70,5 +70,43 @@ def apply_text(outcome: Any, now: float | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def smoke_text(outcome: Any, now: float | None = None) -> str:
+    """A smoke outcome (smoke.run.SmokeOutcome) in base units: bytes per second, bytes, seconds."""
+    lines: list[str] = []
+    hosts = outcome.hosts
+    figures = {f.host: f.busbw for f in outcome.judgement.figures} if outcome.judgement else {}
+    _metric(lines, "fabnet_smoke_verdict", "1 for the smoke run's verdict.", [({"verdict": outcome.verdict}, 1)])
+    _metric(lines, "fabnet_smoke_exit_code", "The exit code of the smoke run (0 pass, 1 not run, 2 failed or "
+            "slow, 4 unreachable).", [({}, outcome.exit_code)])
+    if outcome.avg_busbw is not None:
+        _metric(lines, "fabnet_smoke_busbw_bytes_per_second", "Average all-reduce bus bandwidth over the sweep.",
+                [({}, outcome.avg_busbw * 1e9)])
+    if outcome.rows:
+        _metric(lines, "fabnet_smoke_size_busbw_bytes_per_second", "All-reduce bus bandwidth per message size.",
+                [({"size_bytes": str(r.size)}, r.busbw * 1e9) for r in outcome.rows])
+        _metric(lines, "fabnet_smoke_size_duration_seconds", "Time of one all-reduce per message size.",
+                [({"size_bytes": str(r.size)}, r.time_us / 1e6) for r in outcome.rows])
+    _metric(lines, "fabnet_smoke_host_ok", "1 when the host passed the smoke run, else 0.",
+            [({"host": h}, int(outcome.host_verdict(h) == "pass")) for h in hosts])
+    _metric(lines, "fabnet_smoke_host_verdict", "1 for the host's verdict.",
+            [({"host": h, "verdict": outcome.host_verdict(h)}, 1) for h in hosts])
+    measured = [({"host": h}, v * 1e9) for h, v in figures.items() if v is not None]
+    if measured:
+        _metric(lines, "fabnet_smoke_host_busbw_bytes_per_second", "Bus bandwidth of the host with its best "
+                "partner (pairs measured after the sweep).", measured)
+    speeds = [({"host": h}, v * 1e6 / 8) for h, v in outcome.link_mbps.items() if v is not None]
+    if speeds:
+        _metric(lines, "fabnet_smoke_link_speed_bytes_per_second", "Speed of the host's data links, summed.",
+                speeds)
+    if outcome.judgement:
+        _metric(lines, "fabnet_smoke_check_status", "1 for each verdict's status (pass, slow or skipped).",
+                [({"check": c.name, "status": c.status}, 1) for c in outcome.judgement.checks])
+    _metric(lines, "fabnet_smoke_last_run_timestamp_seconds", "When the smoke run ran.",
+            [({}, time.time() if now is None else now)])
+    _metric(lines, "fabnet_smoke_duration_seconds", "How long the smoke run took.",
+            [({}, round(outcome.seconds, 3))])
+    return "\n".join(lines) + "\n"
+
+
 def write(path: Path, text: str) -> None:
     write_report(path, text)

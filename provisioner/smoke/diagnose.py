@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,10 +26,11 @@ class RankProgress:
     sizes_done: int
     error: str | None = None
     missing: tuple[int, ...] = ()  # rank 0 only: the ranks it never saw at the rendezvous
+    status: int | None = None  # the process's exit status as its wrapper saw it (128+N: signal N)
 
     def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "host": self.host, "stage": self.stage, "sizes_done": self.sizes_done,
-                "error": self.error}
+                "error": self.error, "exit_status": self.status, "exit": exit_words(self.status)}
 
 
 @dataclass
@@ -44,6 +46,7 @@ class JobResult:
     left_running: dict[str, list[int]] = field(default_factory=dict)  # host -> pids still alive after the kill
     unreachable: dict[str, str] = field(default_factory=dict)  # host -> why SSH failed during the run
     outputs: dict[int, str] = field(default_factory=dict)  # rank -> the tail of what it printed (failed runs)
+    pairs: dict[tuple[str, str], float] = field(default_factory=dict)  # host pair -> busbw (GB/s), after the sweep
 
 
 _ORDER = ("not_started", "started", "connected", "joined", "done")
@@ -59,18 +62,63 @@ def rank_progress(job: Job, events: Mapping[int, Sequence[dict[str, Any]]]) -> l
     """How far each rank got (`stage` is the furthest point reached, even when it then failed)."""
     progress = []
     for rank in job.ranks():
-        stage, sizes, error, missing = 0, 0, None, []
+        stage, sizes, error, missing, status = 0, 0, None, [], None
         for event in events.get(rank.rank, []):
             kind = event.get("event")
-            if kind in _ORDER:
+            if kind == "exit" and isinstance(event.get("status"), int):
+                status = int(event["status"])
+            elif kind in _ORDER:
                 stage = max(stage, _ORDER.index(kind))
             elif kind == "size":
                 sizes += 1
             elif kind == "error":
                 error = str(event.get("message", "error"))
                 missing = [int(r) for r in event.get("missing") or [] if isinstance(r, int)]
-        progress.append(RankProgress(rank.rank, rank.host, _ORDER[stage], sizes, error, tuple(missing)))
+        progress.append(RankProgress(rank.rank, rank.host, _ORDER[stage], sizes, error, tuple(missing), status))
     return progress
+
+
+def exit_words(status: int | None) -> str | None:
+    """'killed by signal 9 (SIGKILL)', 'exited with code 1'; None when no status was recorded. The
+    shell reports a child killed by signal N as 128+N."""
+    if status is None:
+        return None
+    if status > 128:
+        number = status - 128
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "unknown signal"
+        return f"killed by signal {number} ({name})"
+    return f"exited with code {status}"
+
+
+def _crashed(p: RankProgress) -> bool:
+    """The rank's process died under it (a signal) or ended with a failure it never reported itself;
+    not a rank that gave up with an error of its own (those exit 2 or 3 after saying why)."""
+    return p.status is not None and (p.status > 128 or (p.status != 0 and p.error is None))
+
+
+def _last_lines(text: str, count: int = 3) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-count:])
+
+
+def pair_figures(job: Job, events: Mapping[int, Sequence[dict[str, Any]]]) -> dict[tuple[str, str], float]:
+    """Per pair of hosts measured after the sweep: bytes / the slower side's time, in GB/s (the busbw
+    of a 2-rank all-reduce of that size)."""
+    host_of = {r.rank: r.host for r in job.ranks()}
+    slowest: dict[tuple[int, int], tuple[int, float]] = {}
+    for rank, rank_events in events.items():
+        for event in rank_events:
+            if event.get("event") != "pair" or int(event.get("partner", -1)) not in host_of:
+                continue
+            key = (min(rank, int(event["partner"])), max(rank, int(event["partner"])))
+            seconds = float(event["seconds"])
+            if key not in slowest or seconds > slowest[key][1]:
+                slowest[key] = (int(event["bytes"]), seconds)
+    return {(host_of[a], host_of[b]): (size / seconds / 1e9 if seconds > 0 else 0.0)
+            for (a, b), (size, seconds) in sorted(slowest.items())}
 
 
 def figures(job: Job, events: Mapping[int, Sequence[dict[str, Any]]]) -> list[SizeResult]:
@@ -110,7 +158,8 @@ def _level(stage: str) -> int:
 
 
 def explain(job: Job, progress: Sequence[RankProgress], ifaces: Mapping[str, str | None], *, timed_out: bool,
-            unreachable: Mapping[str, str], deadline: float) -> tuple[list[str], str]:
+            unreachable: Mapping[str, str], deadline: float,
+            outputs: Mapping[int, str] | None = None) -> tuple[list[str], str]:
     """The hosts to blame and the most likely cause, in words an operator can act on."""
     hosts = list(job.host_names)
     by_host: dict[str, list[RankProgress]] = {h: [] for h in hosts}
@@ -120,6 +169,18 @@ def explain(job: Job, progress: Sequence[RankProgress], ifaces: Mapping[str, str
     ended = f"ran out of time ({deadline:.0f} s)" if timed_out else "failed"
     if unreachable:
         return list(unreachable), "; ".join(f"{h} could not be reached over SSH: {r}" for h, r in unreachable.items())
+    # A rank whose process died (kill -9, the OOM killer, a segfault) is the cause: its peers' errors
+    # (connection closed, timeouts) only follow from it. Nothing about the network is to blame.
+    crashed = [p for p in progress if _crashed(p)]
+    if crashed:
+        words = []
+        for p in crashed:
+            where = (f"during the all-reduce of {job.sizes[p.sizes_done]} bytes" if p.stage == "joined"
+                     and p.sizes_done < len(job.sizes) else f"after reaching {p.stage}")
+            tail = _last_lines((outputs or {}).get(p.rank, ""))
+            words.append(f"{p.host}: rank {p.rank} {exit_words(p.status)} {where}"
+                         + (f"; its last output: {tail}" if tail else "; it printed nothing"))
+        return list(dict.fromkeys(p.host for p in crashed)), "; ".join(words)
 
     # Who never made it into the process group: rank 0's own list when it has one, else the hosts
     # that stayed behind while another host got further.

@@ -86,17 +86,19 @@ def _result(job: plan.Job, outputs: dict[str, Exec], killed: dict[str, Exec], ti
     merged = plan.merge(reports)
     progress = diagnose.rank_progress(job, merged.events)
     rows = diagnose.figures(job, merged.events)
+    pairs = diagnose.pair_figures(job, merged.events)
     unreachable = {h: e.unreachable for h, e in {**outputs, **killed}.items() if e.unreachable}
     ok = not killed and not unreachable and all(p.stage == "done" for p in progress) and len(rows) == len(job.sizes)
     result = diagnose.JobResult(hosts=job.host_names, ok=ok, rows=rows, progress=progress, timed_out=timed_out,
-                                seconds=seconds)
+                                seconds=seconds, pairs=pairs)
     result.left_running = {h: r for h, e in killed.items() if (r := plan.parse_host_output(e.stdout).alive)}
     result.unreachable = unreachable
     if not ok:
         result.outputs = {rank: text[-2000:] for rank, text in sorted(merged.outputs.items()) if rank >= 0}
         ifaces = {h: diagnose.iface_state(plan.parse_host_output(e.stdout).iface) for h, e in killed.items()}
         result.failed_hosts, result.cause = diagnose.explain(job, progress, ifaces, timed_out=timed_out,
-                                                             unreachable=unreachable, deadline=deadline)
+                                                             unreachable=unreachable, deadline=deadline,
+                                                             outputs=merged.outputs)
         errors = [f"{h}: {e.error}" for h, e in outputs.items() if e.error]
         if errors and not any(p.error for p in progress):
             result.cause += " [" + "; ".join(errors) + "]"

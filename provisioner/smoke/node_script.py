@@ -2,8 +2,8 @@
 
 Uploaded by fabnet and run with the node's Python; it needs only the standard library and torch (it
 never imports fabnet). It appends one JSON object per line to --events as it goes (started, joined,
-one per message size, done, or error), so the launcher can tell how far every rank got even when
-the run is killed at its deadline.
+one per message size, one per pair measured, done, or error), so the launcher can tell how far every
+rank got even when the run is killed at its deadline.
 """
 
 import argparse
@@ -66,6 +66,48 @@ def sweep(args: argparse.Namespace, events: Events, torch: Any, dist: Any, devic
         events.emit("size", bytes=count * 4, seconds=seconds, wrong=wrong)
 
 
+def pairs(args: argparse.Namespace, events: Events, torch: Any, dist: Any, device: Any) -> None:
+    """Each round, disjoint pairs of ranks exchange --pair-bytes both ways at once, all pairs side by side.
+
+    An exchange of S bytes each way moves what a 2-rank ring all-reduce of S bytes moves per rank, so
+    S / time is that all-reduce's busbw: a figure comparable across hosts, measured in the process
+    group already built (no second rendezvous, no second torch import).
+    """
+    me = dist.get_rank()
+    count = max(1, args.pair_bytes // 4)
+    send = torch.zeros(count, dtype=torch.float32, device=device)
+    got = torch.empty_like(send)
+
+    def exchange(partner: int) -> None:
+        if args.backend == "nccl":  # NCCL needs both directions in one group, or the two sides deadlock
+            ops = [dist.P2POp(dist.isend, send, partner), dist.P2POp(dist.irecv, got, partner)]
+            requests = dist.batch_isend_irecv(ops)
+        else:
+            requests = [dist.isend(send, partner), dist.irecv(got, partner)]
+        for request in requests:
+            request.wait()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for number, round_pairs in enumerate(args.pairs):
+        partner = next((b if a == me else a for a, b in round_pairs if me in (a, b)), None)
+        dist.barrier()
+        if partner is None:
+            continue
+        exchange(partner)  # warm-up: connections are opened lazily
+        started = time.perf_counter()
+        for _ in range(args.iters):
+            exchange(partner)
+        seconds = (time.perf_counter() - started) / args.iters
+        events.emit("pair", round=number, partner=partner, bytes=count * 4, seconds=seconds)
+    dist.barrier()
+
+
+def _rounds(text: str) -> "list[list[tuple[int, int]]]":
+    """'0-1,2-3;1-2,3-0' -> [[(0, 1), (2, 3)], [(1, 2), (3, 0)]]; '' -> no rounds."""
+    return [[(int(p.split("-")[0]), int(p.split("-")[1])) for p in r.split(",") if p] for r in text.split(";") if r]
+
+
 def main(argv: "list[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rank", type=int, required=True)
@@ -80,6 +122,8 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("--timeout", type=float, required=True, help="rendezvous and per-collective timeout")
     parser.add_argument("--deadline", type=float, required=True, help="seconds after which this rank exits")
     parser.add_argument("--events", required=True)
+    parser.add_argument("--pairs", type=_rounds, default=[], help="rounds of rank pairs: 0-1,2-3;1-2,3-0")
+    parser.add_argument("--pair-bytes", type=int, default=0)
     args = parser.parse_args(argv)
 
     events = Events(args.events, args.rank)
@@ -121,6 +165,8 @@ def main(argv: "list[str] | None" = None) -> int:
             return 2
         events.emit("joined", torch=torch.__version__)
         sweep(args, events, torch, dist, device)
+        if args.pairs and args.pair_bytes > 0:
+            pairs(args, events, torch, dist, device)
         dist.barrier()
         events.emit("done")
         dist.destroy_process_group()

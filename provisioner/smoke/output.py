@@ -19,18 +19,31 @@ def _row(row: SizeResult) -> dict[str, Any]:
             "busbw": round(row.busbw, 6), "wrong": row.wrong}
 
 
+def _host(outcome: SmokeOutcome, host: str) -> dict[str, Any]:
+    figure = next((f for f in outcome.judgement.figures if f.host == host), None) if outcome.judgement else None
+    return {"name": host, "verdict": outcome.host_verdict(host), "mtu": outcome.mtus.get(host),
+            "link_mbps": outcome.link_mbps.get(host), "failed": host in outcome.failed_hosts,
+            "reason": outcome.failed_hosts.get(host),
+            "busbw": None if figure is None or figure.busbw is None else round(figure.busbw, 6),
+            "best_partner": figure.partner if figure else None, "comparison": figure.message if figure else None}
+
+
 def to_json(outcome: SmokeOutcome, *, inventory: str, playbook: str | None, limit: str | None) -> dict[str, Any]:
     s = outcome.settings
     job = outcome.job
+    judgement = outcome.judgement
     return {
         "schema": SCHEMA,
         "inventory": inventory, "playbook": playbook, "limit": limit,
         "verdict": outcome.verdict, "exit_code": outcome.exit_code, "reason": outcome.reason,
         "seconds": round(outcome.seconds, 3), "preflight_seconds": round(outcome.preflight_seconds, 3),
         "settings": {"runner": s.runner, "backend": outcome.backend or s.backend, "sizes": list(s.sizes),
-                     "iters": s.iters, "min_busbw": s.min_busbw, "timeout": s.timeout},
-        "hosts": [{"name": h, "mtu": outcome.mtus.get(h), "failed": h in outcome.failed_hosts,
-                   "reason": outcome.failed_hosts.get(h)} for h in outcome.hosts],
+                     "iters": s.iters, "min_busbw": s.min_busbw, "timeout": s.timeout,
+                     "slow_fraction": s.slow_fraction, "link_fraction": s.link_fraction},
+        "hosts": [_host(outcome, h) for h in outcome.hosts],
+        "checks": [c.to_json() for c in judgement.checks] if judgement else [],
+        "pair_figures": [{"hosts": list(pair), "busbw": round(value, 6)} for pair, value in
+                         (job.pairs.items() if job else [])],
         "ranks": (len(outcome.hosts) * outcome.ranks_per_host) if outcome.backend else None,
         "preflight": {"passed": not outcome.findings and not outcome.unreachable,
                       "findings": [f.to_json() for f in outcome.findings],

@@ -3,7 +3,9 @@ uploads the node-side program and starts that host's ranks; the script that coll
 
 Each rank runs in its own session (`setsid`), so its process group can be killed whole; the pids go
 to a file in the job's directory before anything else happens, so the kill script finds them even
-when the run is cut off at its deadline.
+when the run is cut off at its deadline. A small shell wrapper waits for the rank and appends its exit
+status to the rank's events: a rank killed by a signal (kill -9, the OOM killer, a crash) cannot say
+so itself.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class Job:
     timeout: float  # each rank's limit on the rendezvous and on every collective
     deadline: float  # each rank exits after this many seconds whatever it is doing
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    # Rounds of disjoint rank pairs measured after the sweep (verdicts.pair_rounds), and their size.
+    pairs: tuple[tuple[tuple[int, int], ...], ...] = ()
+    pair_bytes: int = 0
 
     def __post_init__(self) -> None:
         if not _RUN_ID.match(self.run_id):
@@ -88,7 +93,15 @@ def rank_command(job: Job, target: Target, rank: Rank) -> list[str]:
         "--sizes", ",".join(str(s) for s in job.sizes), "--iters", str(job.iters), "--warmup", str(job.warmup),
         "--timeout", f"{job.timeout:g}", "--deadline", f"{job.deadline:g}",
         "--events", f"{job.directory}/rank-{rank.rank}.events",
+        *(["--pairs", ";".join(",".join(f"{a}-{b}" for a, b in r) for r in job.pairs),
+           "--pair-bytes", str(job.pair_bytes)] if job.pairs and job.pair_bytes else []),
     ]
+
+
+# Runs the rank ("$@") with its output in $1.out, then appends its exit status to $1.events (128+N
+# for signal N, as the shell reports it). Killed with its rank's process group, it then writes nothing.
+WRAPPER = ('r=$1; shift; "$@" </dev/null >"$r.out" 2>&1; s=$?; '
+           'printf \'{"event": "exit", "status": %d}\\n\' "$s" >>"$r.events"')
 
 
 def launch_script(job: Job, target: Target, node_script: str | None = None) -> str:
@@ -106,7 +119,9 @@ def launch_script(job: Job, target: Target, node_script: str | None = None) -> s
         if rank.host != target.name:
             continue
         command = " ".join(sh(part) for part in rank_command(job, target, rank))
-        lines.append(f"env {env} setsid {command} </dev/null >{directory}/rank-{rank.rank}.out 2>&1 &")
+        prefix = sh(f"{job.directory}/rank-{rank.rank}")
+        lines.append(f"env {env} setsid sh -c {sh(WRAPPER)} fabnet-rank {prefix} {command} </dev/null "
+                     f">/dev/null 2>&1 &")
         lines.append(f"echo $! >> {directory}/pids")
     lines += [
         "wait",
@@ -138,12 +153,14 @@ def kill_script(job: Job, target: Target) -> str:
         f"pids=$(cat {directory}/pids 2>/dev/null)",
         # Ranks record their own process group too, in case setsid had to fork.
         f"groups=$(sed -n 's/.*\"pgid\": \\([0-9]*\\).*/\\1/p' {directory}/rank-*.events 2>/dev/null)",
-        "for p in $pids $groups; do kill -KILL -- -\"$p\" 2>/dev/null; kill -KILL \"$p\" 2>/dev/null; done",
+        "for p in $pids $groups; do kill -s KILL -- -\"$p\" 2>/dev/null; kill -s KILL \"$p\" 2>/dev/null; done",
         "[ -n \"$pids\" ] && sleep 0.2",
         collect_snippet(job),
         f"printf '%s\\n' '{MARK}:iface'; ip -j addr show dev {iface} 2>&1",
         f"printf '%s\\n' '{MARK}:alive'",
-        "for p in $pids $groups; do ps -o pid= -s \"$p\" 2>/dev/null; done",
+        # A zombie is not running: a rank whose wrapper died with it waits for init to reap it.
+        "for p in $pids $groups; do ps -o pid=,stat= -s \"$p\" 2>/dev/null; done | sort -u | "
+        "while read -r pid stat; do case $stat in Z*) ;; *) echo \"$pid\" ;; esac; done",
         f"rm -rf {directory}",
     ]) + "\n"
 

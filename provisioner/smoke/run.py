@@ -18,7 +18,7 @@ from provisioner.load.hostplans import HostPlan
 from provisioner.load.inventory import Host
 from provisioner.run import runner, session, transport
 from provisioner.run.become import Secret
-from provisioner.smoke import drain, localise, nccl_run, nccltests, plan, preflight
+from provisioner.smoke import drain, linkspeed, localise, nccl_run, nccltests, plan, preflight, verdicts
 from provisioner.smoke.busbw import SizeResult, average_busbw
 from provisioner.smoke.diagnose import JobResult
 from provisioner.smoke.launcher import SessionOf, run_job
@@ -28,8 +28,10 @@ from provisioner.smoke.targets import Target
 Log = Callable[[str], None]
 
 FORKS = 64  # hosts read at once by the pre-flight
-# Verdicts, and the exit code each one means for CI.
-EXIT = {"pass": 0, "below_threshold": 2, "wrong_result": 2, "failed": 2, "preflight_failed": 2, "unreachable": 4}
+# Verdicts, and the exit code each one means for CI: 2 the fabric failed the test, 1 the test could
+# not run at all (no torch anywhere, a single host), 4 a host could not be reached.
+EXIT = {"pass": 0, "below_threshold": 2, "slow": 2, "wrong_result": 2, "failed": 2, "preflight_failed": 2,
+        "not_run": 1, "unreachable": 4}
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class SmokeOutcome:
     findings: list[preflight.Finding] = field(default_factory=list)
     findings_after: list[preflight.Finding] = field(default_factory=list)  # pre-flight checks re-run after a failure
     mtus: dict[str, int | None] = field(default_factory=dict)
+    link_mbps: dict[str, int | None] = field(default_factory=dict)  # data link speed per host, None: unknown
+    judgement: verdicts.Judgement | None = None  # the verdicts of a run that finished with right results
     unreachable: dict[str, str] = field(default_factory=dict)
     job: JobResult | None = None
     rows: list[SizeResult] = field(default_factory=list)
@@ -70,6 +74,14 @@ class SmokeOutcome:
     @property
     def exit_code(self) -> int:
         return EXIT[self.verdict]
+
+    def host_verdict(self, host: str) -> str:
+        """pass, slow, failed (anything else that names it), unreachable, or not_run."""
+        if host in self.unreachable:
+            return "unreachable"
+        if host in self.failed_hosts or (self.judgement and host in self.judgement.slow_hosts):
+            return "slow" if self.verdict in ("slow", "below_threshold") else "failed"
+        return "not_run" if self.verdict == "not_run" else "pass"
 
 
 def _sessions(options: Options) -> session.Sessions:
@@ -114,6 +126,9 @@ def run_preflight(targets: Sequence[Target], settings: Settings, session_of: Ses
     all_known = all(known_ips.values())
     plans = {t.name: preflight.probes(t, peers(t, known_ips) if all_known else None,
                                       tools=(tools or {}).get(t.name, ())) for t in targets}
+    for target in targets:  # the link speed rides in the same exec
+        if (speed := linkspeed.probe(target)) is not None:
+            plans[target.name][linkspeed.KEY] = speed
     raw = dict(zip(names, runner.each(targets, lambda t: _probe_host(t, plans[t.name], session_of),
                                       forks=FORKS), strict=True))
     facts: dict[str, preflight.HostFacts] = {}
@@ -123,6 +138,9 @@ def run_preflight(targets: Sequence[Target], settings: Settings, session_of: Ses
             outcome.unreachable[target.name] = got
         else:
             facts[target.name] = preflight.parse_facts(target.name, plans[target.name], got)
+            speed = plans[target.name].get(linkspeed.KEY)
+            outcome.link_mbps[target.name] = linkspeed.from_result(got.get(speed.key) if speed else None,
+                                                                   target.data_ifaces)
     if outcome.unreachable or all_known:
         return facts
     ips = {t.name: preflight.data_address(t, facts[t.name]) for t in targets}
@@ -142,14 +160,18 @@ def run_preflight(targets: Sequence[Target], settings: Settings, session_of: Ses
 
 
 def _job(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], settings: Settings, backend: str,
-         ranks_per_host: int, port: int) -> plan.Job:
+         ranks_per_host: int, port: int, pairs: bool = False) -> plan.Job:
     master = preflight.data_address(targets[0], facts.get(targets[0].name)) or targets[0].host.address
+    # After the sweep, the first rank of every host measures pairs of hosts in the same process group.
+    rounds = tuple(tuple((a * ranks_per_host, b * ranks_per_host) for a, b in r)
+                   for r in verdicts.pair_rounds(len(targets))) if pairs else ()
     # Each rank gives up a little before fabnet's deadline, so its own error (with the ranks it
     # waited for) reaches the report; the launcher's kill is the backstop.
     return plan.Job(run_id=secrets.token_hex(6), hosts=tuple(targets), master=master, port=port, backend=backend,
                     ranks_per_host=ranks_per_host, sizes=settings.sizes, iters=settings.iters,
                     warmup=settings.warmup, timeout=max(3.0, settings.timeout * 0.7),
-                    deadline=max(4.0, settings.timeout * 0.85))
+                    deadline=max(4.0, settings.timeout * 0.85), pairs=rounds,
+                    pair_bytes=verdicts.pair_bytes(settings.sizes) if rounds else 0)
 
 
 def _pair_round(pairs: Sequence[localise.Pair], by_name: dict[str, Target], facts: dict[str, preflight.HostFacts],
@@ -243,9 +265,10 @@ def smoke(targets: Sequence[Target], settings: Settings, options: Options, log: 
             _smoke(targets, settings, options, _session_of(sessions), log, outcome)
     finally:
         outcome.seconds = time.monotonic() - started
-    if outcome.verdict not in ("pass", "unreachable") and options.drain_cmd:
+    if outcome.verdict not in ("pass", "unreachable", "not_run") and options.drain_cmd:
+        figures = {f.host: f.busbw for f in outcome.judgement.figures} if outcome.judgement else {}
         for host, reason in outcome.failed_hosts.items():
-            busbw = outcome.localisation.slow_hosts.get(host) if outcome.localisation else None
+            busbw = outcome.localisation.slow_hosts.get(host) if outcome.localisation else figures.get(host)
             outcome.drained.append(drain.run(options.drain_cmd, host, reason, busbw))
     return outcome
 
@@ -276,13 +299,17 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
         for finding in outcome.findings:
             for host in finding.hosts:
                 outcome.failed_hosts.setdefault(host, finding.message)
+        if any(f.check == "python" and len(f.hosts) == len(targets) for f in outcome.findings):
+            # No host can run a rank: the test never ran, which says nothing about the fabric.
+            outcome.verdict = "not_run"
         return
     log(f"pre-flight passed in {outcome.preflight_seconds:.1f} s")
     if options.after_preflight:
         options.after_preflight()
     if len(targets) < 2:
-        outcome.verdict, outcome.reason = "failed", "an all-reduce across the fabric needs at least two hosts"
+        outcome.verdict, outcome.reason = "not_run", "an all-reduce across the fabric needs at least two hosts"
         return
+    pairs: dict[tuple[str, str], float] = {}
     if nccl is not None and launch is not None:
         log(f"all_reduce_perf on {len(targets)} hosts x {ranks} ranks, started by {nccl[0].launcher} on "
             f"{launch.launch_host.name}")
@@ -291,7 +318,7 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
             return
     else:
         log(f"all-reduce on {len(targets)} hosts x {ranks} ranks ({backend}), deadline {settings.timeout:g} s")
-        job = _job(targets, facts, settings, backend, ranks, settings.port)
+        job = _job(targets, facts, settings, backend, ranks, settings.port, pairs=settings.slow_fraction > 0)
         result = run_job(job, session_of, settings.timeout)
         outcome.job = result
         outcome.rows = result.rows
@@ -305,20 +332,37 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
                 _post_mortem(targets, settings, session_of, outcome, log)
             return
         outcome.avg_busbw = average_busbw(result.rows)
+        pairs = result.pairs
         wrong = [r for r in result.rows if r.wrong]
         if wrong:
             outcome.verdict = "wrong_result"
             outcome.reason = f"wrong all-reduce results at {', '.join(str(r.size) for r in wrong)} bytes"
             return
-    threshold = settings.min_busbw
-    if threshold is None or (outcome.avg_busbw or 0.0) >= threshold:
+    _judge(targets, facts, settings, backend, ranks, pairs, session_of, outcome, log)
+
+
+def _judge(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], settings: Settings, backend: str,
+           ranks: int, pairs: dict[tuple[str, str], float], session_of: SessionOf, outcome: SmokeOutcome,
+           log: Log) -> None:
+    """The verdicts of a run that finished with right results: --min-busbw, each host against the
+    fleet, the fleet against its links. Any one that fails fails the run."""
+    judgement = verdicts.judge(outcome.hosts, pairs, outcome.link_mbps, outcome.rows,
+                               len(targets) * ranks, outcome.avg_busbw, slow_fraction=settings.slow_fraction,
+                               link_fraction=settings.link_fraction, min_busbw=settings.min_busbw,
+                               backend=backend)
+    outcome.judgement = judgement
+    failing = [c for c in judgement.checks if c.status == "slow"]
+    if not failing:
         outcome.verdict = "pass"
         outcome.reason = f"average busbw {outcome.avg_busbw:.3f} GB/s" + (
-            f" >= {threshold:g} GB/s" if threshold is not None else " (no threshold set)")
+            f" >= {settings.min_busbw:g} GB/s" if settings.min_busbw is not None else " (no threshold set)")
         return
-    outcome.verdict = "below_threshold"
-    outcome.reason = f"average busbw {outcome.avg_busbw:.3f} GB/s < {threshold:g} GB/s"
-    if settings.runner == "torch" and settings.localise and len(targets) >= 3:
+    outcome.verdict = "below_threshold" if judgement.failed("min_busbw") else "slow"
+    outcome.reason = "; ".join(c.message for c in failing)
+    outcome.failed_hosts.update(judgement.slow_hosts)
+    threshold = settings.min_busbw
+    if (threshold is not None and judgement.failed("min_busbw") and not judgement.slow_hosts
+            and settings.runner == "torch" and settings.localise and len(targets) >= 3):
         _localise(targets, facts, settings, backend, ranks, threshold, session_of, outcome, log)
         verdict = outcome.localisation
         if verdict is not None:

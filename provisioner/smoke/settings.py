@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from provisioner.smoke.verdicts import SLOW_FRACTION
+
 Backend = Literal["auto", "nccl", "gloo"]
 Runner = Literal["torch", "nccl-tests"]
 # How nccl-tests' ranks are started; auto: srun where there is Slurm, else mpirun (see nccltests.py).
@@ -80,6 +82,8 @@ class AllReduceSpec(BaseModel):
     timeout: float | None = Field(None, gt=0, le=86400, description="seconds for the rendezvous and the sweep")
     launch: str | None = Field(None, description="nccl-tests launch template (overrides launcher)")
     launcher: Launcher | None = Field(None, description="how nccl-tests starts its ranks: auto, srun or mpirun")
+    slow_fraction: float | None = Field(None, ge=0, lt=1, description="a host below this x the fleet median is slow")
+    link_fraction: float | None = Field(None, ge=0, le=1, description="the fleet below this x its link rate is slow")
 
     @field_validator("sizes", mode="before")
     @classmethod
@@ -104,6 +108,9 @@ class Settings:
     launcher: Launcher = "auto"
     binary: str = "all_reduce_perf"
     localise: bool = True
+    slow_fraction: float = SLOW_FRACTION  # 0 turns the per-host comparison (and its pairs) off
+    # None: LINK_FRACTION for NCCL, not compared for gloo (CPU-bound); 0 turns the comparison off.
+    link_fraction: float | None = None
 
     def merged(self, spec: AllReduceSpec | None, explicit: dict[str, Any]) -> Settings:
         """Playbook values over the defaults, then the options given on the command line over both."""

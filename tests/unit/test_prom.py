@@ -92,3 +92,51 @@ def test_promtool_accepts_the_textfile(tmp_path: Path, kind: str) -> None:
     # promtool exits 1 for lint problems as well as for unparsable text: none of either is allowed.
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip() == "" and proc.stderr.strip() == ""
+
+
+def _smoke_outcome():  # type: ignore[no-untyped-def]
+    from provisioner.smoke import verdicts
+    from provisioner.smoke.busbw import size_result
+    from provisioner.smoke.run import SmokeOutcome
+    from provisioner.smoke.settings import Settings
+
+    hosts = ["gpu01", "gpu02", "gpu03", "gpu04"]
+    rows = [size_result(1 << 20, 0.0105, 4), size_result(4 << 20, 0.067, 4)]
+    pairs = {("gpu01", "gpu02"): 1.08, ("gpu03", "gpu04"): 0.094, ("gpu02", "gpu03"): 0.091, ("gpu04", "gpu01"): 1.12}
+    outcome = SmokeOutcome(hosts=hosts, settings=Settings(), verdict="slow", rows=rows, avg_busbw=0.12,
+                           link_mbps={"gpu01": 10000, "gpu02": 10000, "gpu03": 10000, "gpu04": None}, seconds=7.5)
+    outcome.judgement = verdicts.judge(hosts, pairs, outcome.link_mbps, rows, 4, 0.12, slow_fraction=0.5,
+                                       link_fraction=None, min_busbw=None, backend="gloo")
+    outcome.failed_hosts = dict(outcome.judgement.slow_hosts)
+    return outcome
+
+
+def test_smoke_textfile_in_base_units_with_per_host_verdicts() -> None:
+    from prometheus_client import parser
+
+    text = prom.smoke_text(_smoke_outcome(), now=1795550000.5)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in parser.text_string_to_metric_families(text) for s in f.samples}
+    assert samples[("fabnet_smoke_verdict", (("verdict", "slow"),))] == 1
+    assert samples[("fabnet_smoke_exit_code", ())] == 2
+    assert samples[("fabnet_smoke_busbw_bytes_per_second", ())] == pytest.approx(0.12e9)
+    assert samples[("fabnet_smoke_host_busbw_bytes_per_second", (("host", "gpu03"),))] == pytest.approx(0.094e9)
+    assert samples[("fabnet_smoke_host_ok", (("host", "gpu03"),))] == 0
+    assert samples[("fabnet_smoke_host_ok", (("host", "gpu01"),))] == 1
+    assert samples[("fabnet_smoke_host_verdict", (("host", "gpu03"), ("verdict", "slow")))] == 1
+    assert samples[("fabnet_smoke_size_duration_seconds", (("size_bytes", "4194304"),))] == pytest.approx(0.067)
+    assert samples[("fabnet_smoke_link_speed_bytes_per_second", (("host", "gpu01"),))] == 1.25e9
+    assert ("fabnet_smoke_link_speed_bytes_per_second", (("host", "gpu04"),)) not in samples  # unknown: absent
+    assert samples[("fabnet_smoke_check_status", (("check", "link_rate"), ("status", "skipped")))] == 1
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="promtool not installed (Debian: apt-get install prometheus)")
+def test_promtool_accepts_the_smoke_textfile(tmp_path: Path) -> None:
+    target = tmp_path / "smoke.prom"
+    prom.write(target, prom.smoke_text(_smoke_outcome(), now=1795550000.123456))
+    with target.open("rb") as handle:
+        proc = subprocess.run(["promtool", "check", "metrics"], stdin=handle, capture_output=True, text=True,
+                              timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == "" and proc.stderr.strip() == ""

@@ -46,5 +46,35 @@ def test_limit_selecting_nothing_is_invalid_input(capsys: pytest.CaptureFixture[
 def test_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _err = run_cli(["smoke", "--help"], capsys)
     assert code == 0
-    for line in ("0  the all-reduce passed", "2  below the threshold", "4  a host unreachable"):
+    for line in ("0  the all-reduce passed", "1  the test could not run", "2  slow (a host below the fleet",
+                 "4  a host unreachable", "--slow-fraction", "--link-fraction", "--prom"):
         assert line in out
+
+
+def test_json_names_the_playbook_found_by_default_and_not_run_exits_1(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """No -p: the playbook audit would find (./playbooks/site.yml) is the one used, and the JSON says so.
+    The run itself is a recorded outcome: torch missing on every host, so the test never ran (exit 1)."""
+    import json
+
+    from provisioner.smoke import preflight, run
+    from provisioner.smoke.settings import Settings
+
+    seen: dict = {}
+
+    def fake_smoke(targets, settings, options, log):  # type: ignore[no-untyped-def]
+        seen["hosts"] = [t.name for t in targets]
+        outcome = run.SmokeOutcome(hosts=seen["hosts"], settings=Settings(), verdict="not_run",
+                                   reason="torch is not importable on every host")
+        outcome.findings = [preflight.Finding("python", tuple(seen["hosts"]), "torch is not importable", "install")]
+        return outcome
+
+    monkeypatch.setattr(run, "smoke", fake_smoke)
+    monkeypatch.chdir(ROOT)
+    prom_file = tmp_path / "smoke.prom"
+    code, out, _err = run_cli(["smoke", str(INVENTORY), "--json", "--prom", str(prom_file)], capsys)
+    data = json.loads(out)
+    assert code == 1 and data["exit_code"] == 1 and data["verdict"] == "not_run"
+    assert data["playbook"] == "playbooks/site.yml"
+    assert {h["verdict"] for h in data["hosts"]} == {"not_run"} and seen["hosts"]
+    assert 'fabnet_smoke_verdict{verdict="not_run"} 1' in prom_file.read_text()

@@ -122,3 +122,52 @@ def test_hosts_that_reached_the_store_but_not_their_peers() -> None:
                                     deadline=20)
     assert hosts == ["gpu02", "gpu03"]
     assert "reached the rendezvous but could not connect to their peers" in cause and "Permission denied" in cause
+
+
+def test_a_rank_killed_by_a_signal_is_named_with_its_output_not_the_network() -> None:
+    """kill -9 of one rank: its peers see closed connections; the cause is the killed process."""
+    j = four()
+    events = {r: ev("started", "connected", "joined", sizes=1,
+                    error="RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer")
+              for r in (0, 1, 3)}
+    events[2] = [*ev("started", "connected", "joined", sizes=1), {"event": "exit", "status": 137}]
+    outputs = {2: "warming up\nTraceback? no: killed\n", 0: "peer gone\n"}
+    progress = diagnose.rank_progress(j, events)
+    assert progress[2].status == 137 and progress[2].to_json()["exit"] == "killed by signal 9 (SIGKILL)"
+    hosts, cause = diagnose.explain(j, progress, {}, timed_out=False, unreachable={}, deadline=60, outputs=outputs)
+    assert hosts == ["gpu03"]
+    assert cause.startswith("gpu03: rank 2 killed by signal 9 (SIGKILL) during the all-reduce of 2097152 bytes")
+    assert "its last output: warming up | Traceback? no: killed" in cause
+    assert "MTU" not in cause and "firewall" not in cause
+
+
+def test_a_rank_that_exits_without_saying_why_is_named() -> None:
+    j = four()
+    events = {r: ev("started", "connected", "joined", error="Connection reset by peer") for r in (0, 1, 2)}
+    events[3] = [{"event": "exit", "status": 127}]
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=False, unreachable={},
+                                    deadline=60, outputs={3: "sh: 1: python3: not found\n"})
+    assert hosts == ["gpu04"] and "exited with code 127 after reaching not_started" in cause
+    assert "python3: not found" in cause
+
+
+def test_ranks_that_report_their_own_error_are_not_crashes() -> None:
+    j = four()
+    events = {r: [*ev("started", "connected", error="own deadline of 10 s reached"), {"event": "exit", "status": 3}]
+              for r in range(4)}
+    _hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=True, unreachable={},
+                                     deadline=60)
+    assert "signal" not in cause and "exited with code" not in cause
+    assert [diagnose.exit_words(s) for s in (None, 0, 139, 200)] == [
+        None, "exited with code 0", "killed by signal 11 (SIGSEGV)", "killed by signal 72 (unknown signal)"]
+
+
+def test_pair_figures_use_the_slower_side() -> None:
+    j = four()
+    events = {0: [{"event": "pair", "partner": 1, "bytes": 1 << 20, "seconds": 0.001}],
+              1: [{"event": "pair", "partner": 0, "bytes": 1 << 20, "seconds": 0.002}],
+              2: [{"event": "pair", "partner": 3, "bytes": 1 << 20, "seconds": 0.01}],
+              3: [{"event": "pair", "partner": 2, "bytes": 1 << 20, "seconds": 0.01}, {"event": "pair", "partner": 9}]}
+    pairs = diagnose.pair_figures(j, events)
+    assert pairs == {("gpu01", "gpu02"): pytest.approx((1 << 20) / 0.002 / 1e9),
+                     ("gpu03", "gpu04"): pytest.approx((1 << 20) / 0.01 / 1e9)}

@@ -36,7 +36,9 @@ def test_preflight_failure_in_json_and_junit() -> None:
     outcome.failed_hosts = {"gpu02": "gpu02 at 1500"}
     data = output.to_json(outcome, inventory="inv.yml", playbook="site.yml", limit="gpu")
     assert data["exit_code"] == 2 and data["results"] == [] and data["preflight"]["findings"][0]["hosts"] == ["gpu02"]
-    assert data["hosts"][1] == {"name": "gpu02", "mtu": None, "failed": True, "reason": "gpu02 at 1500"}
+    assert {k: data["hosts"][1][k] for k in ("name", "verdict", "mtu", "failed", "reason")} == {
+        "name": "gpu02", "verdict": "failed", "mtu": None, "failed": True, "reason": "gpu02 at 1500"}
+    assert data["hosts"][0]["verdict"] == "pass" and data["checks"] == []
     suite = ET.fromstring(output.to_junit(outcome)).find("testsuite")
     failures = {c.get("name"): c.find("failure") for c in suite.iter("testcase")}
     assert failures["mtu"] is not None and "set MTU 9000" in failures["mtu"].get("message")

@@ -18,7 +18,7 @@ FAKE_NODE = """
 import argparse, json, os, sys, time
 p = argparse.ArgumentParser()
 for a in ("--rank", "--world", "--local-rank", "--master", "--port", "--backend", "--sizes", "--iters",
-          "--warmup", "--timeout", "--deadline", "--events"):
+          "--warmup", "--timeout", "--deadline", "--events", "--pairs", "--pair-bytes"):
     p.add_argument(a)
 a = p.parse_args()
 def emit(**r):
@@ -27,6 +27,9 @@ def emit(**r):
 emit(event="started", pid=os.getpid(), pgid=os.getpgid(0))
 if os.environ.get("FAKE_HANG") == "1":
     time.sleep(600)
+if os.environ.get("FAKE_CRASH") == a.rank:
+    sys.stderr.write("about to die\\n"); sys.stderr.flush()
+    os.kill(os.getpid(), 9)
 for s in a.sizes.split(","):
     emit(event="size", bytes=int(s), seconds=0.001, wrong=0)
 print("noise on stdout")
@@ -81,9 +84,30 @@ def test_launch_script_runs_ranks_and_reports_events() -> None:
     assert sorted(report.events) == [0, 1]
     for rank in (0, 1):
         kinds = [e["event"] for e in report.events[rank]]
-        assert kinds == ["started", "size", "size", "done"]
+        assert kinds == ["started", "size", "size", "done", "exit"]
+        assert report.events[rank][-1]["status"] == 0
     assert "noise on stdout" in report.outputs[0]
     assert not os.path.exists(j.directory)  # the job removed its own files
+
+
+def test_a_rank_killed_by_a_signal_leaves_its_exit_status_and_output() -> None:
+    """The wrapper reports what the rank cannot: SIGKILL is 128+9 as the shell sees it."""
+    j = job()
+    script = plan.launch_script(j, j.hosts[0], node_script=FAKE_NODE)
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "FAKE_CRASH": "1"})
+    report = plan.parse_host_output(out.stdout)
+    assert [e["event"] for e in report.events[1]] == ["started", "exit"]
+    assert report.events[1][-1]["status"] == 137
+    assert "about to die" in report.outputs[1]
+    assert report.events[0][-1] == {"event": "exit", "status": 0}
+
+
+def test_pairs_reach_the_rank_command_line() -> None:
+    j = job(pairs=(((0, 2),), ((2, 0),)), pair_bytes=4096)
+    command = plan.rank_command(j, j.hosts[0], j.ranks()[0])
+    assert command[-4:] == ["--pairs", "0-2;2-0", "--pair-bytes", "4096"]
+    assert "--pairs" not in plan.rank_command(job(), j.hosts[0], j.ranks()[0])
 
 
 def test_kill_script_leaves_no_process_behind() -> None:
