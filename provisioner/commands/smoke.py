@@ -149,6 +149,10 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
         outcome = run_smoke(targets_from_plans(plans), settings, options, log)
     code = scheduling.settle(scheduler, "smoke", outcome, inventory, path, on_controller, outcome.exit_code)
     write_error = write_reports([(junit, lambda: output.to_junit(outcome))])  # before a reader can leave
+    from provisioner.history.record import record_safely
+    if note := record_safely("smoke", output.to_json(outcome, inventory=str(inventory),
+                                                     playbook=str(playbook) if playbook else None, limit=limit)):
+        report.warn(note)
     if as_json:
         report.print_json(output.to_json(outcome, inventory=str(inventory),
                                          playbook=str(playbook) if playbook else None, limit=limit))
