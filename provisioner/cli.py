@@ -74,6 +74,10 @@ class _LazyCommands(click.Group):
         "plan": ("provisioner.commands.plan", "plan_command"),
         "rollback": ("provisioner.commands.rollback", "rollback_command"),
         "smoke": ("provisioner.commands.smoke", "smoke"),
+        "watch": ("provisioner.commands.watch", "watch_command"),
+        "history": ("provisioner.commands.history", "history_command"),
+        "runs": ("provisioner.commands.history", "runs_command"),
+        "report": ("provisioner.commands.history", "report_command"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -216,8 +216,10 @@ class AllAtOnce(Generic[T, R]):
 
 def periodic(items: Sequence[T], task: Callable[[T], R], *, interval: float, forks: int,
              on_result: Callable[[T, R], None], stop: threading.Event,
-             next_in: Callable[[T, R], float] | None = None, grace: float = INTERRUPT_GRACE) -> None:
-    """`task(item)` again and again for every item, each item on its own schedule, until `stop` is set.
+             next_in: Callable[[T, R], float] | None = None, until: float | None = None,
+             grace: float = INTERRUPT_GRACE) -> None:
+    """`task(item)` again and again for every item, each item on its own schedule, until `stop` is set
+    (or the monotonic time `until` passed: then `stop` is set, and the running tasks finish).
 
     An item's next run starts `interval` seconds after its previous one started (or, with `next_in`, that
     many seconds after it ended: a caller's backoff for a host that is down), so one slow or unreachable
@@ -245,6 +247,9 @@ def periodic(items: Sequence[T], task: Callable[[T], R], *, interval: float, for
     with _interruptible():
         try:
             while not stop.is_set() and not all(f.done() for f in futures):
+                if until is not None and time.monotonic() >= until:
+                    stop.set()
+                    break
                 stop.wait(0.2)  # short waits: the main thread must stay free to take signals
         except KeyboardInterrupt:
             stop.set()

@@ -20,11 +20,9 @@ def _run_for(seconds: float, **kwargs: object) -> dict[str, list[float]]:
         starts[item].append(time.monotonic())
         return task(item)  # type: ignore[operator, no-any-return]
 
-    timer = threading.Timer(seconds, stop.set)
-    timer.start()
     runner.periodic(["fast", "slow"], timed, on_result=lambda item, result: None, stop=stop,
-                    **kwargs)  # type: ignore[arg-type]
-    timer.cancel()
+                    until=time.monotonic() + seconds, **kwargs)  # type: ignore[arg-type]
+    assert stop.is_set()
     return starts
 
 
