@@ -82,8 +82,9 @@ def smoke_detail(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def record(history: History, command: str, rows: Sequence[Mapping[str, Any]], *, verdict: str,
            inventory: str | None = None, playbook: str | None = None, detail: Mapping[str, Any] | None = None,
-           at: float | None = None) -> int:
-    """One finished run: its rows, and the drift that changed on each host since its previous result."""
+           at: float | None = None, seconds: float = 0.0) -> int:
+    """One finished run (at `at`, after `seconds`): its rows, and the drift that changed on each host since
+    its previous result."""
     now = time.time() if at is None else at
     changes = []
     for row in rows if command != "smoke" else ():  # smoke checks no drift: it says nothing of it
@@ -91,7 +92,7 @@ def record(history: History, command: str, rows: Sequence[Mapping[str, Any]], *,
         if previous is not None and row["verdict"] != "unreachable" and previous.verdict != "unreachable":
             changes += [c.to_json() for c in drift_diff(str(row["host"]), now, _items(previous.drift),
                                                          _items(row["drift"]))]
-    run = history.start_run(command, inventory, playbook, at=now)
+    run = history.start_run(command, inventory, playbook, at=now - seconds)
     history.add_results(run, rows, changes)
     history.finish_run(run, verdict, detail, at=now)
     return run
@@ -120,7 +121,7 @@ def record_safely(command: str, doc: Mapping[str, Any], path: Path | None = None
     try:
         with History(target) as history:
             record(history, command, rows, verdict=verdict, inventory=_str(doc.get("inventory")),
-                   playbook=_str(doc.get("playbook")), detail=detail, at=now)
+                   playbook=_str(doc.get("playbook")), detail=detail, at=now, seconds=_seconds(doc))
     except HistoryError as exc:
         return f"history not recorded: {exc}"
     return None
@@ -128,3 +129,8 @@ def record_safely(command: str, doc: Mapping[str, Any], path: Path | None = None
 
 def _str(value: object) -> str | None:
     return None if value is None else clean(str(value))
+
+
+def _seconds(doc: Mapping[str, Any]) -> float:
+    value = doc.get("seconds")
+    return float(value) if isinstance(value, int | float) and value >= 0 else 0.0

@@ -120,6 +120,16 @@ def timeline_section(events: Sequence[Event], results: Sequence[Result], start: 
     return chart + table
 
 
+def _first(events: Sequence[Event], results: Sequence[Result], start: float, end: float) -> float:
+    """Where the timeline starts: at the first record of the window, so a short history is not a dot at
+    the right edge of a week."""
+    times = [e.at for e in events] + [r.at for r in results]
+    if not times:
+        return start
+    first = max(start, min(times))
+    return max(start, first - 0.02 * (end - first))
+
+
 def render(runs: Sequence[Run], results: Sequence[Result], events: Sequence[Event], *, start: float,
            end: float, source: str) -> str:
     counts = {command: sum(1 for r in runs if r.command == command) for command in ("audit", "apply", "smoke", "watch")}
@@ -133,5 +143,5 @@ def render(runs: Sequence[Run], results: Sequence[Result], events: Sequence[Even
         f"<h2>Drift by host and kind</h2>{drift_section(results)}"
         f"<h2>Pairwise bandwidth (last smoke with pairs)</h2>{pairs_section(runs)}"
         f"<h2>Bus bandwidth by message size</h2>{busbw_section(runs)}"
-        f"<h2>Timeline</h2>{timeline_section(events, results, start, end)}"
+        f"<h2>Timeline</h2>{timeline_section(events, results, _first(events, results, start, end), end)}"
         "</body></html>\n")

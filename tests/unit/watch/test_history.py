@@ -59,6 +59,15 @@ def test_smoke_rows_keep_busbw_and_pairs(tmp_path: Path) -> None:
         assert history.runs()[0].detail["pairs"][0]["hosts"] == ["gpu01", "gpu02"]
 
 
+def test_record_safely_keeps_the_runs_verdict_and_duration(tmp_path: Path) -> None:
+    doc = {**audit_doc("0"), "seconds": 12.5}
+    assert record.record_safely("audit", doc, path=tmp_path / "h.sqlite") is None
+    with History(tmp_path / "h.sqlite") as history:
+        (run,) = history.runs()
+        assert (run.command, run.verdict, run.inventory) == ("audit", "drifted", "inv.yml")
+        assert run.finished is not None and run.finished - run.started == pytest.approx(12.5)
+
+
 def test_record_safely_names_an_unwritable_history(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
