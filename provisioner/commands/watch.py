@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,10 @@ from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
+    from provisioner.evaluate.engine import Options
     from provisioner.output import report, watch_report
+    from provisioner.watch.changes import Change
+    from provisioner.watch.drainer import Drainer
 else:
     report = lazy_module("provisioner.output.report")
     watch_report = lazy_module("provisioner.output.watch_report")
@@ -54,11 +58,14 @@ HISTORY_HELP = "History file (SQLite) [default: $FABNET_HISTORY, else $XDG_STATE
 @click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the metrics as a node_exporter textfile after every cycle.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per change, one a line.")
+@click.option("--drain-failed", is_flag=True,
+              help="Drain a host in Slurm (reason 'fabnet: watch: ...') when a cycle finds new drift, a rising "
+                   "error counter, a link flap or the host down; once per watch, never resumed by it.")
 @become_option
 def watch_command(inventory: Path, playbook: Path | None, limit: str | None, interval: float, run_for: float | None,
                   forks: int, connect_timeout: float, command_timeout: float, ssh_config: Path | None,
                   history_file: Path | None, prom_port: int | None, prom_listen: str, prom: Path | None,
-                  as_json: bool, ask_become_pass: bool) -> None:
+                  as_json: bool, drain_failed: bool, ask_become_pass: bool) -> None:
     """Keep watching the fleet: each host is read again every interval over its kept SSH session (one
     exec: the playbook's facts and the RDMA port counters and link carrier changes), and only what
     CHANGED is reported: new drift, drift gone, an error counter that rose (with its rate), a link that
@@ -73,6 +80,7 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
       fabnet watch inventory.yml --every 60s
       fabnet watch inventory.yml -p playbooks/site.yml --every 30s --prom-port 9464
       fabnet watch inventory.yml --every 5m --prom /var/lib/node_exporter/textfile/fabnet.prom
+      fabnet watch inventory.yml --every 60s --drain-failed     (Slurm: see fabnet audit --help)
     """
     from provisioner.evaluate import engine
     from provisioner.history.record import history_path
@@ -114,8 +122,15 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
             if prom is not None:
                 watch_metrics.write_textfile(prom, registry)
 
+        drainer = _drainer(inventory, playbook, options) if drain_failed else None
+
+        def found(changes: Sequence[Change]) -> None:
+            watch_report.changes(changes, as_json)
+            if drainer is not None:
+                watch_report.drained(*drainer(changes))
+
         watcher = Watcher(plans, sessions, interval=interval, history=history, run=run, state=state,
-                          on_changes=lambda found: watch_report.changes(found, as_json),
+                          on_changes=found,
                           on_cycle=cycled if prom is not None else None, on_problem=report.warn)
         watcher.seed_busbw()
         until = time.monotonic() + run_for if run_for else None
@@ -138,3 +153,11 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
         watch_report.stopped(watcher.cycles, why)
     raise SystemExit(code)
 
+
+
+def _drainer(inventory: Path, playbook: Path, options: Options) -> Drainer:
+    from provisioner.scheduler.select import connect, load
+    from provisioner.watch.drainer import Drainer
+
+    slurm_inventory = load(inventory, playbook.parent)
+    return Drainer(lambda: connect(slurm_inventory, options))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from provisioner.output.core import clean, clean_data
-from provisioner.output.report import info
+from provisioner.output.report import info, warn
 from provisioner.output.stdout import print_json, writing
 
 LABELS = {
@@ -41,6 +41,14 @@ def changes(found: Sequence[Any], as_json: bool) -> None:
         return
     for change in found:
         info(change_line(change))
+
+
+def drained(actions: Sequence[Any], error: str | None) -> None:
+    """What --drain-failed did, on stderr as audit's scheduler lines (standard output stays the changes)."""
+    for action in actions:
+        warn(f"slurm: {action.action} {action.host}: {action.detail}")
+    if error:
+        warn(f"slurm: {error} (tried again at the next failing cycle)")
 
 
 def started(hosts: int, interval: float, history: str | None, prom: str | None) -> None:
