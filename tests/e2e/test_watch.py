@@ -194,3 +194,30 @@ def test_hosts_down_or_restarting_sshd_are_reported_and_never_hold_up_the_others
     shown = _fabnet("history", "gpu03", "--history", str(watch.history), "--json")
     kinds = [c["kind"] for c in json.loads(shown.stdout)["changes"]]
     assert kinds[:1] == ["watching"] and "host_down" in kinds and "host_back" in kinds
+
+
+def test_drain_failed_drains_the_host_whose_link_counter_rose_and_no_other(tmp_path: Path) -> None:
+    name = lab_name("wsl")
+    manager.down(name)
+    try:
+        lab = Lab(manager.up(name, 3, with_slurm=True))
+        controller = lab.node("gpu01")
+        watch = Watch(lab, tmp_path, "--drain-failed")
+        try:
+            for host in ("gpu01", "gpu02", "gpu03"):
+                watch.wait_for(lambda c, n=host: c["host"] == n and c["kind"] == "watching")
+            lab.ssh(lab.node("gpu03"), f"echo 7 > {SYSFS}/link_downed")
+            watch.wait_for(lambda c: c["kind"] == "counter_rose")
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:  # the oracle: Slurm itself, over the system ssh client
+                states = dict(line.split(" ", 1) for line in lab.ssh(
+                    controller, "sinfo -N -h -o '%N %T %E'").stdout.strip().splitlines())
+                if states["gpu03"].startswith("drained"):
+                    break
+                time.sleep(0.5)
+        finally:
+            assert watch.stop() == 0
+        assert states["gpu03"].startswith("drained fabnet: watch: counter rose mlx5_0/1 link_downed: +7 in ")
+        assert states["gpu01"].split()[0] == "idle" and states["gpu02"].split()[0] == "idle"
+    finally:
+        manager.down(name)
