@@ -247,7 +247,9 @@ def periodic(items: Sequence[T], task: Callable[[T], R], *, interval: float, for
     with _interruptible():
         try:
             while not stop.is_set() and not all(f.done() for f in futures):
-                if until is not None and time.monotonic() >= until:
+                # A deadline, or a bug in one item's loop (raised below): every loop stops.
+                if (until is not None and time.monotonic() >= until) or any(
+                        f.done() and f.exception() is not None for f in futures):
                     stop.set()
                     break
                 stop.wait(0.2)  # short waits: the main thread must stay free to take signals

@@ -59,8 +59,11 @@ def test_stop_ends_the_run_promptly() -> None:
 def test_a_bug_in_the_callback_is_raised() -> None:
     stop = threading.Event()
 
-    def broken(item: str, result: str) -> None:
-        raise ValueError("boom")
+    def fine(item: str, result: str) -> None:
+        if item == "a":
+            raise ValueError("boom")
 
-    with pytest.raises(ValueError, match="boom"):
-        runner.periodic(["a"], lambda item: item, interval=0.05, forks=1, on_result=broken, stop=stop)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="boom"):  # and the other item's loop is stopped with it
+        runner.periodic(["a", "b"], lambda item: item, interval=0.05, forks=2, on_result=fine, stop=stop)
+    assert stop.is_set() and time.monotonic() - started < 2

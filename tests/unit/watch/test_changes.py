@@ -94,3 +94,10 @@ def test_link_readings_parse_counters_and_carrier() -> None:
     assert parsed.carrier_changes == {"eth1": 4} and parsed.carrier == {"eth1": 1}
     assert links.parse("garbage line\n" + links.NET_MARK).problem is not None
     assert links.parse(links.NET_MARK + "\n").counters == {}
+
+
+def test_a_down_host_backs_off_to_a_minute_or_the_interval() -> None:
+    from provisioner.watch.loop import backoff
+
+    assert [backoff(2.0, n) for n in range(0, 8)] == [2.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    assert backoff(300.0, 3) == 300.0  # never past the interval when that is longer
