@@ -77,6 +77,10 @@ class _LazyCommands(click.Group):
         "plan": ("provisioner.commands.plan", "plan_command"),
         "rollback": ("provisioner.commands.rollback", "rollback_command"),
         "smoke": ("provisioner.commands.smoke", "smoke"),
+        "watch": ("provisioner.commands.watch", "watch_command"),
+        "history": ("provisioner.commands.history", "history_command"),
+        "runs": ("provisioner.commands.history", "runs_command"),
+        "report": ("provisioner.commands.history", "report_command"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -323,7 +327,11 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
     # not cost the CI job its JUnit file.
     write_error = write_reports([(junit, lambda: report.audit_junit(outcome)),
                                  (prom, lambda: textfile.audit_text(outcome))])
+    from provisioner.history.record import record_safely
     report.audit_warnings(outcome)
+    if note := record_safely("audit", report.audit_json(outcome, inventory=str(inventory), playbook=str(playbook),
+                                                        limit=limit, exit_code=code)):
+        report.warn(note)
     if as_json:
         report.print_json(report.audit_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
                                             exit_code=code))

@@ -241,6 +241,11 @@ def _emit(outcome: object, code: int, as_json: bool, junit: Path | None, prom: P
 
     write_error = write_reports([(junit, lambda: apply_report.junit(outcome)),
                                  (prom, lambda: textfile.apply_text(outcome))])
+    if not getattr(outcome, "check", False):  # a --check changed nothing: the next audit says the same
+        from provisioner.history.record import record_safely
+        if note := record_safely("apply", apply_report.to_json(outcome, inventory=str(inventory),
+                                                               playbook=str(playbook), limit=limit, exit_code=code)):
+            report.warn(note)
     if as_json:
         data = apply_report.to_json(outcome, inventory=str(inventory), playbook=str(playbook), limit=limit,
                                     exit_code=code)

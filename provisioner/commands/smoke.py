@@ -185,6 +185,11 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
 
     write_error = write_reports([(junit, lambda: output.to_junit(outcome)),  # before a reader can leave
                                  (prom, lambda: textfile.smoke_text(outcome))])
+    from provisioner.history.record import record_safely
+
+    if note := record_safely("smoke", output.to_json(outcome, inventory=str(inventory),
+                                                     playbook=str(path) if path else None, limit=limit)):
+        report.warn(note)
     if as_json:
         report.print_json(output.to_json(outcome, inventory=str(inventory),
                                          playbook=str(path) if path else None, limit=limit))

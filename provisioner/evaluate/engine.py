@@ -84,11 +84,12 @@ def plan_probes(plan: HostPlan) -> list[Probe]:
     return list(probes.values())
 
 
-def gather(plan: HostPlan, session: HostSession) -> tuple[Results, int]:
-    """Run every probe of the host in one exec over `session`. Returns the results and the number of
-    execs (1)."""
+def gather(plan: HostPlan, session: HostSession, extra: Sequence[Probe] = ()) -> tuple[Results, int]:
+    """Run every probe of the host (and `extra` probes, e.g. watch's link readings) in one exec over
+    `session`. Returns the results and the number of execs (1)."""
     options = session.options
     probes = plan_probes(plan)
+    probes += [p for p in extra if p.key not in {q.key for q in probes}]
     to_run, joined = probejoin.join(probes)
     nonce = batch.new_nonce()
     script = batch.build_script(to_run, nonce, budget=options.command_timeout)
@@ -136,12 +137,13 @@ def _evaluate_one(resource: Resource, results: Results, ctx: HostContext, play: 
     return outcome
 
 
-def read_host(plan: HostPlan, session: HostSession) -> tuple[HostOutcome, Results | None]:
+def read_host(plan: HostPlan, session: HostSession,
+              extra: Sequence[Probe] = ()) -> tuple[HostOutcome, Results | None]:
     """Gather and evaluate one host: its outcome, and the facts read (None when none could be)."""
     started = time.monotonic()
     host = plan.host
     try:
-        results, execs = gather(plan, session)
+        results, execs = gather(plan, session, extra)
     except transport.HostUnreachable as exc:
         return HostOutcome(host.name, host.address, "unreachable", exc.reason,
                            seconds=time.monotonic() - started), None

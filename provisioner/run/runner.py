@@ -209,3 +209,59 @@ class AllAtOnce(Generic[T, R]):
     def close(self) -> None:
         """Forget tasks that still run (their execs are ended by their own deadlines)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+# ---------------------------------------------------------------------------------------------- periodic
+
+
+def periodic(items: Sequence[T], task: Callable[[T], R], *, interval: float, forks: int,
+             on_result: Callable[[T, R], None], stop: threading.Event,
+             next_in: Callable[[T, R], float] | None = None, until: float | None = None,
+             grace: float = INTERRUPT_GRACE) -> None:
+    """`task(item)` again and again for every item, each item on its own schedule, until `stop` is set
+    (or the monotonic time `until` passed: then `stop` is set, and the running tasks finish).
+
+    An item's next run starts `interval` seconds after its previous one started (or, with `next_in`, that
+    many seconds after it ended: a caller's backoff for a host that is down), so one slow or unreachable
+    item never delays the others' runs; at most `forks` tasks run at once. `on_result(item, result)` is
+    called from the item's own thread (it must be thread-safe) and must not raise. Blocks the calling
+    thread; Ctrl-C or SIGTERM (under terminate_like_interrupt) sets `stop`, ends the running execs, and
+    gives running tasks `grace` seconds to hand over their results before the interrupt goes on.
+    """
+    if not items:
+        return
+    slots = threading.BoundedSemaphore(max(1, forks))
+
+    def loop(item: T) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            with slots:
+                if stop.is_set():
+                    return
+                result = task(item)
+            on_result(item, result)
+            delay = next_in(item, result) if next_in is not None else interval - (time.monotonic() - started)
+            stop.wait(max(0.0, delay))
+
+    threads, futures = pool.start_all(items, loop, "fabnet-watch")
+    with _interruptible():
+        try:
+            while not stop.is_set() and not all(f.done() for f in futures):
+                # A deadline, or a bug in one item's loop (raised below): every loop stops.
+                if (until is not None and time.monotonic() >= until) or any(
+                        f.done() and f.exception() is not None for f in futures):
+                    stop.set()
+                    break
+                stop.wait(0.2)  # short waits: the main thread must stay free to take signals
+        except KeyboardInterrupt:
+            stop.set()
+            transport.interrupt()
+            wait(futures, timeout=grace)
+            threads.shutdown(wait=False, cancel_futures=True)
+            raise
+    wait(futures, timeout=grace)
+    threads.shutdown(wait=False, cancel_futures=True)
+    for future in futures:
+        error = future.exception(timeout=0) if future.done() else None
+        if error is not None:
+            raise error  # a bug in a task or callback is not swallowed

@@ -1,0 +1,179 @@
+"""What changed on a host between two watch cycles: pure functions of two snapshots, no I/O.
+
+A snapshot is one cycle's view of a host: its drift items (as audit's JSON shows them, already cleaned),
+its error counters and its links' carrier changes. Watch reports changes, never repeats: drift that
+appeared, changed or went away, an error counter that rose (with its rate per second), a link that went
+down (and up again) between two cycles, a host that went down or came back, a session logged into again.
+A host that was down is compared, once back, with its last snapshot from before it went down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from provisioner.watch.links import LinkReading
+
+ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "link_flap",
+                     "link_down", "link_up", "host_down", "host_back", "reconnected"]
+# Kinds that mean something went wrong (an alert); the others are news (something recovered, or began).
+BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "link_flap", "link_down", "host_down"})
+
+
+@dataclass(frozen=True)
+class DriftItem:
+    kind: str
+    target: str
+    attribute: str
+    desired: str
+    actual: str | None
+    status: str  # drift or error
+    message: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind} {self.target}: {self.attribute}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "target": self.target, "attribute": self.attribute, "desired": self.desired,
+                "actual": self.actual, "status": self.status, "message": self.message}
+
+
+@dataclass
+class Snapshot:
+    host: str
+    at: float  # seconds since the epoch
+    up: bool
+    error: str | None = None
+    drift: dict[str, DriftItem] = field(default_factory=dict)
+    links: LinkReading = field(default_factory=LinkReading)
+    logins: int = 0  # SSH logins of the host's kept session so far
+
+
+@dataclass(frozen=True)
+class Change:
+    host: str
+    at: float
+    kind: ChangeKind
+    subject: str  # the drift item, "DEVICE/PORT counter", a netdev, or "" for the host itself
+    detail: str
+    delta: float | None = None
+    rate: float | None = None  # per second
+
+    @property
+    def bad(self) -> bool:
+        return self.kind in BAD
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "at": self.at, "kind": self.kind, "subject": self.subject,
+                "detail": self.detail, "delta": self.delta, "rate": self.rate}
+
+
+def drift_items(host_doc: Mapping[str, Any]) -> dict[str, DriftItem]:
+    """The checks of one host of audit's JSON that are not ok (drift, or could not be read)."""
+    items: dict[str, DriftItem] = {}
+    for resource in host_doc.get("resources", []):
+        for check in resource.get("checks", []):
+            if check.get("status") in ("drift", "error"):
+                item = DriftItem(str(resource.get("kind")), str(resource.get("target")), str(check.get("attribute")),
+                                 str(check.get("desired")), check.get("actual"), str(check.get("status")),
+                                 str(check.get("message") or ""))
+                items[item.key] = item
+    return items
+
+
+def snapshot(host_doc: Mapping[str, Any], links: LinkReading, at: float, logins: int = 0) -> Snapshot:
+    status = host_doc.get("status")
+    up = status not in ("unreachable",) and not (status == "failed" and not host_doc.get("resources"))
+    return Snapshot(str(host_doc.get("name")), at, up, host_doc.get("error") if not up else None,
+                    drift_items(host_doc) if up else {}, links if up else LinkReading(), logins)
+
+
+def drift_diff(host: str, at: float, before: Mapping[str, DriftItem], after: Mapping[str, DriftItem]) -> list[Change]:
+    """Drift items that appeared, changed their value, or went away (back to what the playbook wants)."""
+    changes = []
+    for key, item in after.items():
+        old = before.get(key)
+        what = f"{item.actual!s} (want {item.desired})" if item.status == "drift" else f"unreadable: {item.message}"
+        if old is None:
+            changes.append(Change(host, at, "drift_new", key, what))
+        elif (old.actual, old.status) != (item.actual, item.status):
+            changes.append(Change(host, at, "drift_changed", key, f"{old.actual!s} -> {what}"))
+    for key, item in before.items():
+        if key not in after:
+            changes.append(Change(host, at, "drift_gone", key, f"back to {item.desired}"))
+    return changes
+
+
+def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
+    changes = []
+    seconds = max(cur.at - base.at, 1e-9)
+    for name, value in cur.links.counters.items():
+        before = base.links.counters.get(name)
+        if before is not None and value > before:  # a drop is a reset (reboot, driver reload): a new base
+            delta = value - before
+            changes.append(Change(cur.host, cur.at, "counter_rose", name,
+                                  f"+{delta} in {seconds:.0f} s ({delta / seconds:.3g}/s), now {value}",
+                                  delta, delta / seconds))
+    for iface, value in cur.links.carrier_changes.items():
+        before = base.links.carrier_changes.get(iface)
+        if before is None or value <= before:
+            continue
+        delta = value - before
+        if cur.links.carrier.get(iface) == 1 and base.links.carrier.get(iface) != 1:
+            changes.append(Change(cur.host, cur.at, "link_up", iface, f"link is up again ({delta} carrier changes)",
+                                  delta))
+        elif cur.links.carrier.get(iface) == 1:
+            changes.append(Change(cur.host, cur.at, "link_flap", iface,
+                                  f"link went down and came back ({delta} carrier changes)", delta))
+        else:
+            changes.append(Change(cur.host, cur.at, "link_down", iface, f"link is down ({delta} carrier changes)",
+                                  delta))
+    return changes
+
+
+def _summary(cur: Snapshot) -> str:
+    ports = len({name.split(" ")[0] for name in cur.links.counters})
+    return (f"{len(cur.drift)} drift items, {ports} RDMA ports, {len(cur.links.carrier_changes)} links watched"
+            + (f"; counters: {cur.links.problem}" if cur.links.problem else ""))
+
+
+def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot) -> list[Change]:
+    """The changes from `prev` (the host's previous cycle) to `cur`; `base` is its last snapshot while up."""
+    if not cur.up:
+        if prev is None or prev.up:
+            return [Change(cur.host, cur.at, "host_down", "", cur.error or "unreachable")]
+        return []
+    changes: list[Change] = []
+    if prev is not None and not prev.up:
+        changes.append(Change(cur.host, cur.at, "host_back", "", f"reachable again after {cur.at - prev.at:.0f} s"
+                              if base is None else f"reachable again; down since about {_ago(base, cur)}"))
+    elif prev is not None and cur.logins > prev.logins:
+        changes.append(Change(cur.host, cur.at, "reconnected", "", "its session was lost and logged into again"))
+    if base is None:
+        return [*changes, Change(cur.host, cur.at, "watching", "", _summary(cur))]
+    return changes + drift_diff(cur.host, cur.at, base.drift, cur.drift) + _link_changes(base, cur)
+
+
+def _ago(base: Snapshot, cur: Snapshot) -> str:
+    return f"{cur.at - base.at:.0f} s ago"
+
+
+@dataclass
+class HostTrack:
+    """A host's previous snapshot and its last one while up: what the next cycle is compared with."""
+
+    prev: Snapshot | None = None
+    base: Snapshot | None = None
+
+    def advance(self, cur: Snapshot) -> list[Change]:
+        changes = diff(self.prev, self.base, cur)
+        self.prev = cur
+        if cur.up:
+            self.base = cur
+        return changes
+
+
+def counter_rates(changes: Sequence[Change]) -> dict[str, float]:
+    return {c.subject: c.rate for c in changes if c.kind == "counter_rose" and c.rate is not None}

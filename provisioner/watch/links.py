@@ -1,0 +1,69 @@
+"""The link readings `watch` adds to each host's one exec: RDMA port counters and netdev carrier changes.
+
+Port counters are read as the port_counters resource reads them (every device and port under
+fabnet_sysfs_root's class/infiniband); carrier_changes and carrier come from /sys/class/net, which counts
+every time a link lost or regained its carrier, however briefly, so a flap between two cycles is still seen.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from provisioner.errors import ParseError
+from provisioner.parsers.port_counters import parse_port_counters
+from provisioner.resources.base import Probe, Results, sh
+
+NET_MARK = "@@fabnet-net"
+_NET = re.compile(r"^/sys/class/net/(?P<iface>[^/\s]+)/(?P<name>carrier_changes|carrier):(?P<value>-?[0-9]+)$")
+
+# Error counters whose rise means a sick link or port; traffic counters (packets, data) are left out.
+ERROR_COUNTERS = frozenset({
+    "symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors", "port_xmit_discards", "port_xmit_constraint_errors",
+    "port_rcv_constraint_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
+    "VL15_dropped", "out_of_buffer", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
+})
+
+
+@dataclass
+class LinkReading:
+    counters: dict[str, int] = field(default_factory=dict)  # "mlx5_0/1 symbol_error" -> value
+    carrier_changes: dict[str, int] = field(default_factory=dict)  # netdev -> count since boot
+    carrier: dict[str, int] = field(default_factory=dict)  # netdev -> 1 up, 0 down (absent: down or admin down)
+    problem: str | None = None  # why the counters could not be read, if so
+
+
+def probe(sysfs_root: str) -> Probe:
+    infiniband = sh(sysfs_root.rstrip("/") + "/class/infiniband")
+    groups = "*/ports/*/counters */ports/*/hw_counters"
+    counters = f"( cd -- {infiniband} 2>/dev/null && grep -r -H . {groups} 2>/dev/null )"
+    net = "grep -H . /sys/class/net/*/carrier_changes /sys/class/net/*/carrier 2>/dev/null"
+    return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; true", timeout=20)
+
+
+def read(results: Results | None, sysfs_root: str) -> LinkReading:
+    result = results.get(probe(sysfs_root)) if results is not None else None
+    if result is None:
+        return LinkReading(problem="no link readings")
+    return parse(result.stdout)
+
+
+def parse(text: str) -> LinkReading:
+    counters_text, _, net_text = text.partition(NET_MARK)
+    reading = LinkReading()
+    try:
+        parsed = parse_port_counters(counters_text) if counters_text.strip() else None
+    except ParseError as exc:
+        parsed, reading.problem = None, str(exc)
+    for port in parsed.ports if parsed is not None else []:
+        where = f"{port.device}/{port.port}"
+        for name, value in {**port.hw_counters, **port.counters}.items():
+            if name in ERROR_COUNTERS:
+                reading.counters[f"{where} {name}"] = value
+    for line in net_text.splitlines():
+        m = _NET.match(line.strip())
+        if m and m.group("iface") != "lo":
+            table = reading.carrier_changes if m.group("name") == "carrier_changes" else reading.carrier
+            table[m.group("iface")] = int(m.group("value"))
+    return reading

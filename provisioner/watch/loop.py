@@ -1,0 +1,155 @@
+"""The watch loop: every host re-audited on its own schedule over its kept session, one exec per cycle.
+
+Each cycle reads the host's playbook facts and its link readings in ONE exec (engine.read_host with the
+links probe added), compares the snapshot with the host's previous one (changes.py), records the cycle in
+the history (one transaction: a killed watch keeps every finished cycle) and updates the metrics. A host
+that is down is retried with a growing delay (never more than BACKOFF_MAX, or the interval if longer) and
+its session is closed, so the next try logs in afresh instead of waiting on a dead connection; the other
+hosts' cycles run on their own schedules meanwhile (run/runner.periodic).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner.evaluate import engine
+from provisioner.history.record import host_row
+from provisioner.history.store import History, HistoryError
+from provisioner.load.hostplans import HostPlan
+from provisioner.output import report
+from provisioner.output.watch_metrics import HostMetrics, WatchState
+from provisioner.run import runner
+from provisioner.run.session import Sessions
+from provisioner.watch import links
+from provisioner.watch.changes import Change, HostTrack, Snapshot, snapshot
+
+BACKOFF_MAX = 60.0
+
+
+@dataclass
+class Cycle:
+    host: str
+    snapshot: Snapshot
+    changes: list[Change]
+    doc: dict[str, Any]  # the host as audit's JSON shows it
+    seconds: float
+
+
+@dataclass
+class _Host:
+    track: HostTrack = field(default_factory=HostTrack)
+    failures: int = 0  # cycles in a row that could not reach the host
+    changes: dict[str, int] = field(default_factory=dict)
+
+
+def backoff(interval: float, failures: int) -> float:
+    """Seconds until a host that failed `failures` cycles in a row is tried again."""
+    if failures <= 0:
+        return interval
+    return float(min(interval * 2 ** (failures - 1), max(BACKOFF_MAX, interval)))
+
+
+def _port_counter(name: str) -> tuple[str, str]:
+    port, _, counter = name.partition(" ")
+    return port, counter
+
+
+class Watcher:
+    def __init__(self, plans: Sequence[HostPlan], sessions: Sessions, *, interval: float,
+                 on_changes: Callable[[Sequence[Change]], None], history: History | None = None, run: int = 0,
+                 state: WatchState | None = None, on_cycle: Callable[[Cycle], None] | None = None,
+                 on_problem: Callable[[str], None] = lambda message: None) -> None:
+        self.plans = list(plans)
+        self.sessions = sessions
+        self.interval = interval
+        self.on_changes = on_changes
+        self.history = history
+        self.run = run
+        self.state = state or WatchState()
+        self.on_cycle = on_cycle
+        self.on_problem = on_problem
+        self.cycles = 0
+        self._hosts = {plan.host.name: _Host() for plan in self.plans}
+        self._lock = threading.Lock()
+
+    def cycle(self, plan: HostPlan) -> Cycle:
+        """One host's cycle: read, compare with its previous cycle. Never raises (a task of the runner)."""
+        host = plan.host
+        session = self.sessions(host)
+        sysfs_root = engine.host_context(plan).sysfs_root
+        at = time.time()
+        outcome, results = engine.read_host(plan, session, [links.probe(sysfs_root)])
+        engine.finish_status(outcome)
+        doc = report.audit_json(engine.AuditOutcome([outcome], outcome.seconds), inventory="", playbook="",
+                                limit=None, exit_code=0)["hosts"][0]
+        current = snapshot(doc, links.read(results, sysfs_root), at, session.logins)
+        if not current.up:
+            session.close()  # the next try logs in afresh rather than waiting on a dead connection
+        with self._lock:
+            state = self._hosts[host.name]
+            found = state.track.advance(current)
+            state.failures = 0 if current.up else state.failures + 1
+        return Cycle(host.name, current, found, doc, outcome.seconds)
+
+    def _arrived(self, plan: HostPlan, cycle: Cycle) -> None:
+        snap = cycle.snapshot
+        with self._lock:
+            self.cycles += 1
+            state = self._hosts[cycle.host]
+            for change in cycle.changes:
+                state.changes[change.kind] = state.changes.get(change.kind, 0) + 1
+            counts = dict(state.changes)
+        if self.history is not None:
+            counters: dict[str, float] = {**snap.links.counters,
+                                          **{f"{i} carrier_changes": v for i, v in snap.links.carrier_changes.items()}}
+            try:
+                self.history.add_results(self.run, [host_row(cycle.doc, snap.at, counters)],
+                                         [c.to_json() for c in cycle.changes])
+            except HistoryError as exc:  # a full disk must not stop the watching; it is said, once a cycle
+                self.on_problem(str(exc))
+        self.state.update(cycle.host, self._metrics(cycle, counts))
+        if cycle.changes:
+            self.on_changes(cycle.changes)
+        if self.on_cycle is not None:
+            self.on_cycle(cycle)
+
+    def _metrics(self, cycle: Cycle, counts: dict[str, int]) -> HostMetrics:
+        snap = cycle.snapshot
+        before = self.state.get(cycle.host)
+        if not snap.up:
+            return HostMetrics(up=False, last_success=before.last_success, busbw=before.busbw, changes=counts,
+                               cycle_seconds=cycle.seconds, counters=before.counters,
+                               carrier_changes=before.carrier_changes, drift_by_kind=before.drift_by_kind)
+        drift: dict[str, int] = {}
+        for item in snap.drift.values():
+            drift[item.kind] = drift.get(item.kind, 0) + 1
+        split = {name: _port_counter(name) for name in snap.links.counters}
+        rates = {split[c.subject]: c.rate for c in cycle.changes
+                 if c.kind == "counter_rose" and c.rate is not None and c.subject in split}
+        return HostMetrics(up=True, drift_by_kind=drift,
+                           counters={split[name]: value for name, value in snap.links.counters.items()},
+                           rates=rates, carrier_changes=dict(snap.links.carrier_changes), last_success=time.time(),
+                           cycle_seconds=cycle.seconds, busbw=before.busbw, changes=counts)
+
+    def next_in(self, plan: HostPlan, cycle: Cycle) -> float:
+        with self._lock:
+            failures = self._hosts[plan.host.name].failures
+        if failures == 0:
+            return max(0.0, self.interval - cycle.seconds)
+        return backoff(self.interval, failures)
+
+    def seed_busbw(self) -> None:
+        """Each host's busbw metric starts at its last smoke result in the history."""
+        if self.history is None:
+            return
+        for result in self.history.results():  # oldest first: the last smoke wins
+            if result.command == "smoke" and result.busbw is not None and result.host in self._hosts:
+                self.state.update(result.host, HostMetrics(busbw=result.busbw))
+
+    def run_until(self, stop: threading.Event, forks: int, until: float | None = None) -> None:
+        runner.periodic(self.plans, self.cycle, interval=self.interval, forks=forks, on_result=self._arrived,
+                        stop=stop, next_in=self.next_in, until=until)

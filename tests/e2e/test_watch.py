@@ -1,0 +1,223 @@
+"""`fabnet watch` on a 3-node lab, every 2 s: each fault is reported once, with host and port, and
+nothing else; a node down or restarting its sshd does not hold up the others; the history survives.
+
+Faults are made the way they happen, without fabnet: a sysctl changed by hand over the system ssh client,
+a port counter file of the emulated RDMA device raised (a failing cable), the node's port on the lab
+switch set down and up (a flap), sshd killed with its sessions, the management link cut for 10 s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provisioner.lab import manager
+from tests.e2e.conftest import Lab, lab_name
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SYSFS = "/var/lib/fabnet-lab/sys/class/infiniband/mlx5_0/ports/1/counters"
+SYSCTL = "net.ipv4.conf.all.arp_ignore"
+PLAYBOOK = f"""\
+- name: watched
+  hosts: all
+  resources:
+    - sysctl: {{name: {SYSCTL}, value: 1}}
+    - sysctl: {{name: net.ipv4.conf.all.arp_announce, value: 2}}
+"""
+
+
+@pytest.fixture(scope="module")
+def watch_lab() -> Iterator[Lab]:
+    name = lab_name("wat")
+    manager.down(name)
+    try:
+        yield Lab(manager.up(name, 3))
+    finally:
+        manager.down(name)
+
+
+class Watch:
+    """A `fabnet watch --json` process; its changes are collected, with when each arrived."""
+
+    def __init__(self, lab: Lab, tmp: Path, *extra: str) -> None:
+        playbook = tmp / "watch.yml"
+        playbook.write_text(PLAYBOOK)
+        self.history = tmp / "history.sqlite"
+        self.port = _free_port()
+        self.changes: list[tuple[float, dict[str, object]]] = []
+        env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "provisioner", "watch", str(lab.state.inventory_path), "-p", str(playbook),
+             "--every", "2s", "--timeout", "4", "--connect-timeout", "3", "--json", "--history", str(self.history),
+             "--prom-port", str(self.port), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.changes.append((time.monotonic(), json.loads(line)))
+
+    def wait_for(self, predicate: object, timeout: float = 20.0) -> tuple[float, dict[str, object]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for arrived, change in list(self.changes):
+                if predicate(change):  # type: ignore[operator]
+                    return arrived, change
+            time.sleep(0.1)
+        raise AssertionError(f"not reported within {timeout} s; reported: {[c for _, c in self.changes]}")
+
+    def kinds(self, skip: tuple[str, ...] = ("watching",)) -> list[tuple[object, object, object]]:
+        return [(c["host"], c["kind"], c["subject"]) for _, c in self.changes if c["kind"] not in skip]
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=20)
+        self._reader.join(timeout=5)
+        return code
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _fabnet(*args: str, state: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_STATE_HOME": str(state)} if state else None
+    return subprocess.run([sys.executable, "-m", "provisioner", *args], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, env=env)
+
+
+def test_each_fault_is_reported_once_with_host_and_port_and_nothing_else(watch_lab: Lab, tmp_path: Path) -> None:
+    gpu01, gpu02, gpu03 = (watch_lab.node(n) for n in ("gpu01", "gpu02", "gpu03"))
+    watch = Watch(watch_lab, tmp_path)
+    try:
+        for name in ("gpu01", "gpu02", "gpu03"):
+            watch.wait_for(lambda c, n=name: c["host"] == n and c["kind"] == "watching")
+        watch_lab.ssh(gpu03, f"sysctl -w {SYSCTL}=0")
+        changed = time.monotonic()
+        watch_lab.ssh(gpu02, f"echo 40 > {SYSFS}/symbol_error")
+        port = watch_lab.state.names.data_port(gpu01.index)
+        subprocess.run(f"ip link set {port} down && sleep 0.2 && ip link set {port} up", shell=True, check=True)
+        arrived, drift = watch.wait_for(lambda c: c["kind"] == "drift_new")
+        assert arrived - changed < 2 + 4  # within one interval (and that cycle's own time)
+        _, counter = watch.wait_for(lambda c: c["kind"] == "counter_rose")
+        _, flap = watch.wait_for(lambda c: c["kind"] in ("link_flap", "link_down"))
+        time.sleep(5)  # two more cycles each: nothing is repeated, nothing else appears
+        metrics = watch.metrics()
+    finally:
+        code = watch.stop()
+        watch_lab.ssh(gpu03, f"sysctl -w {SYSCTL}=1", check=False)
+        watch_lab.ssh(gpu02, f"echo 0 > {SYSFS}/symbol_error", check=False)
+    assert code == 0  # SIGTERM is a clean stop
+    assert drift["host"] == "gpu03" and SYSCTL in str(drift["subject"]) and "0 (want 1)" in str(drift["detail"])
+    assert (counter["host"], counter["subject"], counter["delta"]) == ("gpu02", "mlx5_0/1 symbol_error", 40)
+    assert isinstance(counter["rate"], float) and 40 / 8 < counter["rate"] <= 40 / 1.5
+    assert (flap["host"], flap["subject"]) == ("gpu01", "eth1")
+    # A cycle that read the port while it was down says so, and then that it came back: never more.
+    flaps = [[("gpu01", "link_flap", "eth1")], [("gpu01", "link_down", "eth1"), ("gpu01", "link_up", "eth1")]]
+    assert [k for k in watch.kinds() if k[0] == "gpu01"] in flaps
+    assert [k for k in watch.kinds() if k[0] != "gpu01"] in (
+        [("gpu02", "counter_rose", "mlx5_0/1 symbol_error"), ("gpu03", "drift_new", drift["subject"])],
+        [("gpu03", "drift_new", drift["subject"]), ("gpu02", "counter_rose", "mlx5_0/1 symbol_error")])
+    assert metrics[("fabnet_watch_drift_items", (("host", "gpu03"), ("kind", "sysctl")))] == 1
+    key = (("counter", "symbol_error"), ("host", "gpu02"), ("port", "mlx5_0/1"))
+    assert metrics[("fabnet_watch_port_errors_total", key)] == 40
+    assert metrics[("fabnet_watch_host_up", (("host", "gpu01"),))] == 1
+    shown = _fabnet("history", "gpu03", "--history", str(watch.history))
+    assert shown.returncode == 0, shown.stderr
+    line = next(line for line in shown.stdout.splitlines() if "DRIFT" in line)
+    assert line.startswith(time.strftime("%Y-%m-%d")) and "gpu03" in line and SYSCTL in line
+    assert "gpu01" not in shown.stdout
+
+
+def test_hosts_down_or_restarting_sshd_are_reported_and_never_hold_up_the_others(watch_lab: Lab,
+                                                                                  tmp_path: Path) -> None:
+    gpu02, gpu03 = watch_lab.node("gpu02"), watch_lab.node("gpu03")
+    watch = Watch(watch_lab, tmp_path)
+    mgmt = watch_lab.state.names.mgmt_port(gpu03.index)
+    try:
+        for name in ("gpu01", "gpu02", "gpu03"):
+            watch.wait_for(lambda c, n=name: c["host"] == n and c["kind"] == "watching")
+        second = _fabnet("watch", str(watch_lab.state.inventory_path), "--every", "2s", "--for", "1s",
+                         "--history", str(tmp_path / "other.sqlite"), state=tmp_path / "state")
+        # sshd and every session it holds killed, then started again, outside its own cgroup.
+        watch_lab.ssh(gpu02, "systemd-run --no-block --collect sh -c "
+                             "'sleep 0.5; systemctl kill -s KILL ssh.service; systemctl restart ssh.service'")
+        subprocess.run(["ip", "link", "set", mgmt, "down"], check=True)
+        cut = time.time()
+        watch.wait_for(lambda c: c["host"] == "gpu03" and c["kind"] == "host_down", timeout=15)
+        time.sleep(max(0.0, 10 - (time.time() - cut)))
+        subprocess.run(["ip", "link", "set", mgmt, "up"], check=True)
+        watch.wait_for(lambda c: c["host"] == "gpu03" and c["kind"] == "host_back", timeout=40)
+        watch.wait_for(lambda c: c["host"] == "gpu02" and c["kind"] in ("reconnected", "host_back"))
+        time.sleep(3)
+    finally:
+        subprocess.run(["ip", "link", "set", mgmt, "up"], check=False)
+        code = watch.stop(signal.SIGKILL)
+    assert code == -9
+    assert second.returncode == 1 and f"(pid {watch.proc.pid})" in second.stderr, second.stderr
+    others = [k for k in watch.kinds() if k[1] not in ("host_down", "host_back", "reconnected")]
+    assert others == [("gpu03", "link_flap", "eth0")]  # its management link did go down and up; nothing else
+    assert [k for k in watch.kinds() if k[0] == "gpu01"] == []
+    with sqlite3.connect(watch.history) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        ats = [row[0] for row in db.execute("SELECT at FROM results WHERE host = 'gpu01' ORDER BY at")]
+        assert db.execute("SELECT finished FROM runs").fetchall() == [(None,)]  # killed: never finished
+    gaps = [b - a for a, b in itertools.pairwise(ats)]
+    assert len(ats) >= 10 and max(gaps) < 2 + 1.5, gaps  # gpu01 kept its 2 s schedule throughout
+    assert time.time() - ats[-1] < 2 + 3  # the history holds the cycles up to the kill
+    shown = _fabnet("history", "gpu03", "--history", str(watch.history), "--json")
+    kinds = [c["kind"] for c in json.loads(shown.stdout)["changes"]]
+    assert kinds[:1] == ["watching"] and "host_down" in kinds and "host_back" in kinds
+
+
+def test_drain_failed_drains_the_host_whose_link_counter_rose_and_no_other(tmp_path: Path) -> None:
+    name = lab_name("wsl")
+    manager.down(name)
+    try:
+        lab = Lab(manager.up(name, 3, with_slurm=True))
+        controller = lab.node("gpu01")
+        watch = Watch(lab, tmp_path, "--drain-failed")
+        try:
+            for host in ("gpu01", "gpu02", "gpu03"):
+                watch.wait_for(lambda c, n=host: c["host"] == n and c["kind"] == "watching")
+            lab.ssh(lab.node("gpu03"), f"echo 7 > {SYSFS}/link_downed")
+            watch.wait_for(lambda c: c["kind"] == "counter_rose")
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:  # the oracle: Slurm itself, over the system ssh client
+                states = dict(line.split(" ", 1) for line in lab.ssh(
+                    controller, "sinfo -N -h -o '%N %T %E'").stdout.strip().splitlines())
+                if states["gpu03"].startswith("drained"):
+                    break
+                time.sleep(0.5)
+        finally:
+            assert watch.stop() == 0
+        assert states["gpu03"].startswith("drained fabnet: watch: counter rose mlx5_0/1 link_downed: +7 in ")
+        assert states["gpu01"].split()[0] == "idle" and states["gpu02"].split()[0] == "idle"
+    finally:
+        manager.down(name)

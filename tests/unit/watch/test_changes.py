@@ -1,0 +1,103 @@
+"""Change detection between watch cycles: changes once, never repeats; rates; down and back; link flaps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.watch import links
+from provisioner.watch.changes import HostTrack, snapshot
+from provisioner.watch.links import LinkReading
+
+
+def host(status: str = "in_sync", drift: dict[str, str] | None = None, error: str | None = None) -> dict[str, Any]:
+    checks = [{"attribute": "value", "desired": "1", "actual": actual, "status": "drift", "message": ""}
+              for actual in (drift or {}).values()]
+    resources = [{"kind": "sysctl", "target": name, "checks": [check]}
+                 for name, check in zip(drift or {}, checks, strict=True)]
+    return {"name": "gpu03", "status": status, "error": error, "resources": resources}
+
+
+def reading(counters: dict[str, int] | None = None, changes: int = 2, carrier: int = 1) -> LinkReading:
+    return LinkReading(counters=counters or {"mlx5_0/1 symbol_error": 0}, carrier_changes={"eth1": changes},
+                       carrier={"eth1": carrier} if carrier else {})
+
+
+def test_first_cycle_is_a_baseline_and_a_repeat_reports_nothing() -> None:
+    track = HostTrack()
+    first = track.advance(snapshot(host(drift={"net.x": "0"}), reading(), 100.0))
+    assert [c.kind for c in first] == ["watching"]
+    assert "1 drift items" in first[0].detail
+    assert track.advance(snapshot(host(drift={"net.x": "0"}), reading(), 160.0)) == []
+
+
+def test_drift_new_changed_and_gone_each_once() -> None:
+    track = HostTrack()
+    track.advance(snapshot(host(), reading(), 0.0))
+    new = track.advance(snapshot(host(drift={"net.x": "0"}), reading(), 60.0))
+    assert [(c.kind, c.subject, c.detail) for c in new] == [("drift_new", "sysctl net.x: value", "0 (want 1)")]
+    assert track.advance(snapshot(host(drift={"net.x": "0"}), reading(), 120.0)) == []
+    changed = track.advance(snapshot(host(drift={"net.x": "5"}), reading(), 180.0))
+    assert [(c.kind, c.detail) for c in changed] == [("drift_changed", "0 -> 5 (want 1)")]
+    gone = track.advance(snapshot(host(), reading(), 240.0))
+    assert [(c.kind, c.subject, c.bad) for c in gone] == [("drift_gone", "sysctl net.x: value", False)]
+
+
+def test_a_rising_counter_is_reported_with_its_rate_and_a_reset_is_not() -> None:
+    track = HostTrack()
+    track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 10}), 0.0))
+    rose = track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 40}), 60.0))
+    assert [(c.kind, c.subject, c.delta, c.rate) for c in rose] == [
+        ("counter_rose", "mlx5_0/1 symbol_error", 30, 0.5)]
+    assert "+30 in 60 s (0.5/s), now 40" in rose[0].detail
+    assert track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 0}), 120.0)) == []  # reboot
+
+
+def test_link_flap_and_link_down() -> None:
+    track = HostTrack()
+    track.advance(snapshot(host(), reading(changes=2), 0.0))
+    flap = track.advance(snapshot(host(), reading(changes=4), 60.0))
+    assert [(c.kind, c.subject, c.delta) for c in flap] == [("link_flap", "eth1", 2)]
+    down = track.advance(snapshot(host(), reading(changes=5, carrier=0), 120.0))
+    assert [(c.kind, c.subject) for c in down] == [("link_down", "eth1")]
+    up = track.advance(snapshot(host(), reading(changes=6, carrier=1), 180.0))
+    assert [(c.kind, c.subject, c.bad) for c in up] == [("link_up", "eth1", False)]
+
+
+def test_a_host_down_is_reported_once_and_compared_with_its_last_state_when_back() -> None:
+    track = HostTrack()
+    track.advance(snapshot(host(), reading(), 0.0))
+    down = track.advance(snapshot(host("unreachable", error="timed out"), reading(), 60.0))
+    assert [(c.kind, c.detail) for c in down] == [("host_down", "timed out")]
+    assert track.advance(snapshot(host("unreachable", error="timed out"), reading(), 120.0)) == []
+    back = track.advance(snapshot(host(drift={"net.x": "0"}), reading(changes=3), 180.0))
+    assert [c.kind for c in back] == ["host_back", "drift_new", "link_flap"]
+
+
+def test_an_exec_that_failed_without_results_counts_as_down() -> None:
+    assert not snapshot({"name": "a", "status": "failed", "error": "lost", "resources": []}, reading(), 0).up
+    assert snapshot(host("failed", drift={"x": "1"}), reading(), 0).up  # a resource unreadable: still up
+
+
+def test_a_new_login_between_cycles_is_reported_as_reconnected() -> None:
+    track = HostTrack()
+    track.advance(snapshot(host(), reading(), 0.0, logins=1))
+    assert [c.kind for c in track.advance(snapshot(host(), reading(), 60.0, logins=2))] == ["reconnected"]
+
+
+def test_link_readings_parse_counters_and_carrier() -> None:
+    text = ("mlx5_0/ports/1/counters/symbol_error:7\nmlx5_0/ports/1/counters/port_xmit_data:999\n"
+            "mlx5_0/ports/1/hw_counters/out_of_buffer:3\n" + links.NET_MARK + "\n"
+            "/sys/class/net/eth1/carrier_changes:4\n/sys/class/net/lo/carrier_changes:0\n"
+            "/sys/class/net/eth1/carrier:1\n")
+    parsed = links.parse(text)
+    assert parsed.counters == {"mlx5_0/1 symbol_error": 7, "mlx5_0/1 out_of_buffer": 3}  # traffic left out
+    assert parsed.carrier_changes == {"eth1": 4} and parsed.carrier == {"eth1": 1}
+    assert links.parse("garbage line\n" + links.NET_MARK).problem is not None
+    assert links.parse(links.NET_MARK + "\n").counters == {}
+
+
+def test_a_down_host_backs_off_to_a_minute_or_the_interval() -> None:
+    from provisioner.watch.loop import backoff
+
+    assert [backoff(2.0, n) for n in range(0, 8)] == [2.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    assert backoff(300.0, 3) == 300.0  # never past the interval when that is longer

@@ -1,0 +1,62 @@
+"""watch --drain-failed: failing hosts drained once with a `fabnet: watch:` reason; news never drains."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from provisioner.scheduler import NodeState, SchedulerError
+from provisioner.watch.changes import Change
+from provisioner.watch.drainer import Drainer
+
+
+class FakeSlurm:
+    def __init__(self) -> None:
+        self.drains: list[dict[str, str]] = []
+
+    def drain(self, reasons: dict[str, str]) -> dict[str, str]:
+        self.drains.append(dict(reasons))
+        return {}
+
+    def resume(self, hosts: Sequence[str]) -> dict[str, str]:
+        return {}
+
+    def state(self, hosts: Sequence[str]) -> dict[str, NodeState]:
+        return {}
+
+
+def test_failing_hosts_are_drained_once_and_good_news_never() -> None:
+    slurm = FakeSlurm()
+
+    @contextmanager
+    def connect() -> Iterator[FakeSlurm]:
+        yield slurm
+
+    drainer = Drainer(connect)  # type: ignore[arg-type]
+    flap = Change("gpu01", 1.0, "link_flap", "eth1", "link went down and came back (2 carrier changes)", 2)
+    news = [Change("gpu02", 1.0, "drift_gone", "sysctl x: value", "back to 1"),
+            Change("gpu03", 1.0, "watching", "", "0 drift items")]
+    actions, error = drainer([flap, *news])
+    assert error is None
+    assert [(a.host, a.action) for a in actions] == [("gpu01", "drained")]
+    assert slurm.drains == [{"gpu01": "fabnet: watch: link flap eth1: link went down and came back (2 carrier "
+                                      "changes)"}]
+    assert drainer([flap]) == ([], None)  # once per watch
+    assert len(slurm.drains) == 1
+
+
+def test_an_unreachable_scheduler_is_said_and_tried_again() -> None:
+    calls = 0
+
+    @contextmanager
+    def connect() -> Iterator[FakeSlurm]:
+        nonlocal calls
+        calls += 1
+        raise SchedulerError("controller unreachable")
+        yield FakeSlurm()
+
+    drainer = Drainer(connect)  # type: ignore[arg-type]
+    down = Change("gpu02", 1.0, "host_down", "", "timed out")
+    assert drainer([down]) == ([], "controller unreachable")
+    assert drainer([down]) == ([], "controller unreachable")
+    assert calls == 2

@@ -1,0 +1,113 @@
+"""The run history: rows written per cycle survive a crash, queries by host and time, drift changes between
+audits, secrets only as audit's JSON shows them, and the watch lock."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.history import record
+from provisioner.history.store import History
+from provisioner.watch.lock import AlreadyWatched, WatchLock
+
+
+def audit_doc(actual: str | None, status: str = "drifted") -> dict[str, Any]:
+    checks = [] if actual is None else [{"attribute": "value", "desired": "1", "actual": actual, "status": "drift",
+                                         "message": ""}]
+    return {"inventory": "inv.yml", "playbook": "site.yml", "summary": {"drifted": 1 if checks else 0},
+            "hosts": [{"name": "gpu03", "status": status if checks else "in_sync", "error": None,
+                       "resources": [{"kind": "sysctl", "target": "net.x", "checks": checks}]}]}
+
+
+def test_audits_record_the_drift_that_appeared_and_went_away(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with History(path) as history:
+        record.record(history, "audit", record.audit_rows(audit_doc(None), 100.0), verdict="in_sync", at=100.0)
+        record.record(history, "audit", record.audit_rows(audit_doc("0"), 200.0), verdict="drifted", at=200.0)
+        record.record(history, "audit", record.audit_rows(audit_doc("0"), 300.0), verdict="drifted", at=300.0)
+        record.record(history, "audit", record.audit_rows(audit_doc(None), 400.0), verdict="in_sync", at=400.0)
+        events = history.events("gpu03")
+        assert [(e.at, e.kind, e.subject) for e in events] == [(200.0, "drift_new", "sysctl net.x: value"),
+                                                              (400.0, "drift_gone", "sysctl net.x: value")]
+        assert history.events("gpu03", since=300.0)[0].kind == "drift_gone"
+        assert history.events("gpu09") == []
+        assert [r.verdict for r in history.results("gpu03")] == ["in_sync", "drifted", "drifted", "in_sync"]
+        assert [r.command for r in history.runs()] == ["audit"] * 4
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_strings_are_stored_cleaned_as_audits_json_shows_them(tmp_path: Path) -> None:
+    with History(tmp_path / "h.sqlite") as history:
+        record.record(history, "audit", record.audit_rows(audit_doc("\x1b[31mred"), 1.0), verdict="drifted")
+        assert history.results()[0].drift[0]["actual"] == "\\x1b[31mred"
+
+
+def test_smoke_rows_keep_busbw_and_pairs(tmp_path: Path) -> None:
+    doc = {"verdict": "pass", "avg_busbw": 12.5, "results": [{"size": 1048576, "busbw": 10.0}],
+           "hosts": [{"name": "gpu01", "failed": False}, {"name": "gpu02", "failed": True, "reason": "slow"}],
+           "localisation": {"pairs": [{"round": 1, "hosts": ["gpu01", "gpu02"], "busbw": 3.0, "ok": True}]}}
+    with History(tmp_path / "h.sqlite") as history:
+        record.record(history, "smoke", record.smoke_rows(doc, 5.0), verdict="pass", detail=record.smoke_detail(doc))
+        assert [(r.host, r.verdict, r.busbw) for r in history.results()] == [("gpu01", "pass", 12.5),
+                                                                             ("gpu02", "failed", 12.5)]
+        assert history.runs()[0].detail["pairs"][0]["hosts"] == ["gpu01", "gpu02"]
+
+
+def test_record_safely_keeps_the_runs_verdict_and_duration(tmp_path: Path) -> None:
+    doc = {**audit_doc("0"), "seconds": 12.5}
+    assert record.record_safely("audit", doc, path=tmp_path / "h.sqlite") is None
+    with History(tmp_path / "h.sqlite") as history:
+        (run,) = history.runs()
+        assert (run.command, run.verdict, run.inventory) == ("audit", "drifted", "inv.yml")
+        assert run.finished is not None and run.finished - run.started == pytest.approx(12.5)
+
+
+def test_record_safely_names_an_unwritable_history(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    note = record.record_safely("audit", audit_doc("0"), path=blocker / "h.sqlite")
+    assert note is not None and note.startswith("history not recorded: cannot open the history")
+
+
+def test_history_path_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(record.ENV, "off")
+    assert record.history_path() is None
+    monkeypatch.setenv(record.ENV, str(tmp_path / "x.sqlite"))
+    assert record.history_path() == tmp_path / "x.sqlite"
+    monkeypatch.delenv(record.ENV)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert record.history_path() == tmp_path / "fabnet" / "history.sqlite"
+
+
+def test_a_killed_writer_leaves_every_committed_cycle_readable(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    script = (
+        "import os, sys\nfrom provisioner.history.store import History\n"
+        f"h = History(__import__('pathlib').Path({str(path)!r}))\nrun = h.start_run('watch')\n"
+        "for i in range(50):\n"
+        "    h.add_results(run, [{'host': 'gpu01', 'at': float(i), 'verdict': 'in_sync'}])\n"
+        "os.kill(os.getpid(), 9)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[3], timeout=60)
+    assert proc.returncode == -9
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    with History(path) as history:
+        assert len(history.results("gpu01")) == 50
+        assert history.runs()[0].finished is None
+
+
+def test_a_second_lock_of_one_inventory_names_the_holder(tmp_path: Path) -> None:
+    inventory = tmp_path / "inv.yml"
+    inventory.write_text("")
+    with WatchLock(inventory, tmp_path / "state"):
+        with pytest.raises(AlreadyWatched, match=rf"already watched by fabnet watch \(pid {os.getpid()}\)"):
+            WatchLock(tmp_path / "." / "inv.yml", tmp_path / "state").acquire()
+        WatchLock(tmp_path / "other.yml", tmp_path / "state").acquire()  # another inventory is free
+    with WatchLock(inventory, tmp_path / "state"):  # released with the first
+        pass
