@@ -190,3 +190,17 @@ def judge(hosts: Sequence[str], pairs: Mapping[tuple[str, str], float], speeds: 
     figures, per_host = host_figures(hosts, pairs, slow_fraction)
     return Judgement(figures, [threshold_check(avg, min_busbw), per_host,
                                link_check(speeds, rows, ranks, link_fraction, backend)])
+
+
+CONFIRM_MAX = 4  # suspects measured again, one at a time
+
+
+def confirmation_pairs(judgement: Judgement) -> list[tuple[str, str]]:
+    """Each host the side-by-side pairs found slow, paired with the fastest host that was not, to be
+    measured again alone: pairs measured together share the machines' CPUs and the fabric, and a
+    host is called slow only when it stays slow without that company."""
+    good = [f for f in judgement.figures if not f.slow and f.busbw is not None]
+    if not good:
+        return []
+    fastest = max(good, key=lambda f: f.busbw or 0.0).host
+    return [(f.host, fastest) for f in judgement.figures if f.slow][:CONFIRM_MAX]

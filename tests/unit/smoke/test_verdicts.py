@@ -115,3 +115,18 @@ def test_link_speed_probe_reads_the_stand_in_root_first(tmp_path) -> None:  # ty
     assert probe is not None
     out = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, timeout=10).stdout
     assert out.splitlines() == ["eth1 25000", "nosuch0 unknown"]
+
+
+def test_a_suspect_is_measured_again_alone_with_the_fastest_host_and_cleared_if_fast() -> None:
+    # Side by side, gpu02 looked slow (its pairs shared two CPUs with the others); measured again alone
+    # with the fastest host it reaches the fleet, and only the host that is slow alone stays slow.
+    hosts = ["gpu01", "gpu02", "gpu03", "gpu04"]
+    pairs = {("gpu01", "gpu02"): 0.25, ("gpu03", "gpu04"): 0.006, ("gpu02", "gpu03"): 0.005,
+             ("gpu04", "gpu01"): 0.90}
+    first = verdicts.judge(hosts, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None)
+    assert set(first.slow_hosts) == {"gpu02", "gpu03"}
+    again = verdicts.confirmation_pairs(first)
+    assert again == [("gpu02", "gpu01"), ("gpu03", "gpu01")]
+    pairs.update({("gpu02", "gpu01"): 0.85, ("gpu03", "gpu01"): 0.007})
+    second = verdicts.judge(hosts, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None)
+    assert set(second.slow_hosts) == {"gpu03"}
