@@ -11,8 +11,10 @@ fi
 
 need_apt=0
 # promtool (Debian's prometheus package) checks the --prom textfiles in the unit tests; scontrol
-# (slurm-client) is the oracle of the Slurm hostlist tests (`scontrol show hostnames`).
-for tool in systemd-nspawn debootstrap ssh ssh-keygen ip sysctl dpkg-deb dpkg-scanpackages cc ping promtool scontrol; do
+# (slurm-client) is the oracle of the Slurm hostlist tests (`scontrol show hostnames`); prometheus
+# scrapes `watch --prom-port` and chromium (driven by chromedriver) opens `report --html` in the e2e tests.
+for tool in systemd-nspawn debootstrap ssh ssh-keygen ip sysctl dpkg-deb dpkg-scanpackages cc ping promtool scontrol \
+    prometheus chromium chromedriver; do
   command -v "$tool" >/dev/null 2>&1 || need_apt=1
 done
 # The lab's emulated tools have a C fast path, linked statically (libc6-dev has libc.a).
@@ -24,7 +26,7 @@ if [ "$need_apt" = 1 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
     systemd-container debootstrap openssh-client iproute2 procps dpkg-dev python3-venv ca-certificates \
-    gcc libc6-dev iputils-ping prometheus slurm-client >/dev/null
+    gcc libc6-dev iputils-ping prometheus slurm-client chromium chromium-driver >/dev/null
 fi
 
 # The host python may be a per-user build that lab nodes cannot see; the venv only runs on the host,

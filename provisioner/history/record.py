@@ -76,7 +76,9 @@ def smoke_detail(doc: Mapping[str, Any]) -> dict[str, Any]:
     localisation = doc.get("localisation") or {}
     detail: dict[str, Any] = _clean({"verdict": doc.get("verdict"), "avg_busbw": doc.get("avg_busbw"),
                                      "results": doc.get("results", []),
-                   "pairs": localisation.get("pairs", []), "reason": doc.get("reason")})
+                   # The pairs a localisation ran, else those measured after the sweep (every run of
+                   # three hosts or more): either is the report's pairwise matrix.
+                   "pairs": localisation.get("pairs") or doc.get("pair_figures", []), "reason": doc.get("reason")})
     return detail
 
 

@@ -83,8 +83,9 @@ def pairs_section(runs: Sequence[Run]) -> str:
             value = float(busbw) if isinstance(busbw, int | float) and pair.get("ok", True) else math.nan
             values[(hosts[0], hosts[1])] = values[(hosts[1], hosts[0])] = value
     names = sorted({h for pair in values for h in pair})
+    chart = svg.heatmap(names, names, values, unit=" GB/s", higher_is_better=True, key="data-pair")
     return (f'<p class="muted">Smoke run {run.id} at {_stamp(run.started)}: bus bandwidth of each pair, GB/s '
-            "(- : not paired).</p>" + svg.heatmap(names, names, values, unit=" GB/s", higher_is_better=True))
+            "(- : not paired).</p>" + chart)
 
 
 def busbw_section(runs: Sequence[Run]) -> str:

@@ -21,9 +21,11 @@ def _color(fraction: float, low: tuple[int, int, int], high: tuple[int, int, int
 
 
 def heatmap(rows: Sequence[str], columns: Sequence[str], values: dict[tuple[str, str], float], *,
-            unit: str = "", higher_is_better: bool = False, empty: str = "-", floor: float | None = None) -> str:
+            unit: str = "", higher_is_better: bool = False, empty: str = "-", floor: float | None = None,
+            key: str = "data-cell") -> str:
     """A grid of coloured cells with their values; red is bad (high, or low where higher is better), the
-    scale running from `floor` (else the lowest value) to the highest. NaN is a failed cell."""
+    scale running from `floor` (else the lowest value) to the highest. NaN is a failed cell. Each cell
+    with a value carries `key`="row|column", so a page can be checked (or scripted) cell by cell."""
     if not rows or not columns:
         return "<p>nothing to show</p>"
     longest = 6 * max(len(c) for c in columns)
@@ -53,7 +55,8 @@ def heatmap(rows: Sequence[str], columns: Sequence[str], values: dict[tuple[str,
                 fill = _color(bad, (220, 240, 220), (230, 80, 70))
                 label = f"{value:.3g}"
             tip = f"{row} / {column}: {label}{unit if value is not None and not math.isnan(value) else ''}"
-            parts.append(f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}">'
+            mark = "" if value is None else f' {key}="{escape(f"{row}|{column}")}"'
+            parts.append(f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}"{mark}>'
                          f"<title>{escape(tip)}</title></rect>")
             ink = ' fill="#fff"' if value is not None and math.isnan(value) else ""
             parts.append(f'<text x="{x + cell / 2 - 1}" y="{y + cell / 2 + 4}" text-anchor="middle"{ink}>'
