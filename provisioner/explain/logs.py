@@ -67,9 +67,11 @@ def _host(prefix: str, text: str) -> str | None:
     return nccl.group("host") if nccl else None
 
 
-def read_log(name: str, text: str) -> Log:
-    lines = [LogLine(name, line.number, line.text.strip(), _host(line.prefix, line.text), _rank(line.prefix))
-             for line in split_lines(text) if line.text.strip()]
+def read_log(name: str, text: str, host: str | None = None) -> Log:
+    """`host`: where the whole log came from, when that is known apart from its lines (one rank's output
+    that `fabnet smoke` kept with its host); a line's own label still wins."""
+    lines = [LogLine(name, line.number, line.text.strip(), _host(line.prefix, line.text) or host,
+                     _rank(line.prefix)) for line in split_lines(text) if line.text.strip()]
     # A line with a rank but no host takes the host that rank ran on, where the log says it.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}
     for line in lines:

@@ -44,15 +44,15 @@ def network_use(log: Log) -> NetworkUse | None:
 def explain(logs: list[tuple[str, str]]) -> Explanation:
     """Causes, most likely first, for the (name, text) logs of one job (`fabnet smoke --json` output
     included: its findings are causes and its ranks' output is read as logs)."""
-    texts: list[tuple[str, str]] = []
+    texts: list[tuple[str, str, str | None]] = []
     causes: list[Cause] = []
     for name, text in logs:
         if (data := smoke.load(text)) is not None:
             causes += smoke.causes(name, text, data)
             texts += smoke.rank_outputs(name, data)
         else:
-            texts.append((name, text))
-    read = [read_log(name, text) for name, text in texts]
+            texts.append((name, text, None))
+    read = [read_log(name, text, host) for name, text, host in texts]
     for rule in RULES:
         causes += rule(read)
     if not causes:

@@ -35,8 +35,10 @@ _DEAD_PEER = re.compile(
     r"|Timed out waiting [0-9]+ ?ms for (?:recv|send) operation|socketProgress.*(?:closed|reset)",
     re.I,
 )
+# A shell reports a child it lost to SIGKILL as `Killed` alone on a line, or `line 1: 1234 Killed  python ...`.
 _CRASH = re.compile(r"Segmentation fault|core dumped|SIGSEGV|SIGBUS|SIGABRT|Bus error|Signal 9 \(SIGKILL\)|"
-                    r"exitcode\s*:\s*-(?:9|11|6)\b|Killed process|Out of memory: Kill", re.I)
+                    r"exitcode\s*:\s*-(?:9|11|6)\b|Killed process|Out of memory: Kill|^Killed$|"
+                    r"\b[0-9]+\s+Killed\s+\S", re.I)
 _CUDA = re.compile(r"Cuda failure\s*'?(?P<what>[^']+)'?|CUDA error: (?P<what2>.+)", re.I)
 _NCCL_ERROR = re.compile(r"NCCL error.*?(?P<what>unhandled system error|unhandled cuda error|internal error|"
                          r"invalid usage|invalid argument)|ncclSystemError|ncclInternalError", re.I)

@@ -29,9 +29,13 @@ def _where(name: str, text: str, needle: str) -> list[Evidence]:
     return []
 
 
-def rank_outputs(name: str, data: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(f"{name}[rank {rank}]", out) for rank, out in sorted((data.get("rank_output") or {}).items())
-            if isinstance(out, str) and out.strip()]
+def rank_outputs(name: str, data: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """(name, text, host) of each rank's output: its host from the run's per-rank progress, so causes
+    found in a rank's lines name where it ran."""
+    hosts = {str(p.get("rank")): str(p["host"]) for p in data.get("progress") or []
+             if isinstance(p, dict) and p.get("host")}
+    return [(f"{name}[rank {rank}]", out, hosts.get(str(rank)))
+            for rank, out in sorted((data.get("rank_output") or {}).items()) if isinstance(out, str) and out.strip()]
 
 
 def causes(name: str, text: str, data: dict[str, Any]) -> list[Cause]:

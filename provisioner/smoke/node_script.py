@@ -27,6 +27,11 @@ class Events:
         # One write per line, flushed at once: a rank killed a moment later still leaves a readable file.
         with open(self.path, "a") as handle:
             handle.write(json.dumps(record) + "\n")
+        if event == "error":
+            # The rank's own output says it too, as a job's log would: what a launcher collects (and
+            # `fabnet explain` reads) is then more than a warning or nothing.
+            print(f"rank {self.rank} error ({fields.get('stage')}): {fields.get('message')}", file=sys.stderr,
+                  flush=True)
 
 
 def watchdog(events: Events, seconds: float) -> None:

@@ -176,3 +176,31 @@ def test_healthy_multi_node_ib_log_names_nothing() -> None:
             "gpu01:1:2 [0] NCCL INFO Channel 00/0 : 0[1a000] -> 1[1a000] [send] via NET/IB/0\n"
             "gpu02:1:2 [0] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 0 busId 1a000 - Init COMPLETE\n")
     assert _ids(text) == []
+
+
+def test_smoke_rank_output_names_the_host_its_rank_ran_on() -> None:
+    """A rank's output carries no host label: the run's per-rank progress says where it ran, so the
+    cause found in its lines names that host (and --inventory can map it)."""
+    gloo = ("RuntimeError: [enforce fail at gloo/transport/tcp/device.cc:84] ifa != nullptr. "
+            "Unable to find address for: eth1\n")
+    data = {"schema": "fabnet/smoke/v1", "verdict": "failed", "exit_code": 2, "reason": "gpu02 failed",
+            "hosts": [], "preflight": {"findings": [], "unreachable": [], "after_failure": []},
+            "progress": [{"rank": 0, "host": "gpu01"}, {"rank": 1, "host": "gpu02"}],
+            "rank_output": {"0": "", "1": f"rank 1 error (rendezvous): {gloo}"}}
+    interface = next(c for c in explain([("smoke.json", json.dumps(data))]).causes if c.id == "no-socket-interface")
+    assert interface.hosts == ["gpu02"] and interface.evidence[0].file == "smoke.json[rank 1]"
+    # Without the progress no host is guessed.
+    data["progress"] = []
+    interface = next(c for c in explain([("smoke.json", json.dumps(data))]).causes if c.id == "no-socket-interface")
+    assert interface.hosts == []
+
+
+@pytest.mark.parametrize("line", ["gpu02: Killed", "gpu02: /tmp/run.sh: line 3:  4242 Killed   python3 node.py"])
+def test_a_shell_reporting_a_killed_rank_is_a_crash(line: str) -> None:
+    log = f"gpu01: waiting for the other ranks\n{line}\n"  # a collected log: every line labelled
+    cause = next(c for c in explain([("job.log", log)]).causes if c.id == "process-crashed")
+    assert cause.hosts == ["gpu02"]
+
+
+def test_killed_in_a_sentence_is_no_crash() -> None:
+    assert "process-crashed" not in _ids("gpu01: started\ngpu02: Killed 3 stale files before the run\n")
