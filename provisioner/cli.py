@@ -27,6 +27,7 @@ from provisioner.commands.options import (
     become_password,
     connect_timeout_option,
     limit_option,
+    load_targets,
     playbook_option,
     scheduler_options,
     ssh_config_option,
@@ -296,15 +297,9 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
       4  at least one host unreachable, or a resource could not be read (wins over 2)
       1  --drain-failed / --resume-fixed: Slurm could not be told (wins over the others)
     """
-    from provisioner.errors import ConfigError
     from provisioner.evaluate import engine
-    from provisioner.load.loading import find_playbook
 
-    playbook = find_playbook(inventory, playbook)
-    plans = _load_plans(inventory, playbook, limit, ssh_config=ssh_config)
-    if not plans:
-        raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
-                          file=str(playbook))
+    plans, playbook = load_targets(inventory, playbook, limit, ssh_config)
     from provisioner.output import prom as textfile
     from provisioner.output.core import check_report, write_reports
     from provisioner.output.files import OutputError

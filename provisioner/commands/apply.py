@@ -13,11 +13,11 @@ from provisioner.commands.options import (
     become_password,
     connect_timeout_option,
     limit_option,
+    load_targets,
     playbook_option,
     scheduler_options,
     ssh_config_option,
 )
-from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -130,7 +130,6 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
       1  --drain-failed / --resume-fixed: Slurm could not be told (wins over the others)
     """
     from provisioner.evaluate import engine
-    from provisioner.load.loading import find_playbook, load_plans
     from provisioner.output.core import check_report
     from provisioner.output.files import OutputError
     from provisioner.run.session import Sessions
@@ -149,13 +148,7 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
         playbook, limit = Path(saved["playbook"]), saved.get("limit")
     else:
         saved = None
-    playbook = find_playbook(inventory, playbook)
-    plans, warnings = load_plans(inventory, playbook, limit, ssh_config=ssh_config)
-    for warning in warnings:
-        report.warn(warning)
-    if not plans:
-        raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
-                          file=str(playbook))
+    plans, playbook = load_targets(inventory, playbook, limit, ssh_config)
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
     from provisioner.commands import scheduling

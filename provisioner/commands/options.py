@@ -6,11 +6,14 @@ import getpass
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from provisioner.run.become import ENV_VAR, Secret
+
+if TYPE_CHECKING:
+    from provisioner.load.hostplans import HostPlan
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -105,3 +108,22 @@ def scheduler_options(function: F) -> F:
     decorated = click.option("--slurm-job", metavar="JOBID", default=None, help=SCHEDULER_HELP["slurm_job"])(decorated)
     decorated = click.option("--nodelist", metavar="HOSTLIST", default=None, help=SCHEDULER_HELP["nodelist"])(decorated)
     return decorated  # type: ignore[return-value]
+
+
+def load_targets(inventory: Path, playbook: Path | None, limit: str | None,
+                 ssh_config: Path | None = None) -> tuple[list[HostPlan], Path]:
+    """What every command that runs a playbook on hosts starts with: the playbook (found as
+    load.loading.find_playbook finds it), the host plans it targets after --limit, the inventory's
+    warnings shown, and an error when no host is left."""
+    from provisioner.errors import ConfigError
+    from provisioner.load.loading import find_playbook, load_plans
+    from provisioner.output import report
+
+    found = find_playbook(inventory, playbook)
+    plans, warnings = load_plans(inventory, found, limit, ssh_config=ssh_config)
+    for warning in warnings:
+        report.warn(warning)
+    if not plans:
+        raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
+                          file=str(found))
+    return plans, found

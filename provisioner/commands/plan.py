@@ -11,9 +11,9 @@ from provisioner.commands.options import (
     become_option,
     become_password,
     limit_option,
+    load_targets,
     playbook_option,
 )
-from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -53,7 +53,6 @@ def plan_command(inventory: Path, playbook: Path | None, limit: str | None, out:
     """
     from provisioner.apply import converge
     from provisioner.evaluate import engine
-    from provisioner.load.loading import find_playbook, load_plans
     from provisioner.output.core import check_report
     from provisioner.output.files import OutputError
     from provisioner.plan import saved as saved_plan
@@ -64,12 +63,7 @@ def plan_command(inventory: Path, playbook: Path | None, limit: str | None, out:
     except OutputError as exc:
         report.error(str(exc))
         raise SystemExit(64) from None
-    playbook = find_playbook(inventory, playbook)
-    plans, warnings = load_plans(inventory, playbook, limit)
-    for warning in warnings:
-        report.warn(warning)
-    if not plans:
-        raise ConfigError("no host of the inventory is targeted by the playbook's plays", file=str(playbook))
+    plans, playbook = load_targets(inventory, playbook, limit)
     password = become_password(ask_become_pass)
     with Sessions(engine.Options(forks=forks, become_password=password)) as sessions, \
             report.host_progress(len(plans), "gathering", [p.host.name for p in plans]) as progress:

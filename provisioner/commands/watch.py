@@ -17,10 +17,10 @@ from provisioner.commands.options import (
     become_password,
     connect_timeout_option,
     limit_option,
+    load_targets,
     playbook_option,
     ssh_config_option,
 )
-from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -85,7 +85,6 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
     from provisioner.evaluate import engine
     from provisioner.history.record import history_path
     from provisioner.history.store import History, default_path
-    from provisioner.load.loading import find_playbook, load_plans
     from provisioner.output import watch_metrics
     from provisioner.output.core import check_report
     from provisioner.run import runner
@@ -95,13 +94,7 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
 
     if interval is None or interval < 0.5:
         raise click.BadParameter("must be at least 0.5 s", param_hint="--every")
-    playbook = find_playbook(inventory, playbook)
-    plans, warnings = load_plans(inventory, playbook, limit, ssh_config=ssh_config)
-    for warning in warnings:
-        report.warn(warning)
-    if not plans:
-        raise ConfigError("no host of the inventory is targeted by the playbook's plays (check hosts: and --limit)",
-                          file=str(playbook))
+    plans, playbook = load_targets(inventory, playbook, limit, ssh_config)
     check_report(prom)
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
