@@ -37,8 +37,12 @@ def fast(node: Node, runner: Path, *argv: str, python: str = sys.executable) -> 
     env = {**os.environ, "FABNET_LAB_HW_ROOT": str(node.root), "FABNET_LAB_NET_SYSFS": str(node.net),
            "PATH": f"{node.bin}{os.pathsep}{os.environ.get('PATH', '')}", "FABNET_LAB_PYTHON": python,
            "FABNET_LAB_PACKAGE": str(emulation.LABHW_SOURCE)}
-    return subprocess.run([str(runner), "--as", *argv], capture_output=True, text=True, env=env, timeout=30,
-                          check=False)
+    # The key holds every interface address of the network namespace it runs in: in the host's, labs that
+    # other tests build and remove meanwhile would change it between two calls. A namespace of its own
+    # (root only) keeps the key this test's.
+    isolate = ["unshare", "--net"] if os.geteuid() == 0 and shutil.which("unshare") else []
+    return subprocess.run([*isolate, str(runner), "--as", *argv], capture_output=True, text=True, env=env,
+                          timeout=30, check=False)
 
 
 def kept(node: Node) -> list[Path]:
