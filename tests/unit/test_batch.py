@@ -304,11 +304,13 @@ def test_the_environment_sweep_runs_only_when_some_process_outlived_its_probe(tm
     spy.chmod(0o755)
     env = {**os.environ, "PATH": f"{spy.parent}:{os.environ['PATH']}"}
     quiet = Probe("echo quiet")
-    results = batch.split_output(run_ticking(batch.build_script([quiet], "ab" * 8), env=env).stdout.decode(),
-                                 "ab" * 8)
+    # Its own PID namespace: the sweep's trigger is a change in the list of processes, which other tests
+    # running at the same time would make on the machine's.
+    results = batch.split_output(run_ticking(batch.build_script([quiet], "ab" * 8), env=env,
+                                             isolate=True).stdout.decode(), "ab" * 8)
     assert results[quiet.key].stdout == "quiet\n" and not log.exists()
     daemon = Probe("setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo started")
-    run_ticking(batch.build_script([daemon], "ab" * 8, run_id="d4" * 8), env=env)
+    run_ticking(batch.build_script([daemon], "ab" * 8, run_id="d4" * 8), env=env, isolate=True)
     assert batch.ENV_MARKER in log.read_text()
     assert _leftovers_killed("d4" * 8) == []
 

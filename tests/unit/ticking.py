@@ -19,8 +19,9 @@ class Ran:
     returncode: int
 
 
-def run_ticking(script: str | bytes, *, env: dict[str, str] | None = None, timeout: float = 60) -> Ran:
-    proc = start_ticking(script, env=env)
+def run_ticking(script: str | bytes, *, env: dict[str, str] | None = None, timeout: float = 60,
+                isolate: bool = False) -> Ran:
+    proc = start_ticking(script, env=env, isolate=isolate)
     chunks: dict[int, list[bytes]] = {1: [], 2: []}
 
     def drain(fd: int, stream: int) -> None:
@@ -41,9 +42,13 @@ def run_ticking(script: str | bytes, *, env: dict[str, str] | None = None, timeo
     return Ran(b"".join(chunks[1]), b"".join(chunks[2]), code)
 
 
-def start_ticking(script: str | bytes, *, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """The running shell; its standard input ticks until it exits (or the caller closes it)."""
-    proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+def start_ticking(script: str | bytes, *, env: dict[str, str] | None = None,
+                  isolate: bool = False) -> subprocess.Popen[bytes]:
+    """The running shell; its standard input ticks until it exits (or the caller closes it). With
+    `isolate` (root only), in a PID namespace of its own: what the script sees of the machine's
+    processes is then its own, whatever other tests start and stop meanwhile."""
+    prefix = ["unshare", "--pid", "--fork", "--mount-proc"] if isolate and os.geteuid() == 0 else []
+    proc = subprocess.Popen([*prefix, "sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env)
     data = script.encode() if isinstance(script, str) else script
 
