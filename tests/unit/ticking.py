@@ -48,8 +48,8 @@ def start_ticking(script: str | bytes, *, env: dict[str, str] | None = None,
     `isolate` (root only), in a PID namespace of its own: what the script sees of the machine's
     processes is then its own, whatever other tests start and stop meanwhile."""
     prefix = ["unshare", "--pid", "--fork", "--mount-proc"] if isolate and os.geteuid() == 0 else []
-    proc = subprocess.Popen([*prefix, "sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env)
+    proc = subprocess.Popen([*prefix, "sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
     data = script.encode() if isinstance(script, str) else script
 
     def feed() -> None:
