@@ -224,7 +224,10 @@ def test_rate_limited_node_is_named_slow(lab8: Lab, count: int) -> None:
     nodes = lab8.nodes[:count]
     slow = nodes[2]
     limit = ",".join(r.name for r in nodes)
-    code, healthy, _ = fabnet(lab8, "--limit", limit, "--sizes", "1M:4M", "--iters", "3", "--timeout", "120")
+    # gloo on a 2-core machine shared with other tests: a healthy host's figure can halve, so the per-host
+    # comparison is asked for at a fifth of the median here (the rate-limited port is a hundred times slower).
+    code, healthy, _ = fabnet(lab8, "--limit", limit, "--sizes", "1M:4M", "--iters", "3", "--timeout", "120",
+                              "--slow-fraction", "0.2")
     assert code == 0, healthy["reason"]
     # Half the healthy figure: far above what the rate-limited link allows (~0.006 GB/s), far below healthy
     # even when the machine's load halves the healthy figure.
@@ -232,6 +235,7 @@ def test_rate_limited_node_is_named_slow(lab8: Lab, count: int) -> None:
     lab8.ssh(slow, "tc qdisc replace dev eth1 root tbf rate 50mbit burst 16kb latency 50ms")
     try:
         code, data, _ = fabnet(lab8, "--limit", limit, "--sizes", "1M:4M", "--iters", "3", "--timeout", "120",
+                               "--slow-fraction", "0.2",
                                "--min-busbw", f"{threshold:.4f}", "--drain-cmd", "echo drain {host}: {reason}")
     finally:
         lab8.ssh(slow, "tc qdisc del dev eth1 root", check=False)
