@@ -81,7 +81,8 @@ class Watch:
                 if predicate(change):  # type: ignore[operator]
                     return arrived, change
             time.sleep(0.1)
-        raise AssertionError(f"not reported within {timeout} s; reported: {[c for _, c in self.changes]}")
+        ended = "" if self.proc.poll() is None else f"; watch ended ({self.proc.returncode}): {self.proc.stderr.read()}"  # type: ignore[union-attr]
+        raise AssertionError(f"not reported within {timeout} s; reported: {[c for _, c in self.changes]}{ended}")
 
     def kinds(self, skip: tuple[str, ...] = ("watching",)) -> list[tuple[object, object, object]]:
         return [(c["host"], c["kind"], c["subject"]) for _, c in self.changes if c["kind"] not in skip]
