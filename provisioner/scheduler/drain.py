@@ -105,7 +105,8 @@ def resume_fixed(scheduler: Scheduler, source: str, checked: Sequence[str], pass
             actions.append(Action(host, "left", f"drained by fabnet {origin}, which `fabnet {origin} --resume-fixed` "
                                                 f"re-checks: {state.reason}"))
         elif host not in passing:
-            actions.append(Action(host, "left", f"still failing {source}: {state.reason}"))
+            # Not "still failing": the run may have failed for another host, or for the fleet as a whole.
+            actions.append(Action(host, "left", f"does not pass {source} now; drained for: {state.reason}"))
         else:
             resume.append(host)
     errors = scheduler.resume(resume) if resume else {}

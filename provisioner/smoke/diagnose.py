@@ -54,8 +54,10 @@ _ORDER = ("not_started", "started", "connected", "joined", "done")
 # A rank that gave up on a peer's connection (gloo's "Read error [peer]: Connection timed out", a reset,
 # NCCL's watchdog) says the collective broke somewhere between hosts, not that its own host did: which
 # rank notices first is a race. Such errors do not single out their host.
-_PEER_FAILURE = re.compile(r"timed out|timeout|connection (?:reset|closed|refused)|broken pipe|reset by peer",
-                           re.IGNORECASE)
+# A rank that ran out its own deadline (node_script's budget) only waited on the others the longest: on a
+# loaded machine some ranks reach it before fabnet's kill ends the rest, and which is again a race.
+_PEER_FAILURE = re.compile(r"timed out|timeout|connection (?:reset|closed|refused)|broken pipe|reset by peer"
+                           r"|own deadline of [0-9.]+ s reached", re.IGNORECASE)
 
 
 def rank_progress(job: Job, events: Mapping[int, Sequence[dict[str, Any]]]) -> list[RankProgress]:

@@ -77,7 +77,7 @@ def test_resume_fixed_resumes_only_fabnets_own_drains_that_pass_now() -> None:
         "gpu01": NodeState("drained", "fabnet: audit: drifted: mtu eth1", "root"),   # fixed: resumed
         "gpu02": NodeState("drained", "disk replacement", "alice"),                # someone else's: left
         "gpu03": NodeState("drained", "fabnet: smoke: slow", "root"),              # smoke's drain: left
-        "gpu04": NodeState("drained", "fabnet: apply: not converged", "root"),     # still failing: left
+        "gpu04": NodeState("drained", "fabnet: apply: not converged", "root"),     # not passing now: left
         "gpu05": NodeState("idle"),                                                # not drained: nothing
     })
     actions = resume_fixed(slurm, "audit", ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"],
@@ -87,7 +87,7 @@ def test_resume_fixed_resumes_only_fabnets_own_drains_that_pass_now() -> None:
     assert by_host["gpu01"].action == "resumed"
     assert by_host["gpu02"].action == "left" and "alice" in by_host["gpu02"].detail
     assert by_host["gpu03"].action == "left" and "smoke --resume-fixed" in by_host["gpu03"].detail
-    assert by_host["gpu04"].action == "left" and "still failing" in by_host["gpu04"].detail
+    assert by_host["gpu04"].action == "left" and "does not pass audit now" in by_host["gpu04"].detail
     assert "gpu05" not in by_host
 
 

@@ -105,6 +105,18 @@ def test_a_rank_that_timed_out_on_a_peer_does_not_single_out_its_own_host() -> N
     assert hosts == ["gpu02"] and "rank 1 on gpu02 failed: RuntimeError: CUDA error" in cause
 
 
+def test_ranks_that_reached_their_own_deadline_first_do_not_single_out_their_hosts() -> None:
+    # Every rank stuck in one collective; two of them reached their own budget before fabnet's kill
+    # ended the others: the hang is the whole collective's, to be checked again on the fabric.
+    j = four()
+    events = {r: ev("started", "connected", "joined") for r in range(4)}
+    for rank in (0, 2):
+        events[rank] += ev(error="own deadline of 21.25 s reached")
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=True, unreachable={},
+                                    deadline=25)
+    assert len(hosts) == 4 and "smaller MTU" in cause
+
+
 def test_iface_state() -> None:
     assert diagnose.iface_state('Device "eth9" does not exist.') == "missing"
     assert diagnose.iface_state("") is None
