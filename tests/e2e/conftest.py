@@ -10,11 +10,14 @@ import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import testinfra
+import yaml
 
 from provisioner.lab import manager
+from provisioner.lab.profile import DEFAULT_PROFILE
 from provisioner.lab.state import LabState, NodeRecord
 
 # FABNET_TEST_LAB_PREFIX keeps the labs of two test runs on one machine (two checkouts) apart; the
@@ -28,6 +31,17 @@ def lab_name(base: str) -> str:
 
 
 E2E_LAB = lab_name("e2e")
+
+
+def healthy_profile(folder: Path, nodes: int) -> Path:
+    """A lab profile of `nodes` nodes in sync: the default profile without its per-node drifts (which
+    would fail a smoke test's pre-flight or show as changes in a watch)."""
+    profile = yaml.safe_load(DEFAULT_PROFILE.read_text())
+    profile["nodes"] = {}
+    profile["nodes_default"] = nodes
+    path = folder / "healthy.yml"
+    path.write_text(yaml.safe_dump(profile))
+    return path
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -16,9 +16,8 @@ import testinfra
 import yaml
 
 from provisioner.lab import grow, manager
-from provisioner.lab.profile import DEFAULT_PROFILE
 from provisioner.lab.state import NodeRecord
-from tests.e2e.conftest import Lab, lab_name
+from tests.e2e.conftest import Lab, healthy_profile, lab_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -29,10 +28,7 @@ BOOT_LAB = lab_name("boot")
 @pytest.fixture(scope="module")
 def blab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """Three healthy nodes (the default profile without its drifted nodes) and one added by `lab add`."""
-    profile = yaml.safe_load(DEFAULT_PROFILE.read_text())
-    profile["nodes"] = {}
-    path = tmp_path_factory.mktemp("profile") / "healthy.yml"
-    path.write_text(yaml.safe_dump(profile))
+    path = healthy_profile(tmp_path_factory.mktemp("profile"), 3)
     manager.down(BOOT_LAB)
     try:
         lab = Lab(manager.up(BOOT_LAB, 3, path))

@@ -23,8 +23,7 @@ import pytest
 import yaml
 
 from provisioner.lab import manager
-from provisioner.lab.profile import DEFAULT_PROFILE
-from tests.e2e.conftest import Lab, lab_name
+from tests.e2e.conftest import Lab, healthy_profile, lab_name
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "playbooks" / "site.yml"
@@ -49,10 +48,7 @@ def _python(lab: Lab) -> str | None:
 @pytest.fixture(scope="module")
 def job_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     name = lab_name("ex")
-    profile = tmp_path_factory.mktemp("profile") / "profile.yml"
-    # Every node as the playbook wants it: the built-in profile's healthy defaults, none of its drift.
-    healthy = {**yaml.safe_load(DEFAULT_PROFILE.read_text()), "nodes_default": 3, "nodes": {}}
-    profile.write_text(yaml.safe_dump(healthy))
+    profile = healthy_profile(tmp_path_factory.mktemp("profile"), 3)
     manager.down(name)
     try:
         lab = Lab(manager.up(name, profile_path=profile))

@@ -22,9 +22,8 @@ import pytest
 import yaml
 
 from provisioner.lab import manager, nodepython
-from provisioner.lab.profile import DEFAULT_PROFILE
 from provisioner.lab.state import NodeRecord
-from tests.e2e.conftest import Lab, lab_name
+from tests.e2e.conftest import Lab, healthy_profile, lab_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -38,11 +37,7 @@ SIZES = "4M:16M"
 @pytest.fixture(scope="module")
 def lab8(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """Eight healthy nodes (the default profile without its drifts); four-node tests use --limit."""
-    profile = yaml.safe_load(DEFAULT_PROFILE.read_text())
-    profile.pop("nodes", None)
-    profile["nodes_default"] = 8
-    path = tmp_path_factory.mktemp("smoke") / "healthy.yml"
-    path.write_text(yaml.safe_dump(profile))
+    path = healthy_profile(tmp_path_factory.mktemp("smoke"), 8)
     manager.down(SMOKE_LAB)
     try:
         state = manager.up(SMOKE_LAB, 8, path)

@@ -22,11 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
 from provisioner.lab import manager
-from provisioner.lab.profile import DEFAULT_PROFILE
-from tests.e2e.conftest import Lab, lab_name
+from tests.e2e.conftest import Lab, healthy_profile, lab_name
 from tests.e2e.test_watch import ROOT, SYSCTL, Watch, _free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -50,10 +48,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     tmp = tmp_path_factory.mktemp("oracles")
     manager.down(name)
     try:
-        profile = yaml.safe_load(DEFAULT_PROFILE.read_text())
-        profile.pop("nodes", None)  # healthy nodes: the default profile's drifts would fail the smoke pre-flight
-        (tmp / "healthy.yml").write_text(yaml.safe_dump(profile))
-        lab = Lab(manager.up(name, 3, tmp / "healthy.yml"))
+        lab = Lab(manager.up(name, 3, healthy_profile(tmp, 3)))
         history = tmp / "history.sqlite"
         smoke = subprocess.run(
             [sys.executable, "-m", "provisioner", "smoke", str(lab.state.inventory_path), "--sizes", "1M:2M",
