@@ -15,6 +15,20 @@ import yaml
 
 from provisioner.errors import ParseError
 from provisioner.load.specs import InterfaceSpec
+from provisioner.parsers.boot_mtu import (
+    IFCFG_DIR,
+    IFUPDOWN_FILE,
+    IFUPDOWN_STANZAS,
+    IP_LINK_MTU,
+    NETPLAN_DIR,
+    NETPLAN_SECTIONS,
+    NETWORKD_DIR,
+    NM_DIR,
+    ini,
+    networkd,
+    persistent_mtu,
+    shell_vars,
+)
 from provisioner.resources import interface
 from provisioner.resources.base import (
     Check,
@@ -25,22 +39,7 @@ from provisioner.resources.base import (
     parse_file_listing,
     stdout_of,
 )
-from provisioner.resources.interface import (
-    _IFUPDOWN_STANZAS,
-    _IP_LINK_MTU,
-    _NETPLAN_SECTIONS,
-    BOOT_CONFIG,
-    IFCFG_DIR,
-    IFUPDOWN_FILE,
-    NETPLAN_DIR,
-    NETWORKD_DIR,
-    NM_DIR,
-    _ini,
-    _networkd,
-    _shell_vars,
-    netdev_of,
-    persistent_mtu,
-)
+from provisioner.resources.interface import BOOT_CONFIG, netdev_of
 from provisioner.resources.steps import PHASE_NETWORK, Expect, Step, command_step, file_step, impossible
 
 # ----------------------------------------------------------------------------------- text edits (pure)
@@ -91,7 +90,7 @@ def ifupdown_set_mtu(text: str, netdev: str, mtu: int) -> str | None:
     current = None
     for index, raw in enumerate(lines):
         words = raw.split("#", 1)[0].split()
-        if words and (words[0] in _IFUPDOWN_STANZAS or words[0].startswith("allow-")):
+        if words and (words[0] in IFUPDOWN_STANZAS or words[0].startswith("allow-")):
             current = words[1] if words[0] == "iface" and len(words) > 1 else None
             if current == netdev:
                 stanza.append(index)
@@ -105,7 +104,7 @@ def ifupdown_set_mtu(text: str, netdev: str, mtu: int) -> str | None:
         if words[0] == "mtu":
             lines[index] = re.sub(r"mtu\s+\S+", f"mtu {mtu}", lines[index], count=1)
             return "\n".join(lines) + "\n"
-        hook = _IP_LINK_MTU.search(lines[index])
+        hook = IP_LINK_MTU.search(lines[index])
         if words[0] in ("up", "post-up", "pre-up") and hook and hook["dev"] == netdev:
             lines[index] = lines[index][: hook.start("mtu")] + str(mtu) + lines[index][hook.end("mtu"):]
             return "\n".join(lines) + "\n"
@@ -124,7 +123,7 @@ def netplan_set_mtu(text: str, netdev: str, mtu: int) -> str | None:
     network = doc.get("network") if isinstance(doc, dict) else None
     if not isinstance(network, dict):
         return None
-    for section in _NETPLAN_SECTIONS:
+    for section in NETPLAN_SECTIONS:
         devices = network.get(section)
         if not isinstance(devices, dict):
             continue
@@ -145,7 +144,7 @@ def netplan_set_mtu(text: str, netdev: str, mtu: int) -> str | None:
 
 def _nm_profile(files: dict[str, str], netdev: str) -> str | None:
     for path in sorted(p for p in files if p.startswith(NM_DIR)):
-        values = {(s, k): v for s, k, v in _ini(files[path])}
+        values = {(s, k): v for s, k, v in ini(files[path])}
         if values.get(("connection", "interface-name")) == netdev and \
                 values.get(("connection", "autoconnect"), "true").lower() not in ("false", "no", "0"):
             return path
@@ -153,7 +152,7 @@ def _nm_profile(files: dict[str, str], netdev: str) -> str | None:
 
 
 def _nm_section(text: str) -> str:
-    sections = {s for s, _k, _v in _ini(text)} | set(re.findall(r"^\s*\[([^\]]+)\]", text, re.MULTILINE))
+    sections = {s for s, _k, _v in ini(text)} | set(re.findall(r"^\s*\[([^\]]+)\]", text, re.MULTILINE))
     for name in ("ethernet", "802-3-ethernet", "infiniband"):
         if name in sections:
             return name
@@ -162,7 +161,7 @@ def _nm_section(text: str) -> str:
 
 def _ifcfg_file(files: dict[str, str], netdev: str) -> str | None:
     for path in sorted(p for p in files if p.startswith(IFCFG_DIR + "ifcfg-")):
-        if (_shell_vars(files[path]).get("DEVICE") or path.rsplit("ifcfg-", 1)[-1]) == netdev:
+        if (shell_vars(files[path]).get("DEVICE") or path.rsplit("ifcfg-", 1)[-1]) == netdev:
             return path
     return None
 
@@ -177,7 +176,7 @@ def persist_edit(files: dict[str, str], netdev: str, mtu: int) -> tuple[str, str
     candidates: list[str] = [source] if source else []
     netplan_files = sorted((p for p in files if p.startswith(NETPLAN_DIR)), key=lambda p: p.rsplit("/", 1)[-1])
     candidates += list(reversed(netplan_files))  # the last file defining the device wins the merge
-    network = _networkd(files, netdev, ".network", "Link")
+    network = networkd(files, netdev, ".network", "Link")
     candidates += [network[1]] if network else []
     candidates += [p for p in (_nm_profile(files, netdev), _ifcfg_file(files, netdev)) if p]
     candidates += [p for p in files if p == IFUPDOWN_FILE or p.startswith(IFUPDOWN_FILE + ".d/")]

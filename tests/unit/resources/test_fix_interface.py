@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.resources.base import HostContext
-from provisioner.resources.interface import persistent_mtu
+from provisioner.parsers.boot_mtu import persistent_mtu
 from provisioner.resources.interface_fix import ini_set, persist_edit
 
 from ._recorded import IP_LINK, listing

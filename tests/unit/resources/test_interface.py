@@ -6,7 +6,7 @@ import pytest
 
 from provisioner.errors import ParseError
 from provisioner.resources import interface
-from provisioner.resources.interface import persistent_mtu
+from provisioner.parsers.boot_mtu import persistent_mtu
 
 from ._recorded import IP_LINK, NETWORKD_DATA, NOT_FOUND, failed, listing, run, sample
 
