@@ -3,6 +3,7 @@
 # Options: --nodes N (16), --repeat N (5), --warmup N (1), --tools fabnet,ansible,pyinfra,
 # --workloads site,mtu, --skip-install, --lab NAME, --output FILE. See bench/README.md.
 # bench/run.sh --fleet [--nodes 64] [--rtt 20] ...: the fleet-scale run (fleet_bench.py).
+# bench/run.sh --watch [--nodes 64] [--rtt 20] ...: a watch cycle against a cold audit (watch_bench.py).
 # The Python harness removes the lab when it ends, fails or is interrupted.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,5 +18,9 @@ fi
 if [ "${1:-}" = "--fleet" ]; then
     shift
     exec "$python" "$here/fleet_bench.py" "$@"
+fi
+if [ "${1:-}" = "--watch" ]; then
+    shift
+    exec "$python" "$here/watch_bench.py" "$@"
 fi
 exec "$python" "$here/audit_bench.py" "$@"

@@ -44,12 +44,13 @@ def _items(entries: Sequence[Mapping[str, Any]]) -> dict[str, DriftItem]:
 
 
 def host_row(host_doc: Mapping[str, Any], at: float, counters: Mapping[str, float] | None = None,
-             busbw: float | None = None) -> dict[str, Any]:
-    """One host of audit's JSON (or apply's after its re-check) as a history row."""
+             busbw: float | None = None, seconds: float | None = None) -> dict[str, Any]:
+    """One host of audit's JSON (or apply's after its re-check) as a history row; `seconds`: how long a
+    watch cycle that started at `at` took."""
     doc = _clean(host_doc)
     return {"host": doc["name"], "at": at, "verdict": doc.get("status") or "unknown",
             "drift": [item.to_json() for item in drift_items(doc).values()], "counters": dict(counters or {}),
-            "busbw": busbw, "error": doc.get("error")}
+            "busbw": busbw, "error": doc.get("error"), "seconds": seconds}
 
 
 def audit_rows(doc: Mapping[str, Any], at: float) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""The run history in SQLite (WAL): runs, per-host results (verdict, drift items, counters, busbw) and
-the changes watch reported, so `fabnet history` can say what changed when.
+"""The run history in SQLite (WAL): runs, per-host results (verdict, drift items, counters, busbw, and
+for watch the cycle's duration) and the changes watch reported, so `fabnet history` can say what changed when.
 
 Each write is its own transaction, committed before the call returns: a watch killed with SIGKILL leaves
 every finished cycle readable. Values are stored as audit's JSON shows them (already cleaned, secret
@@ -21,7 +21,7 @@ from typing import Any
 
 from provisioner.errors import FabnetError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: results.seconds (a watch cycle's duration)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, command TEXT NOT NULL, started REAL NOT NULL, finished REAL,
@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY, run INTEGER NOT NULL REFERENCES runs(id), host TEXT NOT NULL, at REAL NOT NULL,
     verdict TEXT NOT NULL, drift TEXT NOT NULL DEFAULT '[]', counters TEXT NOT NULL DEFAULT '{}',
-    busbw REAL, error TEXT);
+    busbw REAL, error TEXT, seconds REAL);
 CREATE TABLE IF NOT EXISTS changes (
     id INTEGER PRIMARY KEY, run INTEGER NOT NULL REFERENCES runs(id), host TEXT NOT NULL, at REAL NOT NULL,
     kind TEXT NOT NULL, subject TEXT NOT NULL, detail TEXT NOT NULL, delta REAL, rate REAL);
@@ -75,10 +75,12 @@ class Result:
     counters: dict[str, float]
     busbw: float | None
     error: str | None
+    seconds: float | None = None  # how long the host's watch cycle took from `at` (None for other commands)
 
     def to_json(self) -> dict[str, Any]:
         return {"run": self.run, "command": self.command, "host": self.host, "at": self.at, "verdict": self.verdict,
-                "drift": self.drift, "counters": self.counters, "busbw": self.busbw, "error": self.error}
+                "drift": self.drift, "counters": self.counters, "busbw": self.busbw, "error": self.error,
+                "seconds": self.seconds}
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,9 @@ class History:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(results)")}
+            if "seconds" not in columns:  # a history written before version 2
+                self._db.execute("ALTER TABLE results ADD COLUMN seconds REAL")
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except (OSError, sqlite3.Error) as exc:
             raise HistoryError(f"cannot open the history {path}: {exc}") from None
@@ -161,13 +166,15 @@ class History:
 
     def add_results(self, run: int, results: Sequence[Mapping[str, Any]],
                     changes: Sequence[Mapping[str, Any]] = ()) -> None:
-        """Host results (keys: host, at, verdict, drift, counters, busbw, error) and changes (Change.to_json),
+        """Host results (keys: host, at, verdict, drift, counters, busbw, error, seconds) and changes (Change.to_json),
         in one transaction: a cycle is either all there or not at all."""
         with self._tx() as db:
             db.executemany(
-                "INSERT INTO results (run, host, at, verdict, drift, counters, busbw, error) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO results (run, host, at, verdict, drift, counters, busbw, error, seconds) "
+                "VALUES (?,?,?,?,?,?,?,?,?)",
                 [(run, r["host"], r["at"], r["verdict"], json.dumps(r.get("drift", [])),
-                  json.dumps(r.get("counters", {})), r.get("busbw"), r.get("error")) for r in results])
+                  json.dumps(r.get("counters", {})), r.get("busbw"), r.get("error"), r.get("seconds"))
+                 for r in results])
             db.executemany(
                 "INSERT INTO changes (run, host, at, kind, subject, detail, delta, rate) VALUES (?,?,?,?,?,?,?,?)",
                 [(run, c["host"], c["at"], c["kind"], c["subject"], c["detail"], c.get("delta"), c.get("rate"))
@@ -184,10 +191,11 @@ class History:
 
     def results(self, host: str | None = None, since: float | None = None) -> list[Result]:
         rows = self._query(
-            "SELECT r.run, u.command, r.host, r.at, r.verdict, r.drift, r.counters, r.busbw, r.error "
+            "SELECT r.run, u.command, r.host, r.at, r.verdict, r.drift, r.counters, r.busbw, r.error, r.seconds "
             "FROM results r JOIN runs u ON u.id = r.run WHERE r.at >= ? AND (? IS NULL OR r.host = ?) "
             "ORDER BY r.at, r.id", (since or 0.0, host, host))
-        return [Result(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]), r[7], r[8]) for r in rows]
+        return [Result(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]), r[7], r[8], r[9])
+                for r in rows]
 
     def events(self, host: str | None = None, since: float | None = None) -> list[Event]:
         rows = self._query(
@@ -198,10 +206,10 @@ class History:
     def latest(self, host: str) -> Result | None:
         """The host's most recent result of a command that checks drift (audit, apply, watch; not smoke)."""
         rows = self._query(
-            "SELECT r.run, u.command, r.host, r.at, r.verdict, r.drift, r.counters, r.busbw, r.error "
+            "SELECT r.run, u.command, r.host, r.at, r.verdict, r.drift, r.counters, r.busbw, r.error, r.seconds "
             "FROM results r JOIN runs u ON u.id = r.run WHERE r.host = ? AND u.command != 'smoke' "
             "ORDER BY r.at DESC, r.id DESC LIMIT 1", (host,))
-        return next((Result(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]), r[7], r[8])
+        return next((Result(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]), r[7], r[8], r[9])
                      for r in rows), None)
 
     def hosts(self) -> list[str]:

@@ -106,8 +106,10 @@ class Watcher:
         if self.history is not None:
             counters: dict[str, float] = {**snap.links.counters,
                                           **{f"{i} carrier_changes": v for i, v in snap.links.carrier_changes.items()}}
+            # The whole cycle (read, evaluate, compare), not only the exec: what a fleet's cycle costs.
+            took = round(max(0.0, time.time() - snap.at), 4)
             try:
-                self.history.add_results(self.run, [host_row(cycle.doc, snap.at, counters)],
+                self.history.add_results(self.run, [host_row(cycle.doc, snap.at, counters, seconds=took)],
                                          [c.to_json() for c in cycle.changes])
             except HistoryError as exc:  # a full disk must not stop the watching; it is said, once a cycle
                 self.on_problem(str(exc))

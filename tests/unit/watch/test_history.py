@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,48 @@ def test_a_second_lock_of_one_inventory_names_the_holder(tmp_path: Path) -> None
         WatchLock(tmp_path / "other.yml", tmp_path / "state").acquire()  # another inventory is free
     with WatchLock(inventory, tmp_path / "state"):  # released with the first
         pass
+
+
+def test_a_history_from_before_cycle_durations_opens_and_then_keeps_them(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with sqlite3.connect(path) as db:  # version 1: results had no seconds column
+        db.executescript(
+            "CREATE TABLE runs (id INTEGER PRIMARY KEY, command TEXT NOT NULL, started REAL NOT NULL, finished REAL,"
+            " inventory TEXT, playbook TEXT, verdict TEXT, detail TEXT NOT NULL DEFAULT '{}');"
+            "CREATE TABLE results (id INTEGER PRIMARY KEY, run INTEGER NOT NULL, host TEXT NOT NULL, at REAL NOT NULL,"
+            " verdict TEXT NOT NULL, drift TEXT NOT NULL DEFAULT '[]', counters TEXT NOT NULL DEFAULT '{}',"
+            " busbw REAL, error TEXT);"
+            "INSERT INTO runs (command, started) VALUES ('audit', 1.0);"
+            "INSERT INTO results (run, host, at, verdict) VALUES (1, 'gpu01', 1.0, 'in_sync');"
+            "PRAGMA user_version=1;")
+    db.close()
+    with History(path) as history:
+        run = history.start_run("watch")
+        history.add_results(run, [{"host": "gpu01", "at": 2.0, "verdict": "in_sync", "seconds": 0.25}])
+        assert [(r.command, r.seconds) for r in history.results("gpu01")] == [("audit", None), ("watch", 0.25)]
+        assert history.results()[1].to_json()["seconds"] == 0.25
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+    db.close()
+
+
+def test_watch_records_each_cycle_with_the_time_it_took_from_its_start(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from provisioner.load.hostplans import HostPlan
+    from provisioner.run.session import Sessions
+    from provisioner.watch.changes import Snapshot
+    from provisioner.watch.loop import Cycle, Watcher
+
+    plan = cast(HostPlan, SimpleNamespace(host=SimpleNamespace(name="gpu01")))
+    started = time.time() - 0.3  # read, evaluation and comparison took 0.3 s; the exec alone 0.1 s
+    doc = {"name": "gpu01", "status": "in_sync", "error": None, "resources": []}
+    with History(tmp_path / "h.sqlite") as history:
+        run = history.start_run("watch")
+        watcher = Watcher([plan], cast(Sessions, None), interval=1.0, on_changes=lambda changes: None,
+                          history=history, run=run)
+        watcher._arrived(plan, Cycle("gpu01", Snapshot("gpu01", started, up=True), [], doc, 0.1))
+        (result,) = history.results("gpu01")
+    assert result.at == started
+    assert result.seconds is not None and 0.3 <= result.seconds < 30
