@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from provisioner.facts import batch, probejoin
@@ -191,6 +191,19 @@ def apply_fleet_checks(plans: Sequence[HostPlan], outcomes: dict[str, HostOutcom
         for host, _resource, outcome in members:
             if host in fleet:
                 outcome.checks = [fleet[host]]
+
+
+def with_fleet_checks(plans: Sequence[HostPlan], latest: dict[str, HostOutcome], name: str) -> HostOutcome:
+    """Host `name`'s outcome with its fleet checks made against the other hosts' outcomes in `latest`
+    (each host's last reading, as watch keeps them); nothing in `latest` is changed."""
+    def fresh(outcome: HostOutcome) -> HostOutcome:
+        # Only the fleet-checked resources get new check lists: copy those, share the rest.
+        return replace(outcome, resources=[replace(r) if REGISTRY[r.kind].fleet_checks is not None else r
+                                           for r in outcome.resources])
+
+    view = {host: fresh(outcome) for host, outcome in latest.items()}
+    apply_fleet_checks([plan for plan in plans if plan.host.name in view], view)
+    return view[name]
 
 
 def finish_status(outcome: HostOutcome) -> None:

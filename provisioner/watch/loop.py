@@ -74,6 +74,7 @@ class Watcher:
         self.on_problem = on_problem
         self.cycles = 0
         self._hosts = {plan.host.name: _Host() for plan in self.plans}
+        self._latest: dict[str, engine.HostOutcome] = {}  # each host's last reading, before fleet checks
         self._lock = threading.Lock()
 
     def cycle(self, plan: HostPlan) -> Cycle:
@@ -82,7 +83,13 @@ class Watcher:
         session = self.sessions(host)
         sysfs_root = engine.host_context(plan).sysfs_root
         at = time.time()
-        outcome, results = engine.read_host(plan, session, [links.probe(sysfs_root)])
+        read, results = engine.read_host(plan, session, [links.probe(sysfs_root)])
+        with self._lock:
+            self._latest[host.name] = read
+            latest = dict(self._latest)
+        # Fleet checks (one MTU across the fleet) compare this host's reading with the others' last ones,
+        # as audit compares the hosts it read together.
+        outcome = engine.with_fleet_checks(self.plans, latest, host.name)
         engine.finish_status(outcome)
         doc = report.audit_json(engine.AuditOutcome([outcome], outcome.seconds), inventory="", playbook="",
                                 limit=None, exit_code=0)["hosts"][0]

@@ -54,9 +54,9 @@ def watch_lab() -> Iterator[Lab]:
 class Watch:
     """A `fabnet watch --json` process; its changes are collected, with when each arrived."""
 
-    def __init__(self, lab: Lab, tmp: Path, *extra: str) -> None:
+    def __init__(self, lab: Lab, tmp: Path, *extra: str, playbook_text: str = PLAYBOOK) -> None:
         playbook = tmp / "watch.yml"
-        playbook.write_text(PLAYBOOK)
+        playbook.write_text(playbook_text)
         self.history = tmp / "history.sqlite"
         self.port = _free_port()
         self.changes: list[tuple[float, dict[str, object]]] = []
@@ -154,6 +154,29 @@ def test_each_fault_is_reported_once_with_host_and_port_and_nothing_else(watch_l
     line = next(line for line in shown.stdout.splitlines() if "DRIFT" in line)
     assert line.startswith(time.strftime("%Y-%m-%d")) and "gpu03" in line and SYSCTL in line
     assert "gpu01" not in shown.stdout
+
+
+def test_a_host_whose_mtu_leaves_the_fleets_is_reported_by_the_fleet_check(watch_lab: Lab, tmp_path: Path) -> None:
+    """mtu_uniform compares hosts with each other: each cycle judges its host against the others' last
+    readings, as audit judges the hosts it read together."""
+    gpu02, gpu03 = watch_lab.node("gpu02"), watch_lab.node("gpu03")
+    watch_lab.ssh(gpu02, "ip link set eth1 mtu 9000")  # the default profile's gpu02 has 1500: one fleet first
+    watch = Watch(watch_lab, tmp_path, playbook_text=PLAYBOOK + "    - mtu_uniform: {interface: eth1}\n")
+    try:
+        for name in ("gpu01", "gpu02", "gpu03"):
+            watch.wait_for(lambda c, n=name: c["host"] == n and c["kind"] == "watching")
+        time.sleep(2.5)  # every host has read the others once
+        watch_lab.ssh(gpu03, "ip link set eth1 mtu 1500")
+        _, drift = watch.wait_for(lambda c: c["kind"] == "drift_new")
+        time.sleep(4.5)  # two more cycles each: the other hosts stay in the fleet
+    finally:
+        code = watch.stop()
+        watch_lab.ssh(gpu03, "ip link set eth1 mtu 9000", check=False)
+        watch_lab.ssh(gpu02, "ip link set eth1 mtu 1500", check=False)
+    assert code == 0
+    assert drift["host"] == "gpu03" and "mtu_uniform[eth1]" in str(drift["subject"]), drift
+    assert "1500" in str(drift["detail"]) and "9000" in str(drift["detail"]), drift
+    assert watch.kinds() == [("gpu03", "drift_new", drift["subject"])]
 
 
 def test_hosts_down_or_restarting_sshd_are_reported_and_never_hold_up_the_others(watch_lab: Lab,

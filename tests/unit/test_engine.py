@@ -64,6 +64,22 @@ def test_fleet_mtu_check_groups_by_declaration_even_when_interface_names_differ(
     assert "c has 1500 where 2 other hosts have 9000" in fleet.checks[0].message
 
 
+def test_one_hosts_fleet_view_judges_it_against_the_others_last_readings_and_changes_none(tmp_path) -> None:
+    # watch: each host's cycle is judged against the other hosts' last readings, kept as read.
+    plans = plans_for(tmp_path, {"a": {}, "b": {}, "c": {}})
+    latest = _outcomes(plans, {"a": 9000, "b": 9000, "c": 1500})
+    kept = {name: [list(r.checks) for r in o.resources] for name, o in latest.items()}
+    odd = engine.with_fleet_checks(plans, latest, "c")
+    engine.finish_status(odd)
+    fleet = next(r for r in odd.resources if r.kind == "mtu_uniform")
+    assert odd.status == "drifted" and "c has 1500 where 2 other hosts have 9000" in fleet.checks[0].message
+    assert engine.with_fleet_checks(plans, latest, "a").resources[1].checks[0].status == "ok"
+    assert {name: [list(r.checks) for r in o.resources] for name, o in latest.items()} == kept
+    # Before the others have been read (a watch's first round), the host is compared with none.
+    alone = engine.with_fleet_checks(plans, {"c": latest["c"]}, "c")
+    assert "no other host" in next(r for r in alone.resources if r.kind == "mtu_uniform").checks[0].message
+
+
 def test_unreadable_resource_makes_the_host_failed_but_keeps_its_drift(tmp_path) -> None:
     plan = plans_for(tmp_path, {"a": {}})[0]
     outcome = _outcomes([plan], {"a": 9000})["a"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.resources.base import HostContext
 from provisioner.parsers.boot_mtu import persistent_mtu
+from provisioner.resources.base import HostContext
 from provisioner.resources.interface_fix import ini_set, persist_edit
 
 from ._recorded import IP_LINK, listing

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from provisioner.errors import ParseError
-from provisioner.resources import interface
 from provisioner.parsers.boot_mtu import persistent_mtu
+from provisioner.resources import interface
 
 from ._recorded import IP_LINK, NETWORKD_DATA, NOT_FOUND, failed, listing, run, sample
 
