@@ -28,11 +28,18 @@ _PG_RANK = r"\[(?:PG (?:ID )?(?P<pg>[0-9]+)[^\]]*?)?Rank (?P<rank>[0-9]+)\]"
 _WATCHDOG = re.compile(_PG_RANK + r".*?Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>[0-9]+), "
                        r"OpType=(?P<op>\w+).*?ran for (?P<ms>[0-9]+) milliseconds")
 _GLOBAL_RANK = re.compile(_PG_RANK + r".*?\bglobal rank:?\s*(?P<global>[0-9]+)")
+# A peer is an address (`10.0.0.2<37532>`, gloo's `[10.0.0.2]:14788`) or, from 2.16, the name it resolves to
+# (`gpu02.cluster<37532>`). NCCL's proxy threads report a dead local peer as `Proxy Call to rank N failed`
+# (2.12) or `[Proxy Service N] Failed to execute operation X from rank N` / `[Service thread] Error
+# encountered progressing operation` (2.19 on).
 _DEAD_PEER = re.compile(
-    r"Connection closed by (?:remote )?peer\s*(?:\[?(?P<peer>[0-9a-fA-F.:]*[0-9])\]?(?:[:<][0-9]+>?)?)?"
-    r"|Connection reset by peer|remote process exited or there was a network error|ncclRemoteError"
+    r"Connection closed by (?:remote )?peer\s*(?:\[?(?P<peer>[0-9a-fA-F.:]*[0-9])\]?(?:[:<][0-9]+>?)?"
+    r"|(?P<peer3>[A-Za-z][\w.-]*)<[0-9]+>)?"
+    r"|Connection reset by peer|Broken pipe|remote process exited or there was a network error|ncclRemoteError"
+    r"|Proxy Call to rank [0-9]+ failed|\[Proxy Service [0-9]+\] Failed to execute operation"
+    r"|\[Service thread\] (?:Error encountered progressing|Could not receive type)"
     r"|NCCL communicator was aborted|Gloo connectFullMesh failed|Read error \[(?P<peer2>[0-9a-fA-F.:]+)\]"
-    r"|Timed out waiting [0-9]+ ?ms for (?:recv|send) operation|socketProgress.*(?:closed|reset)",
+    r"|Timed out waiting [0-9]+ ?ms for (?:recv|send) operation|socketProgress(?=.*(?:closed|reset))",
     re.I,
 )
 # A shell reports a child it lost to SIGKILL as `Killed` alone on a line, or `line 1: 1234 Killed  python ...`.
@@ -65,24 +72,57 @@ def duplicate_gpu(logs: list[Log]) -> list[Cause]:
     )]
 
 
+# `NCCL version 2.18.1+cuda12.1` (INFO, or alone on stdout), torch's `NCCL version: 2.18.3` / `, NCCL version
+# 2.19.3`; NCCL's own checks: `Mismatched NCCL version detected : rank 0 version 22304 rank 5 version 21903`
+# (2.23 on, version codes) and RAS's `NCCL version mismatch with remote peer X<port> (local: A, remote B)` (2.30).
+_VERSION = re.compile(r"NCCL version:?\s*(?P<version>[0-9]+\.[0-9]+\.[0-9]+)")
+_CODES = re.compile(r"Mismatched NCCL version detected\s*:\s*rank (?P<a>[0-9]+) version (?P<va>[0-9]+)\s+"
+                    r"rank (?P<b>[0-9]+) version (?P<vb>[0-9]+)")
+_REMOTE = re.compile(r"NCCL version mismatch with remote peer (?P<peer>[^\s<]+)(?:<[0-9]+>)?\s*"
+                     r"\(local:\s*(?P<local>[0-9.]+),\s*remote:?\s*(?P<remote>[0-9.]+)\)")
+
+
+def _from_code(code: int) -> str:
+    """NCCL_VERSION_CODE: X*10000+Y*100+Z from 2.9, X*1000+Y*100+Z before."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
 def version_mismatch(logs: list[Log]) -> list[Cause]:
-    by_host: dict[str, str] = {}
+    by_who: dict[str, str] = {}
+    lines: list[LogLine] = []
     for log in logs:
         if log.nccl:
-            by_host.update(log.nccl.nccl_versions_by_host)
+            by_who.update(log.nccl.nccl_versions_by_host)
             names = log.nccl.hosts
-            if log.nccl.nccl_version and len(names) == 1 and names[0] not in by_host:
-                by_host[names[0]] = log.nccl.nccl_version
-    if len(set(by_host.values())) < 2:
+            if log.nccl.nccl_version and len(names) == 1 and names[0] not in by_who:
+                by_who[names[0]] = log.nccl.nccl_version
+        # Each line's own version, by the host or launcher task it came from (bare stdout lines have no host).
+        for line, m in log.grep(_VERSION):
+            who = line.host or (f"rank {line.rank}" if line.rank is not None else None)
+            if who:
+                by_who.setdefault(who, m.group("version"))
+            lines.append(line)
+    peers: list[str] = []
+    for line, m in grep(logs, _CODES):
+        by_who[f"rank {m['a']}"], by_who[f"rank {m['b']}"] = _from_code(int(m["va"])), _from_code(int(m["vb"]))
+        lines.append(line)
+    for line, m in grep(logs, _REMOTE):
+        by_who[line.host or "this host"], by_who[m["peer"]] = m["local"], m["remote"]
+        peers.append(m["peer"])
+        lines.append(line)
+    if len(set(by_who.values())) < 2:
         return []
-    lines = [line for line, _ in grep(logs, re.compile(r"NCCL version [0-9]"))]
-    listing = ", ".join(f"{host} {version}" for host, version in sorted(by_host.items()))
+    listing = ", ".join(f"{who} {version}" for who, version in sorted(by_who.items()))
     return [Cause(
         id="nccl-version-mismatch", title="hosts run different NCCL versions",
         detail=f"{listing}: ranks of one job must run the same NCCL; protocols differ between versions.",
         fix="Install one NCCL version on every node (playbook: nccl: {version: '==X.Y.Z'}) and rebuild the "
             "job's environment so it loads that libnccl.",
-        score=75, hosts=sorted(by_host), evidence=evidence(lines),
+        score=75, hosts=unique([w for w in sorted(by_who) if not w.startswith("rank ") and w not in peers]
+                               + hosts(lines)),
+        addresses=unique(peers), evidence=evidence(lines),
     )]
 
 
@@ -152,7 +192,9 @@ def dead_peer(logs: list[Log]) -> list[Cause]:
     hits = grep(logs, _DEAD_PEER)
     if not hits:
         return []
-    peers = unique([p for _, m in hits if (p := m.group("peer") or m.group("peer2"))])
+    # An earlier alternative (socketProgress...) can match first: read the peer from the whole line again.
+    named = [m for line, _ in hits for m in _DEAD_PEER.finditer(line.text)]
+    peers = unique([p for m in named if (p := m.group("peer") or m.group("peer2") or m.group("peer3"))])
     lines = [line for line, _ in hits]
     return [Cause(
         id="connection-lost", title="a peer process exited or its connection dropped",

@@ -66,6 +66,35 @@ def _line_of(log: Log, number: int) -> list[LogLine]:
     return warning_lines(log, number) if log.nccl else [line for line in [log.line(number)] if line]
 
 
+# The advice follows the call that failed: registering memory is the host's GPUDirect/memlock setup,
+# moving a queue pair to RTR/RTS is its addressing towards the peer, creating one is the device's state.
+_FAMILY_DETAIL = {
+    "registration": "Memory registration failed: GPU buffers could not be registered with the HCA.",
+    "connection": "The queue pair could not be moved to a connected state: the addressing towards the peer "
+                  "(GID, MTU, port state) was refused or timed out.",
+    "device": "The HCA refused to create or change the RDMA resource.",
+}
+_FAMILY_FIX = {
+    "registration": "Check GPUDirect RDMA on the host (`lsmod | grep nvidia_peermem`, or dma-buf with the open "
+                    "GPU kernel module), the locked-memory limit (`ulimit -l unlimited`), and the HCA's state "
+                    "(`ibv_devinfo`, dmesg).",
+    "connection": "Compare both hosts' RDMA addressing: the GID index (NCCL_IB_GID_INDEX; `show_gids`), RoCE "
+                  "version, active_mtu (`ibv_devinfo`) and that the port is ACTIVE on both; on RoCE that the "
+                  "peer's address is reachable on that interface.",
+    "device": "Check the HCA's state (`ibv_devinfo`: port ACTIVE; dmesg for mlx5_core errors), the locked-memory "
+              "limit (`ulimit -l unlimited`), and the device's QP/CQ limits (`ibv_devinfo -v` max_qp/max_cq) "
+              "against the number of ranks and NCCL_IB_QPS_PER_CONNECTION.",
+}
+
+
+def _family(calls: list[str]) -> str:
+    if any("reg_" in call for call in calls):
+        return "registration"
+    if any("modify_qp" in call or "_ece" in call for call in calls):
+        return "connection"
+    return "device"
+
+
 def resource_failures(logs: list[Log]) -> list[Cause]:
     """Failed verbs/OFI calls and the locked-memory limit: the job could not create queue pairs or
     completion queues, or register memory, so it never ran over RDMA."""
@@ -97,20 +126,13 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
     if verbs:
         lines = [line for log, f in verbs for line in _line_of(log, f.line)]
         calls = unique([f"{f.call or 'a verbs call'}: {f.error}" for _, f in verbs])
-        registration = any("reg_mr" in (f.call or "") or "reg_dmabuf" in (f.call or "") for _, f in verbs)
+        family = _family([f.call or "" for _, f in verbs])
         causes.append(Cause(
             id="verbs-resource-failure",
             title="an RDMA verbs call failed (queue pair, completion queue or memory registration)",
-            detail=f"{'; '.join(calls[:4])}. "
-                   + ("Memory registration failed: GPU buffers could not be registered with the HCA."
-                      if registration else "The HCA refused to create or change the RDMA resource."),
-            fix=("Check GPUDirect RDMA on the host (`lsmod | grep nvidia_peermem`, or dma-buf), the locked-"
-                 "memory limit (`ulimit -l unlimited`), and the HCA's state (`ibv_devinfo`, dmesg)."
-                 if registration else
-                 "Check the HCA's state (`ibv_devinfo`: port ACTIVE; dmesg for mlx5_core errors), the locked-"
-                 "memory limit (`ulimit -l unlimited`), and the device's QP/CQ limits (`ibv_devinfo -v` "
-                 "max_qp/max_cq) against the number of ranks and NCCL_IB_QPS_PER_CONNECTION."),
-            score=90, hosts=unique([f.host for _, f in verbs if f.host]) or hosts(lines), evidence=evidence(lines),
+            detail=f"{'; '.join(calls[:4])}. {_FAMILY_DETAIL[family]}",
+            fix=_FAMILY_FIX[family], score=90,
+            hosts=unique([f.host for _, f in verbs if f.host]) or hosts(lines), evidence=evidence(lines),
         ))
     if ofi or ofi_text:
         lines = [line for log, f in ofi for line in _line_of(log, f.line)] + ofi_text

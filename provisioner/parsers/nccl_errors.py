@@ -5,8 +5,9 @@ The wording changed across NCCL releases; each pattern here reads every form by 
 
 - completion errors: `NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129` (2.3 to
   2.11: no peer), `... from peer 10.0.0.2<4567> with error 12, opcode 0, len 0, vendor err 129 (Recv)`
-  (2.12 to 2.18), `... with status=12 opcode=0 len=0 vendor err 129 (Recv) ... hca mlx5_0` (2.19 on), and
-  `... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 ... hca mlx5_0` (newest).
+  (2.12 to 2.18), `... with status=12 opcode=0 len=0 vendor err 129 (Recv) ... hca mlx5_0` (2.19 on),
+  `... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 ... hca mlx5_0` (newest),
+  and the resiliency path's `NET/IB: Unsupported completion status IBV_WC_REM_ACCESS_ERR (10)` (2.30).
 - failed calls: `Call to ibv_create_qp failed` (2.3 on, misc/ibvwrap), later `... failed with error
   Cannot allocate memory` and `... errno 12`; `ibv_post_send() failed with error ...`; `Call to
   ibv_modify_qp failed with 110 Connection timed out, ...`; the OFI plugin's `NET/OFI ... fi_mr_reg
@@ -22,8 +23,8 @@ import re
 from provisioner.parsers._text import Fact
 
 _COMPLETION = re.compile(
-    r"Got completion(?:\s+from peer\s+(?P<peer>[^\s<,]+)(?:<(?P<port>[0-9]+)>)?)?\s*with\s+"
-    r"(?:error|status)\s*[=:]?\s*(?:(?P<symbol>IBV_WC_\w+)\s*\(\s*)?(?P<status>[0-9]+)"
+    r"(?:Got completion(?:\s+from peer\s+(?P<peer>[^\s<,]+)(?:<(?P<port>[0-9]+)>)?)?\s*with\s+"
+    r"(?:error|status)|Unsupported completion status)\s*[=:]?\s*(?:(?P<symbol>IBV_WC_\w+)\s*\(\s*)?(?P<status>[0-9]+)"
 )
 _OPCODE = re.compile(r"\bopcode\s*[= ]\s*(?:\w+\()?(?P<opcode>[0-9]+)")
 _VENDOR = re.compile(r"\bvendor[ _]err(?:or)?\s*[= ]?\s*(?P<vendor>[0-9]+)")
