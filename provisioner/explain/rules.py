@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from provisioner.explain import rules_job, rules_socket, rules_verbs, smoke
+from provisioner.explain import rules_job, rules_socket, rules_torch, rules_verbs, smoke
 from provisioner.explain.evidence import evidence
 from provisioner.explain.logs import Log, read_log
 from provisioner.explain.model import Cause, Explanation, NetworkUse
@@ -21,7 +21,7 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_socket.no_interface, rules_job.duplicate_gpu, rules_verbs.firmware_fault, rules_verbs.resource_failures,
     rules_verbs.completion_errors, rules_verbs.async_port_events, rules_socket.unreachable_peers,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_job.version_mismatch,
-    rules_job.watchdog, rules_job.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
+    rules_torch.watchdog, rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
     rules_job.dead_peer, rules_job.crashes,
 ]
 # Rules that only summarise what others explain better: used when nothing else names a failure.

@@ -1,6 +1,6 @@
-"""Causes at the job level: two ranks on one GPU, NCCL versions that differ, collective timeouts (with
-global ranks kept apart from process-group ranks), an incomplete rendezvous, a dead peer (NCCL, torch
-or gloo wording), traffic that stops after connecting (MTU), crashes, and nccl-tests verdicts.
+"""Causes at the job level: two ranks on one GPU, NCCL versions that differ, a dead peer (NCCL, torch
+or gloo wording), traffic that stops after connecting (MTU), crashes, and nccl-tests verdicts (torch's
+watchdog and rendezvous are in rules_torch).
 
 Wording read (learned from NCCL's release history): `Duplicate GPU detected : rank A and rank B both on
 CUDA device X` (2.4 on), `Net : Connection closed by remote peer` (2.3 to 2.11, with the peer from
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from provisioner.explain import rules_torch
 from provisioner.explain.evidence import evidence, grep, hosts, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
@@ -20,14 +21,6 @@ from provisioner.parsers.nccl_tests import NcclTests
 
 _DUPLICATE_GPU = re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>[0-9]+) and rank (?P<b>[0-9]+) both on "
                             r"CUDA device (?P<device>\S+)")
-_STORE_WAIT = re.compile(r"Timed out after (?P<s>[0-9.]+) seconds waiting for clients\.\s*(?P<have>[0-9]+)/"
-                         r"(?P<want>[0-9]+) clients joined", re.I)
-# torch: `[Rank 3] Watchdog caught ...` (2.0 to 2.2) and `[PG 0 (default_pg) Rank 3]` / `[PG ID 1 PG GUID 1
-# Rank 3]` (2.3 on). That rank is the rank inside the process group; the global rank is torch's `[rank3]:`.
-_PG_RANK = r"\[(?:PG (?:ID )?(?P<pg>[0-9]+)[^\]]*?)?Rank (?P<rank>[0-9]+)\]"
-_WATCHDOG = re.compile(_PG_RANK + r".*?Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>[0-9]+), "
-                       r"OpType=(?P<op>\w+).*?ran for (?P<ms>[0-9]+) milliseconds")
-_GLOBAL_RANK = re.compile(_PG_RANK + r".*?\bglobal rank:?\s*(?P<global>[0-9]+)")
 # A peer is an address (`10.0.0.2<37532>`, gloo's `[10.0.0.2]:14788`) or, from 2.16, the name it resolves to
 # (`gpu02.cluster<37532>`). NCCL's proxy threads report a dead local peer as `Proxy Call to rank N failed`
 # (2.12) or `[Proxy Service N] Failed to execute operation X from rank N` / `[Service thread] Error
@@ -47,7 +40,7 @@ _CRASH = re.compile(r"Segmentation fault|core dumped|SIGSEGV|SIGBUS|SIGABRT|Bus 
                     r"exitcode\s*:\s*-(?:9|11|6)\b|Killed process|Out of memory: Kill|^Killed$|"
                     r"\b[0-9]+\s+Killed\s+\S", re.I)
 _CUDA = re.compile(r"Cuda failure\s*'?(?P<what>[^']+)'?|CUDA error: (?P<what2>.+)", re.I)
-_NCCL_ERROR = re.compile(r"NCCL error.*?(?P<what>unhandled system error|unhandled cuda error|internal error|"
+_NCCL_ERROR = re.compile(r"NCCL[ _]?error.*?(?P<what>unhandled system error|unhandled cuda error|internal error|"
                          r"invalid usage|invalid argument)|ncclSystemError|ncclInternalError", re.I)
 _INIT_DONE = re.compile(r"Init COMPLETE|Connected all (?:rings|trees)|via NET/", re.I)
 _MTU_FIX = ("Check the MTU end to end between these hosts: the interfaces (`ip link`), the RDMA port's "
@@ -123,68 +116,6 @@ def version_mismatch(logs: list[Log]) -> list[Cause]:
         score=75, hosts=unique([w for w in sorted(by_who) if not w.startswith("rank ") and w not in peers]
                                + hosts(lines)),
         addresses=unique(peers), evidence=evidence(lines),
-    )]
-
-
-def _global_ranks(logs: list[Log]) -> dict[tuple[str | None, int], int]:
-    """(process group, rank in it) -> global rank, from torch's `... global rank: G` init lines."""
-    return {(m.group("pg"), int(m.group("rank"))): int(m.group("global")) for _, m in grep(logs, _GLOBAL_RANK)}
-
-
-def watchdog(logs: list[Log]) -> list[Cause]:
-    hits = grep(logs, _WATCHDOG)
-    if not hits:
-        return []
-    mapping = _global_ranks(logs)
-    pairs = []  # (global rank or None, process group, rank in the group)
-    for line, m in hits:
-        pg, rank = m.group("pg"), int(m.group("rank"))
-        pairs.append((line.rank if line.rank is not None else mapping.get((pg, rank)), pg, rank))
-    ops = unique([f"{m.group('op')} (SeqNum {m.group('seq')})" for _, m in hits])
-    seconds = max(int(m.group("ms")) for _, m in hits) / 1000
-    known = sorted({g for g, _, _ in pairs if g is not None})
-    if known:
-        who = f"global ranks {', '.join(map(str, known))}"
-        differ = unique([f"global {g} is rank {r} of process group {pg or '?'}" for g, pg, r in pairs
-                         if g is not None and (g != r or pg not in (None, "0"))])
-        if differ:
-            who += f" ({'; '.join(differ)})"
-        seen = sorted({line.rank for log in logs for line in log.lines if line.rank is not None} | set(known))
-    else:
-        groups = unique([pg for _, pg, _ in pairs if pg])
-        who = f"process-group ranks {', '.join(map(str, sorted({r for _, _, r in pairs})))}" + (
-            f" (process group {', '.join(groups)}; global ranks not in the log)" if groups else "")
-        seen = []
-    detail = f"{who} waited {seconds:g} s in {', '.join(ops)} and gave up."
-    absent = [r for r in seen if r not in known]
-    if absent:
-        detail += f" Global ranks {', '.join(map(str, absent))} never reported it: they did not reach the collective."
-    else:
-        detail += (" Every rank in the log reached it and waited: data stopped flowing between them "
-                   "(network path, a stalled peer, or a rank missing from this log).")
-    lines = [line for line, _ in hits]
-    return [Cause(
-        id="collective-timeout", title="a collective timed out (watchdog)", detail=detail,
-        fix="Look for the first error before the timeout on every rank; audit the hosts' data path "
-            "(link, MTU, PFC/ECN, port counters). Set TORCH_NCCL_TRACE_BUFFER_SIZE to record the stuck "
-            "collective next time.",
-        score=60, hosts=hosts(lines), evidence=evidence(lines),
-    )]
-
-
-def rendezvous_wait(logs: list[Log]) -> list[Cause]:
-    hits = grep(logs, _STORE_WAIT)
-    if not hits:
-        return []
-    _, m = hits[0]
-    lines = [line for line, _ in hits]
-    return [Cause(
-        id="rendezvous-incomplete", title="not every rank joined the rendezvous",
-        detail=f"only {m.group('have')} of {m.group('want')} ranks reached the store within {m.group('s')} s: "
-               "the missing ones could not connect (see the connection errors) or never started.",
-        fix="Check the hosts whose ranks are missing: that the job started there and that they reach the "
-            "master address on the data network.",
-        score=55, hosts=hosts(lines), evidence=evidence(lines),
     )]
 
 
@@ -277,7 +208,7 @@ def mtu_blackhole(logs: list[Log]) -> list[Cause]:
                 fix=_MTU_FIX, score=62, evidence=evidence(lines[-1:] + log.lines[-2:]),
             ))
     connected = grep(logs, _INIT_DONE)
-    stalled = grep(logs, _WATCHDOG)
+    stalled = grep(logs, rules_torch.WATCHDOG)
     errors = grep(logs, _DEAD_PEER) or any(log.nccl and (log.nccl.completion_errors or log.nccl.call_failures)
                                            for log in logs)
     if connected and stalled and not errors and multi_node(logs):

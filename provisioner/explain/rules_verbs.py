@@ -18,7 +18,7 @@ from provisioner.explain.evidence import evidence, grep, hosts, warning_lines
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
-from provisioner.parsers.nccl_errors import CompletionError
+from provisioner.parsers.nccl_errors import OFI_BENIGN, CompletionError
 
 _MEMLOCK = re.compile(r"RLIMIT_MEMLOCK|ulimit -l|locked memory|memlock", re.I)
 _NO_MEMORY = re.compile(r"Cannot allocate memory|errno\s*=?\s*12\b|ENOMEM|-12\b", re.I)
@@ -100,7 +100,7 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
     completion queues, or register memory, so it never ran over RDMA."""
     failures = [(log, f) for log in logs for f in (log.nccl.call_failures if log.nccl else [])]
     memlock = grep(logs, _MEMLOCK)
-    ofi_text = [line for line, _ in grep(logs, _OFI_LINE)]
+    ofi_text = [line for line, _ in grep(logs, _OFI_LINE) if not OFI_BENIGN.search(line.text)]
     causes = []
     if memlock or any(_NO_MEMORY.search(f.error) or f.errno == 12 for _, f in failures):
         lines = [line for line, _ in memlock]

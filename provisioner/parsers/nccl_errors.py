@@ -40,6 +40,10 @@ _CALL = re.compile(
 )
 _ERRNO = re.compile(r"\berrno\s*[= ]?\s*(?P<errno>[0-9]+)|\b(?:RC|rc|ret)\s*[:=]?\s*-?(?P<rc>[0-9]+)")
 _OFI = re.compile(r"^NET/OFI\b|\bOFI\b.*\bfail|libfabric", re.IGNORECASE)
+# What the OFI plugin warns about at every start on a healthy host: an optional NCCL symbol it looks up, a
+# sysfs path or DMI file it could not read (aws-ofi-nccl).
+OFI_BENIGN = re.compile(r"Could not find \w+ symbol|pciPath|Error opening file: /sys/|Could not find real path",
+                        re.IGNORECASE)
 _ASYNC = re.compile(
     r"NET/IB\s*:\s*(?:(?P<hca>[A-Za-z][\w.-]*[0-9]):[0-9]+\s+)?(?:Got\s+)?(?P<kind>non-fatal\s+|fatal\s+)?"
     r"async\s+(?:fatal\s+)?event(?:\s+on\s+\w+)?[^:]*:\s*(?P<event>[^(]+?)\s*(?:\((?P<code>[0-9]+)\))?\s*$",
@@ -107,6 +111,8 @@ def completion(message: str, line: int, host: str | None) -> CompletionError | N
 def call_failure(message: str, line: int, host: str | None) -> CallFailure | None:
     m = _CALL.search(message)
     ofi = bool(_OFI.search(message))
+    if ofi and OFI_BENIGN.search(message):
+        return None
     if not m and not ofi:
         return None
     if m is None and not re.search(r"fail|unable|error|couldn't|could not", message, re.IGNORECASE):
