@@ -9,14 +9,15 @@ a socket error `Read error [ADDR]:PORT: Connection timed out` or `writev [ADDR]:
 newest gloo writes the peer as `rank 2 ([ADDR]:PORT)`). `Connection timed out` (ETIMEDOUT) is TCP giving
 up on segments the peer never acknowledged on a connection that worked before: that names the path.
 A process that died closes its sockets instead (`Connection closed by peer`, `Connection reset by peer`),
-which is the dead-peer rule's.
+which is the dead-peer rule's, unless the ranks that closed had themselves given up waiting (gloo closes a
+rank's connections when its transfer times out; a `fabnet smoke` rank exits at its deadline).
 """
 
 from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import evidence, grep, hosts, multi_node
+from provisioner.explain.evidence import Hit, evidence, grep, hosts, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.rules_job import CRASH
@@ -25,9 +26,11 @@ from provisioner.parsers._text import unique
 _PEER = r"(?:rank (?P<rank>[0-9]+) \()?\[(?P<peer>[0-9a-fA-F.:]+)\]:(?P<port>[0-9]+)\)?"
 # TCP gave up: the peer stopped acknowledging data on an established connection.
 _TCP_TIMEOUT = re.compile(r"(?:Read error|writev)\s+" + _PEER + r"\s*:\s*Connection timed out", re.I)
-# The application's timeout: gloo waited for a transfer to complete (no peer), or a sync-mode socket did.
-_OP_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>[0-9]+) ?ms for (?P<op>recv|send) operation"
-                         r"|(?:Read|Write) timeout\s+" + _PEER, re.I)
+# A rank that gave up waiting: gloo's own timeout on a transfer (no peer), a sync-mode socket's, or the
+# deadline of a `fabnet smoke` rank (it exits while still waiting).
+_STALL = re.compile(r"Timed out waiting (?P<ms>[0-9]+) ?ms for (?P<op>recv|send) operation"
+                    r"|(?:Read|Write) timeout\s+" + _PEER + r"|own deadline of [0-9.]+ s reached", re.I)
+_ADDRESS = re.compile(r"\[(?P<peer>[0-9a-fA-F.:]+)\]:[0-9]+")
 # A peer process went away (or a rank crashed): then timeouts are its echo, not the path's.
 _GONE = re.compile(r"Connection (?:closed by (?:remote )?peer|reset by peer)|Socket (?:unexpectedly )?closed|"
                    r"Broken pipe|remote process exited|ncclRemoteError", re.I)
@@ -74,24 +77,40 @@ def _path_cause(hits: list[tuple[str | None, str, LogLine]], aliases: dict[str, 
                  addresses=addresses, evidence=evidence(lines))
 
 
+def _echoes(gone: list[Hit], stalled: set[str], aliases: dict[str, str]) -> bool:
+    """Whether every connection that closed was closed by a rank that had itself given up waiting: gloo
+    closes a rank's connections when its transfer times out, and a rank past its deadline exits. Which
+    host has which address only an inventory says; without it a closure may be a crash's."""
+    for line, _ in gone:
+        peer = _ADDRESS.search(line.text)
+        if peer is None or aliases.get(peer.group("peer")) not in stalled:
+            return False
+    return True
+
+
 def stalled_transfers(logs: list[Log]) -> list[Cause]:
+    aliases = {k: v for log in logs for k, v in log.aliases.items()}
     tcp = grep(logs, _TCP_TIMEOUT)
     if tcp:
-        aliases = {k: v for log in logs for k, v in log.aliases.items()}
         return [_path_cause([(line.host, m.group("peer"), line) for line, m in tcp], aliases)]
-    ops = grep(logs, _OP_TIMEOUT)
-    if not ops or grep(logs, _GONE) or grep(logs, CRASH) or not multi_node(logs):
+    stalls = grep(logs, _STALL)
+    if not stalls or grep(logs, CRASH) or not multi_node(logs):
         return []
-    lines = [line for line, _ in ops]
+    lines = [line for line, _ in stalls]
     who = hosts(lines)
+    gone = grep(logs, _GONE)
+    if gone and not _echoes(gone, {aliases.get(h, h) for h in who}, aliases):
+        return []  # a peer went away first: the dead-peer rule's
     ranks = unique([str(line.rank) for line in lines if line.rank is not None])
-    seconds = max((int(m.group("ms")) for _, m in ops if m.group("ms")), default=0) / 1000
+    seconds = max((int(m.group("ms")) for _, m in stalls if m.group("ms")), default=0) / 1000
     waited = f" waited {seconds:g} s and" if seconds else ""
-    detail = (f"{len(ops)} transfer(s) on {', '.join(who) if who else 'ranks ' + ', '.join(ranks) or 'the ranks'}"
-              f"{waited} timed out on connections gloo had already made (the rendezvous and its handshakes "
-              "went through), and no peer closed, reset or crashed: data stopped flowing without an error, "
-              "the signature of a path that passes small packets and drops full-size frames. A rank stuck "
-              "outside the collective gives the same timeouts. These errors name no peer, so the log alone "
-              "cannot tell which node's path it is.")
+    where = ", ".join(who) if who else ("ranks " + ", ".join(ranks) if ranks else "the ranks")
+    detail = (f"{len(stalls)} rank(s) on {where}{waited} gave up waiting for transfers on connections gloo had "
+              "already made (the rendezvous and its handshakes went through), and no rank crashed"
+              + (" (the connections that closed were those of ranks that had given up)" if gone else
+                 " or closed a connection")
+              + ": data stopped flowing without an error, the signature of a path that passes small packets "
+                "and drops full-size frames. A rank stuck outside the collective gives the same timeouts. "
+                "These errors name no peer, so the log alone cannot tell which node's path it is.")
     return [Cause(id="mtu-blackhole", title="collectives timed out after the ranks connected (MTU blackhole?)",
-                  detail=detail, fix=_FIX, score=62, evidence=evidence(lines))]
+                  detail=detail, fix=_FIX, score=62, evidence=evidence(lines + [line for line, _ in gone]))]

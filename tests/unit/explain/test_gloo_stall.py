@@ -49,6 +49,19 @@ def test_one_rank_timing_out_while_the_others_hit_their_deadline() -> None:
     assert cause.id == "mtu-blackhole" and cause.hosts == [] and "waited 28 s" in cause.detail
 
 
+def test_a_closure_from_a_rank_that_had_given_up_is_an_echo_once_the_inventory_says_whose_address() -> None:
+    """The lab, same fault: gpu03's rank reached its smoke deadline still waiting and exited, and gpu04 saw
+    198.19.3.3 (gpu03) close. Knowing that address is the rank that gave up, the closure is its echo; not
+    knowing it, a closure may be a crash's, and no MTU cause is made of it."""
+    text = (LOGS / "gloo-mtu-blackhole-deadline-closure-6.txt").read_text()
+    cause = _causes(text, {"198.19.3.3": "gpu03", "gpu03": "gpu03", "gpu04": "gpu04"})[0]
+    assert cause.id == "mtu-blackhole" and (cause.hosts, cause.addresses) == ([], [])
+    assert "closed were those of ranks that had given up" in cause.detail
+    assert [c.id for c in _causes(text)] == ["connection-lost"]
+    # The address is another host's, one that never said it gave up: a peer went away.
+    assert "mtu-blackhole" not in [c.id for c in _causes(text, {"198.19.3.3": "gpu01"})]
+
+
 def test_tcp_giving_up_names_the_pair_and_one_pair_cannot_say_which_end() -> None:
     """The lab, same fault, TCP's retries shortened below gloo's timeout (as a real job's 30-minute
     timeout outlasts TCP's 15): the first rank to fail names the peer it lost, gpu03's data address; the
@@ -59,6 +72,14 @@ def test_tcp_giving_up_names_the_pair_and_one_pair_cannot_say_which_end() -> Non
         assert cause.id == "mtu-blackhole" and cause.score > 52
         assert (cause.hosts, cause.addresses) == (["gpu04"], ["198.19.1.3"])
         assert "this one pair" in cause.detail and [e.line for e in cause.evidence] == [8]
+
+
+def test_a_closure_that_followed_the_timeout_stays_out_of_the_pair() -> None:
+    """Another lab run of that fault: gpu04 lost gpu03 (198.19.3.3), and gpu01 then saw gpu02's rank, which
+    the launcher stopped, close its connection. The closure is an echo: the pair named is gpu04's."""
+    causes = _causes((LOGS / "gloo-mtu-blackhole-tcp-timeout-5.txt").read_text())
+    assert causes[0].id == "mtu-blackhole"
+    assert (causes[0].hosts, causes[0].addresses) == (["gpu04"], ["198.19.3.3"])
 
 
 # A ring all-reduce with gpu03's path dropping full-size frames, no launcher stopping the job: gpu03's
