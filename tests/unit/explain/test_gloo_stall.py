@@ -62,6 +62,16 @@ def test_a_closure_from_a_rank_that_had_given_up_is_an_echo_once_the_inventory_s
     assert "mtu-blackhole" not in [c.id for c in _causes(text, {"198.19.3.3": "gpu01"})]
 
 
+def test_a_closure_from_a_rank_that_timed_out_is_an_echo() -> None:
+    """The lab, same fault: gpu02's transfer timed out, gloo closed its connections, and gpu01 saw
+    198.19.5.2 (gpu02) close before its own timeout; gpu03 and gpu04 timed out too."""
+    text = (LOGS / "gloo-mtu-blackhole-timeout-closure-7.txt").read_text()
+    aliases = {f"198.19.5.{n}": f"gpu0{n}" for n in range(1, 5)} | {f"gpu0{n}": f"gpu0{n}" for n in range(1, 5)}
+    cause = _causes(text, aliases)[0]
+    assert cause.id == "mtu-blackhole" and (cause.hosts, cause.addresses) == ([], [])
+    assert "on gpu02, gpu03, gpu04 waited 28 s" in cause.detail
+
+
 def test_tcp_giving_up_names_the_pair_and_one_pair_cannot_say_which_end() -> None:
     """The lab, same fault, TCP's retries shortened below gloo's timeout (as a real job's 30-minute
     timeout outlasts TCP's 15): the first rank to fail names the peer it lost, gpu03's data address; the
