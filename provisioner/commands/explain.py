@@ -165,11 +165,16 @@ def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Pat
     from provisioner.explain import explain
     from provisioner.output import report
 
-    result = explain(_read(logs))
+    texts = _read(logs)
+    result = explain(texts)
     mapping: dict[str, str] = {}
     audited: list[dict[str, Any]] = []
     if inventory is not None:
         mapping = _mapping(inventory, playbook, _seen(result))
+        if mapping:
+            # Again, knowing which names and addresses are one host: a cause that names the node common
+            # to several errors (one reported by its name, another by its address) can then name it.
+            result = explain(texts, aliases=mapping)
         hosts = list(dict.fromkeys(mapping.values()))
         if hosts:
             audited = _audit_hosts(inventory, playbook, hosts, forks, become_password(ask_become_pass))

@@ -43,6 +43,10 @@ class Log:
     nccl: NcclDebug | None
     tests: NcclTests | None
     rank_hosts: dict[int, str] = field(default_factory=dict)
+    # Names and addresses the caller knows to be one host ({name or address: host}, from an inventory):
+    # a rule that must tell whether two errors point at the same node reads a host's name and its
+    # address as one.
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def grep(self, pattern: re.Pattern[str]) -> Iterator[tuple[LogLine, re.Match[str]]]:
         for line in self.lines:

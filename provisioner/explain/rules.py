@@ -1,5 +1,5 @@
 """The causes `explain` knows: one registry of rules, each a function from the logs to zero or more
-Causes with evidence, kept in one module per class (rules_socket, rules_verbs, rules_job).
+Causes with evidence, kept in one module per class (rules_socket, rules_verbs, rules_job, rules_gloo).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -9,9 +9,9 @@ run without its footer). Every cause named is a failure or a slow path: a log th
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from provisioner.explain import rules_job, rules_socket, rules_torch, rules_verbs, smoke
+from provisioner.explain import rules_gloo, rules_job, rules_socket, rules_torch, rules_verbs, smoke
 from provisioner.explain.evidence import evidence
 from provisioner.explain.logs import Log, read_log
 from provisioner.explain.model import Cause, Explanation, NetworkUse
@@ -22,7 +22,7 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_verbs.completion_errors, rules_verbs.async_port_events, rules_socket.unreachable_peers,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_job.version_mismatch,
     rules_torch.watchdog, rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
-    rules_job.dead_peer, rules_job.crashes,
+    rules_gloo.stalled_transfers, rules_job.dead_peer, rules_job.crashes,
 ]
 # Rules that only summarise what others explain better: used when nothing else names a failure.
 FALLBACK: list[Callable[[list[Log]], list[Cause]]] = [rules_job.nccl_error]
@@ -41,9 +41,11 @@ def network_use(log: Log) -> NetworkUse | None:
     )
 
 
-def explain(logs: list[tuple[str, str]]) -> Explanation:
+def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = None) -> Explanation:
     """Causes, most likely first, for the (name, text) logs of one job (`fabnet smoke --json` output
-    included: its findings are causes and its ranks' output is read as logs)."""
+    included: its findings are causes and its ranks' output is read as logs). `aliases`: {name or
+    address in the logs: host}, where the caller knows them (an inventory), so a host's name and its
+    address count as one node."""
     texts: list[tuple[str, str, str | None]] = []
     causes: list[Cause] = []
     for name, text in logs:
@@ -53,6 +55,8 @@ def explain(logs: list[tuple[str, str]]) -> Explanation:
         else:
             texts.append((name, text, None))
     read = [read_log(name, text, host) for name, text, host in texts]
+    for log in read:
+        log.aliases = dict(aliases or {})
     for rule in RULES:
         causes += rule(read)
     if not causes:

@@ -36,7 +36,7 @@ _DEAD_PEER = re.compile(
     re.I,
 )
 # A shell reports a child it lost to SIGKILL as `Killed` alone on a line, or `line 1: 1234 Killed  python ...`.
-_CRASH = re.compile(r"Segmentation fault|core dumped|SIGSEGV|SIGBUS|SIGABRT|Bus error|Signal 9 \(SIGKILL\)|"
+CRASH = re.compile(r"Segmentation fault|core dumped|SIGSEGV|SIGBUS|SIGABRT|Bus error|Signal 9 \(SIGKILL\)|"
                     r"exitcode\s*:\s*-(?:9|11|6)\b|Killed process|Out of memory: Kill|^Killed$|"
                     r"\b[0-9]+\s+Killed\s+\S", re.I)
 _CUDA = re.compile(r"Cuda failure\s*'?(?P<what>[^']+)'?|CUDA error: (?P<what2>.+)", re.I)
@@ -149,7 +149,7 @@ def crashes(logs: list[Log]) -> list[Cause]:
             fix="Check the GPU on the hosts named (`nvidia-smi`, XID errors in dmesg) and the job's memory use.",
             score=70, hosts=hosts(lines), evidence=evidence(lines),
         ))
-    if crash := grep(logs, _CRASH):
+    if crash := grep(logs, CRASH):
         lines = [line for line, _ in crash]
         causes.append(Cause(
             id="process-crashed", title="a process crashed or was killed",

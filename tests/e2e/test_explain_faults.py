@@ -5,8 +5,11 @@ after the pre-flight (the all-reduce hangs), its data interface is renamed after
 job's GLOO_SOCKET_IFNAME names no interface there), and one rank's python is killed with SIGKILL. For
 each, explain reads the smoke JSON and, apart, the ranks' output as a launcher collects it (each line
 labelled with its host, pdsh style): exit 2, the cause named, and the faulty node named as its inventory
-host (for the MTU hang the log alone cannot say which node: every rank just times out). A healthy
-run's JSON and log: exit 0 and no cause.
+host. For the MTU hang the log alone names the node only as far as it can: when gloo's own timeout
+fires first every rank just times out, naming no peer (the cause is named, no node); when TCP gives up
+first (a real job's 30-minute timeout outlasts TCP's retries; the lab shortens those) the first rank to
+fail names the peer it lost, and that pair holds the node. A healthy run's JSON and log: exit 0 and no
+cause.
 """
 
 from __future__ import annotations
@@ -144,10 +147,37 @@ def test_mtu_blackhole_on_one_node(lab4: Lab, tmp_path: Path) -> None:
     assert json.loads(report.read_text())["verdict"] == "failed"
     code, result = explain(lab4, report)
     assert code == 2 and named(result, "smoke-preflight-path_mtu") == {victim.name}, result["causes"]
-    # The ranks' own lines only say that every rank timed out or lost a peer: the hang is found, but
-    # which node's path drops full-size frames takes the fabric check the smoke JSON carries.
+    # The ranks' own lines: transfers timed out after the rendezvous, no peer named. The MTU cause is
+    # named first; which node's path drops full-size frames takes the fabric check the smoke JSON
+    # carries, and the log's cause names none rather than guess.
     code, result = explain(lab4, log)
-    assert code == 2 and "connection-lost" in [c["id"] for c in result["causes"]], log.read_text()
+    assert code == 2 and result["causes"][0]["id"] == "mtu-blackhole", (result["causes"], log.read_text())
+    assert named(result, "mtu-blackhole") == set(), result["causes"]
+
+
+def test_mtu_blackhole_found_by_tcp_names_the_pair_with_the_node(lab4: Lab, tmp_path: Path) -> None:
+    """The same fault with TCP's retries (net.ipv4.tcp_retries2) cut so TCP gives up before gloo's timeout,
+    as it does in a job with gloo's default 30 minutes: the first rank to fail says which peer it lost
+    (`Read error [ADDR]:PORT: Connection timed out`). Smoke stops the other ranks then, so the log holds
+    one pair, the victim and a neighbour: both are named, as the log cannot say which end drops."""
+    victim = lab4.nodes[2]
+    port = lab4.state.names.data_port(victim.index)
+    before = {node.name: lab4.ssh(node, "sysctl -n net.ipv4.tcp_retries2").stdout.strip() for node in lab4.nodes}
+    try:
+        for node in lab4.nodes:
+            lab4.ssh(node, "sysctl -qw net.ipv4.tcp_retries2=5")
+        report, log = smoke(lab4, tmp_path, after_preflight=lambda: subprocess.run(
+            ["ip", "link", "set", port, "mtu", "1500"], check=True))
+    finally:
+        subprocess.run(["ip", "link", "set", port, "mtu", "9216"], check=True)
+        for node in lab4.nodes:
+            lab4.ssh(node, f"sysctl -qw net.ipv4.tcp_retries2={int(before[node.name])}")
+    assert json.loads(report.read_text())["verdict"] == "failed"
+    assert "Connection timed out" in log.read_text(), log.read_text()
+    code, result = explain(lab4, log)
+    assert code == 2 and result["causes"][0]["id"] == "mtu-blackhole", (result["causes"], log.read_text())
+    pair = named(result, "mtu-blackhole")
+    assert victim.name in pair and len(pair) == 2, (pair, log.read_text())
 
 
 def test_wrong_socket_ifname_on_one_node(lab4: Lab, tmp_path: Path) -> None:

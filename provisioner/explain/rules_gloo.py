@@ -1,0 +1,116 @@
+"""gloo transfers that stop after the ranks connected: the signature of a path that passes small packets
+(the rendezvous, gloo's handshakes, barriers) and drops full-size frames (an MTU blackhole), and, where
+the errors name peers, the node every timed-out connection shares.
+
+Wording read (gloo's transport/tcp and transport/uv, as torch vendors it): an operation that waited past
+the process group's timeout, `Timed out waiting 1800000ms for recv operation to complete` (send too;
+unbound_buffer.cc, no peer named); in sync mode `Read timeout [ADDR]:PORT` / `Write timeout [ADDR]:PORT`;
+a socket error `Read error [ADDR]:PORT: Connection timed out` or `writev [ADDR]:PORT: ...` (pair.cc; the
+newest gloo writes the peer as `rank 2 ([ADDR]:PORT)`). `Connection timed out` (ETIMEDOUT) is TCP giving
+up on segments the peer never acknowledged on a connection that worked before: that names the path.
+A process that died closes its sockets instead (`Connection closed by peer`, `Connection reset by peer`),
+which is the dead-peer rule's, unless the ranks that closed had themselves given up waiting (gloo closes a
+rank's connections when its transfer times out; a `fabnet smoke` rank exits at its deadline).
+"""
+
+from __future__ import annotations
+
+import re
+
+from provisioner.explain.evidence import Hit, evidence, grep, hosts, multi_node
+from provisioner.explain.logs import Log, LogLine
+from provisioner.explain.model import Cause
+from provisioner.explain.rules_job import CRASH
+from provisioner.parsers._text import unique
+
+_PEER = r"(?:rank (?P<rank>[0-9]+) \()?\[(?P<peer>[0-9a-fA-F.:]+)\]:(?P<port>[0-9]+)\)?"
+# TCP gave up: the peer stopped acknowledging data on an established connection.
+_TCP_TIMEOUT = re.compile(r"(?:Read error|writev)\s+" + _PEER + r"\s*:\s*Connection timed out", re.I)
+# A rank that gave up waiting: gloo's own timeout on a transfer (no peer), a sync-mode socket's, or the
+# deadline of a `fabnet smoke` rank (it exits while still waiting).
+_STALL = re.compile(r"Timed out waiting (?P<ms>[0-9]+) ?ms for (?P<op>recv|send) operation"
+                    r"|(?:Read|Write) timeout\s+" + _PEER + r"|own deadline of [0-9.]+ s reached", re.I)
+_ADDRESS = re.compile(r"\[(?P<peer>[0-9a-fA-F.:]+)\]:[0-9]+")
+# A peer process went away (or a rank crashed): then timeouts are its echo, not the path's.
+_GONE = re.compile(r"Connection (?:closed by (?:remote )?peer|reset by peer)|Socket (?:unexpectedly )?closed|"
+                   r"Broken pipe|remote process exited|ncclRemoteError", re.I)
+_FIX = ("Find the hop with the smaller MTU on the path of the node named: from each host, `ping -M do -s 8972 "
+        "PEER` (MTU 9000; `-s 1472` for 1500) must pass wherever small pings do; check the hosts' interfaces "
+        "(`ip link`) and every switch port on the path, or run `fabnet smoke`, whose path check names the host.")
+_LIMITS = ("A hop with a smaller MTU than the hosts drops full-size frames without a word; a host that went down "
+           "gives the same error.")
+
+
+def _path_cause(hits: list[tuple[str | None, str, LogLine]], aliases: dict[str, str]) -> Cause:
+    """TCP timeouts: each is a pair (the host that reported it, the peer it names). The node in every
+    pair is the one whose path drops the frames: in a ring, the node's two neighbours lose it and it
+    loses both of them, so one pair alone cannot say which end is at fault. A reporter is named by its
+    host, a peer by its address: `aliases` (an inventory's) tells when they are the same node."""
+    pairs = list(dict.fromkeys((host, peer) for host, peer, _ in hits))
+    reporters = unique([host for host, _ in pairs if host])
+    peers = unique([peer for _, peer in pairs])
+    listing = ", ".join(f"{host or 'a rank'} -> {peer}" for host, peer in pairs)
+    node = {end: aliases.get(end, end) for pair in pairs for end in pair if end}
+    common = set(node.values())
+    for pair in pairs:
+        common &= {node[end] for end in pair if end}
+    lines = [line for _, _, line in hits]
+    if len(pairs) > 1 and len(common) == 1:
+        found = next(iter(common))
+        named, addresses = [h for h in reporters if node[h] == found], [p for p in peers if node[p] == found]
+        detail = (f"TCP gave up on connections the ranks had made and used ({listing}): every one of them "
+                  f"involves {found}, so the path that drops the data is {found}'s. ") + _LIMITS
+        title = f"the path of {found} drops full-size frames (MTU blackhole): connections to it timed out"
+    else:
+        named, addresses = reporters, peers
+        if len(pairs) == 1:
+            why = "this one pair, so it cannot tell which end's path drops the frames: check both."
+        elif not aliases:
+            why = ("several pairs; which host has which address it does not say (--inventory tells), so the "
+                   "node common to them is not named: check each pair's path.")
+        else:
+            why = "no node common to every pair: check each pair's path."
+        detail = (f"TCP gave up on connections the ranks had made and used ({listing}): small packets passed, "
+                  "the data did not. " + _LIMITS + " The log shows " + why)
+        title = "a path drops full-size frames (MTU blackhole): connections timed out mid-transfer"
+    return Cause(id="mtu-blackhole", title=title, detail=detail, fix=_FIX, score=75, hosts=named,
+                 addresses=addresses, evidence=evidence(lines))
+
+
+def _echoes(gone: list[Hit], stalled: set[str], aliases: dict[str, str]) -> bool:
+    """Whether every connection that closed was closed by a rank that had itself given up waiting: gloo
+    closes a rank's connections when its transfer times out, and a rank past its deadline exits. Which
+    host has which address only an inventory says; without it a closure may be a crash's."""
+    for line, _ in gone:
+        peer = _ADDRESS.search(line.text)
+        if peer is None or aliases.get(peer.group("peer")) not in stalled:
+            return False
+    return True
+
+
+def stalled_transfers(logs: list[Log]) -> list[Cause]:
+    aliases = {k: v for log in logs for k, v in log.aliases.items()}
+    tcp = grep(logs, _TCP_TIMEOUT)
+    if tcp:
+        return [_path_cause([(line.host, m.group("peer"), line) for line, m in tcp], aliases)]
+    stalls = grep(logs, _STALL)
+    if not stalls or grep(logs, CRASH) or not multi_node(logs):
+        return []
+    lines = [line for line, _ in stalls]
+    who = hosts(lines)
+    gone = grep(logs, _GONE)
+    if gone and not _echoes(gone, {aliases.get(h, h) for h in who}, aliases):
+        return []  # a peer went away first: the dead-peer rule's
+    ranks = unique([str(line.rank) for line in lines if line.rank is not None])
+    seconds = max((int(m.group("ms")) for _, m in stalls if m.group("ms")), default=0) / 1000
+    waited = f" waited {seconds:g} s and" if seconds else ""
+    where = ", ".join(who) if who else ("ranks " + ", ".join(ranks) if ranks else "the ranks")
+    detail = (f"{len(stalls)} rank(s) on {where}{waited} gave up waiting for transfers on connections gloo had "
+              "already made (the rendezvous and its handshakes went through), and no rank crashed"
+              + (" (the connections that closed were those of ranks that had given up)" if gone else
+                 " or closed a connection")
+              + ": data stopped flowing without an error, the signature of a path that passes small packets "
+                "and drops full-size frames. A rank stuck outside the collective gives the same timeouts. "
+                "These errors name no peer, so the log alone cannot tell which node's path it is.")
+    return [Cause(id="mtu-blackhole", title="collectives timed out after the ranks connected (MTU blackhole?)",
+                  detail=detail, fix=_FIX, score=62, evidence=evidence(lines + [line for line, _ in gone]))]
