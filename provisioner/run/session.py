@@ -84,8 +84,10 @@ class HostSession:
         for attempt in (1, 2):
             conn = self._connection(fresh=attempt == 2)
             try:
+                # A channel that does not open within the login's own timeout is a dead path: it is
+                # found there (then logged into again, once), not at the end of the command's timeout.
                 result = transport.run(conn, script, become=how, timeout=limit, partial=partial, ticks=ticks,
-                                       shorten_after=shorten_after)
+                                       shorten_after=shorten_after, open_timeout=self.options.connect_timeout)
             except transport.NotStarted:
                 # Nothing ran on the host: a kept session that died while idle is opened again, once.
                 if attempt == 2 or interrupted.is_set():

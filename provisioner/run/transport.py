@@ -268,7 +268,7 @@ ENDINGS = {
 
 def run(conn: Connection, script: str, *, become: Become | None = None, timeout: float = 120.0, partial: bool = False,
         shorten_after: tuple[str, float] | None = None, max_stdout: int = MAX_STDOUT,
-        max_stderr: int = MAX_STDERR, ticks: float | None = None) -> ExecResult:
+        max_stderr: int = MAX_STDERR, ticks: float | None = None, open_timeout: float | None = None) -> ExecResult:
     """Run `script` with `sh -s` in ONE exec, the script on its standard input, for at most `timeout` seconds;
     through sudo as `become` says (become.py: the password, if any, goes on standard input before it).
 
@@ -287,6 +287,9 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
     With `ticks` (seconds), standard input stays open after the script and a newline goes on it every
     `ticks` seconds: the clock of the script's watchdog (batch.py), whose end tells it the connection
     is gone.
+
+    `open_timeout` bounds the wait for the exec's channel (one round trip on a live connection): a kept
+    session whose path died since its last use is found within it, not at the end of `timeout`.
     """
     started = time.monotonic()
     deadline = started + timeout
@@ -294,7 +297,8 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
     if client_transport is None or not client_transport.is_active():
         raise NotStarted("connection lost before the command started")
     try:
-        channel = client_transport.open_session(timeout=max(1.0, min(timeout, 30.0)))
+        opening = min(timeout, 30.0, open_timeout if open_timeout is not None else 30.0)
+        channel = client_transport.open_session(timeout=max(1.0, opening))
         channel.settimeout(max(1.0, min(timeout, 30.0)))
         channel.exec_command(become.command() if become else "sh -s")
         prefix = become.stdin_prefix() if become else b""

@@ -54,13 +54,13 @@ def lab4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def smoke(lab: Lab, tmp_path: Path, *, after_preflight: Callable[[], None] | None = None,
-          poll: Callable[[], bool] | None = None, iters: int = 3) -> tuple[Path, Path]:
+          poll: Callable[[], bool] | None = None, iters: int = 3, extra: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """Run `fabnet smoke --json` as a user would, making a fault after its pre-flight (`after_preflight`)
     or while it runs (`poll`, called until it returns True); keep its JSON and its ranks' output as a
     launcher would collect it, each line labelled with its host. Returns (JSON file, log file)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "provisioner", "smoke", str(lab.state.inventory_path), "-p", str(PLAYBOOK),
-         "--json", "--sizes", "1M:2M", "--iters", str(iters), "--timeout", str(TIMEOUT)],
+         "--json", "--sizes", "1M:2M", "--iters", str(iters), "--timeout", str(TIMEOUT), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     stderr: list[str] = []
 
@@ -129,7 +129,9 @@ def assert_explained(lab: Lab, report: Path, log: Path, ids: tuple[str, str], vi
 
 
 def test_healthy_run_explains_to_nothing(lab4: Lab, tmp_path: Path) -> None:
-    report, log = smoke(lab4, tmp_path)
+    # No comparison with the fleet: beside a second group of lab tests on 2 cores one host's pairs can
+    # measure at half the others' (test_smoke.py checks that comparison, ten runs in a row).
+    report, log = smoke(lab4, tmp_path, extra=("--slow-fraction", "0"))
     assert json.loads(report.read_text())["verdict"] == "pass"
     for path in (report, log):
         code, result = explain(lab4, path)

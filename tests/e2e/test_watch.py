@@ -220,6 +220,31 @@ def test_hosts_down_or_restarting_sshd_are_reported_and_never_hold_up_the_others
     assert kinds[:1] == ["watching"] and "host_down" in kinds and "host_back" in kinds
 
 
+def test_a_kept_session_whose_path_died_is_found_within_the_login_timeout(watch_lab: Lab) -> None:
+    """A kept-open session (watch's, or any command's second exec) whose management path died since its
+    last use: the next exec waits for its channel only as long as a login may take, then tries one new
+    login, and the host is reported down after those two waits, not at the end of the command's
+    timeout (here 30 s)."""
+    from provisioner.load.loading import load_hosts
+    from provisioner.run import transport
+    from provisioner.run.session import HostSession, Options
+
+    plans, _ = load_hosts(watch_lab.state.inventory_path, "gpu03")
+    session = HostSession(plans[0].host, Options(connect_timeout=2, command_timeout=30))
+    mgmt = watch_lab.state.names.mgmt_port(watch_lab.node("gpu03").index)
+    try:
+        assert session.exec("true").exit_code == 0
+        subprocess.run(["ip", "link", "set", mgmt, "down"], check=True)
+        started = time.monotonic()
+        with pytest.raises(transport.HostUnreachable, match="timed out"):
+            session.exec("true")
+        took = time.monotonic() - started
+    finally:
+        subprocess.run(["ip", "link", "set", mgmt, "up"], check=False)
+        session.close()
+    assert 2 * 2 - 0.5 < took < 2 * 2 + 2, took  # the channel's wait, then the new login's
+
+
 def test_drain_failed_drains_the_host_whose_link_counter_rose_and_no_other(tmp_path: Path) -> None:
     name = lab_name("wsl")
     manager.down(name)
