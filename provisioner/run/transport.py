@@ -124,21 +124,30 @@ def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | Non
         config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config(),
     )
     known = knownhosts.load_cached(_known_hosts_files(host, conn))
-    chain: list[Connection] = []  # the target first, then each jump host outwards
-    hop: Connection | None = conn
-    while isinstance(hop, Connection):
-        _harden(hop, known)
-        chain.append(hop)
-        hop = hop.gateway if isinstance(hop.gateway, Connection) else None
     try:
-        # Outermost jump host first, so a failure is blamed on the hop where it happened.
-        for position, hop in reversed(list(enumerate(chain))):
-            role = "" if position == 0 else f"jump host {hop.host}: "
-            _open(hop, host.name, role, known, connect_timeout)
+        _open_chain(_hops(conn, known), host.name, known, connect_timeout, target=conn)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _hops(first: Connection, known: knownhosts.KnownHosts) -> list[Connection]:
+    """`first`, then each jump host outwards, every one held to known_hosts."""
+    chain: list[Connection] = []
+    hop: Connection | None = first
+    while isinstance(hop, Connection):
+        _harden(hop, known)
+        chain.append(hop)
+        hop = hop.gateway if isinstance(hop.gateway, Connection) else None
+    return chain
+
+
+def _open_chain(chain: list[Connection], host_name: str, known: knownhosts.KnownHosts, timeout: float,
+                target: Connection | None = None) -> None:
+    # Outermost jump host first, so a failure is blamed on the hop where it happened.
+    for hop in reversed(chain):
+        _open(hop, host_name, "" if hop is target else f"jump host {hop.host}: ", known, timeout)
 
 
 def _open(hop: Connection, host_name: str, role: str, known: knownhosts.KnownHosts, timeout: float) -> None:
@@ -223,22 +232,31 @@ def host_key(host: Host, *, timeout: float = 10.0, ssh_config: Path | None = Non
     """Read the key `host` presents with a key exchange and nothing after it: no login, no trust given.
 
     As a login does, the key types known_hosts already holds for the host are asked for first, so a
-    known host shows the key it is known by. A jump host is not supported here: HostUnreachable says so.
+    known host shows the key it is known by. Behind ProxyJump, each jump host is logged into as a login
+    would (its own key checked against known_hosts) and the key exchange goes through it; a ProxyCommand
+    is not supported here: HostUnreachable says so.
     """
     conn = Connection(host.ssh_config_host, user=host.user if "user" in host.explicit else None,
                       port=host.port if "port" in host.explicit else None,
+                      connect_timeout=max(0.5, timeout),
+                      connect_kwargs={"banner_timeout": timeout, "auth_timeout": timeout},
                       config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config())
     files = _known_hosts_files(host, conn)
     where = f"{conn.host}:{conn.port}"
     name = conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
-    known = knownhosts.load_cached(files).keys.lookup(name)
+    known_hosts = knownhosts.load_cached(files)
+    known = known_hosts.keys.lookup(name)
     prefer = list(known.keys()) if known else []
-    if conn.gateway:
-        raise HostUnreachable(host.name, "its host key cannot be read through a jump host; pin it by hand")
+    if conn.gateway and not isinstance(conn.gateway, Connection):
+        raise HostUnreachable(host.name, "its host key cannot be read through a ProxyCommand; pin it by hand")
     try:
-        sock = dial(conn.host, int(conn.port), timeout)
+        sock = _through_jumps(conn, host.name, known_hosts, timeout)
     except (InterruptedError, OSError) as exc:
+        conn.close()
         raise HostUnreachable(host.name, f"cannot connect to {where}: {_oserror(exc)}") from exc
+    except BaseException:
+        conn.close()
+        raise
     client_transport = paramiko.Transport(sock)
     try:
         client_transport.banner_timeout = timeout
@@ -251,7 +269,29 @@ def host_key(host: Host, *, timeout: float = 10.0, ssh_config: Path | None = Non
         raise HostUnreachable(host.name, f"no SSH key exchange with {where}: {_short(exc)}") from exc
     finally:
         client_transport.close()
+        conn.close()  # and the jump hosts' connections, if any
     return ServerKey(key, name, files)
+
+
+def _through_jumps(conn: Connection, host_name: str, known: knownhosts.KnownHosts,
+                   timeout: float) -> socket.socket | paramiko.Channel:
+    """A byte stream to `conn`'s SSH port: a TCP socket, or a channel through its logged-in jump hosts."""
+    gateway = conn.gateway if isinstance(conn.gateway, Connection) else None
+    if gateway is None:
+        return dial(conn.host, int(conn.port), timeout)
+    _open_chain(_hops(gateway, known), host_name, known, timeout)
+    jump = gateway.client.get_transport()
+    if jump is None:
+        raise HostUnreachable(host_name, f"jump host {gateway.host}: its connection closed")
+    try:
+        channel: paramiko.Channel = jump.open_channel("direct-tcpip", (conn.host, int(conn.port)), ("", 0),
+                                                      timeout=timeout)
+        return channel
+    except paramiko.ChannelException as exc:
+        raise HostUnreachable(host_name, f"the jump host could not open a connection to {conn.host}:{conn.port}: "
+                                         f"{exc.text or exc.code}") from exc
+    except paramiko.SSHException as exc:
+        raise HostUnreachable(host_name, f"jump host {gateway.host}: {_short(exc)}") from exc
 
 
 # ----------------------------------------------------------------------------------------------- exec

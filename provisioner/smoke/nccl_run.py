@@ -156,6 +156,10 @@ def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: ncclt
     if missing is not None or code == 127:
         _name_missing(targets, settings, chosen, launch_host, missing, session_of, result)
         return result
+    unstarted = nccltests.tasks_failed_to_start(output, code) if code != TIMED_OUT else []
+    if unstarted and _name_missing(targets, settings, chosen, launch_host, (settings.binary, unstarted),
+                                   session_of, result, only_if_found=True):
+        return result
     tail = " | ".join(output.strip().splitlines()[-3:])
     if code == TIMED_OUT:
         result.verdict, result.reason = "failed", f"nccl-tests did not finish within {settings.timeout:g} s: {tail}"
@@ -177,8 +181,11 @@ def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: ncclt
 
 
 def _name_missing(targets: Sequence[Target], settings: Settings, chosen: nccltests.Launch, launch_host: Target,
-                  missing: tuple[str, list[str]] | None, session_of: SessionOf, result: Result) -> None:
-    """The launch failed for a program that is not there: look on the hosts again, name where it lacks."""
+                  missing: tuple[str, list[str]] | None, session_of: SessionOf, result: Result,
+                  only_if_found: bool = False) -> bool:
+    """The launch failed for a program that is not there: look on the hosts again, name where it lacks.
+    With `only_if_found` (the output only suggests it), nothing is said unless a host really lacks it.
+    Returns whether a host was named."""
     program, named = missing if missing is not None else (chosen.launcher, [launch_host.name])
     # The launcher is looked for where it runs; anything else (all_reduce_perf) on every rank's host.
     where = [launch_host] if program == chosen.launcher else list(targets)
@@ -193,11 +200,15 @@ def _name_missing(targets: Sequence[Target], settings: Settings, chosen: nccltes
         facts = preflight.parse_facts(target.name, probe, batch.split_output(done.stdout, nonce))
         return target.name if facts.tools.get(program, "") is None else None
 
-    hosts = [h for h in runner.each(where, look, forks=FORKS) if h] or [h for h in named if h] or [launch_host.name]
+    lacking = [h for h in runner.each(where, look, forks=FORKS) if h]
+    if not lacking and only_if_found:
+        return False
+    hosts = lacking or [h for h in named if h] or [launch_host.name]
     message = f"{', '.join(hosts)}: {program} not found on PATH"
     result.findings.append(preflight.Finding("tools", tuple(hosts), message,
                                              f"install {program} on {', '.join(hosts)} or put it on the PATH "
                                              f"{chosen.launcher} gives its tasks"))
     result.verdict, result.reason = "failed", message
     result.failed_hosts = dict.fromkeys(hosts, message)
+    return True
 

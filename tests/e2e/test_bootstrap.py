@@ -116,6 +116,36 @@ def test_a_wrong_fingerprint_is_refused_and_changes_nothing(
     assert_untouched(blab, new_node, known)
 
 
+def test_behind_a_jump_host_the_key_is_read_through_it(
+        blab: Lab, new_node: NodeRecord, oracle_known_hosts: tuple[Path, str], tmp_path: Path) -> None:
+    """A new node reached only through a bastion (ProxyJump in the ssh config): its key is read over the
+    jump host's connection, shown, and refused without a terminal; the node's own sshd saw the exchange
+    come from the jump host's address."""
+    known, fingerprint = oracle_known_hosts
+    jump = blab.node("gpu01")
+    key = blab.state.key_path
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host jumpbox\n  HostName {jump.mgmt_ip}\n  User root\n  IdentityFile {key}\n"
+                      f"Host new-behind-jump\n  HostName {new_node.mgmt_ip}\n  User root\n  IdentityFile {key}\n"
+                      "  ProxyJump jumpbox\n")
+    data = yaml.safe_load(blab.state.inventory_path.read_text())
+    for group in data["all"]["children"].values():  # wherever the lab gave gpu04 its address
+        entry = (group.get("hosts") or {}).get("gpu04")
+        if isinstance(entry, dict) and "ansible_host" in entry:
+            entry["ansible_host"] = "new-behind-jump"
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump(data))
+    since = oracle_ssh(blab, new_node, known, "date +%s").strip()
+    proc = subprocess.run([sys.executable, "-m", "provisioner", "bootstrap", str(inventory), "--limit", "new",
+                           "--ssh-config", str(config), "--yes"], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, start_new_session=True)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert fingerprint in proc.stdout and "REFUSED" in proc.stdout, proc.stdout
+    sshd = oracle_ssh(blab, new_node, known, f"journalctl -q -u ssh --since @{since} --no-pager")
+    assert f"from {jump.mgmt_ip} " in sshd or f"by {jump.mgmt_ip} " in sshd, sshd
+    assert_untouched(blab, new_node, known)
+
+
 def test_the_right_fingerprint_pins_converges_and_proves_the_node(
         blab: Lab, new_node: NodeRecord, oracle_known_hosts: tuple[Path, str]) -> None:
     _, fingerprint = oracle_known_hosts

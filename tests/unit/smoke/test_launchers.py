@@ -132,6 +132,20 @@ def test_missing_program_in_launcher_output(output: str, code: int, expected: ob
     assert nccltests.missing_program(output, code) == expected
 
 
+@pytest.mark.parametrize(("output", "code", "expected"), [
+    # The step ended at once (--kill-on-bad-exit) and the task's execve line never came: worth a look.
+    ("srun: error: gpu03: task 2: Exited with exit code 2\n", 2, ["gpu03"]),
+    ("srun: error: gpu03: task 2: Exited with exit code 127\nsrun: error: gpu01: task 0: Killed\n", 1, ["gpu03"]),
+    # A run that printed nccl-tests' header failed inside the test: not a program that could not start.
+    ("# nThread 1 nGpus 1 minBytes 1048576\n#  size  count\nsrun: error: gpu03: task 2: Exited with exit code 2\n",
+     2, []),
+    ("srun: error: gpu03: task 2: Exited with exit code 1\n", 1, []),
+    ("", 0, []),
+])
+def test_tasks_that_failed_to_start(output: str, code: int, expected: list[str]) -> None:
+    assert nccltests.tasks_failed_to_start(output, code) == expected
+
+
 def test_a_pmix_plugin_that_cannot_load_is_dropped_not_a_parse_error() -> None:
     output = ("srun: error:  mpi/pmix_v4: init: (null) [0]: mpi_pmix.c:195: pmi/pmix: can not load PMIx library\n"
               "srun: error: Couldn't load specified plugin name for mpi/pmix: Plugin init() callback failed\n")
