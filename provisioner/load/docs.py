@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from provisioner.load.playbook import PlaySpec, VerifySpec
-from provisioner.load.specs import VersionConstraint
+from provisioner.load.version_spec import VersionConstraint
 from provisioner.resources import REGISTRY
 from provisioner.smoke.settings import AllReduceSpec
 

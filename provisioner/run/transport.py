@@ -28,6 +28,7 @@ from provisioner.load.inventory import Host
 from provisioner.run import knownhosts
 from provisioner.run.become import Become
 from provisioner.run.become import failure as become_failure
+from provisioner.run.loginerrors import UnknownHostKey, login_failure, oserror, short
 from provisioner.run.sockets import POLL, dial, interrupted
 from provisioner.run.sockets import interrupt as interrupt  # Ctrl-C stops every login and exec through here
 from provisioner.run.sockets import reset as reset
@@ -84,15 +85,9 @@ def _known_hosts_files(host: Host, conn: Connection) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
-class _UnknownHostKey(paramiko.SSHException):
-    def __init__(self, key: paramiko.PKey) -> None:
-        super().__init__("host key not found in known_hosts")
-        self.key = key
-
-
 class _Refuse(paramiko.MissingHostKeyPolicy):
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        raise _UnknownHostKey(key)
+        raise UnknownHostKey(key)
 
 
 def _harden(conn: Connection, known: knownhosts.KnownHosts) -> None:
@@ -160,7 +155,7 @@ def _open(hop: Connection, host_name: str, role: str, known: knownhosts.KnownHos
         except InterruptedError as exc:
             raise HostUnreachable(host_name, f"{role}interrupted while connecting to {where}") from exc
         except OSError as exc:
-            raise HostUnreachable(host_name, f"{role}cannot connect to {where}: {_oserror(exc)}") from exc
+            raise HostUnreachable(host_name, f"{role}cannot connect to {where}: {oserror(exc)}") from exc
     started = time.monotonic()
     try:
         hop.open()
@@ -168,55 +163,7 @@ def _open(hop: Connection, host_name: str, role: str, known: knownhosts.KnownHos
         if interrupted.is_set():
             raise HostUnreachable(host_name, f"{role}interrupted while logging in to {where}") from exc
         slow = time.monotonic() - started >= 0.5 * timeout
-        raise HostUnreachable(host_name, role + _login_failure(exc, hop, known, timeout if slow else None)) from exc
-
-
-def _fingerprint(key: paramiko.PKey) -> str:
-    return f"{key.get_name()} {key.fingerprint}"
-
-
-def _login_failure(exc: Exception, hop: Connection, known: knownhosts.KnownHosts,
-                   waited: float | None = None) -> str:
-    """Why a login failed, in words to act on; `waited` is set when it failed only after a long wait."""
-    where = f"{hop.host}:{hop.port}"
-    files = ", ".join(map(str, known.files)) or "none found"
-    if isinstance(exc, paramiko.BadHostKeyException | _UnknownHostKey):
-        key = exc.key
-        if known.is_revoked(key):
-            return (f"host key of {hop.host} ({_fingerprint(key)}) is marked @revoked in known_hosts. "
-                    "Refusing to connect.")
-        if isinstance(exc, paramiko.BadHostKeyException):
-            return (f"host key mismatch for {hop.host}: it presented {_fingerprint(key)}, which does not match "
-                    "known_hosts (the host was reinstalled, or someone is in the middle). Refusing to connect.")
-        return (f"host key of {hop.host} ({_fingerprint(key)}) is not in known_hosts ({files}); add it "
-                "(ssh-keyscan, then verify the fingerprint) or set fabnet_known_hosts. Refusing to connect.")
-    if isinstance(exc, paramiko.ChannelException):
-        return f"the jump host could not open a connection to {where}: {exc.text or exc.code}"
-    if isinstance(exc, paramiko.AuthenticationException):
-        return f"authentication failed as {hop.user}: {_short(exc)}"
-    message = str(exc)
-    closed = ("No existing session", "Error reading SSH protocol banner", "Connection reset")
-    if any(text in message for text in closed) or isinstance(exc, EOFError | ConnectionError):
-        if waited is not None:
-            return f"no answer from the SSH server at {where} within {waited:g} s (overloaded, or not an SSH server?)"
-        return (f"the SSH server at {where} closed the connection before login (is sshd running and accepting "
-                "connections? see MaxStartups, and the host's sshd log)")
-    if isinstance(exc, paramiko.SSHException):
-        return f"SSH error with {where}: {_short(exc)}"
-    if isinstance(exc, OSError):
-        return f"cannot connect to {where}: {_oserror(exc)}"
-    return f"cannot log in to {where}: {type(exc).__name__}: {_short(exc)}"
-
-
-def _short(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _oserror(exc: OSError) -> str:
-    if isinstance(exc, TimeoutError | socket.timeout):
-        return "timed out"
-    return exc.strerror or str(exc) or type(exc).__name__
+        raise HostUnreachable(host_name, role + login_failure(exc, hop, known, timeout if slow else None)) from exc
 
 
 @dataclass(frozen=True)
@@ -253,7 +200,7 @@ def host_key(host: Host, *, timeout: float = 10.0, ssh_config: Path | None = Non
         sock = _through_jumps(conn, host.name, known_hosts, timeout)
     except (InterruptedError, OSError) as exc:
         conn.close()
-        raise HostUnreachable(host.name, f"cannot connect to {where}: {_oserror(exc)}") from exc
+        raise HostUnreachable(host.name, f"cannot connect to {where}: {oserror(exc)}") from exc
     except BaseException:
         conn.close()
         raise
@@ -266,7 +213,7 @@ def host_key(host: Host, *, timeout: float = 10.0, ssh_config: Path | None = Non
         client_transport.start_client(timeout=timeout)
         key = client_transport.get_remote_server_key()
     except Exception as exc:  # paramiko raises many types; each becomes one reason
-        raise HostUnreachable(host.name, f"no SSH key exchange with {where}: {_short(exc)}") from exc
+        raise HostUnreachable(host.name, f"no SSH key exchange with {where}: {short(exc)}") from exc
     finally:
         client_transport.close()
         conn.close()  # and the jump hosts' connections, if any
@@ -291,7 +238,7 @@ def _through_jumps(conn: Connection, host_name: str, known: knownhosts.KnownHost
         raise HostUnreachable(host_name, f"the jump host could not open a connection to {conn.host}:{conn.port}: "
                                          f"{exc.text or exc.code}") from exc
     except paramiko.SSHException as exc:
-        raise HostUnreachable(host_name, f"jump host {gateway.host}: {_short(exc)}") from exc
+        raise HostUnreachable(host_name, f"jump host {gateway.host}: {short(exc)}") from exc
 
 
 # ----------------------------------------------------------------------------------------------- exec
@@ -350,7 +297,7 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
             raise CommandFailed("interrupted") from exc
         lost = not client_transport.is_active()
         # The script is one brace group: a shell that got only part of it runs none of it.
-        raise NotStarted("connection lost" if lost else f"cannot start the command: {_short(exc)}") from exc
+        raise NotStarted("connection lost" if lost else f"cannot start the command: {short(exc)}") from exc
     try:
         result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr, shorten_after,
                           ticks)

@@ -15,9 +15,8 @@ from provisioner.load.specs import (
     RoceQosSpec,
     ServiceSpec,
     SysctlSpec,
-    VersionConstraint,
-    installed_version,
 )
+from provisioner.load.version_spec import VersionConstraint, installed_version
 from provisioner.resources import REGISTRY
 
 

@@ -16,7 +16,7 @@ import paramiko
 import pytest
 
 from provisioner.load.inventory import Host
-from provisioner.run import become, knownhosts, sockets, transport
+from provisioner.run import become, knownhosts, loginerrors, sockets, transport
 
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPV0Ub2RoR8DfzKZ3NfGJ6+FxynfURNgLjfmn/sWCipv"
 
@@ -111,14 +111,14 @@ def test_login_failures_read_as_reasons() -> None:
         host, port, user = "10.0.0.9", 22, "root"
 
     known = knownhosts.KnownHosts()
-    lost = transport._login_failure(paramiko.SSHException("No existing session"), Hop(), known)
+    lost = loginerrors.login_failure(paramiko.SSHException("No existing session"), Hop(), known)
     assert "closed the connection before login" in lost and "sshd running" in lost
     revoked = knownhosts.KnownHosts(revoked={key(KEY_A).asbytes()})
-    refused = transport._login_failure(transport._UnknownHostKey(key(KEY_A)), Hop(), revoked)
+    refused = loginerrors.login_failure(loginerrors.UnknownHostKey(key(KEY_A)), Hop(), revoked)
     assert "@revoked" in refused and "SHA256:" in refused
-    long = transport._login_failure(paramiko.SSHException("x" * 5000), Hop(), known)
+    long = loginerrors.login_failure(paramiko.SSHException("x" * 5000), Hop(), known)
     assert len(long) < 300
-    through = transport._login_failure(paramiko.ChannelException(2, "Connect failed"), Hop(), known)
+    through = loginerrors.login_failure(paramiko.ChannelException(2, "Connect failed"), Hop(), known)
     assert through == "the jump host could not open a connection to 10.0.0.9:22: Connect failed"
 
 
