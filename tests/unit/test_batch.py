@@ -184,7 +184,7 @@ def test_the_budget_cuts_a_probes_timeout_and_skips_what_is_left() -> None:
     slow, later = Probe("trap '' TERM; sleep 60", timeout=30), Probe("echo later")
     started = time.monotonic()
     results = run_locally([slow, later], budget=2, run_id="e5" * 8)
-    assert time.monotonic() - started < 2 + batch.KILL_GRACE + 3
+    assert time.monotonic() - started < 2 + batch.KILL_GRACE + 8  # not the probe's 30 s (slack: a loaded CI)
     assert results[slow.key].exit_code == batch.TIMEOUT_EXIT
     assert results[later.key].exit_code == batch.NOT_RUN_EXIT
     assert "not run" in results[later.key].stderr
@@ -213,7 +213,7 @@ def test_when_the_connection_goes_the_running_probe_is_stopped_at_once() -> None
         proc.wait(timeout=10)  # not at the probe's 120 s timeout
     finally:
         proc.kill()
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 8  # not the probe's 120 s (slack: a loaded CI)
     assert _leftovers_killed("f7" * 8) == []
 
 
@@ -286,7 +286,7 @@ def test_a_script_killed_outright_leaves_no_watchdog_holding_the_channel() -> No
     try:
         while os.read(proc.stderr.fileno(), 65536):  # b"" once nothing holds stderr open
             assert time.monotonic() - started < 10, "something the script started still holds its stderr"
-        assert time.monotonic() - started < 1
+        assert time.monotonic() - started < 5  # at once, not when the 300 s sleep ends (slack: a loaded CI)
         proc.stdin.close()
         while _marked("a8" * 8) and time.monotonic() - started < 5:
             time.sleep(0.05)
