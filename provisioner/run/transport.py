@@ -321,6 +321,15 @@ def _tick(channel: paramiko.Channel, due: float, every: float) -> float:
     return max(due + every, time.monotonic())
 
 
+def _drain(channel: paramiko.Channel, out: bytearray, cap: int) -> None:
+    """Add to `out` the output that has already arrived, without waiting for more."""
+    while len(out) < cap and channel.recv_ready():
+        data = channel.recv(65536)
+        if not data:
+            return
+        out += data[: cap - len(out)]
+
+
 def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, started: float, deadline: float,
              max_stdout: int, max_stderr: int, shorten_after: tuple[str, float] | None = None,
              ticks: float | None = None) -> ExecResult:
@@ -337,11 +346,9 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
         while channel.recv_stderr_ready():
             data = channel.recv_stderr(65536)
             err += data[: max(0, max_stderr - len(err))]
-        if interrupted.is_set():
-            ended = "interrupted"
-            break
-        if time.monotonic() >= deadline:
-            ended = "timeout"
+        if interrupted.is_set() or time.monotonic() >= deadline:
+            ended = "interrupted" if interrupted.is_set() else "timeout"
+            _drain(channel, out, max_stdout)  # what the host already sent still says what it did
             break
         try:
             data = channel.recv(65536)

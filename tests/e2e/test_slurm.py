@@ -151,8 +151,12 @@ def test_drain_failed_then_resume_fixed_leaves_other_drains_alone(slab: Lab, pla
 
 def test_smoke_drains_what_it_fails_and_only_smoke_resumes_it(slab: Lab, playbook: Path) -> None:
     """A healthy run gives the fleet's busbw B; with gpu03's switch port rate-limited, `--drain-failed
-    --min-busbw B/2` drains exactly gpu03 with fabnet's reason; once the limit is lifted, audit's
+    --min-busbw B/4` drains exactly gpu03 with fabnet's reason; once the limit is lifted, audit's
     --resume-fixed leaves it (a smoke drain is for smoke to lift) and smoke's returns it to idle.
+
+    B/4, not B/2: beside a second group of lab tests on 2 cores, a healthy run (and a healthy pair in the
+    localisation) measured less than half of an earlier healthy run; the limited port's figure is some
+    twenty times below B, so a quarter still separates them by a wide margin.
 
     --slow-fraction 0: the threshold is what is under test here, not the comparison with the fleet (on
     this shared 2-core machine a pair's figure can halve when other labs run at once)."""
@@ -162,7 +166,7 @@ def test_smoke_drains_what_it_fails_and_only_smoke_resumes_it(slab: Lab, playboo
              "--slow-fraction", "0")
     healthy = fabnet(*smoke, "--json")
     assert healthy.returncode == 0, healthy.stdout[-2000:] + healthy.stderr[-2000:]
-    threshold = f"{json.loads(healthy.stdout)['avg_busbw'] / 2:.4f}"
+    threshold = f"{json.loads(healthy.stdout)['avg_busbw'] / 4:.4f}"
     subprocess.run(["tc", "qdisc", "replace", "dev", port, "root", "tbf", "rate", "50mbit", "burst", "32kb",
                     "latency", "50ms"], check=True)
     try:

@@ -138,7 +138,13 @@ class FakeChannel:
     def recv_stderr_ready(self) -> bool:
         return False
 
+    def recv_ready(self) -> bool:
+        return bool(getattr(self, "buffered", b""))
+
     def recv(self, size: int) -> bytes:
+        if getattr(self, "buffered", b""):  # arrived already: returned at once
+            data, self.buffered = self.buffered, b""
+            return data
         data = self.feed()
         if data is None:
             time.sleep(self.timeout)
@@ -207,6 +213,20 @@ def test_interrupt_ends_the_read_loop_within_a_poll() -> None:
         timer.cancel()
         transport.reset()
     assert result.ended == "interrupted" and result.seconds < 3  # not the 60 s deadline
+
+
+def test_output_that_already_arrived_is_kept_when_the_exec_is_interrupted() -> None:
+    # A change script reported its first step, then Ctrl-C: that report is in paramiko's buffer and
+    # says what the host did; it is read before the exec ends, never waited for beyond it.
+    transport.reset()
+    channel = FakeChannel(lambda: None)
+    transport.interrupt()
+    channel.buffered = b"step 1 done\n"
+    try:
+        result = collect(channel, FakeTransport(), timeout=60)
+    finally:
+        transport.reset()
+    assert (result.ended, result.stdout) == ("interrupted", "step 1 done\n") and result.seconds < 1
 
 
 class SessionTransport(FakeTransport):
