@@ -256,6 +256,14 @@ def fabnet_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[
                           text=True, timeout=timeout, check=False)
 
 
+def remove_lab(name: str) -> None:
+    """`fabnet lab down`, saying so; a failure is a warning with what to run by hand (the harness ends anyway)."""
+    log(f"removing lab {name!r}")
+    proc = fabnet_cli("lab", "down", "--name", name)
+    if proc.returncode != 0:
+        log(f"warning: fabnet lab down failed; run it again by hand:\n{tail(proc.stdout, proc.stderr)}")
+
+
 def lab_exists(name: str) -> bool:
     return fabnet_cli("lab", "status", "--name", name, "--json").returncode == 0
 
@@ -573,10 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for runner in runners.values():
             runner.cleanup()
         if created:
-            log(f"removing lab {args.lab!r}")
-            proc = fabnet_cli("lab", "down", "--name", args.lab)
-            if proc.returncode != 0:
-                log(f"warning: fabnet lab down failed; run it again by hand:\n{tail(proc.stdout, proc.stderr)}")
+            remove_lab(args.lab)
         shutil.rmtree(workdir, ignore_errors=True)
         signal.signal(signal.SIGINT, signal.default_int_handler)
 

@@ -363,7 +363,7 @@ def one_lab(args: argparse.Namespace, rtt: float, versions: dict[str, str], work
     finally:
         for runner in runners.values():
             runner.cleanup()
-        ab.fabnet_cli("lab", "down", "--name", args.lab)
+        ab.remove_lab(args.lab)
 
 
 def reproject(path: Path) -> int:
@@ -406,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             labs.append(one_lab(args, rtt, versions, workdir, host_keys if not labs else None))
     except KeyboardInterrupt:
         ab.log("\ninterrupted")
-        ab.fabnet_cli("lab", "down", "--name", args.lab)
+        ab.remove_lab(args.lab)
         return 130
     finally:
         import shutil

@@ -316,10 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the teardown
         if created:
-            ab.log(f"removing lab {args.lab!r}")
-            proc = ab.fabnet_cli("lab", "down", "--name", args.lab)
-            if proc.returncode != 0:
-                ab.log(f"warning: fabnet lab down failed; run it again by hand:\n{ab.tail(proc.stdout, proc.stderr)}")
+            ab.remove_lab(args.lab)
         shutil.rmtree(workdir, ignore_errors=True)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     document = {
