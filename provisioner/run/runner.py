@@ -9,6 +9,7 @@ whose hosts must run together (the ranks of one collective), where a bounded poo
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
@@ -218,12 +219,16 @@ def periodic(items: Sequence[T], task: Callable[[T], R], *, interval: float, for
              on_result: Callable[[T, R], None], stop: threading.Event,
              next_in: Callable[[T, R], float] | None = None, until: float | None = None,
              grace: float = INTERRUPT_GRACE) -> None:
-    """`task(item)` again and again for every item, each item on its own schedule, until `stop` is set
-    (or the monotonic time `until` passed: then `stop` is set, and the running tasks finish).
+    """`task(item)` again and again for every item, in rounds, until `stop` is set (or the monotonic time
+    `until` passed: then `stop` is set, and the running tasks finish).
 
-    An item's next run starts `interval` seconds after its previous one started (or, with `next_in`, that
-    many seconds after it ended: a caller's backoff for a host that is down), so one slow or unreachable
-    item never delays the others' runs; at most `forks` tasks run at once. `on_result(item, result)` is
+    Runs start on a common clock, the ticks start + k * `interval`: every item's first run at the first
+    tick, and each next run at the first tick after its previous run ended (or, with `next_in`, after
+    that many seconds more: a caller's backoff for a host that is down). So the items' k-th runs form one
+    round, as an audit of them all would (checks across items compare readings of the same moment, and
+    a round costs its slowest item, not the spread of the first logins); an item whose run outlasts the
+    interval takes the next tick, and one slow or unreachable item never delays the others' runs. At most
+    `forks` tasks run at once. `on_result(item, result)` is
     called from the item's own thread (it must be thread-safe) and must not raise. Blocks the calling
     thread; Ctrl-C or SIGTERM (under terminate_like_interrupt) sets `stop`, ends the running execs, and
     gives running tasks `grace` seconds to hand over their results before the interrupt goes on.
@@ -231,19 +236,26 @@ def periodic(items: Sequence[T], task: Callable[[T], R], *, interval: float, for
     if not items:
         return
     slots = threading.BoundedSemaphore(max(1, forks))
+    # Every thread is started before the first round: started one by one, each start waits for the
+    # interpreter lock that the threads already logging in hold (64 of them took over half a second on
+    # a busy 2-core controller), and the first round would then be spread over that time.
+    go = threading.Event()
+    clock: list[float] = []
 
     def loop(item: T) -> None:
+        go.wait()
         while not stop.is_set():
-            started = time.monotonic()
             with slots:
                 if stop.is_set():
                     return
                 result = task(item)
             on_result(item, result)
-            delay = next_in(item, result) if next_in is not None else interval - (time.monotonic() - started)
-            stop.wait(max(0.0, delay))
+            extra = next_in(item, result) if next_in is not None else 0.0
+            stop.wait(max(0.0, next_tick(clock[0], interval, time.monotonic() + max(0.0, extra)) - time.monotonic()))
 
     threads, futures = pool.start_all(items, loop, "fabnet-watch")
+    clock.append(time.monotonic())
+    go.set()
     with _interruptible():
         try:
             while not stop.is_set() and not all(f.done() for f in futures):
@@ -255,6 +267,7 @@ def periodic(items: Sequence[T], task: Callable[[T], R], *, interval: float, for
                 stop.wait(0.2)  # short waits: the main thread must stay free to take signals
         except KeyboardInterrupt:
             stop.set()
+            go.set()
             transport.interrupt()
             wait(futures, timeout=grace)
             threads.shutdown(wait=False, cancel_futures=True)
@@ -265,3 +278,12 @@ def periodic(items: Sequence[T], task: Callable[[T], R], *, interval: float, for
         error = future.exception(timeout=0) if future.done() else None
         if error is not None:
             raise error  # a bug in a task or callback is not swallowed
+
+
+def next_tick(start: float, interval: float, now: float) -> float:
+    """The first tick (start + k * interval, k >= 1) after `now`: a run that ended past a tick waits for
+    the next one rather than starting late, out of step with the round."""
+    if interval <= 0:
+        return now
+    ticks = max(1, math.floor((now - start) / interval) + 1)
+    return start + ticks * interval

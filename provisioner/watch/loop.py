@@ -5,7 +5,8 @@ links probe added), compares the snapshot with the host's previous one (changes.
 the history (one transaction: a killed watch keeps every finished cycle) and updates the metrics. A host
 that is down is retried with a growing delay (never more than BACKOFF_MAX, or the interval if longer) and
 its session is closed, so the next try logs in afresh instead of waiting on a dead connection; the other
-hosts' cycles run on their own schedules meanwhile (run/runner.periodic).
+hosts' cycles go on meanwhile. Cycles start in rounds on the watch's common clock (run/runner.periodic):
+fleet checks compare readings of one round, and a round lasts as long as its slowest host.
 """
 
 from __future__ import annotations
@@ -147,9 +148,8 @@ class Watcher:
     def next_in(self, plan: HostPlan, cycle: Cycle) -> float:
         with self._lock:
             failures = self._hosts[plan.host.name].failures
-        if failures == 0:
-            return max(0.0, self.interval - cycle.seconds)
-        return backoff(self.interval, failures)
+        # A host that answered runs again at the next round; one that did not waits its backoff first.
+        return 0.0 if failures == 0 else backoff(self.interval, failures)
 
     def seed_busbw(self) -> None:
         """Each host's busbw metric starts at its last smoke result in the history."""

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import random
+import re
 import signal
 import subprocess
 import time
@@ -359,3 +361,37 @@ def test_a_script_killed_outright_leaves_no_probe_shell_looping(tmp_path) -> Non
     finally:
         if _alive(shell):
             os.kill(shell, signal.SIGKILL)
+
+
+def _split_by_regex(stdout: str, nonce: str) -> dict[str, tuple[str, str, str, str]]:
+    """The block grammar as one regular expression (the reference the string search must agree with)."""
+    tag = re.escape(f"@@fabnet:{nonce}")
+    pattern = re.compile(
+        rf"{tag}:begin:(?P<key>[0-9a-f]+)@@\n(?P<out>.*?)\n{tag}:rc:(?P=key):(?P<rc>\d+):(?P<flags>[a-z]*)@@\n"
+        rf"(?P<err>.*?)\n{tag}:end:(?P=key)@@", re.DOTALL)
+    return {m["key"]: (m["out"], m["rc"], m["flags"], m["err"]) for m in pattern.finditer(stdout)}
+
+
+def test_split_output_agrees_with_the_block_grammar_on_mangled_output() -> None:
+    # Real blocks, forged ones (another nonce), cut ones and stray marker text, shuffled and truncated.
+    rng = random.Random(7)
+    nonce, other = "ab" * 8, "cd" * 8
+    pieces = []
+    for number in range(12):
+        tag = f"@@fabnet:{nonce if number % 3 else other}"
+        key = f"{number:x}f"
+        out = rng.choice(["", "x", "line\n", f"{tag}:rc:{key}:", f"x\n{tag}:rc:{key}:zz@@\n", "a\nb\n\n", "@@\n"])
+        err = rng.choice(["", "warn", "e\n", f"\n{tag}:end:"])
+        pieces.append(f"{tag}:begin:{key}@@\n{out}\n{tag}:rc:{key}:{rng.randint(0, 130)}:"
+                      f"{rng.choice(['', 't', 's'])}@@\n{err}\n{tag}:end:{key}@@\n")
+    for trial in range(300):
+        rng.shuffle(pieces)
+        text = "".join(pieces)
+        text = text[: rng.randint(len(text) // 2, len(text))]
+        expected = _split_by_regex(text, nonce)
+        got = batch.split_output(text, nonce)
+        assert set(got) == set(expected), trial
+        for key, (out, _rc, flags, err) in expected.items():
+            assert got[key].stdout == out
+            if "s" not in flags:
+                assert got[key].stderr == err

@@ -1,4 +1,4 @@
-"""runner.periodic: each item on its own schedule, a slow item never delays the others, bounded, stoppable."""
+"""runner.periodic: rounds on a common clock, a slow item never delays the others, bounded, stoppable."""
 
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ def test_a_slow_item_does_not_delay_the_others() -> None:
 
 def test_next_in_sets_an_items_own_delay() -> None:
     starts = _run_for(0.65, task=lambda item: item, interval=0.05, forks=2,
-                      next_in=lambda item, result: 10.0 if item == "slow" else 0.05)
+                      next_in=lambda item, result: 10.0 if item == "slow" else 0.0)
     assert len(starts["slow"]) == 1  # backed off past the end of the run
-    assert len(starts["fast"]) >= 6
+    assert len(starts["fast"]) >= 10  # every tick: 0.65 s / 0.05 s
 
 
 def test_stop_ends_the_run_promptly() -> None:
@@ -67,3 +67,32 @@ def test_a_bug_in_the_callback_is_raised() -> None:
     with pytest.raises(ValueError, match="boom"):  # and the other item's loop is stopped with it
         runner.periodic(["a", "b"], lambda item: item, interval=0.05, forks=2, on_result=fine, stop=stop)
     assert stop.is_set() and time.monotonic() - started < 2
+
+
+def test_runs_start_in_rounds_on_one_clock() -> None:
+    # The first runs end at different times (a slow login); the next ones still start together.
+    first: set[str] = set()
+
+    def task(item: str) -> str:
+        if item not in first:
+            first.add(item)
+            time.sleep(0.25 if item == "slow" else 0.02)
+        return item
+
+    starts = _run_for(1.0, task=task, interval=0.4, forks=2)
+    assert abs(starts["fast"][0] - starts["slow"][0]) < 0.05
+    # Both second runs on the tick after the slow first run ended (0.4 s), not 0.4 s after each ended.
+    assert abs(starts["fast"][1] - starts["slow"][1]) < 0.05
+    assert 0.35 < starts["fast"][1] - starts["fast"][0] < 0.5
+
+
+def test_an_overrun_takes_the_next_tick() -> None:
+    starts = _run_for(1.0, task=lambda item: time.sleep(0.3 if item == "slow" else 0) or item,
+                      interval=0.2, forks=2)
+    gaps = [b - a for a, b in zip(starts["slow"], starts["slow"][1:], strict=False)]
+    assert gaps and all(0.35 < gap < 0.5 for gap in gaps)  # two ticks, never 0.3 s after the last start
+
+
+@pytest.mark.parametrize(("now", "expected"), [(10.0, 11.0), (10.5, 11.0), (11.0, 12.0), (13.2, 14.0), (9.0, 11.0)])
+def test_next_tick(now: float, expected: float) -> None:
+    assert runner.next_tick(10.0, 1.0, now) == pytest.approx(expected)

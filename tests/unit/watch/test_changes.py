@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from provisioner.watch import links
@@ -101,3 +103,20 @@ def test_a_down_host_backs_off_to_a_minute_or_the_interval() -> None:
 
     assert [backoff(2.0, n) for n in range(0, 8)] == [2.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
     assert backoff(300.0, 3) == 300.0  # never past the interval when that is longer
+
+
+def test_the_link_probe_reads_only_error_counters_from_both_folders(tmp_path: Path) -> None:
+    # The probe's own shell code, run by sh on a sysfs-like tree: traffic counters stay on the host.
+    port = tmp_path / "class/infiniband/mlx5_0/ports/1"
+    (port / "counters").mkdir(parents=True)
+    (port / "hw_counters").mkdir()
+    (port / "counters/symbol_error").write_text("7\n")
+    (port / "counters/port_xmit_data").write_text("123456789\n")
+    (port / "hw_counters/out_of_buffer").write_text("3\n")
+    (port / "hw_counters/np_cnp_sent").write_text("42\n")
+    proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
+                          check=True)
+    counters_text = proc.stdout.partition(links.NET_MARK)[0]
+    assert sorted(counters_text.split()) == ["mlx5_0/ports/1/counters/symbol_error:7",
+                                             "mlx5_0/ports/1/hw_counters/out_of_buffer:3"]
+    assert links.parse(proc.stdout).counters == {"mlx5_0/1 symbol_error": 7, "mlx5_0/1 out_of_buffer": 3}
