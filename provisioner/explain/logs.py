@@ -15,11 +15,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import split_lines
+from provisioner.parsers._text import Line, split_lines
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
+from provisioner.parsers.nccl_line import label_host, nccl_log
 from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
 
 _HOST_LABEL = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*):\s*$")
+# A pdsh/clush label on a line the shared cleaning left (it takes labels off only when every line has one):
+# `gpu07: ...` or `10.0.0.7: ...`.
+_LINE_LABEL = re.compile(r"^(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):(?: |$)")
 _NCCL_PREFIX = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[[^\]]*\]")
 # The task a launcher's prefix names: torch `[rank3]:`, Open MPI `[1,3]<stdout>:`, srun `3: `, `[3] `.
 _PREFIX_RANK = re.compile(r"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|^\s*(?P<c>[0-9]+):|^\[(?P<d>[0-9]+)\]")
@@ -71,11 +75,28 @@ def _host(prefix: str, text: str) -> str | None:
     return nccl.group("host") if nccl else None
 
 
+def _labelled(lines: list[Line]) -> list[tuple[str, str | None]]:
+    """Each line's text and the host a label left on it names. Most lines of a pdsh/clush collection carry
+    the label (a wrapped line or a traceback may not); in any log, a label alone before an NCCL line's level
+    (`gpu07: NCCL WARN ...`) names the host too."""
+    body = [line for line in lines if line.text.strip()]
+    common = len(body) >= 2 and sum(1 for line in body if _LINE_LABEL.match(line.text)) >= 0.6 * len(body)
+    out: list[tuple[str, str | None]] = []
+    for line in lines:
+        text = line.text.strip()
+        m = _LINE_LABEL.match(text) if common else None
+        if m is None and (log := nccl_log(text)) is not None and label_host(log.prefix):
+            m = re.match(r"(?P<host>[^:\s]+):\s*", text)
+        out.append((text[m.end():].strip(), m.group("host")) if m else (text, None))
+    return out
+
+
 def read_log(name: str, text: str, host: str | None = None) -> Log:
     """`host`: where the whole log came from, when that is known apart from its lines (one rank's output
     that `fabnet smoke` kept with its host); a line's own label still wins."""
-    lines = [LogLine(name, line.number, line.text.strip(), _host(line.prefix, line.text) or host,
-                     _rank(line.prefix)) for line in split_lines(text) if line.text.strip()]
+    split = [line for line in split_lines(text) if line.text.strip()]
+    lines = [LogLine(name, line.number, body, _host(line.prefix, body) or label or host, _rank(line.prefix))
+             for line, (body, label) in zip(split, _labelled(split), strict=True)]
     # A line with a rank but no host takes the host that rank ran on, where the log says it.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}
     for line in lines:

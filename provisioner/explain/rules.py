@@ -19,7 +19,8 @@ from provisioner.parsers._text import unique
 
 RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_socket.no_interface, rules_job.duplicate_gpu, rules_verbs.firmware_fault, rules_verbs.resource_failures,
-    rules_verbs.completion_errors, rules_verbs.async_port_events, rules_socket.unreachable_peers,
+    rules_verbs.incompatible_devices, rules_verbs.completion_errors, rules_verbs.async_port_events,
+    rules_socket.unreachable_peers,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_job.version_mismatch,
     rules_torch.watchdog, rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
     rules_gloo.stalled_transfers, rules_job.dead_peer, rules_job.crashes,

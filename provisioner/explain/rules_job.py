@@ -40,8 +40,10 @@ CRASH = re.compile(r"Segmentation fault|core dumped|SIGSEGV|SIGBUS|SIGABRT|Bus e
                     r"exitcode\s*:\s*-(?:9|11|6)\b|Killed process|Out of memory: Kill|^Killed$|"
                     r"\b[0-9]+\s+Killed\s+\S", re.I)
 _CUDA = re.compile(r"Cuda failure\s*'?(?P<what>[^']+)'?|CUDA error: (?P<what2>.+)", re.I)
-_NCCL_ERROR = re.compile(r"NCCL[ _]?error.*?(?P<what>unhandled system error|unhandled cuda error|internal error|"
-                         r"invalid usage|invalid argument)|ncclSystemError|ncclInternalError", re.I)
+# `NCCL error in: ...` (torch), `NCCL failure <file>:<line> '...'` (2.0 to 2.2 samples; nccl-tests' `Test NCCL
+# failure`).
+_NCCL_ERROR = re.compile(r"NCCL[ _]?(?:error|failure).*?(?P<what>unhandled system error|unhandled cuda error|"
+                         r"internal error|invalid usage|invalid argument)|ncclSystemError|ncclInternalError", re.I)
 _INIT_DONE = re.compile(r"Init COMPLETE|Connected all (?:rings|trees)|via NET/", re.I)
 _MTU_FIX = ("Check the MTU end to end between these hosts: the interfaces (`ip link`), the RDMA port's "
             "active_mtu (`ibv_devinfo`) and every switch port must agree; test with `ping -M do -s 8972 PEER` "
@@ -71,6 +73,12 @@ def duplicate_gpu(logs: list[Log]) -> list[Cause]:
 _VERSION = re.compile(r"NCCL version:?\s*(?P<version>[0-9]+\.[0-9]+\.[0-9]+)")
 _CODES = re.compile(r"Mismatched NCCL version detected\s*:\s*rank (?P<a>[0-9]+) version (?P<va>[0-9]+)\s+"
                     r"rank (?P<b>[0-9]+) version (?P<vb>[0-9]+)")
+# An application built against one NCCL and running with another (device API, 2.29 on): `... was compiled with
+# NCCL version 22907, but is running with NCCL library version 22803.` (2.29.7, version codes), `NCCL library is
+# too old. This application was compiled with NCCL version 2.30.7, but is running with NCCL library version
+# 2.29.7.` and `... not backwards compatible ...` (2.30.7 dev_runtime.cc, devcomm/).
+_BUILT = re.compile(r"compiled with NCCL version (?P<built>[0-9][0-9.]*?)\.?,? but is running\s+with NCCL "
+                    r"(?:library )?version (?P<run>[0-9][0-9.]*[0-9])")
 _REMOTE = re.compile(r"NCCL version mismatch with remote peer (?P<peer>[^\s<]+)(?:<[0-9]+>)?\s*"
                      r"\(local:\s*(?P<local>[0-9.]+),\s*remote:?\s*(?P<remote>[0-9.]+)\)")
 
@@ -82,7 +90,30 @@ def _from_code(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
+def _version(text: str) -> str:
+    return text if "." in text else _from_code(int(text))
+
+
+def _built_for_another(logs: list[Log]) -> list[Cause]:
+    hits = grep(logs, _BUILT)
+    if not hits:
+        return []
+    pairs = unique([f"compiled with {_version(m['built'])}, running with {_version(m['run'])}" for _, m in hits])
+    lines = [line for line, _ in hits]
+    return [Cause(
+        id="nccl-version-mismatch", title="the application was built against another NCCL than the one it loads",
+        detail=f"{'; '.join(pairs)}: the NCCL device API the application was compiled with is not the one the "
+               "libnccl it loads at run time provides, so NCCL refused the communicator (invalid usage).",
+        fix="Run with the libnccl the application was built against (check `ldd` / LD_LIBRARY_PATH and the "
+            "container's NCCL), or rebuild the application against the NCCL installed on the nodes (playbook: "
+            "nccl: {version: '==X.Y.Z'}); every node must load the same libnccl.",
+        score=80, hosts=hosts(lines), evidence=evidence(lines),
+    )]
+
+
 def version_mismatch(logs: list[Log]) -> list[Cause]:
+    if built := _built_for_another(logs):
+        return built
     by_who: dict[str, str] = {}
     lines: list[LogLine] = []
     for log in logs:

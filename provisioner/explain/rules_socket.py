@@ -4,7 +4,8 @@ chosen, IB/RoCE devices not found or not selected, and TCP sockets used between 
 Wording read (learned from NCCL's release history): `Bootstrap : no socket interface found`,
 `NET/Socket : no interface found`, `NET/Socket : No usable listening interface found` and
 `NET/IB : No IP interface found.` (2.3 on), `Net : No interface found in the same subnet as remote
-address X`; connection failures `Connect to X<port> failed : why` (2.4 to 2.11), `Net : Connect to ...`
+address X`; connection failures `Call to connect failed : why` (2.0 to 2.2, include/socket.h, no peer
+named), `Connect to X<port> failed : why` (2.4 to 2.11), `Net : Connect to ...`
 (2.12), `socketStartConnect: Connect to ...` / `exceeded retries` (2.19), `ncclSocketConnect: connect to
 ... failed : why` (newest).
 """
@@ -30,7 +31,8 @@ _CONNECT_FAIL = re.compile(
     r"\((?P<peer2>[^,\s]+), (?P<port2>[0-9]+)\)"
     r"|(?:connect|Connection) (?:to )?\[?(?P<peer3>[0-9]{1,3}(?:\.[0-9]{1,3}){3})\]?:(?P<port3>[0-9]+)"
     r".*?(?P<why3>Connection refused|No route to host|Network is unreachable|timed out|Connection reset by peer)"
-    r"|Connect\w*: exceeded (?:retries|timeouts|error retry count)\s*\(?(?P<why4>[0-9]+)?)",
+    r"|Connect\w*: exceeded (?:retries|timeouts|error retry count)\s*\(?(?P<why4>[0-9]+)?"
+    r"|Call to connect failed\s*:\s*(?P<why5>.+))",
     re.I,
 )
 _IB_STATE_LINES = re.compile(r"Using (?:internal )?network|NET/IB\s*:|NET/Socket\s*:|Bootstrap\s*:|NET/Plugin|"
@@ -70,7 +72,7 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
     # torch also reports the unspecified address it tried to bind from (0.0.0.0, ::): not a peer.
     peers = unique([p for _, m in hits if (p := m.group("peer") or m.group("peer2") or m.group("peer3"))
                     and p not in ("0.0.0.0", "::")])
-    reasons = unique([why.strip() for _, m in hits if (why := m.group("why") or m.group("why3"))])
+    reasons = unique([why.strip() for _, m in hits if (why := m.group("why") or m.group("why3") or m.group("why5"))])
     if any(m.group("why4") is not None or "exceeded" in m.group(0) for _, m in hits):
         reasons.append("connection retries exceeded")
     lines = [line for line, _ in hits]

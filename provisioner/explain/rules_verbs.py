@@ -16,11 +16,11 @@ from collections import defaultdict
 from provisioner.explain import ibverbs
 from provisioner.explain.evidence import evidence, grep, hosts, warning_lines
 from provisioner.explain.logs import Log, LogLine
+from provisioner.explain.memlock import memlock_cause
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
 from provisioner.parsers.nccl_errors import OFI_BENIGN, CompletionError
 
-_MEMLOCK = re.compile(r"RLIMIT_MEMLOCK|ulimit -l|locked memory|memlock", re.I)
 _NO_MEMORY = re.compile(r"Cannot allocate memory|errno\s*=?\s*12\b|ENOMEM|-12\b", re.I)
 _OFI_LINE = re.compile(r"NET/OFI\b.*(?:fail|unable|error|couldn't|could not)|\bfi_\w+\(?\)?\s*(?:call\s+)?failed", re.I)
 _FIRMWARE = re.compile(
@@ -99,26 +99,12 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
     """Failed verbs/OFI calls and the locked-memory limit: the job could not create queue pairs or
     completion queues, or register memory, so it never ran over RDMA."""
     failures = [(log, f) for log in logs for f in (log.nccl.call_failures if log.nccl else [])]
-    memlock = grep(logs, _MEMLOCK)
     ofi_text = [line for line, _ in grep(logs, _OFI_LINE) if not OFI_BENIGN.search(line.text)]
     causes = []
-    if memlock or any(_NO_MEMORY.search(f.error) or f.errno == 12 for _, f in failures):
-        lines = [line for line, _ in memlock]
-        lines += [line for log, f in failures if _NO_MEMORY.search(f.error) or f.errno == 12
-                  for line in _line_of(log, f.line)]
-        calls = unique([f.call for _, f in failures if f.call and (_NO_MEMORY.search(f.error) or f.errno == 12)])
-        causes.append(Cause(
-            id="memlock-limit",
-            title="RDMA memory registration ran out of locked memory",
-            detail=(f"{', '.join(calls)} failed with 'Cannot allocate memory'" if calls else
-                    "the locked-memory limit (RLIMIT_MEMLOCK) is too low") + ": RDMA buffers must be pinned, "
-                   "and the process may lock only as much memory as its memlock limit allows.",
-            fix="Raise the locked-memory limit to unlimited for the job: `ulimit -l unlimited` in the launcher, "
-                "`* soft memlock unlimited` and `* hard memlock unlimited` in /etc/security/limits.conf, "
-                "LimitMEMLOCK=infinity for systemd services (slurmd, containerd/docker: --ulimit memlock=-1), "
-                "then start the job again.",
-            score=92, hosts=hosts(lines), settings=["ulimit -l"], evidence=evidence(lines),
-        ))
+    enomem = [(log, f) for log, f in failures if _NO_MEMORY.search(f.error) or f.errno == 12]
+    calls = unique([f.call for _, f in enomem if f.call])
+    if cause := memlock_cause(logs, [line for log, f in enomem for line in _line_of(log, f.line)], calls):
+        causes.append(cause)
     other = [(log, f) for log, f in failures
              if not (_NO_MEMORY.search(f.error) or f.errno == 12) or (f.api == "ofi" and not causes)]
     verbs = [(log, f) for log, f in other if f.api == "verbs"]
@@ -181,4 +167,33 @@ def async_port_events(logs: list[Log]) -> list[Cause]:
         fix="Check the link (`ibstat` / `ibv_devinfo` state, port counters link_downed and symbol_error), the "
             "cable or optic, and the switch port.",
         score=70, hosts=unique([e.host for _, e in events if e.host]), evidence=evidence(lines),
+    )]
+
+
+# `NET/IB : Attempted to connect incompatible devices: [1]mlx5_1:1/RoCE and [0]mlx5_0:1/IB. Try selecting NICs
+# of only one link type using NCCL_IB_HCA` (transport/net_ib.cc from v2.26.2, net_ib/connect.cc in v2.30.7;
+# `... merge incompatible devices` when NCCL fuses NICs into one virtual device).
+_INCOMPATIBLE = re.compile(
+    r"Attempted to (?P<what>connect|merge) incompatible devices:\s*\[[0-9]+\](?P<a>[^\s:\[]+):[0-9]+/(?P<la>\w+)"
+    r"\s+and\s+\[[0-9]+\](?P<b>[^\s:\[]+):[0-9]+/(?P<lb>\w+)")
+
+
+def incompatible_devices(logs: list[Log]) -> list[Cause]:
+    hits = grep(logs, _INCOMPATIBLE)
+    if not hits:
+        return []
+    pairs = unique([f"{m['a']} ({m['la']}) with {m['b']} ({m['lb']})" for _, m in hits])
+    lines = [line for log in logs for line, _ in log.grep(_INCOMPATIBLE) for line in _line_of(log, line.number)]
+    merge = all(m["what"] == "merge" for _, m in hits)
+    return [Cause(
+        id="ib-incompatible-devices",
+        title="NICs of different link types (InfiniBand and RoCE) were selected together",
+        detail=f"NCCL tried to {'merge' if merge else 'connect'} {'; '.join(pairs)}: one connection (or one fused "
+               "device) cannot mix link layers, so the HCAs selected on this host, or on this host and its peer, "
+               "do not match.",
+        fix="Set NCCL_IB_HCA on every host to the HCAs of the one fabric the job uses (the same list on all "
+            "nodes, e.g. =mlx5_0,mlx5_1; exclude the others with ^mlx5_4), after checking each port's link_layer "
+            "with `ibv_devinfo` or `ibdev2netdev`; a host whose ports are cabled to another fabric than its "
+            "peers' must be fixed or left out.",
+        score=90, hosts=hosts(lines), settings=["NCCL_IB_HCA"], evidence=evidence(lines),
     )]

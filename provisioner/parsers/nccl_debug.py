@@ -2,7 +2,9 @@
 environment it reports, plugin messages, warnings, IB completion errors and communicators.
 
 A log line contains `NCCL INFO|WARN|TRACE|ABORT`, usually after a `host:pid:tid [dev]` prefix (and a
-`file.cc:123` location for WARN); `NCCL version X+cudaY` may stand alone. A long WARN that a terminal
+`file.cc:123` location for WARN), or, from the closed-source 2.0 to 2.2, the level alone after that prefix
+(parsers/nccl_line); `NCCL version X+cudaY` may stand alone. A pdsh/clush `gpu07: ` label before a line
+without NCCL's own prefix names its host. A long WARN that a terminal
 wrapped continues on the next line; a traceback or another statement after it does not. nccl-tests
 `#` lines are read for `#  Rank` entries. Logs are noisy, so any other line is recorded in `unplaced`
 with its number, but input without a single NCCL line is not an NCCL log and raises ParseError.
@@ -37,19 +39,21 @@ from provisioner.parsers.nccl_errors import (
     call_failure,
     completion,
 )
+from provisioner.parsers.nccl_line import label_host, nccl_log
 from provisioner.parsers.nccl_tests import NcclTestRank, parse_rank, split_nccl_version
 
 KIND = "nccl_debug"
 
-_LOG = re.compile(r"(?:^|\s)NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<message>.*)$")
 _PREFIX = re.compile(r"(?P<host>[^\s:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[(?P<dev>[^\]]*)\]", re.ASCII)
 # `Using network IB` (2.6 on); the closed-source 2.1/2.2 releases said `Using internal Network IB`.
 _USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>\w+)")
-# 2.1/2.2: `NET : Using interface eth0:10.0.0.1<0>` and `NET/IB : Using interface ib0 for sideband ...`.
+# 2.1/2.2: `NET : Using interface eth0:10.0.0.1<0>` and `NET/IB : Using interface ib0 for sideband ...`
+# (https://github.com/horovod/horovod/issues/489, /134).
 _NET_INTERFACE = re.compile(r"^NET(?:/(?P<name>\w+))?\s*:\s*Using interface (?P<iface>\S+)")
 # Connections between ranks through the network: `Ring 00 : 0 -> 1 [send] via NET/IB/0` (2.3 to 2.6),
-# `Channel 00/0 : 0[1a000] -> 1[1a000] [send] via NET/Socket/0` (2.7 on).
-_VIA_NET = re.compile(r"^(?:Ring|Channel) [0-9]+.*\bvia NET/(?P<name>\w+)")
+# `Channel 00/0 : 0[1a000] -> 1[1a000] [send] via NET/Socket/0` (2.7 on); 2.1/2.2 print the pair alone,
+# `3 -> 12 via NET/IB/0/GDRDMA` (https://github.com/NVIDIA/nccl/issues/133).
+_VIA_NET = re.compile(r"^(?:(?:Ring|Channel) [0-9]+.*|[0-9]+ -> [0-9]+ )\bvia NET/(?P<name>\w+)")
 _NET_USING = re.compile(r"^NET/(?P<name>\w+)\s*:\s*Using\s+(?P<rest>\[.*)$")
 # NCCL 2.27+: one line per device, `NET/IB: [2] mlx5_2:uverbs2:1/RoCE provider=Mlx5 speed=400000 ...`.
 _NET_DEVICE = re.compile(
@@ -165,9 +169,8 @@ class _Log:
         self.versions: dict[str, str] = {}
         self.ib_unavailable: list[str] = []
 
-    def message(self, level: str, message: str, line: Line, who: re.Match[str] | None) -> None:
+    def message(self, level: str, message: str, line: Line, who: re.Match[str] | None, host: str | None) -> None:
         message = message.strip()
-        host = who.group("host") if who else None
         thread = (host or "", who.group("pid"), who.group("tid")) if who else None
         if level == "WARN":
             self.warnings.append(message)
@@ -315,15 +318,16 @@ def parse_nccl_debug(text: str) -> NcclDebug:
         if not body:
             end_warning()  # a wrapped line never leaves a blank line behind
             continue
-        if m := _LOG.search(body):
+        if m := nccl_log(body):
             end_warning()
             log_lines += 1
-            who = _PREFIX.search(body[: m.start()])
-            if who:
-                log.lists["hosts"].append(who.group("host"))
-            log.message(m.group("level"), m.group("message"), line, who)
-            if m.group("level") == "WARN":
-                warn, warn_last = (line, who.group("host") if who else None), line
+            who = _PREFIX.search(m.prefix)
+            host = who.group("host") if who else label_host(m.prefix)
+            if host:
+                log.lists["hosts"].append(host)
+            log.message(m.level, m.message, line, who, host)
+            if m.level == "WARN":
+                warn, warn_last = (line, host), line
             continue
         if warn_last is not None and _continues(warn_last, line):
             log.warnings[-1] = f"{log.warnings[-1]} {body}"

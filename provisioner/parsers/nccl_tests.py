@@ -35,6 +35,7 @@ from provisioner.parsers._text import (
     number,
     to_float,
 )
+from provisioner.parsers.nccl_line import is_log_line
 
 KIND = "nccl_tests"
 
@@ -45,7 +46,6 @@ RANK = re.compile(
 )
 NCCL_VERSION = re.compile(r"NCCL version (?P<version>[0-9]+(?:\.[0-9]+)+)(?:[-+](?P<suffix>\S+))?", re.ASCII)
 CUDA_SUFFIX = re.compile(r"cuda(?P<cuda>[0-9]+(?:\.[0-9]+)*)", re.ASCII)
-LOG_LINE = re.compile(r"(?:^|\s)NCCL (?:INFO|WARN|TRACE|ABORT)\b")
 
 _OUT_OF_BOUNDS = re.compile(
     r"^#\s*Out of bounds values\s*:\s*(?P<count>[0-9]+)\s*(?P<verdict>\S+)?$", re.ASCII
@@ -274,10 +274,10 @@ class _Run:
         if body.startswith("#"):
             return self.comment(line, body)
         version = split_nccl_version(body)
-        if version and (body.startswith("NCCL version") or LOG_LINE.search(body)):
+        if version and (body.startswith("NCCL version") or is_log_line(body)):
             self.fields["nccl_version"], self.fields["cuda_version"] = version
             return True
-        if LOG_LINE.search(body):
+        if is_log_line(body):
             return False
         if _FAILURE.search(body):
             self.failures.append(body)

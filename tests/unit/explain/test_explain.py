@@ -209,3 +209,23 @@ def test_cli_log_text_is_shown_as_written(tmp_path: Path, capsys: pytest.Capture
                    "Unable to find address for: eth9\n")
     code, out = _cli(["explain", str(log)], capsys)
     assert code == 2 and "gpu02: [bold][enforce fail at gloo" in out and "\x1b" not in out and "\x07" not in out
+
+
+def test_cli_maps_a_launcher_label_to_the_inventory_host(tmp_path: Path, refusing_port: int,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A pdsh label on a single NCCL line names the host; --inventory maps its full name to the inventory host,
+    and the cause is shown (and audited) there."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(f"all:\n  hosts:\n    gpu07:\n      ansible_host: 127.0.0.1\n"
+                         f"      ansible_port: {refusing_port}\n")
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("- hosts: all\n  resources:\n    - sysctl: {name: net.ipv4.ip_forward, value: '0'}\n")
+    log = tmp_path / "job.log"
+    log.write_text("gpu07.cluster.local: NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, "
+                   "vendor err 129\n")
+    code, out = _cli(["explain", str(log), "--inventory", str(inventory), "-p", str(playbook), "--json"], capsys)
+    data = json.loads(out)
+    assert code == 2 and data["inventory_hosts"] == {"gpu07.cluster.local": "gpu07"}
+    assert data["causes"][0]["hosts"] == ["gpu07.cluster.local"] and data["audit"][0]["host"] == "gpu07"
+    code, out = _cli(["explain", str(log), "--inventory", str(inventory), "-p", str(playbook)], capsys)
+    assert code == 2 and "     where: gpu07\n" in out

@@ -24,6 +24,13 @@ Where each wording comes from (file, release):
   Error: 4126 (Unresponsive receiver ...)`, `Could not register memory on rail 0 with flag 0`; benign at
   startup: `Could not find ncclGetVersion symbol`, `pciPath: Could not find real path`, `Error opening file:
   /sys/devices/virtual/dmi/id/product_name`.
+- Locked memory outside NCCL: Open MPI's openib help text (`The OpenFabrics (openib) BTL failed to initialize
+  while trying to allocate some locked memory. ...` with `Local host:` / `Memlock limit:` lines, 1.4 to 4.x),
+  openib's `Failed to create a completion queue (CQ):`, UCX `ibv_create_cq(cqe=4096) failed: Cannot allocate
+  memory` and, from 1.14, `... Please set max locked memory (ulimit -l) to 'unlimited'`, libfabric EFA's
+  `Libfabric error: (-12) Cannot allocate memory` (threads cited on each row).
+- Launcher labels (the host a cause names): srun --label `3: `, torch `[rank3]:`, pdsh/clush `gpu07: ` on
+  every line or on a single NCCL line.
 """
 
 from __future__ import annotations
@@ -113,6 +120,52 @@ CASES: dict[str, tuple[str, str, str, str | None, str]] = {
                "handshake failed))\n", "ofi-failure", "node-0", ""),
     "ofi-rail": ("aws-ofi-nccl", "node-1:77:90 [1] NCCL WARN NET/OFI Could not register memory on rail 0 with "
                  "flag 0\n", "ofi-failure", "node-1", ""),
+    # users@lists.open-mpi.org archive (Open MPI 1.6, "Icreasing OFED registerable memory")
+    "openib-memlock": ("Open MPI openib", "-" * 74 + "\nThe OpenFabrics (openib) BTL failed to initialize while "
+                       "trying to\nallocate some locked memory.  This typically can indicate that the\nmemlock "
+                       "limits are set too low.  For most HPC installations, the\nmemlock limits should be set to "
+                       "\"unlimited\".  The failure occured\nhere:\n\n  Local host:    comp003.local\n  OMPI "
+                       "source:   btl_openib_component.c:1200\n  Function:      ompi_free_list_init_ex_new()\n"
+                       "  Device:        mlx4_0\n  Memlock limit: 65536\n\nYou may need to consult with your system "
+                       "administrator to get this\nproblem fixed.\n" + "-" * 74 + "\n", "memlock-limit",
+                       "comp003.local", "65536"),
+    # users@lists.open-mpi.org archive (Open MPI 1.4.1 on 4096 cores, "Trouble with Memlock ... SGI ICE")
+    "openib-unlimited": ("Open MPI openib", "The OpenFabrics (openib) BTL failed to initialize while trying to\n"
+                         "allocate some locked memory.  This typically can indicate that the\n\n  Local host:    "
+                         "r25i1n0\n  OMPI source:   btl_openib.c:169\n  Function:      ibv_create_cq()\n"
+                         "  Device:        mlx4_0\n  Memlock limit: unlimited\n", "registered-memory-limit",
+                         "r25i1n0", "mlx4_0"),
+    # https://github.com/open-mpi/ompi/issues/4499
+    "openib-cq": ("Open MPI openib", "-" * 74 + "\nFailed to create a completion queue (CQ):\n\nHostname: afispb07\n"
+                  "Requested CQE: 16384\nError:    Cannot allocate memory\n\nCheck the CQE attribute.\n" + "-" * 74
+                  + "\n", "memlock-limit", "afispb07", ""),
+    # https://github.com/open-mpi/ompi/issues/6300
+    "ucx-cq": ("UCX", "[1548304905.378218] [mpi11:4770 :0]       ib_iface.c:690  UCX  ERROR ibv_create_cq(cqe=4096) "
+               "failed: Cannot allocate memory\n[mpi11:04770] pml_ucx.c:212 Error: Failed to create UCP worker\n",
+               "memlock-limit", "mpi11", "PropagateResourceLimits"),
+    # https://github.com/openucx/ucx/issues/8684 (UCX 1.13/1.14)
+    "ucx-ulimit": ("UCX", "ib_log.c:246  UCX  ERROR mlx5_0: ibv_create_cq() failed: Cannot allocate memory. Please "
+                   "set max locked memory (ulimit -l) to 'unlimited' (current: 64 kbytes)\n", "memlock-limit", None,
+                   "LimitMEMLOCK"),
+    # https://github.com/awslabs/awsome-distributed-ai/issues/647
+    "efa-enomem": ("libfabric EFA", "Libfabric EFA provider has encountered an internal error:\n\nLibfabric error: "
+                   "(-12) Cannot allocate memory\nEFA internal error: (4112) Failure to post internal receive "
+                   "buffers\n", "memlock-limit", None, "ulimit -l"),
+    # --- the host a launcher's label names.
+    "label-pdsh-one": ("pdsh, one line", "gpu07: NCCL WARN NET/IB : Got completion from peer 10.0.0.8<4321> with "
+                       "error 12, opcode 0, len 0, vendor err 129\n", "ib-completion-error", "gpu07", "10.0.0.8"),
+    "label-pdsh-most": ("pdsh, a line without its label", "gpu07: [E ProcessGroupNCCL.cpp:566] [Rank 1] Watchdog "
+                        "caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=600000) ran for "
+                        "600104 milliseconds before timing out.\ngpu07: terminate called after throwing an instance "
+                        "of 'std::runtime_error'\n  what():  NCCL communicator was aborted.\ngpu08: Fatal Python "
+                        "error: Aborted\n", "collective-timeout", "gpu07", "600.104 s"),
+    "label-address": ("pdsh by address", "10.0.0.7: NCCL WARN Net : Connect to 10.0.0.8<43187> failed : No route "
+                      "to host\n", "peer-unreachable", "10.0.0.7", "10.0.0.8"),
+    "label-srun": ("srun --label", "#  Rank  3 Group  0 Pid  4021 on      gpu09 device  1 [0x1a] A100\n"
+                   "3: NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.9<0>\n"
+                   "3: NCCL WARN Call to ibv_create_qp failed\n", "verbs-resource-failure", "gpu09", ""),
+    "label-torch-rank": ("torch [rank3]:", "[rank3]:gpu11:4021:4188 [3] misc/socket.cc:49 NCCL WARN socketProgress: "
+                         "Connection closed by remote peer gpu12<50334>\n", "connection-lost", "gpu11", "gpu12"),
 }
 
 

@@ -34,6 +34,15 @@ Format strings read at the tags (file: wording):
   ras/ras.cc `NCCL version mismatch with remote peer %s (local: %s, remote %s)` (v2.30.7);
   init.cc VERSION_STRING `NCCL version X.Y.Z+cudaA.B`, printed alone on stdout (v2.3.7 to v2.19.4)
   and as INFO.
+- transport/net_ib.cc `NET/IB : Attempted to connect incompatible devices: [%d]%s:%d/%s and [%d]%s:%d/%s. ...`
+  and `... merge incompatible devices ...` (v2.26.2 on; net_ib/connect.cc, net_ib/init.cc in v2.30.7).
+- dev_runtime.cc `... compiled with NCCL version %d, but is running with NCCL library version %d.` (v2.29.7,
+  version codes), `NCCL library is too old. This application was compiled with NCCL version %s, but is
+  running with NCCL library version %s.` and `... not backwards compatible ...` (v2.30.7, X.Y.Z).
+- The closed-source 2.0 to 2.2 (no public source; wording from logs in public issue threads, cited on each
+  row): the level without `NCCL` (`host:pid:tid [dev] INFO ...`, `... include/socket.h:185 WARN ...`),
+  `.cu`/`.h` sources, `NET : Using interface`, `NET/IB: [0] mlx4_0:1/IB`, `Using internal Network IB`,
+  `3 -> 12 via NET/IB/0/GDRDMA`, `NCCL failure FILE:LINE '...'`.
 - misc/argcheck.cc / core.cc ncclGetErrorString: `unhandled system error`, `unhandled cuda error`,
   `internal error` (v2.3.7 to v2.18), with ` (run with NCCL_DEBUG=INFO for details)` and `internal error -
   please report this issue to the NCCL developers` (v2.19.4 on); `remote process exited or there was a
@@ -222,6 +231,44 @@ CASES: dict[str, tuple[str, str, str, str | None, str]] = {
     "version-2.23-warn": ("v2.23.4 init.cc", W("Mismatched NCCL version detected : rank 0 version 22304 rank 5 "
                                                "version 21903", loc="init.cc:880"),
                           "nccl-version-mismatch", "gpu01", "version"),
+    # --- HCAs of different link layers selected together (v2.26.2 on).
+    "incompatible-2.26": ("v2.26.2 net_ib.cc", W("NET/IB : Attempted to connect incompatible devices: [1]mlx5_1:1/RoCE "
+                                                 "and [0]mlx5_0:1/IB. Try selecting NICs of only one link type using "
+                                                 "NCCL_IB_HCA", host="gpu04", loc="transport/net_ib.cc:1337"),
+                          "ib-incompatible-devices", "gpu04", "NCCL_IB_HCA"),
+    "incompatible-2.30-merge": ("v2.30.7 net_ib/init.cc", _srun(W(
+        "NET/IB : Attempted to merge incompatible devices: [2]mlx5_2:1/IB and [0]mlx5_0:1/RoCE. Try selecting NICs "
+        "of only one link type using NCCL_IB_HCA", loc="transport/net_ib/init.cc:250"), 3),
+        "ib-incompatible-devices", "gpu01", "link_layer"),
+    # --- an application built against another NCCL than it loads (device API).
+    "built-2.29": ("v2.29.7 dev_runtime.cc", W("NCCL library version is too old. This application was compiled with "
+                                               "NCCL version 22907, but is running with NCCL library version 22803.",
+                                               loc="dev_runtime.cc:1153"), "nccl-version-mismatch", "gpu01", "ldd"),
+    "built-2.30": ("v2.30.7 dev_runtime.cc", W("NCCL library is too old. This application was compiled with NCCL "
+                                               "version 2.30.7, but is running with NCCL library version 2.29.7.",
+                                               loc="dev_runtime.cc:1428"), "nccl-version-mismatch", "gpu01", "ldd"),
+    "built-2.30-compat": ("v2.30.7 dev_runtime.cc", W("NCCL library is not backwards compatible. This application "
+                                                      "was compiled with NCCL version 2.27.3, but is running with "
+                                                      "NCCL library version 2.30.7.", loc="dev_runtime.cc:1444"),
+                          "nccl-version-mismatch", "gpu01", "rebuild"),
+    # --- the closed-source 2.0 to 2.2: the level without `NCCL`, `.cu` / `.h` sources.
+    # https://github.com/NVIDIA/nccl/issues/111 (2.0; the reporter masked the host)
+    "legacy-2.0-connect": ("2.0 include/socket.h", "*server name* [0] include/socket.h:185 WARN Call to connect "
+                           "failed : Connection refused\nNCCL failure *MyProgram*.cu:110 'unhandled system error'\n",
+                           "peer-unreachable", None, "IFNAME"),
+    # https://github.com/horovod/horovod/issues/234 (2018-04, NCCL 2.1)
+    "legacy-2.1-closed": ("2.1 include/socket.h", "ichost103:15819:15981 [1] include/socket.h:196 WARN Connection "
+                          "closed by remote peer\nichost103:15819:15981 [1] INFO transport/net_ib.cu:461 -> 2\n"
+                          "ichost103:15819:15981 [1] INFO include/net.h:29 -> 2 [Net]\n",
+                          "connection-lost", "ichost103", "first failing rank"),
+    # https://github.com/horovod/horovod/issues/147 (2018, NCCL 2.1/2.2)
+    "legacy-2.2-cqe": ("2.2 transport/net_ib.cu", "gpu5:6252:6325 [0] transport/net_ib.cu:781 WARN NET/IB : Got "
+                       "completion with error 12, opcode 1, len 0, vendor err 129\n", "ib-completion-error", "gpu5",
+                       "PFC"),
+    # https://github.com/horovod/horovod/issues/1651 (2.3/2.4 binaries still built .cu sources)
+    "legacy-cu-qp": ("2.3/2.4 misc/ibvwrap.cu", "ta1-1:2712:2824 [0] misc/ibvwrap.cu:280 NCCL WARN Call to "
+                     "ibv_create_qp failed\nta1-1:2712:2824 [0] NCCL INFO transport/net_ib.cu:371 -> 2\n",
+                     "verbs-resource-failure", "ta1-1", "max_qp"),
     "version-2.30-ras": ("v2.30.7 ras/ras.cc", W("NCCL version mismatch with remote peer 10.0.0.2<28028> (local: "
                                                  "2.30.7, remote 2.28.9)", loc="ras/ras.cc:415"),
                          "nccl-version-mismatch", "gpu01", "version"),
@@ -308,6 +355,33 @@ HEALTHY = {
              + I("ncclCommInitRankConfig comm 0x5f8e rank 0 nranks 16 cudaDev 0 nvmlDev 0 busId 18000 commId "
                  "0x4b1c - Init COMPLETE")),
 }
+
+
+# https://github.com/horovod/horovod/issues/489 (NCCL 2.2, 16 ranks; the thread cuts the version line short:
+# written here as that release prints it)
+HEALTHY["2.2"] = ("nmyjs-202-75:24499:24701 [0] INFO NET : Using interface eth0:10.141.202.75<0>\n"
+                  "nmyjs-202-75:24499:24701 [0] INFO NET/IB : Using interface eth0 for sideband communication\n"
+                  "nmyjs-202-75:24499:24701 [0] INFO NET/IB: [0] mlx4_0:1/IB\n"
+                  "nmyjs-202-75:24499:24701 [0] INFO Using internal Network IB\n"
+                  "nmyjs-202-75:24499:24701 [0] INFO Using NCCL Low-latency algorithm for sizes below 16384\n"
+                  "nmyjs-202-75:24499:24701 [0] INFO NET/Socket : 3 interfaces found\n"
+                  "NCCL version 2.2.13+cuda9.0\n"
+                  "nmyjs-202-75:24499:24701 [0] INFO comm 0x55d07fb87c10 rank 0 nranks 16\n"
+                  "nmyjs-202-75:24499:24701 [0] INFO CUDA Dev 0, IB Ports : mlx4_0/1(PIX)\n"
+                  # https://github.com/NVIDIA/nccl/issues/133 (2018-07)
+                  "CY4SCH102501002:6213:6213 [4] INFO 3 -> 12 via NET/IB/0/GDRDMA\n")
+
+
+def test_a_2_2_log_is_read_as_nccl() -> None:
+    [use] = explain([("job.log", HEALTHY["2.2"])]).networks
+    assert (use.nccl_version, use.network) == ("2.2.13", "IB")
+    assert use.devices == ["mlx4_0:1/IB"] and "eth0:10.141.202.75" in use.interfaces
+    assert use.hosts == ["nmyjs-202-75", "CY4SCH102501002"]
+
+
+def test_other_loggers_info_lines_are_not_nccl() -> None:
+    text = "INFO:tensorflow:Running local_init_op.\n[0] INFO starting epoch 1\n2018-01-01 12:00:00 INFO WARN x\n"
+    assert explain([("job.log", text)]).networks == []
 
 
 @pytest.mark.parametrize("text", HEALTHY.values(), ids=list(HEALTHY))

@@ -1,0 +1,50 @@
+"""What makes a line an NCCL log line, in the wording of every release: the level and the message.
+
+NCCL 2.3 on print `host:pid:tid [dev] NCCL INFO msg` (a WARN with the `file.cc:line` it came from before
+`NCCL`). The closed-source releases 2.0 to 2.2 printed the level without `NCCL`: `host:pid:tid [dev] INFO
+msg` and `host:pid:tid [dev] include/socket.h:185 WARN msg` (`.cu`/`.h` sources). A bare `INFO` or `WARN`
+is any logger's, so there the level counts only after that prefix, or, for a WARN whose host a paste
+left out, after `[dev] file.cu:line`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+_LOG = re.compile(r"(?:^|\s)NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<message>.*)$")
+_LEGACY = re.compile(
+    r"(?:(?:^|\s)[^\s:]+:[0-9]+:[0-9]+\s+\[[0-9]+\]\s+(?:[\w./-]+\.(?:cu|cc|cpp|h):[0-9]+\s+)?"
+    r"|(?:^|\s)\[[0-9]+\]\s+[\w./-]+\.(?:cu|cc|cpp|h):[0-9]+\s+(?=WARN))"
+    r"(?P<level>INFO|WARN|TRACE) (?P<message>.*)$"
+)
+
+# A launcher's host label alone before the level (pdsh/clush `gpu07: NCCL WARN ...`, or an address).
+_LABEL = re.compile(r"^\s*(?P<host>[A-Za-z][\w.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):\s+(?:NCCL\s+)?$")
+# Words a logger or a traceback puts before a colon: never a host.
+_NOT_HOSTS = {"error", "warning", "warn", "info", "note", "stdout", "stderr", "debug", "trace", "runtimeerror",
+              "last error", "exception"}
+
+
+class LogMatch(NamedTuple):
+    level: str
+    message: str
+    prefix: str  # what stands before the level: the `host:pid:tid [dev]` prefix and a WARN's location
+
+
+def nccl_log(body: str) -> LogMatch | None:
+    """The level and message of an NCCL log line (any release's wording), or None."""
+    m = _LOG.search(body) or _LEGACY.search(body)
+    if m is None:
+        return None
+    return LogMatch(m.group("level"), m.group("message"), body[: m.start("level")])
+
+
+def is_log_line(body: str) -> bool:
+    return nccl_log(body) is not None
+
+
+def label_host(prefix: str) -> str | None:
+    """The host a launcher's label names when it is all that stands before an NCCL line's level."""
+    m = _LABEL.match(prefix)
+    return m.group("host") if m and m.group("host").lower() not in _NOT_HOSTS else None
