@@ -137,9 +137,31 @@ def _evaluate_one(resource: Resource, results: Results, ctx: HostContext, play: 
     return outcome
 
 
-def read_host(plan: HostPlan, session: HostSession,
-              extra: Sequence[Probe] = ()) -> tuple[HostOutcome, Results | None]:
-    """Gather and evaluate one host: its outcome, and the facts read (None when none could be)."""
+@dataclass
+class Memo:
+    """A host's last facts and what they evaluated to. Evaluation is a pure function of the host's plan
+    and facts, so `watch`, which reads every host each cycle, evaluates again only when a fact changed:
+    a quiet host's cycle then costs the controller a comparison of the probes' outputs."""
+
+    facts: dict[str, ProbeResult | None] = field(default_factory=dict)
+    resources: list[ResourceOutcome] = field(default_factory=list)
+
+
+def evaluate_memo(plan: HostPlan, results: Results, memo: Memo | None) -> list[ResourceOutcome]:
+    """`evaluate(plan, results)`, or the outcomes it gave last time for the same facts (`memo`). The
+    outcomes returned may be shared with earlier calls: callers never change them (fleet checks copy)."""
+    if memo is None:
+        return evaluate(plan, results)
+    facts = {probe.key: results.by_key.get(probe.key) for probe in plan_probes(plan)}
+    if not memo.facts or facts != memo.facts:
+        memo.facts, memo.resources = facts, evaluate(plan, results)
+    return list(memo.resources)
+
+
+def read_host(plan: HostPlan, session: HostSession, extra: Sequence[Probe] = (),
+              memo: Memo | None = None) -> tuple[HostOutcome, Results | None]:
+    """Gather and evaluate one host: its outcome, and the facts read (None when none could be). With
+    `memo`, facts equal to the last ones evaluated are not evaluated again."""
     started = time.monotonic()
     host = plan.host
     try:
@@ -153,7 +175,8 @@ def read_host(plan: HostPlan, session: HostSession,
         message = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, never a page of script
         return HostOutcome(host.name, host.address, "failed", message[:300],
                            seconds=time.monotonic() - started), None
-    outcome = HostOutcome(host.name, host.address, "in_sync", resources=evaluate(plan, results), execs=execs)
+    outcome = HostOutcome(host.name, host.address, "in_sync", resources=evaluate_memo(plan, results, memo),
+                          execs=execs)
     outcome.seconds = time.monotonic() - started
     return outcome, results
 

@@ -76,6 +76,7 @@ class Watcher:
         self.cycles = 0
         self._hosts = {plan.host.name: _Host() for plan in self.plans}
         self._latest: dict[str, engine.HostOutcome] = {}  # each host's last reading, before fleet checks
+        self._memos = {plan.host.name: engine.Memo() for plan in self.plans}  # facts unchanged: no re-evaluation
         self._lock = threading.Lock()
 
     def cycle(self, plan: HostPlan) -> Cycle:
@@ -84,7 +85,7 @@ class Watcher:
         session = self.sessions(host)
         sysfs_root = engine.host_context(plan).sysfs_root
         at = time.time()
-        read, results = engine.read_host(plan, session, [links.probe(sysfs_root)])
+        read, results = engine.read_host(plan, session, [links.probe(sysfs_root)], memo=self._memos[host.name])
         with self._lock:
             self._latest[host.name] = read
             latest = dict(self._latest)
