@@ -112,7 +112,7 @@ class ApplyOutcome:
         return sum(1 for h in self.hosts if h.status == status)
 
 
-Journal = Callable[[dict[str, object]], None]
+Journal = Callable[[Sequence[dict[str, object]]], None]  # records of one host, written at once
 
 
 def _states(planned: HostPlanned) -> dict[str, tuple[str | None, str | None]]:
@@ -200,10 +200,9 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
     # Once a revert is armed, the exec is given half the revert time to end; a change that cut the
     # session's path leaves it hanging, and only a fresh connection can tell.
     shorten = (f"@@fabnet:{nonce}:armed:", revert_seconds / 2) if guarded else None
-    for step in steps:
-        if journal:
-            journal({"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
-                     "command": step.shown, "outcome": "started"})
+    if journal:
+        journal([{"run": run_id, "host": host.name, "resource": step.resource, "action": step.action,
+                  "command": step.shown, "outcome": "started"} for step in steps])
     try:
         result = session.exec(script, shorten_after=shorten, forward_ssh=True, partial=True)
         applied.execs += 1
@@ -247,8 +246,8 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
         answer, execs, took = confirm(planned, options, run_id, revert_seconds, armed_at)
         applied.execs += execs
         if journal:
-            journal({"run": run_id, "host": host.name, "resource": "management path", "action": "confirm",
-                     "outcome": answer})
+            journal([{"run": run_id, "host": host.name, "resource": "management path", "action": "confirm",
+                      "outcome": answer}])
         if answer != "confirmed":
             applied.status = "failed" if answer == "reverted" else "unreachable"
             lost = "the management path was lost" if result.cut else "the change could not be confirmed"
@@ -276,10 +275,9 @@ def _journal_outcomes(journal: Journal | None, run_id: str, host: str, steps: Se
                       results: Sequence[changes.StepResult]) -> None:
     """An outcome record for every step of the run in the local journal, `unknown` included."""
     if journal:
-        for step, outcome in zip(steps, results, strict=True):
-            journal({"run": run_id, "host": host, "resource": step.resource, "action": step.action,
-                     "command": step.shown, "outcome": outcome.status, "rc": outcome.exit_code,
-                     "writes": list(step.writes)})
+        journal([{"run": run_id, "host": host, "resource": step.resource, "action": step.action,
+                  "command": step.shown, "outcome": outcome.status, "rc": outcome.exit_code,
+                  "writes": list(step.writes)} for step, outcome in zip(steps, results, strict=True)])
 
 
 def _recover(session: HostSession, run_id: str, parsed: changes.ScriptResult,
