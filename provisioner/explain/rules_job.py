@@ -1,11 +1,11 @@
 """Causes at the job level: two ranks on one GPU, NCCL versions that differ, a dead peer (NCCL, torch
 or gloo wording), traffic that stops after connecting (MTU), crashes, and nccl-tests verdicts (torch's
-watchdog and rendezvous are in rules_torch).
+watchdog and rendezvous are in rules_torch, CUDA failures in rules_cuda).
 
 Wording read (learned from NCCL's release history): `Duplicate GPU detected : rank A and rank B both on
 CUDA device X` (2.4 on), `Net : Connection closed by remote peer` (2.3 to 2.11, with the peer from
 2.12), `socketProgress: Connection closed by remote peer X`, the ncclRemoteError text `remote process
-exited or there was a network error` (2.13 on), `Cuda failure 'X'` (every release).
+exited or there was a network error` (2.13 on).
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ _DEAD_PEER = re.compile(
 CRASH = re.compile(r"Segmentation fault|core dumped|SIGSEGV|SIGBUS|SIGABRT|Bus error|Signal 9 \(SIGKILL\)|"
                     r"exitcode\s*:\s*-(?:9|11|6)\b|Killed process|Out of memory: Kill|^Killed$|"
                     r"\b[0-9]+\s+Killed\s+\S", re.I)
-_CUDA = re.compile(r"Cuda failure\s*'?(?P<what>[^']+)'?|CUDA error: (?P<what2>.+)", re.I)
 # `NCCL error in: ...` (torch), `NCCL failure <file>:<line> '...'` (2.0 to 2.2 samples; nccl-tests' `Test NCCL
 # failure`).
 _NCCL_ERROR = re.compile(r"NCCL[ _]?(?:error|failure).*?(?P<what>unhandled system error|unhandled cuda error|"
@@ -171,15 +170,6 @@ def dead_peer(logs: list[Log]) -> list[Cause]:
 
 def crashes(logs: list[Log]) -> list[Cause]:
     causes = []
-    if cuda := grep(logs, _CUDA):
-        lines = [line for line, _ in cuda]
-        what = unique([(m.group("what") or m.group("what2") or "").strip() for _, m in cuda])
-        causes.append(Cause(
-            id="cuda-failure", title=f"a CUDA call failed: {', '.join(what[:2])}",
-            detail="the GPU side failed (memory, device state or driver), not the network.",
-            fix="Check the GPU on the hosts named (`nvidia-smi`, XID errors in dmesg) and the job's memory use.",
-            score=70, hosts=hosts(lines), evidence=evidence(lines),
-        ))
     if crash := grep(logs, CRASH):
         lines = [line for line, _ in crash]
         causes.append(Cause(
@@ -253,6 +243,17 @@ def mtu_blackhole(logs: list[Log]) -> list[Cause]:
     return causes
 
 
+# nccl-tests names its host before a failure: `gpu07: Test NCCL failure common.cu:1005 'unhandled system error'`.
+TEST_HOST = re.compile(r"^(?:\.\.\s+)?(?P<host>[\w.-]+)(?: pid [0-9]+)?:\s*Test (?:NCCL |CUDA )?failure")
+_TEST_ERROR = re.compile(r"Test (?:NCCL |CUDA )?failure\s+\S+\s+'(?P<what>[^'(]+)")
+
+
+def _failed_detail(tests: NcclTests) -> str:
+    errors = unique([m["what"].strip() for text in tests.failures if (m := _TEST_ERROR.search(text))])
+    return "the test stopped on " + (f"'{', '.join(errors[:2])}'" if errors else "a failure") + (
+        ": the NCCL or CUDA error before it in the log (a WARN) says which call failed")
+
+
 def nccl_tests_results(logs: list[Log]) -> list[Cause]:
     causes = []
     for log in logs:
@@ -284,11 +285,13 @@ def nccl_tests_results(logs: list[Log]) -> list[Cause]:
             detail={"wrong results": "elements arrived with wrong values: data corruption on some path (GPU, "
                                      "NVLink, PCIe or the network)",
                     "out of bounds": "results outside the expected range",
-                    "failed": "the test reported a failure",
+                    "failed": _failed_detail(tests),
                     }.get(tests.verdict, "the output stops before the run's footer: the test crashed, hung or "
                                          "was killed"),
             fix="Rerun with NCCL_DEBUG=INFO on the same hosts; bisect by host pairs to find the bad path.",
-            score=80 if tests.verdict != "truncated: no footer" else 40,
+            # A `Test ... failure` line only quotes the error a WARN before it names: that cause comes first.
+            score={"truncated: no footer": 40, "failed": 48}.get(tests.verdict, 80),
+            hosts=unique([m["host"] for line in lines if (m := TEST_HOST.match(line.text))] + hosts(lines)),
             evidence=evidence(lines[-4:] if tests.verdict.startswith("truncated") else lines),
         ))
     return causes

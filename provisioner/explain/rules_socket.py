@@ -155,3 +155,37 @@ def socket_fallback(logs: list[Log]) -> list[Cause]:
             score=45, hosts=nccl.hosts, settings=[r for r in reasons if "=" in r], evidence=evidence(lines),
         ))
     return causes
+
+
+# A rank received more bytes than it posted for: `Message truncated : received N bytes instead of M`
+# (bootstrap.cc, 2.4 on; `received A,B bytes instead of C,D` in 2.30), `NET/Socket : message truncated :
+# receiving N bytes instead of M` (2.4 to 2.11) and `NET/Socket : peer X message truncated : ...` (2.12 on).
+_TRUNCATED = re.compile(
+    r"(?:NET/Socket\s*:\s*(?:peer (?P<peer>\S+?)(?:<[0-9]+>)? )?)?[Mm]essage truncated\s*:\s*receiv(?:ed|ing)\s+"
+    r"(?P<got>[0-9,]+) bytes instead of (?P<want>[0-9,]+)")
+
+
+def message_truncated(logs: list[Log]) -> list[Cause]:
+    """Two ranks disagree about how much one sends the other: not a network fault but a mismatch between
+    the ranks (their NCCL, their settings, or the sizes the application passed)."""
+    hits = grep(logs, _TRUNCATED)
+    if not hits:
+        return []
+    lines = [line for line, _ in hits]
+    sizes = unique([f"{m['got']} bytes for {m['want']}" for _, m in hits])
+    peers = unique([m["peer"] for _, m in hits if m["peer"]])
+    boot = any(m["peer"] is None and "NET/Socket" not in m.group(0) for _, m in hits)
+    detail = (f"a rank received {'; '.join(sizes[:3])} expected"
+              + (f" from {', '.join(peers)}" if peers else "") + ": the ranks disagree on what is exchanged. "
+              "Different NCCL versions (or builds) on the hosts, NCCL_PROTO / NCCL_ALGO / NCCL_BUFFSIZE set "
+              "differently on some ranks, or a collective called with different counts or types per rank.")
+    if boot:
+        detail += " During bootstrap it can also be a process of another job reaching this job's port."
+    return [Cause(
+        id="message-size-mismatch", title="ranks disagree on a message's size (message truncated)",
+        detail=detail,
+        fix="Make every rank run the same NCCL (check `NCCL version` per host in the log) with the same NCCL_* "
+            "environment (compare `env | grep NCCL_` across nodes, launcher exports), and check the "
+            "application passes the same count and dtype to the collective on every rank.",
+        score=80, hosts=hosts(lines), addresses=peers, settings=["NCCL_PROTO", "NCCL_ALGO"], evidence=evidence(lines),
+    )]

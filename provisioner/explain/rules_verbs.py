@@ -18,8 +18,9 @@ from provisioner.explain.evidence import evidence, grep, hosts, warning_lines
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.memlock import memlock_cause
 from provisioner.explain.model import Cause
+from provisioner.explain.rules_events import gid_changes
 from provisioner.parsers._text import unique
-from provisioner.parsers.nccl_errors import OFI_BENIGN, CompletionError
+from provisioner.parsers.nccl_errors import OFI_BENIGN, CallFailure, CompletionError
 
 _NO_MEMORY = re.compile(r"Cannot allocate memory|errno\s*=?\s*12\b|ENOMEM|-12\b", re.I)
 _OFI_LINE = re.compile(r"NET/OFI\b.*(?:fail|unable|error|couldn't|could not)|\bfi_\w+\(?\)?\s*(?:call\s+)?failed", re.I)
@@ -51,6 +52,9 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
             detail += f" Vendor syndrome {', '.join(vendor)}."
         if not found.first_cause and first_causes:
             detail += " Another completion error above comes first."
+        hint, gid_lines = gid_changes(logs)
+        detail += hint
+        lines += gid_lines
         score = {"fabric": 90, "peer": 85, "registration": 88, "peer-registration": 85, "config": 85,
                  "device": 90}.get(found.kind, 55)
         causes.append(Cause(
@@ -87,6 +91,48 @@ _FAMILY_FIX = {
 }
 
 
+# The errno a failed ibv_modify_qp reports says what the port refused, so the advice follows it (the call
+# prints it as `errno 110`, as `failed with 110 Connection timed out, ...` from 2.26, or as the text alone).
+_ERRNO_NAMES = {110: "Connection timed out", 22: "Invalid argument", 101: "Network is unreachable",
+                113: "No route to host", 19: "No such device", 61: "No data available"}
+_MODIFY_QP_FIX = {
+    110: "The move to {state} timed out resolving the peer's GID: on RoCE the kernel found no neighbour (ARP/ND) "
+         "for the peer's address on this port's interface. Check that the GID index (NCCL_IB_GID_INDEX, "
+         "`show_gids`) names an address in the peer's subnet/VLAN and of the same RoCE version on both hosts, "
+         "that `ping -I <that interface> <peer address>` answers, and that the port is ACTIVE on both.",
+    22: "The port refused a queue-pair attribute for {state}: a GID index that is empty or absent on this port "
+        "(NCCL_IB_GID_INDEX; list with `show_gids`), an MTU above the port's active_mtu (`ibv_devinfo`; NCCL_IB_MTU"
+        "), or a traffic class / service level the port does not take (NCCL_IB_TC, NCCL_IB_SL). Compare both "
+        "hosts.",
+    101: "No route to the peer's GID for {state}: on RoCE v2 the peer's address is routed, so this port's "
+         "interface needs a route to it (`ip route get <peer address>`); check the GID index "
+         "(NCCL_IB_GID_INDEX) is a RoCE v2 entry in the data subnet on both hosts.",
+}
+_MODIFY_QP_FIX[113] = _MODIFY_QP_FIX[101]
+_STATE = re.compile(r"next state (?P<state>\w+)")
+_GID_INDEX = re.compile(r"local GID index (?P<index>[0-9]+)")
+
+
+def _errno(failure: CallFailure) -> int | None:
+    if failure.errno is not None:
+        return failure.errno
+    if m := re.match(r"(?P<code>[0-9]+)\b", failure.error):
+        return int(m["code"])
+    return next((code for code, name in _ERRNO_NAMES.items() if name.lower() in failure.error.lower()), None)
+
+
+def _modify_qp_fix(failures: list[CallFailure]) -> tuple[str, list[str]] | None:
+    """Advice for failed queue-pair transitions by the errno they report, and the settings involved."""
+    for failure in failures:
+        code = _errno(failure)
+        if "modify_qp" in (failure.call or "") and code in _MODIFY_QP_FIX:
+            state = m["state"] if (m := _STATE.search(failure.error)) else "RTR/RTS"
+            settings = [f"NCCL_IB_GID_INDEX={m['index']}" if (m := _GID_INDEX.search(failure.error))
+                        else "NCCL_IB_GID_INDEX"]
+            return _MODIFY_QP_FIX[code].format(state=state), settings
+    return None
+
+
 def _family(calls: list[str]) -> str:
     if any("reg_" in call for call in calls):
         return "registration"
@@ -113,12 +159,16 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
         lines = [line for log, f in verbs for line in _line_of(log, f.line)]
         calls = unique([f"{f.call or 'a verbs call'}: {f.error}" for _, f in verbs])
         family = _family([f.call or "" for _, f in verbs])
+        fix, settings = _FAMILY_FIX[family], list[str]()
+        if family == "connection" and (found := _modify_qp_fix([f for _, f in verbs])):
+            fix, settings = found
+        hint, gid_lines = gid_changes(logs) if family == "connection" else ("", [])
         causes.append(Cause(
             id="verbs-resource-failure",
             title="an RDMA verbs call failed (queue pair, completion queue or memory registration)",
-            detail=f"{'; '.join(calls[:4])}. {_FAMILY_DETAIL[family]}",
-            fix=_FAMILY_FIX[family], score=90,
-            hosts=unique([f.host for _, f in verbs if f.host]) or hosts(lines), evidence=evidence(lines),
+            detail=f"{'; '.join(calls[:4])}. {_FAMILY_DETAIL[family]}{hint}",
+            fix=fix, score=90, settings=settings,
+            hosts=unique([f.host for _, f in verbs if f.host]) or hosts(lines), evidence=evidence(lines + gid_lines),
         ))
     if ofi or ofi_text:
         lines = [line for log, f in ofi for line in _line_of(log, f.line)] + ofi_text
@@ -136,7 +186,7 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
 
 def firmware_fault(logs: list[Log]) -> list[Cause]:
     lines = [line for line, _ in grep(logs, _FIRMWARE)]
-    events = [(log, e) for log in logs for e in (log.nccl.async_events if log.nccl else []) if e.fatal]
+    events = [(log, e) for log in logs for e in (log.nccl.async_events if log.nccl else []) if e.kind == "device"]
     lines += [line for log, e in events for line in _line_of(log, e.line)]
     if not lines:
         return []
@@ -151,22 +201,6 @@ def firmware_fault(logs: list[Log]) -> list[Cause]:
             "version (`ibv_devinfo` fw_ver, `mlxfwmanager`), reset the device (`mlxfwreset`) or reboot, and "
             "replace the HCA if it recurs.",
         score=96, hosts=hosts(lines), evidence=evidence(sorted(lines, key=lambda ln: (ln.file, ln.number))),
-    )]
-
-
-def async_port_events(logs: list[Log]) -> list[Cause]:
-    events = [(log, e) for log in logs for e in (log.nccl.async_events if log.nccl else []) if not e.fatal]
-    if not events:
-        return []
-    lines = [line for log, e in events for line in _line_of(log, e.line)]
-    return [Cause(
-        id="ib-port-event",
-        title="the HCA reported port events during the job",
-        detail=f"{', '.join(unique([e.event for _, e in events]))} on "
-               f"{', '.join(unique([e.device or e.host or '?' for _, e in events]))}: a link went down or flapped.",
-        fix="Check the link (`ibstat` / `ibv_devinfo` state, port counters link_downed and symbol_error), the "
-            "cable or optic, and the switch port.",
-        score=70, hosts=unique([e.host for _, e in events if e.host]), evidence=evidence(lines),
     )]
 
 

@@ -12,8 +12,12 @@ The wording changed across NCCL releases; each pattern here reads every form by 
   Cannot allocate memory` and `... errno 12`; `ibv_post_send() failed with error ...`; `Call to
   ibv_modify_qp failed with 110 Connection timed out, ...`; the OFI plugin's `NET/OFI ... fi_mr_reg
   failed` / `OFI fi_getinfo() call failed: No data available`.
-- async events: `NET/IB : Got async event : local catastrophic error` (2.3 to 2.1x), later
-  `NET/IB : mlx5_0:1 Got non-fatal async event: port error(10)` and `... async fatal event: ...`.
+- async events: `NET/IB : Got async event : local catastrophic error` (2.3 to 2.19, every event but
+  `communication established`), `NET/IB : mlx5_0:1 Got async event : ...` (2.21), `... Got async error
+  event: port error` and `... async fatal event[ on QP (0x..)]: ...` (2.23 to 2.27), `... Got non-fatal async
+  event: port error(10)` (2.28 on), `NET/IB : mlx5_0:1 GID table changed` (2.28.3 on) and, for an event
+  NCCL does not list, `NET/IB : mlx5_0:1 unknown event type (18)`. The event names are libibverbs'
+  ibv_event_type_str; each event is classed by what it means (`kind`), not by the word NCCL put before it.
 """
 
 from __future__ import annotations
@@ -46,11 +50,22 @@ OFI_BENIGN = re.compile(r"Could not find \w+ symbol|pciPath|Error opening file: 
                         re.IGNORECASE)
 _ASYNC = re.compile(
     r"NET/IB\s*:\s*(?:(?P<hca>[A-Za-z][\w.-]*[0-9]):[0-9]+\s+)?(?:Got\s+)?(?P<kind>non-fatal\s+|fatal\s+)?"
-    r"async\s+(?:fatal\s+)?event(?:\s+on\s+\w+)?[^:]*:\s*(?P<event>[^(]+?)\s*(?:\((?P<code>[0-9]+)\))?\s*$",
+    r"async\s+(?:fatal\s+|error\s+)?event(?:\s+on\s+\w+)?[^:]*:\s*(?P<event>[^(]+?)\s*(?:\((?P<code>[0-9]+)\))?\s*$"
+    r"|NET/IB\s*:\s*(?P<hca2>[A-Za-z][\w.-]*[0-9]):(?P<port2>[0-9]+)\s+(?:(?P<gid>GID table changed)"
+    r"|unknown event type\s*\((?P<code2>[0-9]+)\))",
     re.IGNORECASE,
 )
-# Events that are the device itself failing, not a link (ibv_event_type_str wording).
-_FATAL_EVENTS = re.compile(r"catastrophic|device fatal|fatal", re.IGNORECASE)
+# What each event means (enum ibv_event_type, libibverbs' ibv_event_type_str wording), most specific first:
+# the device itself failed; a queue pair / completion queue went to error; the port went down; or the
+# subnet or port only changed state (benign on its own: an SM sweep, a link coming up, an address change).
+_EVENT_KINDS = (
+    (re.compile(r"local catastrophic error|device fatal|work queue catastrophic|SRQ catastrophic|WQ fatal", re.I),
+     "device"),
+    (re.compile(r"CQ error|invalid request local work queue|local access violation", re.I), "queue"),
+    (re.compile(r"port error|path migration request error", re.I), "port"),
+)
+# `unknown event type (N)`: the enum values NCCL leaves out of its list (18 GID change, 19 WQ fatal).
+_EVENT_CODES = {18: "GID table change", 19: "WQ fatal"}
 
 
 class CompletionError(Fact):
@@ -83,12 +98,17 @@ class CallFailure(Fact):
 
 
 class AsyncEvent(Fact):
-    """An asynchronous event the HCA raised (`port error`, `local catastrophic error`)."""
+    """An asynchronous event the HCA raised (`port error`, `local catastrophic error`). `kind`: `device`
+    (the HCA failed), `queue` (a queue pair or completion queue went to error), `port` (the link went down)
+    or `state` (a change that alone is no failure: port active, LID/P_Key/SM change, client reregistration,
+    GID table change)."""
 
     host: str | None = None
     device: str | None = None
+    port: int | None = None
     event: str
     fatal: bool
+    kind: str = "state"
     line: int
 
 
@@ -129,7 +149,15 @@ def async_event(message: str, line: int, host: str | None) -> AsyncEvent | None:
     m = _ASYNC.search(message)
     if not m:
         return None
-    event = m.group("event").strip()
+    if m.group("gid"):
+        event = "GID table change"
+    elif m.group("code2"):
+        event = _EVENT_CODES.get(int(m.group("code2")), f"event type {m.group('code2')}")
+    else:
+        event = m.group("event").strip()
+    kind = next((k for pattern, k in _EVENT_KINDS if pattern.search(event)), "state")
     lower = message.lower()
-    fatal = ("non-fatal" not in lower and "fatal" in lower) or bool(_FATAL_EVENTS.search(event))
-    return AsyncEvent(host=host, device=m.group("hca"), event=event, fatal=fatal, line=line)
+    fatal = kind == "device" or ("non-fatal" not in lower and "fatal" in lower and kind != "state")
+    port = re.search(r"NET/IB\s*:\s*[A-Za-z][\w.-]*[0-9]:(?P<port>[0-9]+)\s", message)
+    return AsyncEvent(host=host, device=m.group("hca") or m.group("hca2"), port=int(port["port"]) if port else None,
+                      event=event, fatal=fatal, kind=kind, line=line)

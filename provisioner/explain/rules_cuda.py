@@ -1,0 +1,156 @@
+"""Causes on the GPU side that reach a job's log through NCCL, nccl-tests or the framework: these are no
+fabric faults, so each is named as what it is (GPU memory, peer-to-peer access, the NVSwitch fabric
+manager, the driver, a GPU hardware fault) and the operator is not sent after the network.
+
+Wording read: NCCL's `Cuda failure 'X'` (every release) and `Cuda failure N 'X'` (2.19 on, checks.h),
+`failed to open CUDA IPC handle : N X` (transport/p2p.cc), `P2P is disabled between NVLINK connected GPUs
+A and B ...` (2.12 on, graph/paths.cc); nccl-tests' `HOST: Test CUDA failure common.cu:N 'X'` and `HOST: Test
+NCCL failure common.cu:N 'unhandled cuda error ...'`; torch's `CUDA error: X` and `CUDA out of memory.`;
+`cuda runtime error (N) : X`; CUDA driver-API names such as `CUDA_ERROR_TOO_MANY_PEERS: X`; the kernel's
+`NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.` and `NVRM: GPU 0000:b3:00.0 ... has
+fallen off the bus`. The error strings are cudaGetErrorString's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from provisioner.explain.evidence import evidence, grep
+from provisioner.explain.logs import Log, LogLine
+from provisioner.explain.model import Cause
+from provisioner.explain.rules_job import TEST_HOST
+from provisioner.parsers._text import unique
+from provisioner.parsers.nccl_line import nccl_log
+
+_CUDA = re.compile(
+    r"Cuda failure\s+(?:[\w./-]+:[0-9]+\s+)?(?:[0-9]+\s+)?'(?P<a>[^']+)'?"
+    r"|CUDA error(?: [0-9]+ at \S+)?:\s*(?P<b>[^.\n]+)"
+    r"|cuda runtime error \([0-9]+\)\s*:\s*(?P<c>.+?)(?: at \S+)?$"
+    r"|failed to open CUDA IPC handle\s*:\s*(?:[0-9]+\s+)?(?P<d>.+)"
+    r"|(?P<e>CUDA out of memory)"
+    r"|CUDA_ERROR_\w+:\s*(?P<f>.+)",
+    re.I,
+)
+# NCCL's summary of a CUDA failure, as NCCL, nccl-tests and frameworks print it.
+_UNHANDLED = re.compile(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
+_P2P_DISABLED = re.compile(r"P2P is disabled between NVLINK connected GPUs (?P<a>[0-9]+) and (?P<b>[0-9]+)")
+# The driver may split `fallen off the bus` over several NVRM lines, the GPU's address on the first.
+_XID = re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\):\s*(?P<code>[0-9]+)|NVRM:(?: (?:The NVIDIA )?GPU (?:at )?"
+                  r"(?P<pci2>[0-9a-fA-F:.]+))?.*(?P<bus>fallen off the bus)", re.I)
+
+# Xid codes (NVIDIA's Xid catalogue) that are the GPU, its memory or its links failing, not the program.
+_XID_HARDWARE = {48: "double-bit ECC error", 61: "internal micro-controller breakpoint", 62: "internal "
+                 "micro-controller halt", 63: "ECC page retirement or row remapping", 64: "row remapping failure",
+                 74: "NVLink error", 79: "GPU has fallen off the bus", 92: "high single-bit ECC error rate",
+                 94: "contained ECC error", 95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error"}
+_XID_PROGRAM = {13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
+                45: "preemptive cleanup after another error"}
+
+_CLASSES: list[tuple[str, re.Pattern[str]]] = [
+    ("hardware", re.compile(r"uncorrectable ECC|ECC error|fallen off the bus|GPU is lost|hardware stack error|"
+                            r"unrecoverable", re.I)),
+    ("fabric", re.compile(r"system not yet initiali[sz]ed|system not ready", re.I)),
+    ("p2p", re.compile(r"peer access|peer mapping resources|TOO_MANY_PEERS|mapping of buffer object failed|"
+                       r"CUDA IPC", re.I)),
+    ("driver", re.compile(r"driver version is insufficient|no CUDA-capable device|initiali[sz]ation error|"
+                          r"forward compatibility|unsupported display driver|busy or unavailable|"
+                          r"invalid device ordinal|driver shutting down", re.I)),
+    ("memory", re.compile(r"out of memory", re.I)),
+    ("kernel", re.compile(r"illegal memory access|unspecified launch failure|illegal instruction|misaligned "
+                          r"address|device-side assert|launch timed out", re.I)),
+]
+
+_CAUSES: dict[str, tuple[str, str, str, int]] = {  # kind -> id, title, fix, score
+    "hardware": ("gpu-hardware-fault", "a GPU reported a hardware fault",
+                 "Drain the host: read the Xid lines in `dmesg` / `journalctl -k`, `nvidia-smi -q -d ECC,"
+                 "ROW_REMAPPER` for ECC and row-remapping state; reset the GPU (`nvidia-smi -r`) or reboot, and "
+                 "replace the GPU or fix its PCIe/NVLink seating if it recurs.", 94),
+    "fabric": ("gpu-fabric-manager", "the NVSwitch fabric was not ready (fabric manager)",
+               "On NVSwitch systems (HGX/DGX): `systemctl status nvidia-fabricmanager` on the host named; enable and "
+               "start it with the same version as the driver (`nvidia-smi` driver version, fabric manager "
+               "package), then reset the GPUs or reboot; set NCCL_NVLS_ENABLE=0 only to confirm.", 88),
+    "p2p": ("gpu-p2p-failure", "GPU peer-to-peer (P2P/NVLink) access failed",
+            "Check P2P between the GPUs on the host named (`nvidia-smi topo -p2p r`, `nvidia-smi topo -m`): PCIe ACS "
+            "or the IOMMU blocking peer traffic (`lspci -vvv | grep ACSCtl`, iommu=pt), a VM without P2P, consumer "
+            "GPUs without P2P, or more peers than the driver maps (more than 8 GPUs in one process); "
+            "NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL) makes the job run through host memory meanwhile.", 86),
+    "driver": ("cuda-driver", "CUDA could not use the GPU (driver, device visibility or mode)",
+               "On the host named: `nvidia-smi` (driver loaded, GPUs listed, Compute Mode Default, no stale "
+               "processes), that the CUDA runtime the job ships fits the driver (`nvidia-smi` CUDA version), "
+               "CUDA_VISIBLE_DEVICES and ranks per node against the GPUs present, and dmesg for Xid errors.", 86),
+    "memory": ("cuda-failure", "GPU memory ran out (CUDA out of memory)",
+               "Check what holds GPU memory on the host named (`nvidia-smi`: other processes, a leftover job); "
+               "lower the job's memory use (batch size, activation checkpointing) or NCCL's buffers "
+               "(NCCL_BUFFSIZE, fewer channels). Not a network problem.", 72),
+    "kernel": ("cuda-failure", "a GPU kernel faulted (illegal access or launch failure)",
+               "Usually the application or a library (rerun with CUDA_LAUNCH_BLOCKING=1, compute-sanitizer); if "
+               "dmesg shows Xid 48/63/64/74/79/94/95 for that GPU at the same time, it is the GPU: check `nvidia-smi` "
+               "and the Xid lines on the host named.", 70),
+    "other": ("cuda-failure", "a CUDA call failed",
+              "Check the GPU on the host named (`nvidia-smi`, Xid errors in dmesg) and the job's GPU memory use; "
+              "rerun with NCCL_DEBUG=INFO to see the CUDA call that failed.", 68),
+}
+
+
+def _host(line: LogLine) -> str | None:
+    m = TEST_HOST.match(line.text)
+    return line.host or (m["host"] if m else None)
+
+
+def _kind(what: str) -> str:
+    return next((kind for kind, pattern in _CLASSES if pattern.search(what)), "other")
+
+
+def _found(logs: list[Log]) -> dict[str, list[tuple[LogLine, str]]]:
+    """kind -> (line, what it says failed) for every CUDA failure in the logs."""
+    found: dict[str, list[tuple[LogLine, str]]] = {}
+
+    def add(kind: str, line: LogLine, what: str) -> None:
+        found.setdefault(kind, []).append((line, what))
+
+    for line, m in grep(logs, _CUDA):
+        if (log := nccl_log(line.text)) is not None and log.level == "INFO":
+            continue  # an error NCCL ignored (CUDACHECKIGNORE logs it at INFO)
+        what = next(g for g in m.groups() if g is not None).strip().rstrip(".'")
+        # NVLink SHARP setup (transport/nvls.cc) fails with `invalid argument` when the fabric manager was
+        # restarted under live GPUs or is not running.
+        add("fabric" if "nvls" in line.text.lower() and "invalid argument" in what.lower() else _kind(what),
+            line, what)
+    for line, m in grep(logs, _P2P_DISABLED):
+        add("p2p", line, f"P2P disabled between NVLink-connected GPUs {m['a']} and {m['b']}")
+    for line, m in grep(logs, _XID):
+        if m["bus"]:
+            add("hardware", line, f"GPU {m['pci2'] or ''} has fallen off the bus".replace("  ", " "))
+            continue
+        code = int(m["code"])
+        name = _XID_HARDWARE.get(code) or _XID_PROGRAM.get(code) or "see NVIDIA's Xid catalogue"
+        add("hardware" if code in _XID_HARDWARE else "kernel", line, f"Xid {code} ({name}) on {m['pci']}")
+    if not found and (summary := grep(logs, _UNHANDLED)):
+        for line, _ in summary:
+            add("other", line, "unhandled cuda error (NCCL's summary; the CUDA call's own error is not in the log)")
+    return found
+
+
+def gpu_causes(logs: list[Log]) -> list[Cause]:
+    found = _found(logs)
+    by_id: dict[str, Cause] = {}
+    summary = [line for line, _ in grep(logs, _UNHANDLED)]
+    for kind in [k for k, _ in _CLASSES] + ["other"]:
+        items = found.get(kind)
+        if not items:
+            continue
+        cause_id, title, fix, score = _CAUSES[kind]
+        if cause_id in by_id:  # one cuda-failure cause: the most telling class found names it
+            continue
+        what = unique([w for _, w in items])
+        lines = [line for line, _ in items]
+        where = unique([h for line in lines + summary if (h := _host(line))])
+        by_id[cause_id] = Cause(
+            id=cause_id, title=f"{title}: {', '.join(what[:2])}",
+            detail=f"{'; '.join(what[:4])} on {', '.join(where) or 'a host'}. This is the GPU side, not the "
+                   "network: the errors of other ranks and connections after it follow from it.",
+            fix=fix, score=score, hosts=where, evidence=evidence(lines + summary[:2]),
+            settings=["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] if kind == "p2p" else [],
+        )
+    return list(by_id.values())
+
