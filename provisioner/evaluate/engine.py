@@ -145,6 +145,7 @@ class Memo:
 
     facts: dict[str, ProbeResult | None] = field(default_factory=dict)
     resources: list[ResourceOutcome] = field(default_factory=list)
+    keys: tuple[str, ...] = ()  # the plan's probe keys (a host's plan does not change during a watch)
 
 
 def evaluate_memo(plan: HostPlan, results: Results, memo: Memo | None) -> list[ResourceOutcome]:
@@ -152,7 +153,9 @@ def evaluate_memo(plan: HostPlan, results: Results, memo: Memo | None) -> list[R
     outcomes returned may be shared with earlier calls: callers never change them (fleet checks copy)."""
     if memo is None:
         return evaluate(plan, results)
-    facts = {probe.key: results.by_key.get(probe.key) for probe in plan_probes(plan)}
+    if not memo.keys:
+        memo.keys = tuple(probe.key for probe in plan_probes(plan))
+    facts = {key: results.by_key.get(key) for key in memo.keys}
     if not memo.facts or facts != memo.facts:
         memo.facts, memo.resources = facts, evaluate(plan, results)
     return list(memo.resources)

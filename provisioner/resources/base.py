@@ -12,6 +12,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Generic, Literal, TypeVar
 
 from provisioner.load.specs import Spec
@@ -38,8 +39,9 @@ class Probe:
     timeout: float = 30.0
     group: ProbeGroup | None = None  # probes that may run as one call with others of their group
 
-    @property
+    @cached_property
     def key(self) -> str:
+        # Looked up many times per probe (joining, the script, splitting, evaluating): hashed once.
         return hashlib.sha256(self.command.encode()).hexdigest()[:16]
 
 
