@@ -77,13 +77,18 @@ class Become:
     marker: str = field(default_factory=_marker)
 
     def command(self) -> str:
-        """The exec's command line: a shell reading the script from standard input, as `user`."""
+        """The exec's command line: a shell reading the script from standard input, as `user`.
+
+        sudo runs in the C locale (`env`, whatever the login shell): its refusals are recognised by their
+        English words (`failure`), and a node whose login environment sets another language (pam_env,
+        /etc/default/locale) would have it print translated ones."""
         env = ' env "FABNET_SSH=$SSH_CONNECTION"' if self.forward_ssh else ""
         if self.password is None:
-            return _quoted("sudo", "-n", "-H", "-u", self.user, "--") + env + " sh -s"
+            return _quoted("env", "LC_ALL=C", "sudo", "-n", "-H", "-u", self.user, "--") + env + " sh -s"
         skip = (f'while IFS= read -r l; do [ "$l" = {self.marker} ] && exec sh -s; done; '
                 f"echo 'fabnet: the script did not arrive after the sudo password' >&2; exit {NO_MARKER_EXIT}")
-        return _quoted("sudo", "-S", "-p", "", "-H", "-u", self.user, "--") + env + " sh -c " + shlex.quote(skip)
+        return (_quoted("env", "LC_ALL=C", "sudo", "-S", "-p", "", "-H", "-u", self.user, "--") + env
+                + " sh -c " + shlex.quote(skip))
 
     def stdin_prefix(self) -> bytes:
         """What goes on standard input before the script."""
@@ -107,7 +112,7 @@ def failure(become: Become, exit_code: int, stdout: str, stderr: str) -> str | N
     """Why sudo itself refused to run the script, in words to act on; None when the script ran.
 
     sudo exits 1 before anything of the script ran (so nothing on stdout); its messages are matched as
-    sudo prints them in English, the only language it prints them in without a translation installed.
+    sudo prints them in the C locale, which `command` sets for it.
     """
     if exit_code != 1 or stdout.strip():
         return None

@@ -289,7 +289,9 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
         channel.settimeout(max(1.0, min(timeout, 30.0)))
         channel.exec_command(become.command() if become else "sh -s")
         prefix = become.stdin_prefix() if become else b""
-        channel.sendall(prefix + ("{\n" + script.rstrip("\n") + "\n}\n").encode())
+        # Every script runs in the C locale: the parsers read tools' output in its words (`stat %F` prints
+        # "regular file", not a translation, on a node whose login sets another language).
+        channel.sendall(prefix + ("{\nLC_ALL=C; export LC_ALL\n" + script.rstrip("\n") + "\n}\n").encode())
         if ticks is None:
             channel.shutdown_write()
     except (paramiko.SSHException, OSError, EOFError) as exc:

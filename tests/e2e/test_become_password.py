@@ -210,3 +210,29 @@ def test_rollback_goes_through_the_same_sudo(slab: Lab, inventory: Path, converg
     assert "MTUBytes=9000" not in slab.host(slab.node("gpu02")).file(
         "/etc/systemd/network/10-data.network").content_string
     assert PASSWORD not in proc.stdout + proc.stderr
+
+
+def test_scripts_and_sudo_run_in_the_c_locale_whatever_the_login_sets(slab: Lab, inventory: Path) -> None:
+    """A node whose login environment asks for German (pam_env reads /etc/environment): every script fabnet
+    runs, and sudo itself, get LC_ALL=C, so tools print the words the parsers read (`stat %F`) and sudo's
+    refusals are recognised."""
+    from provisioner.load.loading import load_hosts
+    from provisioner.run.become import Secret
+    from provisioner.run.session import Options, open_session
+
+    node = slab.node("gpu01")
+    slab.ssh(node, "cp /etc/environment /etc/environment.fabnet-test; "
+                   "printf 'LANG=de_DE.UTF-8\\nLC_ALL=de_DE.UTF-8\\n' >> /etc/environment")
+    try:
+        # The login really sets it (the system ssh client goes through the same pam_env).
+        assert slab.ssh(node, 'printf %s "$LC_ALL"').stdout == "de_DE.UTF-8"
+        [plan], _ = load_hosts(inventory, "gpu01")
+        with open_session(plan.host, Options(become_password=Secret(PASSWORD))) as session:
+            as_root = session.exec('printf "%s|%s" "$LC_ALL" "$(id -u)"')
+            as_login = session.exec('printf "%s|%s" "$LC_ALL" "$(id -un)"', sudo=False)
+        assert as_root.stdout == "C|0"
+        assert as_login.stdout == f"C|{USER}"
+        wrong = fabnet("audit", str(inventory), "--limit", "gpu01", "-p", str(SITE), "--json", password="wrong")
+        assert "sudo refused the password" in host_errors(wrong).get("gpu01", ""), wrong.stdout[-2000:]
+    finally:
+        slab.ssh(node, "mv /etc/environment.fabnet-test /etc/environment")

@@ -25,7 +25,7 @@ SCRIPT = "{\necho ran as script\necho \"ssh=${FABNET_SSH-unset}\"\n}\n"
 def after_sudo(command: str) -> str:
     """What sudo runs, as the login shell would see it: the part of the command line after `--`."""
     head, rest = command.split(" -- ", 1)
-    assert shlex.split(head)[0] == "sudo"
+    assert shlex.split(head)[:3] == ["env", "LC_ALL=C", "sudo"]  # sudo's own words in the C locale
     return rest
 
 
@@ -35,16 +35,17 @@ def run_as_sudo_leaves_it(command: str, stdin: bytes, cwd: Path) -> subprocess.C
 
 
 def test_without_a_password_sudo_never_prompts() -> None:
-    assert Become("root").command() == "sudo -n -H -u root -- sh -s"
-    assert Become("svc acct").command() == "sudo -n -H -u 'svc acct' -- sh -s"
+    assert Become("root").command() == "env LC_ALL=C sudo -n -H -u root -- sh -s"
+    assert Become("svc acct").command() == "env LC_ALL=C sudo -n -H -u 'svc acct' -- sh -s"
     assert Become("root").stdin_prefix() == b""
-    assert Become("root", forward_ssh=True).command() == 'sudo -n -H -u root -- env "FABNET_SSH=$SSH_CONNECTION" sh -s'
+    assert Become("root", forward_ssh=True).command() == \
+        'env LC_ALL=C sudo -n -H -u root -- env "FABNET_SSH=$SSH_CONNECTION" sh -s'
 
 
 def test_with_a_password_it_goes_on_stdin_before_a_marker_never_on_the_command_line() -> None:
     b = Become("root", Secret(PASSWORD), forward_ssh=True)
     command = b.command()
-    assert command.startswith("sudo -S -p '' -H -u root -- env \"FABNET_SSH=$SSH_CONNECTION\" sh -c ")
+    assert command.startswith("env LC_ALL=C sudo -S -p '' -H -u root -- env \"FABNET_SSH=$SSH_CONNECTION\" sh -c ")
     assert PASSWORD not in command and "PWNED" not in command
     assert b.marker in command
     assert b.stdin_prefix() == (PASSWORD + "\n" + b.marker + "\n").encode()
