@@ -118,7 +118,10 @@ def ifupdown_set_mtu(text: str, netdev: str, mtu: int) -> str | None:
 
 def netplan_set_mtu(text: str, netdev: str, mtu: int) -> str | None:
     """A netplan file with the MTU set on the device definition for `netdev`; None when it has none.
-    Comments are lost (YAML round trip); netplan reads the result the same."""
+
+    The file is edited as text where the YAML nodes lie (the value of an `mtu:` key replaced, or one line
+    added to the device's block), so the admin's comments, order and layout stay; only a definition that
+    text edit cannot place (an anchor, a merge key) is written back through a YAML round trip."""
     doc = yaml.safe_load(text) or {}
     network = doc.get("network") if isinstance(doc, dict) else None
     if not isinstance(network, dict):
@@ -135,8 +138,64 @@ def netplan_set_mtu(text: str, netdev: str, mtu: int) -> str | None:
             if applies:
                 conf["mtu"] = mtu
                 devices[ident] = conf
+                edited = _netplan_text_edit(text, section, str(ident), mtu)
+                if edited is not None and yaml.safe_load(edited) == doc:
+                    return edited
                 return yaml.safe_dump(doc, default_flow_style=False, sort_keys=False)
     return None
+
+
+def _child(node: yaml.Node | None, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    """The (key, value) nodes of `key` in a mapping node (the last one, as the loader keeps it)."""
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key]
+    return found[-1] if found else None
+
+
+def _netplan_text_edit(text: str, section: str, ident: str, mtu: int) -> str | None:
+    """`text` with `mtu: N` set on network.SECTION.IDENT by a text edit, or None where it cannot be placed."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    path = _child(root, "network")
+    path = _child(path[1], section) if path else None
+    device = _child(path[1], ident) if path else None
+    if device is None:
+        return None
+    key, conf = device
+    if isinstance(conf, yaml.MappingNode):
+        existing = _child(conf, "mtu")
+        if existing is not None:  # replace the value where it stands
+            value = existing[1]
+            return text[: value.start_mark.index] + str(mtu) + text[value.end_mark.index:]
+        if conf.flow_style:  # `eth1: {dhcp4: true}` -> `{dhcp4: true, mtu: N}`
+            close = conf.end_mark.index - 1
+            if text[close] != "}":
+                return None
+            joiner = ", " if conf.value else ""
+            return text[:close] + f"{joiner}mtu: {mtu}" + text[close:]
+        if not conf.value:
+            return None
+        first: yaml.Node = conf.value[0][0]
+        line_start = text.rfind("\n", 0, first.start_mark.index) + 1
+        indent = " " * int(first.start_mark.column)
+        return text[:line_start] + indent + f"mtu: {mtu}\n" + text[line_start:]
+    if isinstance(conf, yaml.ScalarNode) and conf.tag.endswith(":null") and conf.value == "":
+        # `eth1:` with nothing under it: a block of its own, indented one step past the key.
+        line_end = text.find("\n", key.end_mark.index)
+        line_end = len(text) if line_end < 0 else line_end
+        step = _indent_step(text)
+        return text[:line_end] + "\n" + " " * (key.start_mark.column + step) + f"mtu: {mtu}" + text[line_end:]
+    return None
+
+
+def _indent_step(text: str) -> int:
+    """The file's indentation step: the smallest indent of a line that is not a comment (2 if none)."""
+    widths = [len(line) - len(line.lstrip(" ")) for line in text.splitlines()
+              if line.strip() and not line.lstrip().startswith("#") and line.startswith(" ")]
+    return min(widths) if widths else 2
 
 
 # ------------------------------------------------------------------------------- where the MTU goes

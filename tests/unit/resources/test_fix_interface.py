@@ -10,7 +10,7 @@ import pytest
 
 from provisioner.parsers.boot_mtu import persistent_mtu
 from provisioner.resources.base import HostContext
-from provisioner.resources.interface_fix import ini_set, persist_edit
+from provisioner.resources.interface_fix import ini_set, netplan_set_mtu, persist_edit
 
 from ._recorded import IP_LINK, listing
 from ._recorded import fix as fix_steps
@@ -65,6 +65,45 @@ def test_persist_edit_is_read_back_by_the_audit_from_that_file(files: dict[str, 
 def test_persist_edit_keeps_other_settings() -> None:
     _, text = persist_edit({"/etc/systemd/network/10-data.network": NETWORKD_NO_MTU}, "eth1", 9000)
     assert "Address=198.19.1.2/24" in text and "[Match]\nName=eth1" in text
+
+
+CLOUD_INIT = """\
+# This file is generated from information provided by the datasource.  Changes
+# to it will not persist across an instance reboot.
+network:
+    ethernets:
+        data:
+            dhcp4: false   # the data port: addresses from the fabric's IPAM
+            match:
+                macaddress: 52:54:00:12:34:56
+            set-name: eth1
+    version: 2
+"""
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    pytest.param(CLOUD_INIT, CLOUD_INIT.replace("            dhcp4:", "            mtu: 9000\n            dhcp4:"),
+                 id="block-4-spaces-comments"),
+    pytest.param("network:\n  ethernets:\n    eth1:\n      mtu: 1500  # old\n      addresses: [10.0.0.1/24]\n",
+                 "network:\n  ethernets:\n    eth1:\n      mtu: 9000  # old\n      addresses: [10.0.0.1/24]\n",
+                 id="value-replaced"),
+    pytest.param("network:\n  ethernets:\n    eth1: {dhcp4: true}\n",
+                 "network:\n  ethernets:\n    eth1: {dhcp4: true, mtu: 9000}\n", id="flow"),
+    pytest.param("network:\n  ethernets:\n    eth1: {}\n", "network:\n  ethernets:\n    eth1: {mtu: 9000}\n",
+                 id="flow-empty"),
+    pytest.param("network:\n  ethernets:\n    eth1:\n  version: 2\n",
+                 "network:\n  ethernets:\n    eth1:\n      mtu: 9000\n  version: 2\n", id="null"),
+])
+def test_netplan_edit_keeps_the_admins_text(text: str, expected: str) -> None:
+    # Comments, key order, quoting and indentation stay; only the MTU line is new or changed.
+    assert netplan_set_mtu(text, "eth1", 9000) == expected
+
+
+def test_netplan_edit_through_anchors_stays_right() -> None:
+    text = "network:\n  ethernets:\n    base: &b {dhcp4: true}\n    eth1:\n      <<: *b\n"
+    edited = netplan_set_mtu(text, "eth1", 9000)
+    assert edited is not None and persistent_mtu({"/etc/netplan/01.yaml": edited}, "eth1")[0] == 9000
+    assert "base: &b {dhcp4: true}" in edited
 
 
 def test_ini_set_replaces_in_place_and_adds_sections() -> None:
