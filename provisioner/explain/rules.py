@@ -1,6 +1,6 @@
 """The causes `explain` knows: one registry of rules, each a function from the logs to zero or more
 Causes with evidence, kept in one module per class (rules_socket, rules_verbs, rules_events, rules_cuda, rules_job,
-rules_torch, rules_gloo).
+rules_torch, rules_gloo, rules_launch).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -17,6 +17,7 @@ from provisioner.explain import (
     rules_events,
     rules_gloo,
     rules_job,
+    rules_launch,
     rules_socket,
     rules_torch,
     rules_verbs,
@@ -34,8 +35,11 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_socket.unreachable_peers,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_job.version_mismatch,
     rules_torch.watchdog, rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
-    rules_gloo.stalled_transfers, rules_job.dead_peer, rules_job.crashes,
+    rules_gloo.stalled_transfers, rules_job.dead_peer, rules_job.crashes, rules_launch.launcher_failures,
 ]
+# A rank the launcher or scheduler saw die explains what the generic crash rule and the stalled-path rules
+# would otherwise blame: with one, those are dropped.
+SUPERSEDES = {"process-crashed", "mtu-blackhole"}
 # Rules that only summarise what others explain better: used when nothing else names a failure.
 FALLBACK: list[Callable[[list[Log]], list[Cause]]] = [rules_job.nccl_error]
 
@@ -71,6 +75,8 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
         log.aliases = dict(aliases or {})
     for rule in RULES:
         causes += rule(read)
+    if any(c.id in rules_launch.DEATHS for c in causes):
+        causes = [c for c in causes if c.id not in SUPERSEDES]
     if not causes:
         for rule in FALLBACK:
             causes += rule(read)

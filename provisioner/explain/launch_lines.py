@@ -1,0 +1,278 @@
+"""What launchers and schedulers print when a rank ends: each report read into an `End` (which rank, on which
+host, by which signal or exit code), the way Open MPI (ORTE and PRRTE), MPICH's Hydra, Slurm (srun and
+slurmstepd), torch.distributed.elastic and the kernel's OOM killer word it across their releases.
+
+Read by structure, not by one sample: the launcher's name in front (`mpirun`, `prterun`, `mpiexec`), a host
+label in front of the line (`gpu04: `, syslog's `gpu04 kernel: `, `slurmstepd-gpu04: `), help texts a
+terminal wrapped over two lines, and torch's failure table in its layouts from 1.9 (`msg:`, no host) to 2.x
+(`host      :`, `traceback :`, a signal name after the pid).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass, field
+
+from provisioner.explain.logs import Log, LogLine
+
+# How a rank ended. `oom`: the kernel or the cgroup killed it for memory; `limit`/`node`/`cancel`: the
+# scheduler ended the step (time limit, node failure, cancelled); `missing`: its executable was not there;
+# `daemon`: the launcher's own daemon on a node failed; `exit`: it returned a non-zero code by itself.
+# `heartbeat`: a node's agent stopped answering torch's rendezvous; `terminated`: SIGTERM, which launchers send
+# to the ranks left after one failed.
+KINDS = ("signal", "exit", "oom", "limit", "node", "cancel", "missing", "daemon", "heartbeat", "terminated")
+
+
+@dataclass
+class End:
+    kind: str
+    lines: list[LogLine]
+    host: str | None = None
+    rank: str | None = None  # as the launcher names it: a global rank, `task 3`, `local_rank 3`
+    signal: int | None = None
+    code: int | None = None
+    what: str = ""  # the launcher's own words for it (`Killed`, `TIME LIMIT`, the executable)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+# A label a collector put in front of one line: `gpu04: ...` (pdsh), `gpu04 kernel: ...` (syslog, its timestamp
+# already taken off), `slurmstepd-gpu04: ...` (Slurm 21.08 on names its node in the log prefix).
+_OWN = re.compile(r"^(?:slurmstepd-(?P<c>[\w.-]+?):|(?P<a>[A-Za-z][\w.-]*[0-9][\w.-]*):\s|"
+                  r"(?P<b>[A-Za-z][\w.-]*) kernel:)")
+
+
+def own_host(line: LogLine) -> str | None:
+    if line.host:
+        return line.host
+    m = _OWN.match(line.text)
+    return (m.group("a") or m.group("b") or m.group("c")) if m else None
+
+
+def _window(log: Log, index: int, count: int) -> list[LogLine]:
+    """The line at `index` and the `count` non-blank lines after it (a help text's blank lines are not kept)."""
+    return log.lines[index:index + count + 1]
+
+
+def _joined(lines: list[LogLine]) -> str:
+    return " ".join(ln.text.strip("= ").strip() for ln in lines)
+
+
+# --- Open MPI: ORTE (1.x to 4.x, `mpirun`/`orterun`) and PRRTE (5.x, `prterun`/`mpirun`), help-orterun.txt /
+# help-prterun.txt; the sentence may wrap after `on` or `exited on`.
+_OMPI_SIGNAL = re.compile(r"noticed that process rank (?P<rank>[0-9]+) with PID (?P<pid>[0-9]+) on\s+node "
+                          r"(?P<host>[^\s,]+?),? exited on\s+signal (?P<sig>[0-9]+)(?:\s*\((?P<name>[^)]*)\))?")
+_OMPI_IMPROPER = re.compile(r"exited due to process rank (?P<rank>[0-9]+) with PID (?P<pid>[0-9]+) on\s+node "
+                            r"(?P<host>\S+) exiting improperly")
+_OMPI_NONZERO = re.compile(r"detected that one or more processes exited with non-zero status")
+_OMPI_PROCESS = re.compile(r"Process name:\s*\[(?:\[[0-9]+,[0-9]+\],|[^\]@]*@[0-9]+,)(?P<rank>[0-9]+)\]")
+_OMPI_CODE = re.compile(r"Exit code:\s*(?P<code>-?[0-9]+)")
+_OMPI_NODE = re.compile(r"^\s*(?:Node|Hostname|Host|Local host):\s*(?P<host>\S+)", re.I)
+_OMPI_RETURNED = re.compile(r"Primary job\s+terminated normally, but (?P<n>[0-9]+) process(?:es)? returned")
+_OMPI_EXE = re.compile(r"unable to launch the specified application as it could not access\s+or execute an "
+                       r"executable|unable to find the specified executable file")
+_OMPI_EXE_FIELD = re.compile(r"^\s*(?P<key>Executable|Node):\s*(?P<value>\S+)")
+_OMPI_DAEMON = re.compile(r"(?:ORTE|PRTE|\S+) was unable to reliably start one or more daemons|"
+                          r"An? (?:ORTE|PRTE) daemon has unexpectedly failed after launch")
+_OMPI_LOST = re.compile(r"has lost communication with (?:its daemon located on node|a remote daemon)")
+_OMPI_LOST_HOST = re.compile(r"^\s*(?:hostname:\s*(?P<a>\S+)|Remote daemon\s*:.*?\bon node (?P<b>\S+))")
+# What often precedes a daemon that did not start: ssh could not reach the node, or the node lacks orted/prted.
+_SSH_HOST = re.compile(r"ssh: connect to host (?P<host>[\w.-]+) port|ssh: Could not resolve hostname "
+                       r"(?P<host2>[\w.-]+)")
+
+
+def _open_mpi(log: Log) -> list[End]:
+    ends: list[End] = []
+    for index, line in enumerate(log.lines):
+        two = _window(log, index, 1)
+        text = _joined(two)
+        if "noticed that process rank" in line.text and (m := _OMPI_SIGNAL.search(text)):
+            sig = int(m["sig"])
+            ends.append(End("terminated" if sig == 15 else "signal", two, m["host"], f"rank {m['rank']}", signal=sig,
+                            what=m["name"] or signal_name(sig)))
+        elif "exited due to process rank" in line.text and (m := _OMPI_IMPROPER.search(text)):
+            ends.append(End("exit", two, m["host"], f"rank {m['rank']}", what="exited without finalizing MPI"))
+        elif "detected that one or more" in line.text and _OMPI_NONZERO.search(text):
+            block = _window(log, index, 7)
+            body = _joined(block)
+            rank, code = _OMPI_PROCESS.search(body), _OMPI_CODE.search(body)
+            host = next((n["host"] for ln in block if (n := _OMPI_NODE.match(ln.text))), None)
+            ends.append(End("exit", block, host, f"rank {rank['rank']}" if rank else None,
+                            code=int(code["code"]) if code else None, what="a non-zero exit code"))
+        elif "Primary job" in line.text and (m := _OMPI_RETURNED.search(text)):
+            ends.append(End("exit", two, what=f"{m['n']} process(es) returned a non-zero exit code"))
+        elif "unable to" in line.text and _OMPI_EXE.search(text):
+            block = _window(log, index, 7)
+            fields = {m["key"]: m["value"] for ln in block if (m := _OMPI_EXE_FIELD.match(ln.text))}
+            ends.append(End("missing", block, fields.get("Node") or own_host(line),
+                            what=fields.get("Executable", "")))
+        elif "daemon" in line.text and _OMPI_DAEMON.search(text):
+            ends.append(End("daemon", [line], own_host(line), what=line.text))
+        elif "lost communication" in line.text and _OMPI_LOST.search(text):
+            block = _window(log, index, 4)
+            host = next((h["a"] or h["b"] for ln in block if (h := _OMPI_LOST_HOST.match(ln.text))), None)
+            ends.append(End("node", block, host, what="the launcher lost its daemon there"))
+    return ends
+
+
+# --- MPICH's Hydra (3.x, 4.x) and Intel MPI: a `=`-framed block. Hydra reports a signalled process's signal as
+# its EXIT CODE (`EXIT CODE: 9` with `... EXIT STRING: Killed (signal 9)`); 3.3 on adds `RANK n` and, in
+# Intel MPI, `KILLED BY SIGNAL: 9 (Killed)`.
+_HYDRA_AT = re.compile(r"(?:RANK (?P<rank>[0-9]+) )?PID (?P<pid>[0-9]+) RUNNING AT (?P<host>\S+)")
+_HYDRA_CODE = re.compile(r"EXIT (?:CODE|STATUS):\s*(?P<code>[0-9]+)")
+_HYDRA_SIGNAL = re.compile(r"KILLED BY SIGNAL:\s*(?P<sig>[0-9]+)|EXIT STRING:.*?\(signal (?P<sig2>[0-9]+)\)")
+# Codes Hydra reports for a signal rather than a return (a shell's 128+N counts too).
+_SIGNAL_CODES = {6, 7, 9, 11}
+
+
+def _hydra(log: Log) -> list[End]:
+    ends = []
+    for index, line in enumerate(log.lines):
+        if "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" not in line.text:
+            continue
+        block = _window(log, index, 8)
+        body = _joined(block)
+        if not (at := _HYDRA_AT.search(body)):
+            continue
+        code = int(c["code"]) if (c := _HYDRA_CODE.search(body)) else None
+        sig = int(s["sig"] or s["sig2"]) if (s := _HYDRA_SIGNAL.search(body)) else None
+        if sig is None and code is not None and (code in _SIGNAL_CODES or 128 < code < 160):
+            sig = code - 128 if code > 128 else code
+        kind = "exit" if sig is None else "terminated" if sig == 15 else "signal"
+        used = [ln for ln in block if ln.text.strip("= ")]
+        rank = f"rank {at['rank']}" if at["rank"] else None
+        ends.append(End(kind, used[:4], at["host"], rank, signal=sig, code=code if sig is None else None,
+                        what=signal_name(sig) if sig else f"exit code {code}"))
+    return ends
+
+
+# --- Slurm (src/srun, src/slurmd/slurmstepd): `srun: error: gpu04: task 3: Killed` / `tasks 0-3: Exited with
+# exit code 1` / `task 3: Segmentation fault (core dumped)` / `task 3: Out Of Memory`; `*** STEP 1234.0 ON gpu04
+# CANCELLED AT <time> DUE TO TIME LIMIT ***` (JOB too; no `DUE TO` when a user cancelled); the cgroup's
+# `Detected 1 oom_kill event in StepId=1234.0` (21.08 on) / `Detected 1 oom-kill event(s) in step 1234.0 cgroup`
+# (17.11 to 20.11) / `Job 41176 exceeded memory limit (3940736 > 2068480), being killed` (jobacct, older).
+_SRUN_TASK = re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<tasks>[0-9][0-9,\-\[\]]*): (?P<what>.+?)\s*$")
+_SRUN_WORDS = {"killed": 9, "segmentation fault": 11, "aborted": 6, "bus error": 7, "terminated": 15,
+               "illegal instruction": 4, "floating point exception": 8}
+_STEP_CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)"
+                             r"(?: DUE TO (?P<why>[A-Za-z ]+?))?\s*\*\*\*", re.I)
+_SLURM_OOM = re.compile(r"Detected (?P<n>[0-9]+) oom[-_]kill events?(?:\(s\))? in (?:StepId=|step )?"
+                        r"(?P<step>[\w.]+)|(?:Job|Step) (?P<step2>[\w.]+) exceeded memory limit")
+_NODE_FAILURE = re.compile(r"srun: error: Node failure on (?P<host>\S+)")
+_LAUNCH_FAILED = re.compile(r"Task launch for (?:StepId=)?(?P<step>\S+) failed on node (?P<host>[^\s:]+):\s*"
+                            r"(?P<why>.*)")
+_EXECVE = re.compile(r"execve\(\): (?P<exe>[^:]+): (?P<why>No such file or directory|Permission denied)")
+STEP_FAILED = re.compile(r"srun: error: Unable to create (?:job )?step for job (?P<job>[0-9]+):\s*(?P<why>.*)")
+
+
+def _slurm(log: Log) -> list[End]:
+    ends = []
+    for line in log.lines:
+        text = line.text
+        if m := _SRUN_TASK.search(text):
+            what = m["what"]
+            words = re.sub(r"\s*\(core dumped\)", "", what).lower()
+            code = re.search(r"exit code (?P<code>[0-9]+)", what)
+            rank = f"task {m['tasks']}"
+            if code:
+                if int(code["code"]):
+                    ends.append(End("exit", [line], m["host"], rank, code=int(code["code"]), what=what))
+            elif "out of memory" in words:
+                ends.append(End("oom", [line], m["host"], rank, what=what))
+            elif words in _SRUN_WORDS:
+                sig = _SRUN_WORDS[words]
+                ends.append(End("terminated" if sig == 15 else "signal", [line], m["host"], rank, signal=sig,
+                                what=what))
+        elif m := _STEP_CANCELLED.search(text):
+            why = (m["why"] or "").upper()
+            kind = "limit" if "TIME" in why else "node" if "NODE" in why else "cancel"
+            ends.append(End(kind, [line], m["host"], what=why or "CANCELLED", extra={"step": m["id"]}))
+        elif m := _SLURM_OOM.search(text):
+            ends.append(End("oom", [line], own_host(line), what=text, extra={"step": m["step"] or m["step2"] or ""}))
+        elif m := _NODE_FAILURE.search(text):
+            ends.append(End("node", [line], m["host"], what="node failure"))
+        elif m := _LAUNCH_FAILED.search(text):
+            ends.append(End("daemon", [line], m["host"], what=m["why"]))
+        elif m := _EXECVE.search(text):
+            ends.append(End("missing", [line], own_host(line), what=m["exe"].strip(), extra={"why": m["why"]}))
+    return ends
+
+
+# --- torch.distributed.elastic (torch/distributed/elastic/multiprocessing/api.py and errors/__init__.py):
+# `failed (exitcode: -9) local_rank: 3 (pid: 123) of binary: ...` (`of fn:` too), and ChildFailedError's table:
+# `Root Cause (first observed failure):` (1.10 on; `Root Cause:` in 1.9), then `host      : gpu04`, `rank      : 3
+# (local_rank: 3)`, `exitcode  : -9 (pid: 123)`, `traceback : Signal 9 (SIGKILL) received by PID 123`.
+_TORCH_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?[0-9]+)\) local_rank: (?P<rank>[0-9]+) \(pid: "
+                           r"(?P<pid>[0-9]+)\) of (?:binary|fn)")
+_ROOT = re.compile(r"^Root Cause\b")
+_BORDER = re.compile(r"^(?:[=*-]{10,}|Other Failures:?|Failures:?)\s*$")
+_TABLE_HOST = re.compile(r"\bhost\s*:\s*(?P<host>[^\s(]+)")
+_TABLE_RANK = re.compile(r"\brank\s*:?\s*(?P<rank>[0-9]+)")
+_TABLE_CODE = re.compile(r"exitcode\s*:\s*(?P<code>-?[0-9]+)")
+_HEARTBEAT = re.compile(r"The node '(?P<node>[^']+)' has failed to send a keep-alive heartbeat to the rendezvous "
+                        r"'(?P<rdzv>[^']*)'(?: due to an error of type (?P<error>\w+))?")
+
+
+def _from_code(kind_line: list[LogLine], code: int, host: str | None, rank: str) -> End:
+    if code < 0:
+        sig = -code
+        return End("terminated" if sig == 15 else "signal", kind_line, host, rank, signal=sig, what=signal_name(sig))
+    return End("exit", kind_line, host, rank, code=code, what=f"exit code {code}")
+
+
+def _torch(log: Log) -> list[End]:
+    ends = []
+    for index, line in enumerate(log.lines):
+        if m := _TORCH_FAILED.search(line.text):
+            if int(m["code"]):
+                ends.append(_from_code([line], int(m["code"]), own_host(line), f"local_rank {m['rank']}"))
+        elif _ROOT.match(line.text):
+            block = [line]
+            for after in _window(log, index, 10)[1:]:
+                if _BORDER.match(after.text) and len(block) > 2:
+                    break
+                block.append(after)
+            body = " ".join(ln.text for ln in block)
+            code = _TABLE_CODE.search(body)
+            if code is None or not int(code["code"]):
+                continue
+            rank = _TABLE_RANK.search(body.split("exitcode")[0])
+            host = _TABLE_HOST.search(body)
+            end = _from_code(block, int(code["code"]), host["host"] if host else own_host(line),
+                             f"rank {rank['rank']}" if rank else "a rank")
+            end.extra["root"] = "1"
+            ends.append(end)
+        elif m := _HEARTBEAT.search(line.text):
+            # The node's name is `<hostname>_<pid>_<n>` (c10d/etcd rendezvous).
+            node = re.sub(r"_[0-9]+_[0-9]+$", "", m["node"])
+            ends.append(End("heartbeat", [line], node, what="missed the rendezvous heartbeat",
+                            extra={"error": m["error"] or ""}))
+    return ends
+
+
+# --- The kernel's OOM killer (mm/oom_kill.c): `Out of memory: Killed process 123 (python) ...` (4.19 on; `Kill
+# process 123 (python) score N or sacrifice child` before), `Memory cgroup out of memory: Killed process ...`, and
+# `oom-kill:constraint=CONSTRAINT_MEMCG,...,task=python,pid=123,uid=0` (4.19 on).
+_KERNEL_OOM = re.compile(r"(?:Memory cgroup )?[Oo]ut of memory: Kill(?:ed)? process (?P<pid>[0-9]+) "
+                         r"\((?P<comm>[^)]*)\)|oom-kill:constraint=(?P<constraint>\w+).*?task=(?P<comm2>[^,]+),pid=(?P<pid2>[0-9]+)")
+
+
+def _kernel(log: Log) -> list[End]:
+    ends = []
+    for line in log.lines:
+        if m := _KERNEL_OOM.search(line.text):
+            what = f"{m['comm'] or m['comm2']} (pid {m['pid'] or m['pid2']})"
+            ends.append(End("oom", [line], own_host(line), what=what, extra={"constraint": m["constraint"] or ""}))
+    return ends
+
+
+def read_ends(log: Log) -> list[End]:
+    """Every report in the log of a rank that ended, or of a scheduler or launcher that ended it."""
+    return _open_mpi(log) + _hydra(log) + _slurm(log) + _torch(log) + _kernel(log)

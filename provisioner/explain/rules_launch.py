@@ -1,0 +1,223 @@
+"""Causes the launcher and the scheduler report: a rank killed by a signal or by the OOM killer, a step ended
+at its time limit or by a node failure, an executable missing on a node, a launcher daemon that failed, a
+node that left torch's rendezvous, and a rank that returned a non-zero code.
+
+A rank that died is the cause and the collective errors the other ranks print after it (connection closed
+by peer, a watchdog timeout) its consequence: a signal or a scheduler's verdict ranks above every network
+cause but a missing device, and a job where one is seen is never blamed on the path (see rules.SUPERSEDES).
+A non-zero exit code ranks low: a rank usually returns one because of the error it printed first.
+"""
+
+from __future__ import annotations
+
+import re
+
+from provisioner.explain.evidence import evidence, grep, hosts
+from provisioner.explain.launch_lines import STEP_FAILED, End, read_ends, signal_name
+from provisioner.explain.logs import Log, LogLine
+from provisioner.explain.model import Cause
+from provisioner.parsers._text import unique
+
+# Causes that mean a rank or node was taken away: with one of them, traffic that stopped is no path's fault.
+DEATHS = {"rank-killed", "rank-oom", "step-time-limit", "node-failure", "job-cancelled", "missing-executable",
+          "launcher-daemon-failed"}
+_CONSEQUENCE = (" The connection errors and collective timeouts the other ranks report after it are its "
+                "consequence, not a network fault.")
+_RDZV_TIMEOUT = re.compile(r"RendezvousTimeoutError|RendezvousClosedError")
+_IN_USE = re.compile(r"EADDRINUSE|Address already in use|failed to listen on any local network address")
+
+
+def _who(end: End) -> str:
+    parts = [end.rank or "a rank"]
+    if end.host:
+        parts.append(f"on {end.host}")
+    return " ".join(parts)
+
+
+def _how(end: End) -> str:
+    if end.signal is not None:
+        return f"signal {end.signal} ({signal_name(end.signal)})"
+    return f"exit code {end.code}" if end.code is not None else end.what
+
+
+def _lines(ends: list[End]) -> list[LogLine]:
+    return [line for end in ends for line in end.lines]
+
+
+def _where(ends: list[End]) -> list[str]:
+    return unique([e.host for e in ends if e.host] + hosts(_lines(ends)))
+
+
+def _cause(id_: str, title: str, detail: str, fix: str, score: int, ends: list[End],
+           where: list[str] | None = None) -> Cause:
+    return Cause(id=id_, title=title, detail=detail, fix=fix, score=score,
+                 hosts=where if where is not None else _where(ends), evidence=evidence(_lines(ends)))
+
+
+def _killed(ends: list[End]) -> list[Cause]:
+    signalled = [e for e in ends if e.kind == "signal"]
+    if not signalled:
+        return []
+    first = next((e for e in signalled if e.host), signalled[0])
+    listing = "; ".join(unique([f"{_who(e)}: {_how(e)}" for e in signalled]))
+    kill = any(e.signal == 9 for e in signalled)
+    detail = (f"{listing}. " + ("SIGKILL comes from outside the process: the kernel's OOM killer (check dmesg on "
+                                "that host), the scheduler enforcing a limit, or an operator. " if kill else
+                                "The process crashed itself (a bad access, an abort): its own output just before "
+                                "the signal says where. ") + _CONSEQUENCE)
+    return [_cause("rank-killed", f"{_who(first)} was killed by {_how(first)}", detail,
+                   "Read that rank's output and the host's kernel log (`dmesg -T | grep -i -e oom -e killed`) "
+                   "around that time; for SIGKILL check the job's memory limits, for a crash its core dump.",
+                   88, signalled)]
+
+
+def _oom(ends: list[End]) -> list[Cause]:
+    oom = [e for e in ends if e.kind == "oom"]
+    if not oom:
+        return []
+    where = _where(oom)
+    killed = [e for e in ends if e.kind == "signal" and e.signal == 9 and (not where or e.host in where)]
+    what = unique([e.what for e in oom if "(pid" in e.what])
+    memcg = any("MEMCG" in e.extra.get("constraint", "") or e.extra.get("step") for e in oom)
+    detail = ("the out-of-memory killer ended " + (", ".join(what) if what else "a rank's process")
+              + (f" on {', '.join(where)}" if where else "")
+              + (" at the job's memory limit (its cgroup), not the node's: " if memcg else ": ")
+              + "host memory ran out, so the rank died by SIGKILL." + _CONSEQUENCE)
+    return [_cause("rank-oom", "a rank was killed for memory (OOM)" + (f" on {where[0]}" if where else ""),
+                   detail, "Give the job more host memory (--mem / --mem-per-gpu, the container's limit) or use "
+                   "less (smaller batches, fewer data loader workers, pinned-memory pools).", 90, oom + killed,
+                   where)]
+
+
+def _scheduler(ends: list[End]) -> list[Cause]:
+    causes = []
+    for kind, id_, title, fix, score in (
+        ("limit", "step-time-limit", "the scheduler ended the job at its time limit",
+         "Ask for more time (--time) or make the run shorter; a job that hung until the limit has its first "
+         "error (or its stuck collective) earlier in the log.", 91),
+        ("node", "node-failure", "a node failed under the job",
+         "Check that node (`scontrol show node`, its kernel log, power and network) and drain it before the "
+         "next run.", 91),
+        ("cancel", "job-cancelled", "the job was cancelled or preempted",
+         "Ask who cancelled it (`sacct -j JOB -o State,Reason`); a preempted job needs --requeue or another QOS.",
+         86),
+    ):
+        found = [e for e in ends if e.kind == kind]
+        if found:
+            where = _where(found)
+            reasons = unique([e.what.lower() for e in found])
+            detail = (f"{', '.join(reasons)} on {', '.join(where) or 'a node'}: the scheduler or launcher took the "
+                      "ranks there away." + _CONSEQUENCE)
+            causes.append(_cause(id_, title + (f" ({where[0]})" if where else ""), detail, fix, score, found))
+    return causes
+
+
+def _missing(ends: list[End]) -> list[Cause]:
+    missing = [e for e in ends if e.kind == "missing"]
+    if not missing:
+        return []
+    where = _where(missing)
+    if not where:  # slurmstepd's execve() line names no node: srun's exit-code line after it does.
+        where = _where([e for e in ends if e.kind == "exit" and e.code in (2, 126, 127)])
+    exes = unique([e.what for e in missing if e.what])
+    why = unique([e.extra.get("why", "") for e in missing if e.extra.get("why")])
+    return [_cause("missing-executable", f"{', '.join(exes) or 'the executable'} is missing on "
+                   f"{', '.join(where) or 'a node'}",
+                   f"the launcher could not start {', '.join(exes) or 'the program'}"
+                   + (f" ({', '.join(why)})" if why else "") + f" on {', '.join(where) or 'a node'}: it is not at "
+                   "that path there (or not executable), so no rank started on that node.",
+                   "Install or copy the binary to the same path on every node (or run it from a shared file "
+                   "system) and give its full path; check PATH in the non-interactive shell of that node.",
+                   93, missing, where)]
+
+
+def _daemons(ends: list[End], logs: list[Log]) -> list[Cause]:
+    found = [e for e in ends if e.kind == "daemon"]
+    if not found:
+        return []
+    ssh = [line for line, m in grep(logs, re.compile(r"ssh: connect to host (?P<h>[\w.-]+) port|"
+                                                      r"ssh: Could not resolve hostname (?P<h2>[\w.-]+)"))]
+    where = unique(_where(found) + [m.group(1) or m.group(2) for line in ssh
+                                    if (m := re.search(r"host (\S+) port|hostname ([\w.-]+)", line.text))])
+    return [Cause(id="launcher-daemon-failed", title="the launcher could not start or keep its daemon on a node",
+                  detail="mpirun's daemon (orted/prted) or srun's step on " + (', '.join(where) or "a node")
+                  + " failed before the ranks ran: ssh or the node's login, a missing Open MPI there, or no "
+                  "route back to the launching host.",
+                  fix="Check that the launching host reaches every node by ssh without a prompt and that Open MPI "
+                  "is installed at the same prefix on each (--prefix or --enable-orterun-prefix-by-default); "
+                  "with Slurm read the node's slurmd log.", score=84, hosts=where,
+                  evidence=evidence(ssh + _lines(found)))]
+
+
+def _heartbeat(ends: list[End], logs: list[Log]) -> list[Cause]:
+    found = [e for e in ends if e.kind == "heartbeat"]
+    if found:
+        where = _where(found)
+        return [_cause("rendezvous-node-lost", f"{', '.join(where)} stopped answering the rendezvous",
+                       f"torch's elastic agent on {', '.join(where)} missed its keep-alive heartbeat: the node or "
+                       "its agent died, or it lost its connection to the rendezvous store.",
+                       "Check that node (its agent's output, OOM, reboot) and its path to the rendezvous endpoint.",
+                       80, found)]
+    if hits := grep(logs, _RDZV_TIMEOUT):
+        lines = [line for line, _ in hits]
+        return [Cause(id="rendezvous-incomplete", title="the elastic rendezvous timed out",
+                      detail="not every node's agent joined (or stayed in) torch's rendezvous in time: a node did "
+                             "not start, or cannot reach the rendezvous endpoint.",
+                      fix="Check that every node started torchrun with the same --rdzv-endpoint and id and reaches "
+                          "that host and port.", score=55, hosts=hosts(lines), evidence=evidence(lines))]
+    return []
+
+
+def _exits(ends: list[End]) -> list[Cause]:
+    exited = [e for e in ends if e.kind == "exit"]
+    if not exited:
+        terminated = [e for e in ends if e.kind == "terminated"]
+        if terminated and len(terminated) == len(ends):
+            return [_cause("rank-terminated", "ranks were terminated (SIGTERM)",
+                           f"{'; '.join(unique([_who(e) for e in terminated]))} ended on SIGTERM: something asked "
+                           "them to stop (the scheduler, a cancel, the launcher after another rank failed).",
+                           "Find who sent it: the scheduler's log for the job, or the first rank that failed.",
+                           47, terminated)]
+        return []
+    named = [e for e in exited if e.rank or e.host] or exited
+    first = next((e for e in named if e.host and e.code is not None), named[0])
+    listing = "; ".join(unique([f"{_who(e)}: {_how(e)}" for e in named]))
+    return [_cause("rank-exited", f"{_who(first)} exited with {_how(first)}",
+                   f"{listing}: the rank stopped by itself with an error; the launcher then ended the others. "
+                   "Its own output just before says why.",
+                   "Read that rank's last lines (a Python traceback, an NCCL WARN); the launcher's line only "
+                   "says which one failed first.", 49, exited)]
+
+
+def _step_failed(logs: list[Log]) -> list[Cause]:
+    hits = grep(logs, STEP_FAILED)
+    if not hits:
+        return []
+    why = unique([m["why"].strip() for _, m in hits if m["why"].strip()])
+    lines = [line for line, _ in hits]
+    return [Cause(id="step-create-failed", title="Slurm could not create the job step",
+                  detail=f"srun was refused a step ({'; '.join(why) or 'no reason given'}): the request does not "
+                         "fit the allocation (nodes, GPUs, memory) or the job was ending.",
+                  fix="Ask for no more than the allocation has (srun -N/-n/--gpus within the sbatch request) and "
+                      "check `scontrol show job`.", score=70, hosts=hosts(lines), evidence=evidence(lines))]
+
+
+def _port_in_use(logs: list[Log]) -> list[Cause]:
+    hits = grep(logs, _IN_USE)
+    if not hits:
+        return []
+    lines = [line for line, _ in hits]
+    return [Cause(id="port-in-use", title="the rendezvous port is already in use",
+                  detail="the store could not listen on its port (EADDRINUSE): another job or a leftover process "
+                         "on the master host holds it.",
+                  fix="Pick a free --master-port / MASTER_PORT per job, or end the process holding it (`ss -ltnp`).",
+                  score=82, hosts=hosts(lines), evidence=evidence(lines))]
+
+
+def launcher_failures(logs: list[Log]) -> list[Cause]:
+    ends = [end for log in logs for end in read_ends(log)]
+    causes = (_missing(ends) + _scheduler(ends) + _oom(ends) + _daemons(ends, logs) + _heartbeat(ends, logs)
+              + _step_failed(logs) + _port_in_use(logs))
+    oom = next((c for c in causes if c.id == "rank-oom"), None)
+    killed = _killed([e for e in ends if not (oom and e.signal == 9 and (not oom.hosts or e.host in oom.hosts))])
+    return causes + killed + _exits(ends)
