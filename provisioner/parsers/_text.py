@@ -66,6 +66,7 @@ class Line:
     text: str
     raw: str
     prefix: str = ""  # what clean_lines took off the front: a launcher's label, a timestamp, a pane border
+    note: str = ""  # what clean_lines took off the end as a person's `# note`; the tool's own text may end so
 
     @property
     def stripped(self) -> str:
@@ -174,11 +175,15 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
     cleaned = _strip_common(cleaned, _HOST_LABEL, 1.0, least=2)
     cleaned = [_strip_inner_timestamp(line) for line in cleaned]
-    return [
-        Line(line.number, _TRAILING_COMMENT.sub("", line.text), line.raw, line.prefix)
-        if "#" in line.text and not line.text.lstrip().startswith("#") else line
-        for line in cleaned
-    ]
+    return [_strip_note(line) if "#" in line.text and not line.text.lstrip().startswith("#") else line
+            for line in cleaned]
+
+
+def _strip_note(line: Line) -> Line:
+    m = _TRAILING_COMMENT.search(line.text)
+    if not m:
+        return line
+    return Line(line.number, line.text[: m.start()], line.raw, line.prefix, line.text[m.start():])
 
 
 def _strip_inner_timestamp(line: Line) -> Line:

@@ -13,6 +13,7 @@ import re
 
 from pydantic import Field
 
+from provisioner.errors import ParseError
 from provisioner.parsers._text import (
     Collector,
     Fact,
@@ -33,6 +34,9 @@ _CA = re.compile(r"^CA\s+'(?P<name>[^']+)'$")
 _PORT = re.compile(r"^Port\s+(?P<port>\S+?)\s*:$")
 _KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][\w /-]*?)\s*:\s*(?P<value>.*)$")
 _NO_DEVICES = re.compile(r"^No IB devices found\.?$", re.IGNORECASE)
+# infiniband-diags' own messages (`ibpanic: [pid] main: stat of IB device 'mlx5_8' failed: ...`): a panic or
+# an error ends ibstat before the adapters it had not printed yet; a warning changes nothing.
+_DIAGNOSTIC = re.compile(r"^(?:[\w.-]+:\s+)?(?P<level>ibpanic|iberror|ibwarn|ibdebug):\s*(?P<message>.*)$")
 
 _PORT_REQUIRED = ("State", "Physical state", "Rate", "Link layer")
 
@@ -75,10 +79,19 @@ class _Record:
         self.attributes: dict[str, str] = {}
         self.lines: dict[str, Line] = {}
 
-    def integer(self, key: str) -> int | None:
+    def integer(self, key: str, found: Collector, where: str) -> int | None:
+        """The value of `key`, or None when absent; an empty value is output cut short, any other
+        non-number a line that fits nowhere (the rest of the record still counts)."""
         if key not in self.attributes:
             return None
-        return to_int(KIND, self.attributes[key], self.lines[key], key)
+        if not self.attributes[key]:
+            found.lack(f"{where}: {key} value")
+            return None
+        try:
+            return to_int(KIND, self.attributes[key], self.lines[key], key)
+        except ParseError as err:
+            found.place_nowhere(self.lines[key], err)
+            return None
 
 
 class _Ca(_Record):
@@ -90,24 +103,27 @@ class _Ca(_Record):
 
 def _build_port(ca: _Ca, number_: int, record: _Record, errors: list[str], found: Collector) -> IbstatPort:
     attrs = record.attributes
-    missing = [key for key in _PORT_REQUIRED if key not in attrs]
+    missing = [key for key in _PORT_REQUIRED if not attrs.get(key)]  # `Link layer:` alone was cut
     if missing:
         errors.append(f"line {record.line.number}: CA '{ca.name}' port {number_} has no "
                       f"{', '.join(missing)} (incomplete record)")
         found.lack(f"CA '{ca.name}' port {number_}: {', '.join(missing)}")
+    where = f"CA '{ca.name}' port {number_}"
     rate = None
-    if "Rate" in attrs:
+    if attrs.get("Rate"):
         rate = number(attrs["Rate"])
         if rate is None:
-            fail(KIND, f"rate is not a number: {attrs['Rate']!r}", record.lines["Rate"])
+            found.place_nowhere(record.lines["Rate"], f"rate is not a number: {attrs['Rate']!r}")
+    elif "Rate" in attrs:
+        found.lack(f"{where}: Rate value")
     return IbstatPort(
         port=number_,
-        state=attrs.get("State"),
-        physical_state=attrs.get("Physical state"),
+        state=attrs.get("State") or None,
+        physical_state=attrs.get("Physical state") or None,
         rate=rate,
-        base_lid=record.integer("Base lid"),
-        sm_lid=record.integer("SM lid"),
-        lmc=record.integer("LMC"),
+        base_lid=record.integer("Base lid", found, where),
+        sm_lid=record.integer("SM lid", found, where),
+        lmc=record.integer("LMC", found, where),
         capability_mask=attrs.get("Capability mask"),
         port_guid=attrs.get("Port GUID"),
         link_layer=attrs.get("Link layer"),
@@ -116,7 +132,7 @@ def _build_port(ca: _Ca, number_: int, record: _Record, errors: list[str], found
 
 
 def _build_ca(ca: _Ca, errors: list[str], found: Collector) -> IbstatCa:
-    count = ca.integer("Number of ports")
+    count = ca.integer("Number of ports", found, f"CA '{ca.name}'")
     if not ca.ports:
         errors.append(f"line {ca.line.number}: CA '{ca.name}' has no port records (incomplete record)")
         found.lack(f"CA '{ca.name}': port records")
@@ -177,6 +193,14 @@ def parse_ibstat(text: str) -> Ibstat:
             continue
         if _NO_DEVICES.match(body):
             found.recognised += 1
+            continue
+        if m := _DIAGNOSTIC.match(body):
+            found.recognised += 1
+            if m.group("level") in ("ibpanic", "iberror"):
+                errors.append(f"line {line.number}: ibstat stopped: {body}")
+                found.lack(f"the adapters after the last one printed (ibstat stopped: {m.group('message')})")
+            else:
+                errors.append(f"line {line.number}: ibstat's own {m.group('level')} line: {body}")
             continue
         if is_fault(line.text):
             faults.append(Unplaced(line=line.number, text=line.text, reason="HCA kernel or firmware fault"))

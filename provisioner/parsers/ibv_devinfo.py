@@ -33,6 +33,11 @@ _NOTE = re.compile(r"^[A-Za-z][\w .,()/+-]*$")
 _STATE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\s*\(\s*(?P<code>[0-9]+)\s*\))?$", re.ASCII)
 _MTU = re.compile(r"^(?P<mtu>[0-9]+)(?:\s*\(\s*[0-9]+\s*\))?$", re.ASCII)
 _NO_DEVICES = re.compile(r"^No IB devices found\.?$", re.IGNORECASE)
+# Lines every ibv_devinfo since libibverbs 1.1 prints for each device and each port, before the optional
+# ones (board_id, link_layer, the -v fields): a record without one of them was cut short.
+_DEVICE_LINES = ("transport", "fw_ver", "node_guid", "sys_image_guid", "vendor_id", "vendor_part_id", "hw_ver",
+                 "phys_port_cnt")
+_PORT_LINES = ("max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc")
 
 
 class Gid(Fact):
@@ -88,14 +93,18 @@ class _Port:
         self.attributes: dict[str, str] = {}
         self.attribute_lines: dict[str, Line] = {}
         self.gids: list[Gid] = []
+        self.found = Collector(KIND)  # the parse's own collector, once build() is given it
 
-    def build(self, device: str) -> IbvPort:
+    def build(self, device: str, found: Collector) -> IbvPort:
         attrs, lines = self.attributes, self.attribute_lines
-        if "state" not in attrs:
+        if not attrs.get("state"):
             fail(KIND, f"port {self.number} of {device} has no state line (truncated record?)", self.line)
         state = _STATE.match(attrs["state"])
         if not state:
             fail(KIND, "port state is not like PORT_ACTIVE (4)", lines["state"])
+        if absent := [key for key in _PORT_LINES if not attrs.get(key)]:
+            found.lack(f"port {self.number} of {device}: {', '.join(absent)}")
+        self.found = found
         phys = _STATE.match(attrs.get("phys_state", ""))
         return IbvPort(
             port=self.number,
@@ -114,17 +123,28 @@ class _Port:
         )
 
     def _mtu(self, key: str) -> int | None:
-        if key not in self.attributes:
+        if not self.attributes.get(key):
             return None
         m = _MTU.match(self.attributes[key])
         if not m:
-            fail(KIND, f"{key} is not like 4096 (5)", self.attribute_lines[key])
+            self.found.place_nowhere(self.attribute_lines[key], f"{key} is not like 4096 (5)")
+            return None
         return int(m.group("mtu"))
 
     def _int(self, key: str) -> int | None:
-        if key not in self.attributes:
-            return None
-        return to_int(KIND, self.attributes[key], self.attribute_lines[key], key)
+        return _integer(self.attributes, self.attribute_lines, key, self.found)
+
+
+def _integer(attrs: dict[str, str], lines: dict[str, Line], key: str, found: Collector) -> int | None:
+    """The value of `key`; None when absent, empty (the record's completeness says so) or not a number
+    (its line is then listed in `unplaced`, and the rest of the record still counts)."""
+    if not attrs.get(key):
+        return None
+    try:
+        return to_int(KIND, attrs[key], lines[key], key)
+    except ParseError as err:
+        found.place_nowhere(lines[key], err)
+        return None
 
 
 class _Device:
@@ -138,12 +158,15 @@ class _Device:
         self.ports: list[_Port] = []
 
     def build(self, found: Collector) -> IbvDevice:
+        attrs = self.attributes
         if not self.ports:
             found.lack(f"ports of {self.name}")
-        attrs = self.attributes
+        ports = self._ports(found)
+        if absent := [key for key in _DEVICE_LINES if not attrs.get(key)]:
+            found.lack(f"{self.name}: {', '.join(absent)}")
 
         def integer(key: str) -> int | None:
-            return to_int(KIND, attrs[key], self.attribute_lines[key], key) if key in attrs else None
+            return _integer(attrs, self.attribute_lines, key, found)
 
         return IbvDevice(
             name=self.name,
@@ -159,7 +182,7 @@ class _Device:
             attributes=attrs,
             flags=self.flags,
             notes=self.notes,
-            ports=self._ports(found),
+            ports=ports,
         )
 
 
@@ -167,7 +190,7 @@ class _Device:
         ports = []
         for port in self.ports:
             try:
-                ports.append(port.build(self.name))
+                ports.append(port.build(self.name, found))
             except ParseError as err:
                 found.lack(f"port {port.number} of {self.name}: {err.message}")
         return ports

@@ -2,8 +2,10 @@
 
 Handles the older layout (no receive buffer line, no `buffer` row) and the newer one, and per-tc
 priorities printed either one per line or several on one line. Unknown `key: value` lines are kept
-in `extra`; any other line that fits none of the blocks is listed in `unplaced`. A PFC block without
-its `enabled` row was cut off (`complete` False). Only output with no mlnx_qos line raises ParseError.
+in `extra`; any other line that fits none of the blocks is listed in `unplaced`. Every layout prints a
+PFC block with its `enabled` row and then one `tc:` entry per class, whose priorities together are 0-7;
+a `dscp2prio mapping:` block maps all 64 DSCP values. Output that stops before any of these is
+incomplete. Only output with no mlnx_qos line raises ParseError.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class _Builder:
         self.dcbx_mode: str | None = None
         self.trust: str | None = None
         self.dscp2prio: dict[int, int] = {}
+        self.dscp_header = False
         self.receive_buffer: list[int] | None = None
         self.receive_buffer_attributes: dict[str, int] = {}
         self.cable_len: int | None = None
@@ -144,6 +147,7 @@ class _Builder:
             return True
         if _DSCP_HEADER.match(body):
             self.block = "dscp2prio"
+            self.dscp_header = True
             return True
         if _PFC_HEADER.match(body):
             self.block = "pfc"
@@ -177,6 +181,21 @@ class _Builder:
             else:
                 fail(self.kind, f"receive buffer size is not a number: {item!r}", line)
         self.receive_buffer = sizes
+
+    def check_whole(self, found: Collector) -> None:
+        """What a whole `mlnx_qos -i` report has and a cut one lacks, in the order the report prints it."""
+        if self.dscp_header and len(self.dscp2prio) < 64:
+            found.lack(f"dscp2prio rows ({len(self.dscp2prio)} of the 64 DSCP values were printed)")
+        if self.receive_buffer == []:  # `Receive buffer size (bytes):` alone
+            found.lack("the receive buffer sizes")
+        if self.pfc_header is None:
+            found.lack("the PFC configuration block")
+        elif "enabled" not in self.pfc_rows:
+            found.lack("the PFC 'enabled' row")
+        if not self.tcs:
+            found.lack("the traffic classes ('tc:' entries)")
+        elif unmapped := sorted(set(range(8)) - {p for entry in self.tcs for p in entry["priorities"]}):
+            found.lack(f"the tc entries of priorities {', '.join(map(str, unmapped))}")
 
     def build(self, found: Collector) -> MlnxQos:
         tcs = []
@@ -231,6 +250,8 @@ def parse_mlnx_qos_lines(kind: str, lines: list[Line], *, require_trust_or_pfc: 
     for line in lines:
         if not is_prompt(line):
             found.attempt(line, handle)
+    if require_trust_or_pfc:
+        builder.check_whole(found)  # an embedded excerpt (rdma_qos_script) is judged by its container
     if require_trust_or_pfc and builder.trust is None and builder.pfc_priorities is None:
         if not lines:
             fail(kind, "empty output")

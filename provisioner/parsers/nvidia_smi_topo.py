@@ -29,6 +29,7 @@ _CELL_SPLIT = re.compile(r"\t+|\s{2,}")
 _LINK = re.compile(r"^(?:X|NV[0-9]+|[A-Z][A-Z0-9]{1,7}|N/A)$", re.ASCII)
 _LEGEND_TITLE = re.compile(r"^(?P<nic>NIC\s+)?Legend:$")
 _LEGEND_ENTRY = re.compile(r"^(?P<key>\S+)\s*=\s*(?P<text>\S.*)$")
+_LEGEND_OWN_HASH = re.compile(r"\s+#.*?(?=\s+#(?:\s|$)|$)")
 _NIC_ENTRY = re.compile(r"^(?P<nic>NIC[0-9]+)\s*:\s*(?P<device>\S+)$", re.ASCII)
 
 _KNOWN_INFO = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
@@ -113,6 +114,7 @@ class _Topo:
         self.legend: dict[str, str] = {}
         self.nic_legend: dict[str, str] = {}
         self.in_nic_legend = False
+        self.short_rows: list[str] = []
 
     def row(self, line: Line) -> bool:
         tokens = line.stripped.split()
@@ -130,6 +132,9 @@ class _Topo:
                 fail(KIND, f"{name}/{column}: {cell!r} is not a link type (X, NV#, SYS, NODE, PHB, "
                            "PXB, PIX, ...)", line)
         self.matrix[name] = dict(zip(devices, links, strict=True))
+        # NIC rows stop after the device columns; a GPU row always fills its affinity columns (N/A if none).
+        if name.startswith("GPU") and len(cells) < len(devices) + len(info):
+            self.short_rows.append(f"{name}'s {', '.join(info[len(cells) - len(devices):])}")
         for column, cell in zip(info, cells[len(devices):], strict=False):
             self.info_values.setdefault(column, {})[name] = None if cell == "N/A" else cell
         return True
@@ -141,7 +146,11 @@ class _Topo:
         elif m := _NIC_ENTRY.match(body):
             self.nic_legend[m.group("nic")] = m.group("device")
         elif not self.in_nic_legend and (m := _LEGEND_ENTRY.match(body)):
-            self.legend[m.group("key")] = " ".join(m.group("text").split())  # prose: re-spacing is noise
+            # `NV#  = ... a bonded set of # NVLinks`: the legend's own `#` (the key's count) looks like a
+            # person's note at the end of the line; that first `# ...` is the tool's, any later one is not.
+            own = _LEGEND_OWN_HASH.match(line.note) if "#" in m.group("key") else None
+            text = m.group("text") + (own.group(0) if own else "")
+            self.legend[m.group("key")] = " ".join(text.split())  # prose: re-spacing is noise
         else:
             fail(KIND, "line fits no part of nvidia-smi topo output (header, matrix row, legend)", line)
 
@@ -172,6 +181,8 @@ def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
         found.recognised = 0
     if missing := [d for d in topo.devices if d not in topo.matrix]:
         found.lack(f"rows for {_ranges(missing)}")
+    for short in topo.short_rows:
+        found.lack(short)
     completeness = found.result("no topology matrix or legend found")
     rows = list(topo.matrix)
     info_values = topo.info_values

@@ -3,9 +3,9 @@
 Columns are told apart by token shape, not position: the IPv4 column is often empty, a long address
 pushes the later columns right, and an InfiniBand-only row has no DEV column. A row is
 `DEV PORT INDEX GID [IPV4] VER [NETDEV]`. When the `n_gids_found=N` trailer is present it must agree
-with the number of rows: a mismatch means lost lines, and the result is incomplete. `n_gids_found` is
-None when absent, e.g. when the output was filtered through grep. Lines of another shape are listed in
-`unplaced`.
+with the number of rows: a mismatch means lost lines, and the result is incomplete. show_gids prints the
+trailer after every table, so a header without it was cut short (incomplete too); rows without header or
+trailer (`show_gids | grep v2`) have `n_gids_found` None. Lines of another shape are listed in `unplaced`.
 """
 
 from __future__ import annotations
@@ -70,14 +70,16 @@ def parse_show_gids(text: str) -> ShowGids:
     gids: list[ShowGid] = []
     count: int | None = None
     trailer: Line | None = None
+    header: Line | None = None
     found = Collector(KIND)
 
     def handle(line: Line) -> None:
-        nonlocal count, trailer
+        nonlocal count, trailer, header
         tokens = line.stripped.split()
         if trailer is not None:
             fail(KIND, "output continues after the n_gids_found trailer", line)
         if tokens[0] == "DEV" and "GID" in tokens:
+            header = line
             return
         if all(_SEPARATOR.match(t) for t in tokens):
             found.recognised -= 1  # a rule alone says nothing
@@ -90,6 +92,8 @@ def parse_show_gids(text: str) -> ShowGids:
     for line in content_lines(text):
         if not is_prompt(line):
             found.attempt(line, handle)
+    if header is not None and trailer is None:
+        found.lack("the n_gids_found trailer (show_gids prints it after the last row)")
     if trailer is not None and count is not None and count != len(gids):
         found.lack(f"{count - len(gids)} GID rows (the trailer says {count}, {len(gids)} were printed)"
                    if count > len(gids) else f"nothing: {len(gids)} rows but the trailer says {count}")

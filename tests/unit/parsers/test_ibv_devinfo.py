@@ -114,12 +114,12 @@ def test_no_devices(text: str) -> None:
         ("hca_id: mlx5_0\n\tfw_ver: 1\n", None, "ports of mlx5_0"),
         ("hca_id: mlx5_0\n\tport: 1\n\t\tmax_mtu: 4096 (5)\n", None, "port 1 of mlx5_0: .*has no state line"),
         ("hca_id: mlx5_0\n\tport: 1\n\t\tstate: PORT ACTIVE (4)\n", None, "port state"),
-        ("hca_id: mlx5_0\n\tport: 1\n\t\tstate: PORT_ACTIVE (4)\n\t\tactive_mtu: big\n", None, "active_mtu"),
+        ("hca_id: mlx5_0\n\tport: 1\n\t\tstate: PORT_ACTIVE (4)\n\t\tactive_mtu: big\n", 4, "active_mtu"),
         ("hca_id: mlx5_0\n\tport: 1\n\t\tstate: PORT_ACTIVE (4)\n\t\tGID[0]: not-a-gid\n", 4, "GID"),
         ("hca_id: mlx5_0\n\tGID[ 0]: fe80::1\n", 2, "GID line outside a port"),
         ("hca_id: mlx5_0\n\tport: one\n", 2, "port number"),
         ("hca_id: mlx5_0\n\t\xbb\xbf garbage {}\n", 2, "fits no ibv_devinfo structure"),
-        ("hca_id: mlx5_0\n\tport: 1\n\t\tstate: PORT_ACTIVE (4)\n\t\tsm_lid: x\n", None, "sm_lid"),
+        ("hca_id: mlx5_0\n\tport: 1\n\t\tstate: PORT_ACTIVE (4)\n\t\tsm_lid: x\n", 4, "sm_lid"),
     ],
 )
 def test_malformed_ibv_devinfo(text: str, line: int | None, message: str) -> None:

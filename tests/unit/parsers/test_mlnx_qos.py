@@ -154,7 +154,7 @@ def test_pfc_block_cut_before_its_enabled_row_is_incomplete() -> None:
     lines = read("mlnx_qos-1.txt").splitlines(keepends=True)
     qos = parse_mlnx_qos("".join(lines[:14]))
     assert qos.complete is False
-    assert qos.missing == ["the PFC 'enabled' row"]
+    assert qos.missing == ["the PFC 'enabled' row", "the traffic classes ('tc:' entries)"]
     assert qos.pfc_enabled == []
     assert qos.trust == "dscp"
 

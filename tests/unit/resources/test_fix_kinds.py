@@ -244,6 +244,20 @@ PFC configuration:
 \tenabled     0   0   0   0   0   0   0   0
 tc: 0 ratelimit: unlimited, tsa: vendor
 \t priority:  1
+tc: 1 ratelimit: unlimited, tsa: vendor
+\t priority:  0
+tc: 2 ratelimit: unlimited, tsa: vendor
+\t priority:  2
+tc: 3 ratelimit: unlimited, tsa: vendor
+\t priority:  3
+tc: 4 ratelimit: unlimited, tsa: vendor
+\t priority:  4
+tc: 5 ratelimit: unlimited, tsa: vendor
+\t priority:  5
+tc: 6 ratelimit: unlimited, tsa: vendor
+\t priority:  6
+tc: 7 ratelimit: unlimited, tsa: vendor
+\t priority:  7
 """
 
 
