@@ -18,15 +18,20 @@ from provisioner.output.core import clean
 from provisioner.watch.changes import DriftItem, drift_diff, drift_items
 
 ENV = "FABNET_HISTORY"  # a history file for every command; "off" keeps none
+# Words an operator writes to switch a setting off or on: never taken as a file name in the working folder.
+_OFF = frozenset({"off", "0", "false", "no", "none", "disabled"})
+_ON = frozenset({"on", "1", "true", "yes", "default"})
 
 
 def history_path(given: Path | None = None) -> Path | None:
     if given is not None:
         return given
     value = os.environ.get(ENV, "").strip()
-    if value.lower() == "off":
+    if value.lower() in _OFF:
         return None
-    return Path(value) if value else default_path()
+    if not value or value.lower() in _ON:
+        return default_path()
+    return Path(value)
 
 
 def _clean(value: Any) -> Any:

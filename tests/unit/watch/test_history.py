@@ -84,6 +84,13 @@ def test_history_path_follows_the_environment(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.delenv(record.ENV)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     assert record.history_path() == tmp_path / "fabnet" / "history.sqlite"
+    # Switch words are never a file named "on" in the working folder.
+    for word in ("0", "False", "no", "NONE"):
+        monkeypatch.setenv(record.ENV, word)
+        assert record.history_path() is None
+    for word in ("on", "1", "true", "Yes"):
+        monkeypatch.setenv(record.ENV, word)
+        assert record.history_path() == tmp_path / "fabnet" / "history.sqlite"
 
 
 def test_a_killed_writer_leaves_every_committed_cycle_readable(tmp_path: Path) -> None:
