@@ -89,6 +89,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "nvidia-smi-topo-10-18nics-cut.txt": "nvidia_smi_topo",
     "ofed_info-s-8-internal-24.07.txt": "ofed_info",
     "perfquery-x-3-prompt.txt": "perfquery",
+    "all_reduce_perf-10-old-error-column.txt": "nccl_tests",
 }
 
 

@@ -102,3 +102,40 @@ def test_doca_release_alone_names_no_driver_version() -> None:
 def test_internal_sample_reads_as_a_24_07_driver() -> None:
     info = parse_ofed_info(read("ofed_info-s-8-internal-24.07.txt"))
     assert (info.flavor, info.driver_version, info.complete) == ("OFED-internal", "24.07-0.3.5.0.110", True)
+
+
+# ------------------------------------------------------------------------------------------- nccl-tests
+
+def test_nccl_tests_2019_rows_without_a_reduction_column() -> None:
+    facts = parse("nccl_tests", read("all_reduce_perf-10-old-error-column.txt"))
+    assert len(facts["rows"]) == 12 and facts["unplaced"] == []
+    first, last = facts["rows"][0], facts["rows"][-1]
+    assert (first["size"], first["count"], first["type"], first["redop"]) == (65536, 8192, "float", None)
+    assert (last["oop_busbw"], last["ip_busbw"], last["ip_wrong"]) == (20.34, 21.86, 0.0)
+    assert facts["avg_busbw"] == 6.6972
+    # An excerpt without its column header is never complete.
+    assert facts["complete"] is False and facts["missing"] == ["column header (#  size  count  type ...)"]
+
+
+def test_nccl_tests_2017_header_bytes_n_op_res() -> None:
+    # The header nccl-tests printed from 2017 to 2019 (src/all_reduce.cu print_header).
+    text = ("#                                           out-of-place                    in-place\n"
+            "#      bytes             N    type      op     time  algbw  busbw      res     time  algbw  busbw"
+            "      res\n"
+            "     1048576        262144   float     sum    47.38   11.06   11.06  0e+00"
+            "    46.84   11.19   11.19  0e+00\n"
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 11.1\n")
+    facts = parse("nccl_tests", text)
+    assert facts["complete"] is True and facts["verdict"] == "ok"
+    assert facts["columns"][:4] == ["size", "count", "type", "redop"] and facts["wrong_column"] == "res"
+    assert facts["rows"][0]["redop"] == "sum" and facts["rows"][0]["ip_algbw"] == 11.19
+    cut = parse("nccl_tests", text.replace("# Avg bus bandwidth    : 11.1\n", ""))
+    assert cut["complete"] is False and cut["verdict"] == "truncated: no footer"
+
+
+def test_nccl_tests_ending_at_collective_concluded_without_footer_is_incomplete() -> None:
+    lines = _lines("all_gather_perf-9-two-runs.txt")
+    text = "".join(lines[10:28]) + "# Collective test concluded: all_gather_perf_mpi\n"
+    facts = parse("nccl_tests", text)
+    assert facts["complete"] is False and facts["verdict"] == "truncated: no footer"
+    assert len(facts["rows"]) == 8
