@@ -62,7 +62,9 @@ _FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b", re.I
 
 _PREFIX_COLUMNS = ("size", "count", "type", "redop", "root")
 _GROUP = ("time", "algbw", "busbw")
-_WRONG = ("error", "#wrong")
+_WRONG = ("error", "#wrong", "res")
+# nccl-tests 2017-2019 headers: `#  bytes  N  type  op|root  time  algbw  busbw  res ...`.
+_OLD_NAMES = {"bytes": "size", "N": "count", "op": "redop"}
 
 
 class NcclTestRank(Fact):
@@ -83,7 +85,7 @@ class NcclTestRow(Fact):
     size: int
     count: int
     type: str
-    redop: str
+    redop: str | None = None  # nccl-tests before 2019 printed none for all_gather and broadcast
     root: int | None = None
     oop_time_us: float | None = None
     oop_algbw: float | None = None
@@ -157,7 +159,7 @@ def split_nccl_version(text: str) -> tuple[str, str | None] | None:
 
 def _columns(line: Line) -> list[str] | None:
     """Column names from a header line, or None when the line is not the header."""
-    tokens = line.stripped.lstrip("#").split()
+    tokens = [_OLD_NAMES.get(t, t) for t in line.stripped.lstrip("#").split()]
     if len(tokens) < 2 or tokens[:2] != ["size", "count"]:
         return None
     prefix: list[str] = []
@@ -173,7 +175,7 @@ def _columns(line: Line) -> list[str] | None:
             columns.append(f"{group}_wrong:{tokens.pop(0)}")
     if tokens:
         fail(KIND, f"header: unexpected columns {' '.join(tokens)}", line)
-    for needed in ("type", "redop"):
+    for needed in ("type",):
         if needed not in prefix:
             fail(KIND, f"header has no {needed} column", line)
     return columns
@@ -189,6 +191,10 @@ def _int_cell(cell: str, line: Line, what: str) -> int:
 def _infer_columns(cells: list[str]) -> list[str] | None:
     """The columns of a result row printed without its header, from the row's shape alone: size, count,
     a type name, a reduction name, [root], then two groups of time algbw busbw [error|#wrong]."""
+    if len(cells) in (9, 11) and cells[2][:1].isalpha() and number(cells[3]) is not None:
+        # The 2017-2019 all_gather form: no reduction column, `res` (max error) after each group.
+        groups = ["time_us", "algbw", "busbw"] + (["wrong:error"] if len(cells) == 11 else [])
+        return ["size", "count", "type"] + [f"{g}_{c}" for g in ("oop", "ip") for c in groups]
     if len(cells) not in (10, 11, 12, 13) or not cells[2][:1].isalpha() or not cells[3][:1].isalpha():
         return None
     root = len(cells) in (11, 13)

@@ -8,7 +8,9 @@ Accepted lines (one per output, shell prompt lines are skipped):
     DOCA-HOST-2.9.1  /  doca-host 2.9.1-012000-24.10-ubuntu2204     DOCA host packages
 
 For DOCA, `version` is the DOCA release (2.9.1) and `ofed_version` the bundled driver release (24.10)
-when the line names it.
+when the line names it. `driver_version` is the driver release a playbook's `ofed: {version: ">=23.10"}`
+is compared with: the bundled release for DOCA, `version` otherwise (OFED-internal-24.07-0.3.5.0.110,
+which DOCA-host installs print, is already the driver's), None for a DOCA line that names no driver.
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ class OfedInfo(Parsed):
     build: str | None = None
     kernel: str | None = None
     suffix: str | None = None
+
+    @property
+    def driver_version(self) -> str | None:
+        # A DOCA release (2.x, 3.x) is not on the driver's scale (23.10, 24.07): never compare the two.
+        if self.flavor == "DOCA":
+            return self.ofed_version
+        return self.version
 
 
 def _from_package(package: str, line: Line) -> OfedInfo | None:

@@ -30,6 +30,9 @@ _PERF_HEADER = re.compile(
     r"^#\s*Port (?:extended )?counters:\s*Lid\s+(?P<lid>[0-9]+)\s+port\s+(?P<port>[0-9]+)", re.IGNORECASE
 )
 _PERF_VALUE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*):\.*\s*(?P<value>\S+)$")
+# What a perfquery line looks like when the output stops inside it: a port header before its `port N`,
+# or a counter name whose dots or value were not printed yet.
+_PERF_CUT = re.compile(r"^#\s*Port\b[^()]*$|^[A-Za-z][A-Za-z0-9]*(?::\.*)?$", re.IGNORECASE)
 
 # perfquery's names for what sysfs calls counters/<name>; any other name is turned into snake_case.
 PERFQUERY_NAMES: dict[str, str] = {
@@ -153,12 +156,19 @@ def parse_perfquery(text: str) -> PortCounters:
             return
         ports[-1]["counters"][_snake(m.group("name"))] = _count(m.group("value"), line, kind)
 
-    for line in content_lines(text):
-        if not is_prompt(line):
-            found.attempt(line, handle)
+    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    for line in lines:
+        found.attempt(line, handle)
     for entry in ports:
         if not entry["counters"]:
             found.lack(f"counters of lid {entry['lid']} port {entry['port']}")
+    if lines and found.unplaced and found.unplaced[-1].line == lines[-1].number and _PERF_CUT.match(lines[-1].stripped):
+        # The last line is a header or counter the output stopped inside: what follows it is missing.
+        found.lack(f"the rest of line {lines[-1].number} ({lines[-1].stripped!r})")
+    if len(ports) > 1 and 0 < len(ports[-1]["counters"]) < max(len(e["counters"]) for e in ports[:-1]):
+        # perfquery prints the same counters for every port it is asked about: fewer on the last is a cut.
+        found.lack(f"counters of lid {ports[-1]['lid']} port {ports[-1]['port']} after the "
+                   f"{len(ports[-1]['counters'])} printed")
     completeness = found.result("no '# Port counters' header or counter line")
     return PortCounters(
         ports=[PortCounterSet(port=e["port"], lid=e["lid"], counters=e["counters"]) for e in ports if e["counters"]],

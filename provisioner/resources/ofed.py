@@ -47,8 +47,13 @@ def evaluate(spec: OfedSpec, results: Results, ctx: HostContext) -> list[Check]:
         info = require_complete(parse_ofed_info(stdout_of(results, OFED_INFO, "ofed_info -s")), "ofed_info")
     except (ProbeFailed, ParseError) as exc:
         return errors_for(attributes, str(exc))
-    verdict = ok if spec.version.matches(info.version) else drift
-    checks = [verdict("version", spec.version, info.version, "" if verdict is ok else f"installed: {info.package}")]
+    installed = info.driver_version
+    if installed is None:
+        checks = errors_for([("version", spec.version)],
+                            f"{info.package} names the DOCA release only, not its driver release")
+    else:
+        verdict = ok if spec.version.matches(installed) else drift
+        checks = [verdict("version", spec.version, installed, "" if verdict is ok else f"installed: {info.package}")]
     if spec.flavor is not None:
         checks.append(compare("flavor", spec.flavor, info.flavor))
     return checks

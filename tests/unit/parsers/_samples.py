@@ -87,6 +87,9 @@ SAMPLE_KINDS: dict[str, str] = {
     "nvidia-smi-topo-8-mlx4-column-cut.txt": "nvidia_smi_topo",
     "nvidia-smi-topo-9-nv8-cut.txt": "nvidia_smi_topo",
     "nvidia-smi-topo-10-18nics-cut.txt": "nvidia_smi_topo",
+    "ofed_info-s-8-internal-24.07.txt": "ofed_info",
+    "perfquery-x-3-prompt.txt": "perfquery",
+    "all_reduce_perf-10-old-error-column.txt": "nccl_tests",
 }
 
 

@@ -48,3 +48,16 @@ def test_parse_error_is_in_the_message() -> None:
 def test_lab_output_with_trailing_blank_line() -> None:
     result = run("ofed", {"version": "==23.10-1.1.9.0"}, {OFED: "MLNX_OFED_LINUX-23.10-1.1.9.0:\n\n"})
     assert result.summary() == [("version", "ok", "==23.10-1.1.9.0", "23.10-1.1.9.0")]
+
+
+def test_doca_host_is_compared_by_its_driver_release() -> None:
+    result = run("ofed", {"version": ">=23.10"}, {OFED: "doca-host 2.9.1-012000-24.10-ubuntu2204\n"})
+    assert result.summary() == [("version", "ok", ">=23.10", "24.10")]
+    internal = run("ofed", {"version": ">=23.10"}, {OFED: sample("ofed_info-s-8-internal-24.07.txt")})
+    assert internal.summary() == [("version", "ok", ">=23.10", "24.07-0.3.5.0.110")]
+
+
+def test_doca_release_without_driver_release_is_an_error_not_a_drift() -> None:
+    result = run("ofed", {"version": ">=23.10"}, {OFED: "DOCA-HOST-2.9.1\n"})
+    assert [c[:2] for c in result.summary()] == [("version", "error")]
+    assert "DOCA release only" in result.checks[0].message
