@@ -36,6 +36,7 @@ from provisioner.parsers._text import (
     to_float,
 )
 from provisioner.parsers.nccl_line import is_log_line
+from provisioner.parsers.nccl_tests_table import NcclTestRow, columns_of, infer_columns, parse_row
 
 KIND = "nccl_tests"
 
@@ -58,13 +59,9 @@ _TESTS_VERSION = re.compile(
 _CODE = re.compile(r"\bnccl-(?P<what>headers|library)=(?P<code>[0-9]+)\b", re.ASCII)
 _COLLECTIVE = re.compile(r"^#\s*Collective test (?P<event>starting|concluded)\s*:\s*(?P<name>\S+)")
 _PARAMS = re.compile(r"^#\s*nThread\s")
-_FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b", re.IGNORECASE)
+_FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b|: Test timeout \(", re.IGNORECASE)
 
-_PREFIX_COLUMNS = ("size", "count", "type", "redop", "root")
-_GROUP = ("time", "algbw", "busbw")
-_WRONG = ("error", "#wrong", "res")
-# nccl-tests 2017-2019 headers: `#  bytes  N  type  op|root  time  algbw  busbw  res ...`.
-_OLD_NAMES = {"bytes": "size", "N": "count", "op": "redop"}
+__all__ = ["NcclTestRow"]
 
 
 class NcclTestRank(Fact):
@@ -77,24 +74,6 @@ class NcclTestRank(Fact):
     device: int
     bus_id: str
     name: str
-
-
-class NcclTestRow(Fact):
-    """One message size. Times in microseconds, bandwidths in GB/s."""
-
-    size: int
-    count: int
-    type: str
-    redop: str | None = None  # nccl-tests before 2019 printed none for all_gather and broadcast
-    root: int | None = None
-    oop_time_us: float | None = None
-    oop_algbw: float | None = None
-    oop_busbw: float | None = None
-    oop_wrong: int | float | None = None
-    ip_time_us: float | None = None
-    ip_algbw: float | None = None
-    ip_busbw: float | None = None
-    ip_wrong: int | float | None = None
 
 
 Verdict = Literal["ok", "wrong results", "out of bounds", "failed", "truncated: no footer"]
@@ -157,81 +136,6 @@ def split_nccl_version(text: str) -> tuple[str, str | None] | None:
     return m.group("version"), cuda.group("cuda") if cuda else None
 
 
-def _columns(line: Line) -> list[str] | None:
-    """Column names from a header line, or None when the line is not the header."""
-    tokens = [_OLD_NAMES.get(t, t) for t in line.stripped.lstrip("#").split()]
-    if len(tokens) < 2 or tokens[:2] != ["size", "count"]:
-        return None
-    prefix: list[str] = []
-    while tokens and tokens[0] in _PREFIX_COLUMNS:
-        prefix.append(tokens.pop(0))
-    columns = list(prefix)
-    for group in ("oop", "ip"):
-        if tokens[:3] != list(_GROUP):
-            fail(KIND, f"header: expected 'time algbw busbw' for the {group} group", line)
-        tokens = tokens[3:]
-        columns += [f"{group}_time_us", f"{group}_algbw", f"{group}_busbw"]
-        if tokens and tokens[0] in _WRONG:
-            columns.append(f"{group}_wrong:{tokens.pop(0)}")
-    if tokens:
-        fail(KIND, f"header: unexpected columns {' '.join(tokens)}", line)
-    for needed in ("type",):
-        if needed not in prefix:
-            fail(KIND, f"header has no {needed} column", line)
-    return columns
-
-
-def _int_cell(cell: str, line: Line, what: str) -> int:
-    value = number(cell)
-    if value is None or (isinstance(value, float) and not value.is_integer()):
-        fail(KIND, f"{what} is not an integer: {cell!r}", line)
-    return int(value)
-
-
-def _infer_columns(cells: list[str]) -> list[str] | None:
-    """The columns of a result row printed without its header, from the row's shape alone: size, count,
-    a type name, a reduction name, [root], then two groups of time algbw busbw [error|#wrong]."""
-    if len(cells) in (9, 11) and cells[2][:1].isalpha() and number(cells[3]) is not None:
-        # The 2017-2019 all_gather form: no reduction column, `res` (max error) after each group.
-        groups = ["time_us", "algbw", "busbw"] + (["wrong:error"] if len(cells) == 11 else [])
-        return ["size", "count", "type"] + [f"{g}_{c}" for g in ("oop", "ip") for c in groups]
-    if len(cells) not in (10, 11, 12, 13) or not cells[2][:1].isalpha() or not cells[3][:1].isalpha():
-        return None
-    root = len(cells) in (11, 13)
-    prefix = ["size", "count", "type", "redop"] + (["root"] if root else [])
-    wrong = len(cells) in (12, 13)
-    kind = ""
-    if wrong:
-        cell = cells[-1]
-        kind = ":#wrong" if re.fullmatch(r"[0-9]+|N/A", cell) and root else ":error"
-    groups = [f"{g}_{c}" for g in ("oop", "ip") for c in ("time_us", "algbw", "busbw", "wrong")]
-    if not wrong:
-        groups = [c for c in groups if not c.endswith("_wrong")]
-    return prefix + [c + kind if c.endswith("_wrong") else c for c in groups]
-
-
-def _row(columns: list[str], line: Line) -> NcclTestRow:
-    cells = line.stripped.split()
-    if number(cells[0]) is None:
-        fail(KIND, "not a result row (a row starts with the size in bytes)", line)
-    if len(cells) != len(columns):
-        fail(KIND, f"data row has {len(cells)} cells but the header names {len(columns)} columns", line)
-    values: dict[str, object] = {}
-    for column, cell in zip(columns, cells, strict=True):
-        name, _, wrong = column.partition(":")
-        if name in ("type", "redop"):
-            values[name] = cell
-        elif cell == "N/A":
-            values[name] = None
-        elif name in ("size", "count", "root") or wrong == "#wrong":
-            values[name] = _int_cell(cell, line, name)
-        else:
-            values[name] = to_float(KIND, cell, line, name)
-    if values.get("size") is None or values.get("count") is None:
-        fail(KIND, "size and count must be numbers", line)
-    return NcclTestRow.model_validate(values)
-
-
 class _Run:
     def __init__(self) -> None:
         self.columns: list[str] | None = None
@@ -246,7 +150,7 @@ class _Run:
 
     def comment(self, line: Line, body: str) -> bool:
         """Read a `#` line; False when it is an unrecognised comment (skipped, not an error)."""
-        if (header := _columns(line)) is not None:
+        if (header := columns_of(line)) is not None:
             if self.columns != header or not self.in_table:
                 self.runs += 1
             self.columns, self.open, self.in_table = header, True, True
@@ -290,13 +194,13 @@ class _Run:
             return True
         if self.columns is None:
             cells = line.stripped.split()
-            if number(cells[0]) is None or (inferred := _infer_columns(cells)) is None:
+            if number(cells[0]) is None or (inferred := infer_columns(cells)) is None:
                 fail(KIND, "line before the column header (expected '#  size  count  type ...')", line)
             # A fragment that starts inside the table: its rows are read by their shape, and the run is
             # marked incomplete for the header it lacks.
             self.columns, self.headerless, self.in_table = inferred, True, True
             self.runs += 1
-        self.rows.append(_row(self.columns, line))
+        self.rows.append(parse_row(self.columns, line))
         self.open = True
         return True
 

@@ -90,6 +90,10 @@ SAMPLE_KINDS: dict[str, str] = {
     "ofed_info-s-8-internal-24.07.txt": "ofed_info",
     "perfquery-x-3-prompt.txt": "perfquery",
     "all_reduce_perf-10-old-error-column.txt": "nccl_tests",
+    "all_reduce_perf-11-two-one-rank-runs-cut.txt": "nccl_tests",
+    "all_reduce_perf-12-failure-large-sizes.txt": "nccl_tests",
+    "all_reduce_perf-13-mpi-tag-cut.txt": "nccl_tests",
+    "broadcast_perf-14-rccl-footer.txt": "nccl_tests",
 }
 
 

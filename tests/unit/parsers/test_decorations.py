@@ -82,12 +82,17 @@ def _facts(kind: str, text: str) -> dict:
     return facts
 
 
+_ALREADY_DECORATED = {"all_reduce_perf-13-mpi-tag-cut.txt"}  # `[1,0]<stdout>:` on every line as recorded
+
+
 @pytest.mark.parametrize("decoration", sorted(DECORATIONS))
 @pytest.mark.parametrize(("name", "kind"), sorted(SAMPLE_KINDS.items()))
 def test_decorated_sample_parses_to_the_same_facts(name: str, kind: str, decoration: str) -> None:
     text = read(name)
     if decoration == "pdsh-host" and len(_lines(text)) < 2:
         pytest.skip("one line alone cannot tell a host label from a key")
+    if name in _ALREADY_DECORATED:
+        pytest.skip("the sample carries a launcher prefix already: a second one is another case")
     assert _facts(kind, DECORATIONS[decoration](text)) == _facts(kind, text)
 
 
