@@ -90,6 +90,15 @@ SAMPLE_KINDS: dict[str, str] = {
     "ofed_info-s-8-internal-24.07.txt": "ofed_info",
     "perfquery-x-3-prompt.txt": "perfquery",
     "all_reduce_perf-10-old-error-column.txt": "nccl_tests",
+    "dcb-pfc-5-man.txt": "dcb",
+    "dcb-buffer-6-man.txt": "dcb",
+    "dcb-dcbx-7-man.txt": "dcb",
+    "dcb-apptrust-8-man.txt": "dcb",
+    "dcb-app-9-numeric-man.txt": "dcb",
+    "dcb-app-10-pcp-man.txt": "dcb",
+    "dcb-rewr-11-man.txt": "dcb",
+    "dcb-maxrate-12-man.txt": "dcb",
+    "rdma-link-5-ib-polling.txt": "rdma_link",
 }
 
 
