@@ -6,7 +6,12 @@ several on one line (`pfc-cap 8 prio-pfc 0:off ... delay 0`), or a row wrapped o
 read as a stream of words, not as fixed lines: a keyword starts a pair or a row, `KEY:VALUE` words belong
 to the row before them. DSCP values come as numbers (`-N`) or as the names iproute2's `rt_dsfield` gives
 them (`CS3`, `AF41`, `EF`, ...). Keywords fabnet does not know are kept in `other`. A row of the per-priority
-or per-class tables with fewer than eight entries was cut off (`complete` False).
+or per-class tables with fewer than eight entries was cut off (`complete` False). `dcb dcbx show` prints
+bare flags (`host ieee`) and `dcb apptrust show` an `order: port pcp ...` line; both are kept.
+
+`dcb -j` prints one JSON object per command (`{"pfc_cap":8,"prio_pfc":[false,...]}`; the app table as
+`[[DSCP,PRIO],...]`, since iproute2 6.5 with a `" "` string in each pair). An object is read back as the
+words the text form prints, so both forms pass the same checks; an object cut short is `missing`.
 
 `qos_of(report)` turns a report of the three objects into the `mlnx_qos` facts, read the way `mlnx_qos`
 reads the same kernel state: trust is `dscp` exactly when the DSCP app table has entries.
@@ -14,10 +19,13 @@ reads the same kernel state: trust is `dscp` exactly when the DSCP app table has
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 
 from pydantic import Field
 
+from provisioner.errors import ParseError
 from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_prompt
 from provisioner.parsers.mlnx_qos import MlnxQos, QosTrafficClass
 
@@ -37,6 +45,9 @@ _ON_OFF = {"on": True, "off": False}
 # Keywords followed by one value; every other keyword starts a row of KEY:VALUE items.
 _SINGLE = frozenset({"pfc-cap", "macsec-bypass", "delay", "willing", "ets-cap", "cbs", "total-size"})
 # Rows with one entry per priority or traffic class: the tool always prints all eight.
+# `dcb dcbx show`: flags printed as bare words (JSON: true/false, `lld_managed`).
+_FLAGS = frozenset({"host", "lld-managed", "cee", "ieee", "static"})
+_ORDER = "order:"  # `dcb apptrust show`: the rest of the line is the trust order
 _EIGHT = frozenset({"prio-pfc", "tc-tsa", "tc-bw", "pg-bw", "prio-tc", "reco-tc-tsa", "reco-tc-bw",
                     "reco-prio-tc", "requests", "indications", "prio-buffer"})
 
@@ -60,6 +71,8 @@ class DcbReport(Parsed):
     prio_tc: dict[int, int] = Field(default_factory=dict)
     dscp_prio: list[tuple[int, int]] = Field(default_factory=list)
     default_prio: list[int] = Field(default_factory=list)
+    dcbx: list[str] = Field(default_factory=list)
+    apptrust_order: list[str] = Field(default_factory=list)
     other: dict[str, str] = Field(default_factory=dict)
 
     @property
@@ -81,7 +94,7 @@ class _Row:
         self.items: list[tuple[object, object]] = []
 
     def takes_items(self) -> bool:
-        return self.keyword not in _SINGLE
+        return self.keyword not in _SINGLE and self.keyword not in _FLAGS
 
 
 class _Builder:
@@ -102,6 +115,15 @@ class _Builder:
             items = rows[-1].items if rows else carried
             if row is not None and row.takes_items() and (_ITEM.match(word) or _bare_priority(row, word)):
                 items.append(_item(row.keyword, word, len(row.items) + len(items), line))
+            elif word == _ORDER:
+                row = _Row(_ORDER, line)
+                row.items = [(position, name) for position, name in enumerate(words[index + 1:])]
+                rows.append(row)
+                break
+            elif word in _FLAGS:
+                row = _Row(word, line)
+                row.value = True
+                rows.append(row)
             elif _KEYWORD.match(word):
                 row = _Row(word, line)
                 if word in _SINGLE:
@@ -122,16 +144,19 @@ class _Builder:
     def fields(self, found: Collector) -> dict[str, object]:
         """The report's fields; a keyword that got no value (`dcb pfc show dev eth1` pasted as output)
         makes its line unplaced, and a text of such keywords only is not a dcb report."""
-        fields: dict[str, object] = {}
+        fields: dict[str, object] = {"dcbx": [row.keyword for row in self.rows if row.keyword in _FLAGS]}
         other: dict[str, str] = {}
-        empty = [row for row in self.rows if row.takes_items() and not row.items]
+        empty = [row for row in self.rows if row.takes_items() and not row.items and row.keyword != _ORDER]
         if len(empty) == len(self.rows):
             fail(KIND, "no dcb keyword with a value found", self.rows[0].line if self.rows else None)
         for line in dict.fromkeys(row.line for row in empty):
             words = ", ".join(row.keyword for row in empty if row.line is line)
             found.place_nowhere(line, f"keywords without entries: {words}")
         for row in self.rows:
-            if row in empty:
+            if row in empty or row.keyword in _FLAGS:
+                continue
+            if row.keyword == _ORDER:
+                fields["apptrust_order"] = [str(name) for _, name in row.items]
                 continue
             name = row.keyword.replace("-", "_")
             if row.keyword in _SINGLE and name in DcbReport.model_fields:
@@ -200,12 +225,121 @@ def _item(keyword: str, word: str, position: int, line: Line) -> tuple[object, o
     return index, _number(value, 7, line, "traffic class")
 
 
+_KNOWN = _SINGLE | _EIGHT | {"dscp-prio", "pcp-prio", "default-prio", "buffer-size", "tc-maxrate"}
+
+
+def _cut_inside(last: Line, builder: _Builder, refused: bool) -> bool:
+    """True when the output stops inside the last line's last word: `pfc-cap 8 macsec-by`, `prio-pfc 0:off 1:o`.
+
+    That line was refused, or its last keyword got no value, and it reads whole once that word is dropped
+    (or it is a lone prefix of a keyword). A refused word elsewhere in the line is a bad value, not a cut.
+    """
+    words = last.stripped.split()
+    rows = [row for row in builder.rows if row.line is last]
+    if not refused and (not rows or rows[-1].items or not rows[-1].takes_items() or rows[-1].keyword == _ORDER):
+        return False  # the line was read whole
+    if len(words) == 1:
+        return any(keyword.startswith(words[0]) for keyword in _KNOWN)
+    probe = _Builder()
+    probe.open = builder.open if not rows else None
+    try:
+        probe.feed(Line(last.number, " ".join(words[:-1]), last.raw))
+    except ParseError:
+        return False
+    # every row before the last is whole; the last may have lost all its entries to the cut (`prio-tc 0:`)
+    return all(row.items or not row.takes_items() for row in probe.rows[:-1])
+
+
+def _json_words(data: object, line: Line) -> str:
+    """The words the text form prints for one `dcb -j` object."""
+    if not isinstance(data, dict):
+        fail(KIND, "a dcb JSON value must be an object", line)
+    words: list[str] = []
+    for key, value in data.items():
+        keyword = key.replace("_", "-")
+        if keyword in _FLAGS:
+            words += [keyword] if value is True else []
+        elif keyword == "order" and isinstance(value, list):
+            words += [_ORDER, *map(str, value)]
+        elif isinstance(value, list):
+            words.append(keyword)
+            for position, item in enumerate(value):
+                words.append(_json_item(keyword, position, item, line))
+        else:
+            words += [keyword, _json_scalar(value, line)]
+    return " ".join(words)
+
+
+def _json_scalar(value: object, line: Line) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (int, str)) and str(value).strip() and " " not in str(value):
+        return str(value)
+    fail(KIND, f"unexpected dcb JSON value {value!r}", line)
+
+
+def _json_item(keyword: str, position: int, item: object, line: Line) -> str:
+    if keyword == "default-prio":
+        return _json_scalar(item, line)
+    if isinstance(item, list):  # an app table entry: [key, priority] (6.5+: [key, priority, " "])
+        pair = [part for part in item if not (isinstance(part, str) and not part.strip())]
+        if len(pair) != 2:
+            fail(KIND, f"app table entry {item!r} is not a [key, priority] pair", line)
+        return f"{_json_scalar(pair[0], line)}:{_json_scalar(pair[1], line)}"
+    return f"{position}:{_json_scalar(item, line)}"
+
+
+def _json_feeder(data: object, builder: _Builder) -> Callable[[Line], None]:
+    def feed(line: Line) -> None:
+        builder.feed(Line(line.number, _json_words(data, line), line.raw, line.prefix))
+
+    return feed
+
+
+def _feed_json(lines: list[Line], builder: _Builder, found: Collector) -> None:
+    """Objects of `dcb -j` (compact or `-p` pretty), one per command; text between them is unplaced."""
+    text = "\n".join(line.text for line in lines)
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line.text) + 1)
+
+    def line_at(offset: int) -> Line:
+        index = max(i for i, start in enumerate(starts) if start <= offset)
+        return lines[index]
+
+    decoder = json.JSONDecoder()
+    position = 0
+    while position < len(text):
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            break
+        first = line_at(position)
+        try:
+            data, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as err:
+            if text[position] == "{" and err.pos >= starts[-1]:  # it fails on the last line: cut there
+                found.recognised += 1  # the start of an object was there: the output stops inside it
+                found.lack(f"the JSON object from line {first.number} (cut short)")
+                return
+            found.place_nowhere(first, f"not a dcb JSON object: {err.msg}")
+            following = [start for start in starts if start > position]
+            position = following[0] if following else len(text)
+            continue
+        found.attempt(first, _json_feeder(data, builder))
+        position = end
+
+
 def parse_dcb(text: str) -> DcbReport:
     found = Collector(KIND)
     builder = _Builder()
-    for line in content_lines(text):
-        if not is_prompt(line):
-            found.attempt(line, builder.feed)
+    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    if lines and lines[0].stripped[:1] in ("{", "["):
+        _feed_json(lines, builder, found)
+    else:
+        accepted = [found.attempt(line, builder.feed) for line in lines]
+        if lines and _cut_inside(lines[-1], builder, not accepted[-1]):
+            found.lack(f"the rest of line {lines[-1].number} (cut inside a word)")
     found.result("no dcb keyword found")  # raises when no line was one
     fields = builder.fields(found)
     return DcbReport(**fields, **found.result())

@@ -94,6 +94,15 @@ SAMPLE_KINDS: dict[str, str] = {
     "all_reduce_perf-12-failure-large-sizes.txt": "nccl_tests",
     "all_reduce_perf-13-mpi-tag-cut.txt": "nccl_tests",
     "broadcast_perf-14-rccl-footer.txt": "nccl_tests",
+    "dcb-pfc-5-man.txt": "dcb",
+    "dcb-buffer-6-man.txt": "dcb",
+    "dcb-dcbx-7-man.txt": "dcb",
+    "dcb-apptrust-8-man.txt": "dcb",
+    "dcb-app-9-numeric-man.txt": "dcb",
+    "dcb-app-10-pcp-man.txt": "dcb",
+    "dcb-rewr-11-man.txt": "dcb",
+    "dcb-maxrate-12-man.txt": "dcb",
+    "rdma-link-5-ib-polling.txt": "rdma_link",
 }
 
 

@@ -108,13 +108,13 @@ def test_rdma_link_empty_is_no_links() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
-        ("link mlx5_0/1 state ACTIVE physical_state\n", 1, "pairs"),
+        ("link mlx5_0/1 state ACTIVE physical_state\n", None, "stops before the value of physical_state"),
         ("link mlx5_0/1 physical_state LINK_UP\n", 1, "no state"),
         ("link mlx5_0 state ACTIVE\n", 1, "expected 'link DEV/PORT"),
         ("link mlx5_0/1 state ACTIVE\ngarbage\n", 2, "expected 'link DEV/PORT"),
     ],
 )
-def test_malformed_rdma_link(text: str, line: int, message: str) -> None:
+def test_malformed_rdma_link(text: str, line: int | None, message: str) -> None:
     found_line, reason = rejected(parse_rdma_link, text)
     assert re.search(message, reason)
     assert found_line == line
