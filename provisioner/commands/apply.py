@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -171,6 +172,7 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] |
     from provisioner.plan import saved as saved_plan
     from provisioner.run import runner
 
+    started = time.monotonic()
     with report.host_progress(len(plans), "gathering", [p.host.name for p in plans]) as progress:
         planned = converge.make_plan(plans, sessions, progress)
     refused: list[str] = []
@@ -185,7 +187,7 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] |
     pending = any(host.steps for host in planned)
     if check:
         hosts = [converge.unchanged_host(h, check=True) for h in planned]
-        outcome = converge.ApplyOutcome("check", hosts, 0.0, check=True)
+        outcome = converge.ApplyOutcome("check", hosts, time.monotonic() - started, check=True)
         code = exit_code(outcome)
         if code == EXIT_OK and pending:
             code = EXIT_NOT_CONVERGED

@@ -1,4 +1,4 @@
-"""`fabnet watch`: re-audit every host on its own schedule over kept-open sessions; report changes only."""
+"""`fabnet watch`: re-audit every host each interval over kept-open sessions; report changes only."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ HISTORY_HELP = "History file (SQLite) [default: $FABNET_HISTORY, else $XDG_STATE
 @playbook_option
 @limit_option
 @click.option("--every", "interval", callback=duration, default="60s", show_default=True,
-              help="How often each host is read again (60s, 5m, ...). Each host keeps its own schedule.")
+              help="How often each host is read again (60s, 5m, ...). Hosts are read in rounds on one clock; a "
+                   "host that is down is retried with its own backoff.")
 @click.option("--for", "run_for", callback=duration, default=None,
               help="Stop after this long (default: run until Ctrl-C or SIGTERM).")
 @click.option("-f", "--forks", type=click.IntRange(1, 1000), default=200, show_default=True,

@@ -33,9 +33,23 @@ def _console(name: str = "console") -> Console:
             def on_broken_pipe(self) -> None:  # rich's own would exit 1 without a word
                 broken_pipe()
 
-        globals().setdefault("console", _StdoutConsole())
-        globals().setdefault("err_console", Console(stderr=True))
+        globals().setdefault("console", _StdoutConsole(width=_log_width(sys.stdout)))
+        globals().setdefault("err_console", Console(stderr=True, width=_log_width(sys.stderr)))
     return cast("Console", globals()[name])  # set just above; globals() is untyped
+
+
+# Into a pipe or a file (a CI log, `| less`), rich would wrap every table at 80 columns and split values
+# such as "interface[eth1]" across lines; logs are read wide. COLUMNS still decides when it is set.
+LOG_WIDTH = 160
+
+
+def _log_width(stream: Any) -> int | None:
+    if "COLUMNS" in os.environ:
+        return None
+    try:
+        return None if stream.isatty() else LOG_WIDTH
+    except (AttributeError, ValueError):  # replaced or closed streams: rich's own default
+        return None
 
 
 def _err() -> Console:
@@ -216,7 +230,9 @@ def _host_table(host: Any, verbose: bool) -> None:
     if not rows:
         _console().print(title + Text(f" — {len(host.resources)} resources, {checked} checks"), highlight=False)
         return
-    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    # The host line printed on its own, not as the table's title, which rich pads to the table's width.
+    _console().print(title, highlight=False)
+    table = Table(show_lines=False, expand=False)
     for column in ("resource", "attribute", "desired", "actual", "status", "detail"):
         table.add_column(column, overflow="fold")
     for resource, check in rows:

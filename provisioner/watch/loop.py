@@ -1,4 +1,4 @@
-"""The watch loop: every host re-audited on its own schedule over its kept session, one exec per cycle.
+"""The watch loop: every host re-audited each interval over its kept session, one exec per cycle.
 
 Each cycle reads the host's playbook facts and its link readings in ONE exec (engine.read_host with the
 links probe added), compares the snapshot with the host's previous one (changes.py), records the cycle in
@@ -6,7 +6,9 @@ the history (one transaction: a killed watch keeps every finished cycle) and upd
 that is down is retried with a growing delay (never more than BACKOFF_MAX, or the interval if longer) and
 its session is closed, so the next try logs in afresh instead of waiting on a dead connection; the other
 hosts' cycles go on meanwhile. Cycles start in rounds on the watch's common clock (run/runner.periodic):
-fleet checks compare readings of one round, and a round lasts as long as its slowest host.
+fleet checks compare readings of one round, and a round lasts as long as its slowest host. The first
+round's fleet checks wait for every host's first reading: judged on the hosts read so far, a fleet check
+would say "ok" alone and "drift" a cycle later, a change that never happened.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.evaluate import engine
+from provisioner.facts import batch
 from provisioner.history.record import host_row
 from provisioner.history.store import History, HistoryError
 from provisioner.load.hostplans import HostPlan
@@ -74,10 +77,27 @@ class Watcher:
         self.on_cycle = on_cycle
         self.on_problem = on_problem
         self.cycles = 0
+        self._forks = len(self.plans)  # run_until sets the real number
         self._hosts = {plan.host.name: _Host() for plan in self.plans}
         self._latest: dict[str, engine.HostOutcome] = {}  # each host's last reading, before fleet checks
         self._memos = {plan.host.name: engine.Memo() for plan in self.plans}  # facts unchanged: no re-evaluation
         self._lock = threading.Lock()
+        self._unread = set(self._hosts)  # hosts whose first cycle has not ended yet
+        self._first_read = threading.Condition(self._lock)
+
+    def _wait_first_round(self, host: str, forks: int) -> dict[str, engine.HostOutcome]:
+        """Every host's latest outcome, once all first cycles have ended (or could not have, in time)."""
+        options = self.sessions.options
+        # A first cycle lasts at most a login and a host's budget. With fewer forks than hosts, the hosts
+        # beyond the forks cannot start while these wait: then there is no first round to wait for.
+        deadline = time.monotonic() + options.connect_timeout + options.command_timeout + batch.REPORT_MARGIN
+        with self._first_read:
+            self._unread.discard(host)
+            self._first_read.notify_all()
+            if forks >= len(self._hosts):
+                while self._unread and (left := deadline - time.monotonic()) > 0:
+                    self._first_read.wait(left)
+            return dict(self._latest)
 
     def cycle(self, plan: HostPlan) -> Cycle:
         """One host's cycle: read, compare with its previous cycle. Never raises (a task of the runner)."""
@@ -88,7 +108,10 @@ class Watcher:
         read, results = engine.read_host(plan, session, [links.probe(sysfs_root)], memo=self._memos[host.name])
         with self._lock:
             self._latest[host.name] = read
+            first = host.name in self._unread
             latest = dict(self._latest)
+        if first:
+            latest = self._wait_first_round(host.name, self._forks)
         # Fleet checks (one MTU across the fleet) compare this host's reading with the others' last ones,
         # as audit compares the hosts it read together.
         outcome = engine.with_fleet_checks(self.plans, latest, host.name)
@@ -161,5 +184,6 @@ class Watcher:
                 self.state.update(result.host, HostMetrics(busbw=result.busbw))
 
     def run_until(self, stop: threading.Event, forks: int, until: float | None = None) -> None:
+        self._forks = forks
         runner.periodic(self.plans, self.cycle, interval=self.interval, forks=forks, on_result=self._arrived,
                         stop=stop, next_in=self.next_in, until=until)

@@ -164,3 +164,54 @@ def test_watch_records_each_cycle_with_the_time_it_took_from_its_start(tmp_path:
         (result,) = history.results("gpu01")
     assert result.at == started
     assert result.seconds is not None and 0.3 <= result.seconds < 30
+
+
+def _two_host_watcher() -> object:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from provisioner.load.hostplans import HostPlan
+    from provisioner.run.session import Options, Sessions
+    from provisioner.watch.loop import Watcher
+
+    plans = [cast(HostPlan, SimpleNamespace(host=SimpleNamespace(name=n))) for n in ("gpu01", "gpu02")]
+    sessions = cast(Sessions, SimpleNamespace(options=Options(connect_timeout=5, command_timeout=5)))
+    return Watcher(plans, sessions, interval=1.0, on_changes=lambda changes: None)
+
+
+def test_the_first_rounds_fleet_checks_wait_for_every_hosts_first_reading() -> None:
+    """A host judged against only the hosts read before it would say "ok (compared with no other host)"
+    in its first cycle and "drift" in its second: a change that never happened."""
+    import threading
+
+    watcher: Any = _two_host_watcher()
+    seen: dict[str, list[str]] = {}
+
+    def first_cycle(host: str, delay: float) -> None:
+        time.sleep(delay)
+        with watcher._lock:
+            watcher._latest[host] = f"reading of {host}"
+        seen[host] = sorted(watcher._wait_first_round(host, forks=2))
+
+    threads = [threading.Thread(target=first_cycle, args=("gpu01", 0.0)),
+               threading.Thread(target=first_cycle, args=("gpu02", 0.3))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert seen == {"gpu01": ["gpu01", "gpu02"], "gpu02": ["gpu01", "gpu02"]}
+    # Later cycles never wait: every host has had its first.
+    started = time.monotonic()
+    assert sorted(watcher._wait_first_round("gpu01", forks=2)) == ["gpu01", "gpu02"]
+    assert time.monotonic() - started < 0.2
+
+
+def test_with_fewer_forks_than_hosts_the_first_round_does_not_wait() -> None:
+    """The hosts beyond the forks cannot start while the first ones hold their slots waiting."""
+
+    watcher: Any = _two_host_watcher()
+    with watcher._lock:
+        watcher._latest["gpu01"] = "reading of gpu01"
+    started = time.monotonic()
+    assert list(watcher._wait_first_round("gpu01", forks=1)) == ["gpu01"]
+    assert time.monotonic() - started < 0.2
