@@ -54,7 +54,9 @@ def history_command(host: str | None, since: float | None, as_json: bool, histor
     """
     with _open(history_file) as history:
         start = _since(since)
-        watch_report.history(history.events(host, start), history.results(host, start), as_json)
+        known = history.hosts() if host is not None else None
+        watch_report.history(history.events(host, start), history.results(host, start), as_json,
+                             host=host, since=since, known=known)
 
 
 @click.command("runs", context_settings=CONTEXT)

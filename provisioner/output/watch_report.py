@@ -61,8 +61,11 @@ def stopped(cycles: int, why: str) -> None:
     info(f"watch stopped ({why}) after {cycles} host cycles")
 
 
-def history(events: Sequence[Any], results: Sequence[Any], as_json: bool) -> None:
-    """What changed when: recorded changes, and each run's verdict where it differs from the host's last."""
+def history(events: Sequence[Any], results: Sequence[Any], as_json: bool, *, host: str | None = None,
+            since: float | None = None, known: Sequence[str] | None = None) -> None:
+    """What changed when: recorded changes, and each run's verdict where it differs from the host's last.
+    With nothing to show, says why: `host` never recorded (`known`: the hosts that are), or nothing in
+    the last `since` seconds."""
     if as_json:
         print_json({"schema": "fabnet/history/v1", "changes": [e.to_json() for e in events],
                     "results": [r.to_json() for r in results]})
@@ -79,9 +82,25 @@ def history(events: Sequence[Any], results: Sequence[Any], as_json: bool) -> Non
             lines.append((r.at, f"{stamp(r.at)} {r.host} {r.command}: {r.verdict}{note}{busbw}"))
             last[r.host] = r.verdict
     if not lines:
-        info("nothing recorded in that time")
+        info(_nothing(host, since, known))
     for _, line in sorted(lines, key=lambda pair: pair[0]):
         info(clean(line))
+
+
+def _span(seconds: float) -> str:
+    """60 -> "1m", 5400 -> "90m", 172800 -> "2d": as --since was probably written."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def _nothing(host: str | None, since: float | None, known: Sequence[str] | None) -> str:
+    if host is not None and known is not None and host not in known:
+        shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+        return f"nothing recorded for host {host}" + (f" (hosts recorded: {shown})" if known else "")
+    window = f" in the last {_span(since)}" if since is not None else ""
+    return f"nothing recorded{' for ' + host if host else ''}{window}"
 
 
 def runs(found: Sequence[Any], as_json: bool) -> None:

@@ -215,3 +215,18 @@ def test_with_fewer_forks_than_hosts_the_first_round_does_not_wait() -> None:
     started = time.monotonic()
     assert list(watcher._wait_first_round("gpu01", forks=1)) == ["gpu01"]
     assert time.monotonic() - started < 0.2
+
+
+def test_an_empty_history_says_why_it_is_empty(capsys: pytest.CaptureFixture[str]) -> None:
+    from provisioner.output import watch_report
+
+    watch_report.history([], [], False, host="gpu99", known=["gpu01", "gpu02"])
+    watch_report.history([], [], False, host="gpu01", since=7200, known=["gpu01"])
+    watch_report.history([], [], False, since=5400)
+    watch_report.history([], [], False)
+    assert capsys.readouterr().out.splitlines() == [
+        "nothing recorded for host gpu99 (hosts recorded: gpu01, gpu02)",
+        "nothing recorded for gpu01 in the last 2h",
+        "nothing recorded in the last 90m",
+        "nothing recorded",
+    ]
