@@ -172,6 +172,11 @@ def validate(inventory: Path, playbook: Path | None, limit: str | None) -> None:
 
     Every problem is reported on one line with file:line: key and what is allowed; templates are
     rendered for every host, so an undefined variable on one host is found too. Exit 3 if any.
+
+    \b
+    Examples:
+      fabnet validate inventories/prod.yml
+      fabnet validate inventories/prod.yml -p playbooks/site.yml --limit gpu01
     """
     from provisioner.load.hostplans import validate as validate_files
     from provisioner.load.loading import find_playbook
@@ -186,7 +191,10 @@ def validate(inventory: Path, playbook: Path | None, limit: str | None) -> None:
         raise SystemExit(EXIT_INVALID)
     plans = _load_plans(inventory, playbook, limit, warn=False)  # validate_files' warnings are shown above
     resources = sum(len(plan.resources) for plan in plans)
-    report.info(f"ok: {inventory} and {playbook} are valid ({len(plans)} hosts, {resources} resources in all)")
+    from provisioner.output.core import count
+
+    report.info(f"ok: {inventory} and {playbook} are valid ({count(len(plans), 'host')}, "
+                f"{count(resources, 'resource')} in all)")
 
 
 @app.command("audit")
@@ -215,6 +223,13 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
     Each host's live state is read in ONE SSH exec (every resource's read command batched), hosts in
     parallel (--forks). Host keys are checked against known_hosts (and the inventory's
     fabnet_known_hosts); an unknown or changed key refuses that host.
+
+    \b
+    Examples:
+      fabnet audit inventories/prod.yml                       drift per host; exit 2 if any
+      fabnet audit inventories/prod.yml -p playbooks/site.yml --limit 'gpu:!gpu05' --verbose
+      fabnet audit inventories/prod.yml --json | jq '.hosts[] | select(.status == "drifted") | .name'
+      fabnet audit inventories/prod.yml --junit audit.xml --prom /var/lib/node_exporter/textfile/fabnet.prom
 
     \b
     Exit codes:

@@ -26,6 +26,11 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
 
     Re-uses a running lab of the same name. Needs root. Run it from the repository's top directory so
     playbooks/site.yml is found.
+
+    \b
+    Examples:
+      fabnet demo                      the default 6-node lab, left running (fabnet lab down --name demo)
+      fabnet demo --nodes 3 --no-keep  a smaller lab, removed at the end
     """
     from provisioner.lab import manager
     from provisioner.lab.state import LabState

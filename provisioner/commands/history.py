@@ -64,7 +64,13 @@ def history_command(host: str | None, since: float | None, as_json: bool, histor
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
 @history_option
 def runs_command(since: float | None, as_json: bool, history_file: Path | None) -> None:
-    """The recorded runs: audit, apply, smoke and watch, with their verdicts and how long they took."""
+    """The recorded runs: audit, apply, smoke and watch, with their verdicts and how long they took.
+
+    \b
+    Examples:
+      fabnet runs --since 2d
+      fabnet runs --json | jq '.runs[] | select(.command == "apply") | .verdict'
+    """
     with _open(history_file) as history:
         watch_report.runs(history.runs(_since(since)), as_json)
 

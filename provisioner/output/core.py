@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 
 
+def count(number: int, noun: str) -> str:
+    """"1 host", "2 hosts": a count and its noun (regular plurals only)."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def clean(text: object) -> str:
     """`text` with every control character written as a visible escape (`\\x1b`, `\\r`, `\\u202e`).
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
-from provisioner.output.core import clean, junit_xml, markup
+from provisioner.output.core import clean, count, junit_xml, markup
 from provisioner.output.stdout import broken_pipe
 from provisioner.output.stdout import print_json as print_json  # re-exported: commands call report.print_json
 from provisioner.output.stdout import writing as writing  # re-exported: commands print through report.writing
@@ -251,11 +251,11 @@ def _host_table(host: Any, verbose: bool) -> None:
 def recap(outcome: Any) -> None:
     parts = []
     for status in ("in_sync", "drifted", "unreachable", "failed"):
-        count = outcome.count(status)
-        style = _STATUS_STYLE[status] if count else "dim"
-        parts.append(f"[{style}]{status.replace('_', ' ')}={count}[/]")
-    _console().print(f"\n[bold]recap[/] {len(outcome.hosts)} hosts in {outcome.seconds:.2f} s: " + "  ".join(parts),
-                  highlight=False)
+        number = outcome.count(status)
+        style = _STATUS_STYLE[status] if number else "dim"
+        parts.append(f"[{style}]{status.replace('_', ' ')}={number}[/]")
+    _console().print(f"\n[bold]recap[/] {count(len(outcome.hosts), 'host')} in {outcome.seconds:.2f} s: "
+                     + "  ".join(parts), highlight=False)
 
 
 def audit_junit(outcome: Any) -> str:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from provisioner.output.core import clean, clean_data
+from provisioner.output.core import clean, clean_data, count
 from provisioner.output.report import info, warn
 from provisioner.output.stdout import print_json, writing
 
@@ -54,7 +54,7 @@ def drained(actions: Sequence[Any], error: str | None) -> None:
 def started(hosts: int, interval: float, history: str | None, prom: str | None) -> None:
     where = f"; history {history}" if history else ""
     served = f"; metrics on {prom}" if prom else ""
-    info(f"watching {hosts} hosts every {interval:g} s{where}{served} (Ctrl-C or SIGTERM stops)")
+    info(f"watching {count(hosts, 'host')} every {interval:g} s{where}{served} (Ctrl-C or SIGTERM stops)")
 
 
 def stopped(cycles: int, why: str) -> None:

@@ -223,3 +223,9 @@ def test_no_report_writer_outside_the_output_layer() -> None:
                  for path in root.rglob("*.py") if "lab" not in path.relative_to(root).parts and path not in allowed
                  for number, line in enumerate(path.read_text().splitlines(), start=1) if pattern.search(line)]
     assert offenders == []
+
+
+def test_counts_say_one_host_and_two_hosts() -> None:
+    from provisioner.output.core import count
+
+    assert [count(n, "host") for n in (0, 1, 2)] == ["0 hosts", "1 host", "2 hosts"]
