@@ -12,7 +12,9 @@ A run ends with `# Out of bounds values` and `# Avg bus bandwidth`: without them
 (`complete` False, `verdict` `truncated: no footer`). Several runs in one log are all read (`runs`).
 
 Comment lines (`# ...`) that are not recognised are skipped, as are NCCL log lines interleaved by
-NCCL_DEBUG; `Test NCCL failure` style lines are collected in `failures`. Lines that fit nowhere (a data
+NCCL_DEBUG; `Test NCCL failure` style lines, and a rank killed by a signal (`Bus error`,
+`Segmentation fault (core dumped)`, mpirun's `exited on signal 11`), are collected in `failures`.
+Lines that fit nowhere (a data
 row with the wrong number of cells, a tuning table NCCL printed between rows) are listed in `unplaced`;
 only output with no header, row or summary at all raises ParseError.
 """
@@ -60,6 +62,15 @@ _CODE = re.compile(r"\bnccl-(?P<what>headers|library)=(?P<code>[0-9]+)\b", re.AS
 _COLLECTIVE = re.compile(r"^#\s*Collective test (?P<event>starting|concluded)\s*:\s*(?P<name>\S+)")
 _PARAMS = re.compile(r"^#\s*nThread\s")
 _FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b|: Test timeout \(", re.IGNORECASE)
+# A rank killed by a signal, as the launching shell reports it (strsignal's name, then `(core dumped)` when
+# it dumped: `Segmentation fault (core dumped)`, bash's `line 3: 4711 Bus error  (core dumped) ./x`), as
+# Open MPI's mpirun reports it (`exited on signal 7 (Bus error)`) or Slurm's srun (`task 0: Bus error`).
+_KILLED = re.compile(
+    r"^(?:.*\b[0-9]+\s+)?(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction)"
+    r"(?:\s+\(core dumped\))?(?:\s+\S.*)?$"
+    r"|\bexited on signal [0-9]+ \([A-Za-z ]+\)|^srun: error: .*: tasks? [0-9,-]+: "
+    r"(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction)"
+)
 
 __all__ = ["NcclTestRow"]
 
@@ -189,7 +200,7 @@ class _Run:
             return True
         if is_log_line(body):
             return False
-        if _FAILURE.search(body):
+        if _FAILURE.search(body) or _KILLED.search(body):
             self.failures.append(body)
             return True
         if self.columns is None:

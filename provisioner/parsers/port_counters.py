@@ -8,8 +8,15 @@ perfquery: `# Port counters: Lid 3 port 1 (CapMask: ...)` or `# Port extended co
 port, then `Name:.......value`. Names are mapped to the sysfs names (SymbolErrorCounter -> symbol_error,
 PortXmitPkts -> port_xmit_packets) so one playbook limit reads either source.
 
-Both: lines that fit nowhere are listed in `unplaced`; a port header with no counters after it, or a
-first reading without its second, makes the result incomplete.
+A counter file the kernel could not read is not a zero: `N/A (no PMA)` (what `show_pma_counter` prints for a
+device without a performance-management agent, e.g. iWARP) and the reader's own complaint when stderr is in
+the output (`grep: PATH: Permission denied`) put the counter in `unreadable` with what was printed, so
+`value()` has nothing for it. A path the reader found no file at (`No such file or directory`, an unmatched
+glob) goes to `absent`. A counter stuck at the top of its width (`symbol_error` 65535, a 32-bit
+`port_xmit_wait` 4294967295) no longer counts: it is named in `saturated`: its increase reads 0 whatever the link does.
+
+Both: lines that fit nowhere are listed in `unplaced`; a port header with no counters after it, a first
+reading without its second, or a last line cut before its value makes the result incomplete.
 """
 
 from __future__ import annotations
@@ -25,6 +32,14 @@ _SYSFS = re.compile(
     r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/(?P<name>[\w.-]+)"
     r":(?P<value>.*)$"
 )
+# A reader's error on stderr when 2>&1 kept it: GNU grep and coreutils print `PROG: FILE: strerror`.
+_READ_ERROR = re.compile(r"^(?P<prog>grep|cat|head|tail):\s+(?P<path>\S.*?):\s+(?P<reason>[A-Z][^:]*)$")
+_COUNTER_PATH = re.compile(
+    r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/(?P<name>[\w.-]+)$"
+)
+# The start of a counter line the output stopped inside (before its `:VALUE`, or right after the colon).
+_SYSFS_CUT = re.compile(r"^(?:.*/)?[^/\s:]+/ports(?:/[0-9]*(?:/\w*(?:/[\w.-]*:?)?)?)?$")
+_NOT_AVAILABLE = re.compile(r"^N/A\b", re.IGNORECASE)
 _INTERVAL = re.compile(r"^@@interval\s+(?P<seconds>[0-9.]+)$")
 _PERF_HEADER = re.compile(
     r"^#\s*Port (?:extended )?counters:\s*Lid\s+(?P<lid>[0-9]+)\s+port\s+(?P<port>[0-9]+)", re.IGNORECASE
@@ -60,6 +75,26 @@ PERFQUERY_NAMES: dict[str, str] = {
 }
 _NOT_COUNTERS = {"PortSelect", "CounterSelect", "CounterSelect2"}
 
+# Widths (bits) of the IB PortCounters fields the kernel serves under counters/ (drivers/infiniband/core/
+# sysfs.c, the PORT_PMA_ATTR table); perfquery reads the same attribute. The data and packet counters
+# are 32 bits there and 64 in the extended set, so they are checked against both ceilings.
+COUNTER_BITS: dict[str, int] = {
+    "symbol_error": 16, "link_error_recovery": 8, "link_downed": 8, "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16, "port_rcv_switch_relay_errors": 16, "port_xmit_discards": 16,
+    "port_xmit_constraint_errors": 8, "port_rcv_constraint_errors": 8, "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4, "VL15_dropped": 16, "port_xmit_wait": 32,
+}
+_CEILINGS = {(1 << 32) - 1, (1 << 64) - 1}
+
+
+def saturated(name: str, value: int, narrow: bool = True) -> bool:
+    """True when `value` is the all-ones ceiling of the counter: it stopped counting there (IB counters
+    do not wrap). `narrow` False (perfquery -x, whose error counters may be 64-bit) checks 64 bits only."""
+    bits = COUNTER_BITS.get(name) if narrow else None
+    if bits is not None:
+        return value == (1 << bits) - 1
+    return value in (_CEILINGS if narrow else {(1 << 64) - 1})
+
 
 class PortCounterSet(Fact):
     """One port's counters: `counters` (IB port counters) and `hw_counters` (the driver's, e.g. RoCE)."""
@@ -69,9 +104,12 @@ class PortCounterSet(Fact):
     lid: int | None = None
     counters: dict[str, int] = Field(default_factory=dict)
     hw_counters: dict[str, int] = Field(default_factory=dict)
+    # name -> what was printed instead of a number (`N/A (no PMA)`, `Permission denied`): never a zero.
+    unreadable: dict[str, str] = Field(default_factory=dict)
+    saturated: list[str] = Field(default_factory=list)  # names at the ceiling of their width
 
     def value(self, name: str) -> int | None:
-        """A counter by its sysfs name, from either group."""
+        """A counter by its sysfs name, from either group; None when it is absent or unreadable."""
         return self.counters.get(name, self.hw_counters.get(name))
 
 
@@ -79,6 +117,7 @@ class PortCounters(Parsed):
     ports: list[PortCounterSet] = Field(default_factory=list)
     interval_s: float | None = None
     later: list[PortCounterSet] = Field(default_factory=list)
+    absent: list[str] = Field(default_factory=list)  # paths the reader found no file at
 
 
 def _snake(name: str) -> str:
@@ -97,13 +136,25 @@ def _count(value: str, line: Line, kind: str) -> int:
 
 
 def _ordered(table: dict[tuple[str | None, int], dict[str, Any]]) -> list[PortCounterSet]:
-    return [PortCounterSet.model_validate(entry) for entry in table.values()]
+    ports = []
+    for entry in table.values():
+        values = {**entry["hw_counters"], **entry["counters"]}
+        ports.append(PortCounterSet.model_validate(
+            {**entry, "saturated": [name for name, value in values.items() if saturated(name, value)]}))
+    return ports
+
+
+def _port_entry(reading: dict[tuple[str | None, int], dict[str, Any]], device: str, port: str) -> dict[str, Any]:
+    key = (device, int(port))
+    return reading.setdefault(key, {"device": key[0], "port": key[1], "counters": {}, "hw_counters": {},
+                                    "unreadable": {}})
 
 
 def parse_port_counters(text: str) -> PortCounters:
     kind = "port_counters"
     readings: list[dict[tuple[str | None, int], dict[str, Any]]] = [{}]
     interval: float | None = None
+    absent: list[str] = []
     found = Collector(kind)
 
     def handle(line: Line) -> None:
@@ -115,23 +166,45 @@ def parse_port_counters(text: str) -> PortCounters:
             interval = float(m.group("seconds"))
             readings.append({})
             return
+        if m := _READ_ERROR.match(body):
+            _read_error(m, line)
+            return
         m = _SYSFS.match(body)
         if not m:
             fail(kind, "expected DEVICE/ports/N/counters/NAME:VALUE (or hw_counters)", line)
-        key = (m.group("device"), int(m.group("port")))
-        entry = readings[-1].setdefault(key, {"device": key[0], "port": key[1], "counters": {}, "hw_counters": {}})
-        entry[m.group("group")][m.group("name")] = _count(m.group("value"), line, kind)
+        entry = _port_entry(readings[-1], m.group("device"), m.group("port"))
+        value = m.group("value").strip()
+        if _NOT_AVAILABLE.match(value):
+            entry["unreadable"][m.group("name")] = value
+            return
+        entry[m.group("group")][m.group("name")] = _count(value, line, kind)
+
+    def _read_error(m: re.Match[str], line: Line) -> None:
+        path, reason = m.group("path"), m.group("reason").strip()
+        counter = _COUNTER_PATH.match(path)
+        if "No such file" in reason or any(c in path for c in "*?["):
+            absent.append(path)
+        elif counter:
+            entry = _port_entry(readings[-1], counter.group("device"), counter.group("port"))
+            entry["unreadable"][counter.group("name")] = reason
+        else:
+            fail(kind, f"{m.group('prog')} could not read {path}: {reason}", line)
 
     lines = [line for line in content_lines(text) if not is_prompt(line)]
     for line in lines:
         found.attempt(line, handle)
     if interval is not None and not readings[1]:
         found.lack(f"the second reading, {interval:g} s after the first")
+    last = lines[-1] if lines else None
+    if last and found.unplaced and found.unplaced[-1].line == last.number and _SYSFS_CUT.match(last.stripped):
+        # grep prints path, colon and value in one write: a last line that stops before the value was cut.
+        found.lack(f"the rest of line {lines[-1].number} ({lines[-1].stripped!r})")
     completeness = found.result("no counter line (DEVICE/ports/N/counters/NAME:VALUE)") if lines else {}
     return PortCounters(
         ports=_ordered(readings[0]),
         interval_s=interval,
         later=_ordered(readings[1]) if interval is not None else [],
+        absent=absent,
         **completeness,
     )
 
@@ -145,7 +218,7 @@ def parse_perfquery(text: str) -> PortCounters:
         body = line.stripped
         if m := _PERF_HEADER.match(body):
             ports.append({"port": int(m.group("port")), "lid": int(m.group("lid")), "counters": {},
-                          "line": line})
+                          "line": line, "extended": "extended" in body.lower()})
             return
         m = _PERF_VALUE.match(body)
         if not m:
@@ -171,6 +244,8 @@ def parse_perfquery(text: str) -> PortCounters:
                    f"{len(ports[-1]['counters'])} printed")
     completeness = found.result("no '# Port counters' header or counter line")
     return PortCounters(
-        ports=[PortCounterSet(port=e["port"], lid=e["lid"], counters=e["counters"]) for e in ports if e["counters"]],
+        ports=[PortCounterSet(port=e["port"], lid=e["lid"], counters=e["counters"],
+                              saturated=[n for n, v in e["counters"].items() if saturated(n, v, not e["extended"])])
+               for e in ports if e["counters"]],
         **completeness,
     )

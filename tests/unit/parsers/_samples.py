@@ -103,6 +103,9 @@ SAMPLE_KINDS: dict[str, str] = {
     "dcb-rewr-11-man.txt": "dcb",
     "dcb-maxrate-12-man.txt": "dcb",
     "rdma-link-5-ib-polling.txt": "rdma_link",
+    "port-counters-sysfs-2-iwarp-no-pma.txt": "port_counters",
+    "ibstatus-1-pod-ib-and-ethernet.txt": "ibstatus",
+    "ibstatus-2-1x-edr-prompt.txt": "ibstatus",
 }
 
 

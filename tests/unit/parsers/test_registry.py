@@ -37,8 +37,7 @@ def test_every_sample_file_has_a_kind() -> None:
 
 
 def test_every_kind_has_a_sample() -> None:
-    # ibstatus is covered through the blocks pasted after a topology legend (see test_ibstat).
-    assert set(KINDS) - set(SAMPLE_KINDS.values()) == {"ibstatus"}
+    assert set(KINDS) == set(SAMPLE_KINDS.values())
 
 
 @pytest.mark.parametrize(("name", "kind"), sorted(SAMPLE_KINDS.items()))
