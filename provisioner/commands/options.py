@@ -87,8 +87,8 @@ SCHEDULER_HELP = {
     "resume_fixed": "Resume in Slurm each host fabnet drained (by this kind of check) that passes now; a node "
                     "drained by anyone else, or for another reason, is left drained.",
     "drain_cmd": "Drain each host --drain-failed would, by running TEMPLATE locally instead of asking Slurm, e.g. "
-                 "'scontrol update nodename={host} state=drain reason=\"fabnet smoke: {reason}\"' (fields {host} "
-                 "{reason} {busbw}, the last smoke's only; split into words first, no shell involved).",
+                 "'scontrol update nodename={host} state=drain reason=\"fabnet: {reason}\"' (fields {host}, "
+                 "{reason}, and {busbw} in smoke; split into words first, no shell involved).",
 }
 
 
