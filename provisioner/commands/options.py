@@ -86,24 +86,47 @@ SCHEDULER_HELP = {
                     "'fabnet: COMMAND: CAUSE'.",
     "resume_fixed": "Resume in Slurm each host fabnet drained (by this kind of check) that passes now; a node "
                     "drained by anyone else, or for another reason, is left drained.",
+    "drain_cmd": "Drain each host --drain-failed would, by running TEMPLATE locally instead of asking Slurm, e.g. "
+                 "'scontrol update nodename={host} state=drain reason=\"fabnet: {reason}\"' (fields {host}, "
+                 "{reason}, and {busbw} in smoke; split into words first, no shell involved).",
 }
 
 
+def _drain_cmd(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from provisioner.scheduler.command import check_template
+
+    if value is not None:
+        try:
+            check_template(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from exc
+    return value
+
+
 def scheduler_options(function: F) -> F:
-    """--nodelist, --slurm-job, --drain-failed, --resume-fixed, handed to the command as one `scheduler`
-    argument (a scheduler.select.SchedulerArgs)."""
+    """--nodelist, --slurm-job, --drain-failed, --drain-cmd, --resume-fixed, handed to the command as one
+    `scheduler` argument (a scheduler.select.SchedulerArgs). --drain-cmd chooses the backend that drains,
+    so it goes with neither --drain-failed (Slurm's) nor --resume-fixed (which needs Slurm's node states)."""
     import functools
 
     @functools.wraps(function)
     def wrapper(*args: object, **kwargs: object) -> object:
         from provisioner.scheduler.select import SchedulerArgs
 
+        drain_cmd = kwargs.pop("drain_cmd")
+        drain_failed, resume_fixed = bool(kwargs.pop("drain_failed")), bool(kwargs.pop("resume_fixed"))
+        if drain_cmd is not None and (drain_failed or resume_fixed):
+            other = "--drain-failed" if drain_failed else "--resume-fixed"
+            raise click.UsageError(f"--drain-cmd drains by a local command instead of Slurm: it cannot go with "
+                                   f"{other}, which asks Slurm")
         kwargs["scheduler"] = SchedulerArgs(
             nodelist=kwargs.pop("nodelist"), slurm_job=kwargs.pop("slurm_job"),  # type: ignore[arg-type]
-            drain_failed=bool(kwargs.pop("drain_failed")), resume_fixed=bool(kwargs.pop("resume_fixed")))
+            drain_failed=drain_failed, resume_fixed=resume_fixed, drain_cmd=drain_cmd)  # type: ignore[arg-type]
         return function(*args, **kwargs)
 
     decorated = click.option("--resume-fixed", is_flag=True, help=SCHEDULER_HELP["resume_fixed"])(wrapper)
+    decorated = click.option("--drain-cmd", metavar="TEMPLATE", callback=_drain_cmd, default=None,
+                             help=SCHEDULER_HELP["drain_cmd"])(decorated)
     decorated = click.option("--drain-failed", is_flag=True, help=SCHEDULER_HELP["drain_failed"])(decorated)
     decorated = click.option("--slurm-job", metavar="JOBID", default=None, help=SCHEDULER_HELP["slurm_job"])(decorated)
     decorated = click.option("--nodelist", metavar="HOSTLIST", default=None, help=SCHEDULER_HELP["nodelist"])(decorated)

@@ -1,5 +1,6 @@
 """What `audit`, `apply` and `smoke` share for the scheduler options: narrow the hosts first, then drain
-and resume, show what was done (on stderr: --json output stays one document), and the exit code."""
+(in Slurm, or by --drain-cmd) and resume, show what was done (on stderr: --json output stays one
+document), and the exit code."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ EXIT_SCHEDULER = 1
 def settle(args: SchedulerArgs, source: drain.Source, outcome: Any, inventory: Path, playbook: Path | None,
            options: Options, code: int) -> int:
     """Drain / resume after a command's check as `args` ask; returns the command's exit code."""
-    if not (args.drain_failed or args.resume_fixed):
+    if not (args.drains or args.resume_fixed):
         return code
+    fields: dict[str, dict[str, str]] = {}
     if source == "audit":
         causes = drain.audit_causes(outcome)
         checked = [h.name for h in outcome.hosts]
@@ -35,10 +37,15 @@ def settle(args: SchedulerArgs, source: drain.Source, outcome: Any, inventory: P
         causes = drain.smoke_causes(outcome)
         checked = list(outcome.hosts)
         passing = set(checked) if outcome.verdict == "pass" else set()
+        fields = {host: {"busbw": f"{busbw:.3f}"} for host in causes if (busbw := outcome.busbw_of(host)) is not None}
     settled = drain.settle(args, source, checked, causes, passing, inventory,
-                           playbook.parent if playbook else None, options)
+                           playbook.parent if playbook else None, options, fields)
+    if source == "smoke":  # smoke's JSON, history and report list what was drained
+        outcome.drained = settled.drains
+    from provisioner.output.core import clean  # a drain command's output and Slurm's errors are foreign text
+
     for action in settled.actions:
-        click.echo(f"slurm: {action.action} {action.host}: {action.detail}", err=True)
+        click.echo(clean(action.line()), err=True)
     if settled.error:
-        click.echo(f"error: slurm: {settled.error}", err=True)
+        click.echo(clean(f"error: {settled.scheduler}: {settled.error}"), err=True)
     return EXIT_SCHEDULER if settled.failed else code

@@ -48,17 +48,6 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
         raise click.BadParameter(str(exc)) from exc
 
 
-def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from provisioner.smoke.drain import check_template
-
-    if value is not None:
-        try:
-            check_template(value)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc)) from exc
-    return value
-
-
 @click.command("smoke", epilog=EXIT_HELP)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-p", "--playbook", type=click.Path(path_type=Path), default=None,
@@ -94,10 +83,6 @@ def _drain(ctx: click.Context, param: click.Parameter, value: str | None) -> str
                                              "{min_bytes} {max_bytes} {iters}.")
 @click.option("--port", type=click.IntRange(1024, 65533), default=None, help="Rendezvous port [default: 29500].")
 @click.option("--no-localise", is_flag=True, help="Below threshold, do not run pairs to find the slow host.")
-@click.option("--drain-cmd", callback=_drain, default=None,
-              help="Run locally for each failed host, e.g. 'scontrol update nodename={host} state=drain "
-                   "reason=\"fabnet smoke: {reason}\"' (fields {host} {reason} {busbw}; no shell involved). "
-                   "The alternative to --drain-failed, which asks the inventory's Slurm controller over SSH.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/smoke/v1).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report here.")
@@ -111,7 +96,6 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
           slow_fraction: float | None, link_fraction: float | None, sizes: tuple[int, ...] | None,
           iters: int | None, backend: str | None, runner: str | None,
           launcher: str | None, timeout: float | None, launch: str | None, port: int | None, no_localise: bool,
-          drain_cmd: str | None,
           as_json: bool, junit: Path | None, prom: Path | None, connect_timeout: float, ssh_config: Path | None,
           ask_become_pass: bool, scheduler: SchedulerArgs) -> None:
     """Run an all-reduce across the hosts and check it reaches the expected bus bandwidth.
@@ -167,7 +151,7 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     if no_localise:
         explicit["localise"] = False
     settings = Settings().merged(verify_spec(plans), explicit)
-    options = Options(connect_timeout=connect_timeout, ssh_config=ssh_config, drain_cmd=drain_cmd,
+    options = Options(connect_timeout=connect_timeout, ssh_config=ssh_config,
                       become_password=become_password(ask_become_pass),
                       slurm_controller=slurm_controller(inventory, playbook) if settings.runner == "nccl-tests"
                       else None)
@@ -231,7 +215,8 @@ def load_plans(inventory: Path, playbook: Path | None, limit: str | None, ssh_co
 
 
 def show(outcome) -> None:  # type: ignore[no-untyped-def]
-    """The human report: findings or per-size figures, the verdict, what was drained.
+    """The human report: findings or per-size figures, the verdict (what was drained is on stderr, with
+    audit's and apply's: commands/scheduling.py).
 
     Every cell with text from hosts is a `cell` (cleaned Text), never markup: gloo's error text such as
     `[/src/gloo/transport/tcp/pair.cc:553] Connection closed by peer` is shown as written.
@@ -292,8 +277,6 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
         report.info(f"started by {outcome.launch['launcher']} on {outcome.launch['host']}: {outcome.launch['command']}")
     for note in outcome.notes:
         report.warn(note)
-    for drained in outcome.drained:
-        report.info(f"drain {drained.host}: {' '.join(drained.argv)} -> exit {drained.exit_code} {drained.output}")
     colour = "green" if outcome.verdict == "pass" else "red"
     console.print(f"[bold {colour}]{outcome.verdict.upper().replace('_', ' ')}[/]: ", end="", highlight=False)
     report.info(outcome.reason)

@@ -1,6 +1,8 @@
 """The batch scheduler behind one small interface: drain and resume nodes, read their state, find a job's
-nodes, expand a hostlist. Slurm (slurm.py) is the one implementation; the commands reach it through
-select.py (which hosts a command works on) and drain.py (what it tells the scheduler afterwards).
+nodes, expand a hostlist. Two implementations: Slurm (slurm.py, over SSH to the controller) and a local
+drain command (command.py, `--drain-cmd`, which only drains). The commands reach them through select.py
+(which hosts a command works on) and drain.py (what it tells the scheduler afterwards; the only place
+that drains).
 
 Node names are the inventory's host names: the scheduler is asked about exactly those names.
 """
@@ -37,9 +39,20 @@ class NodeState:
         return self.drained and self.reason.startswith(REASON_PREFIX)
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What a backend ran for one host and what it answered, for a backend that can say."""
+
+    command: str  # as a shell would read it
+    exit_code: int | None  # None: it never ran to an end (not found, timed out)
+    output: str
+    error: str | None  # None: done
+
+
 class Scheduler(Protocol):
-    def drain(self, reasons: Mapping[str, str]) -> dict[str, str | None]:
-        """Drain each host with its reason; host -> None when done, else the scheduler's error."""
+    def drain(self, reasons: Mapping[str, str]) -> Mapping[str, str | Ran | None]:
+        """Drain each host with its reason; host -> None when done, else the scheduler's error, or a Ran
+        that says what was run as well (a host left out counts as done)."""
         ...
 
     def resume(self, hosts: Sequence[str]) -> dict[str, str | None]:

@@ -1,4 +1,6 @@
-"""`--drain-failed` and `--resume-fixed`: what a command tells the scheduler once its hosts are checked.
+"""`--drain-failed`, `--drain-cmd` and `--resume-fixed`: what a command tells the scheduler once its hosts
+are checked. The one place that drains, whichever backend: Slurm (`--drain-failed`) or a local command
+(`--drain-cmd`), each drain recorded as one `Action` of the same shape.
 
 Every reason fabnet sets reads `fabnet: SOURCE: CAUSE` (SOURCE: audit, apply or smoke). A host is
 resumed only when its reason starts with `fabnet:`, came from a check this command repeats (audit and
@@ -8,13 +10,15 @@ now. A node drained by anyone else, or for another reason, is left as it is and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from provisioner.run.session import Options
-from provisioner.scheduler import REASON_PREFIX, Scheduler, SchedulerError
+from provisioner.scheduler import REASON_PREFIX, Ran, Scheduler, SchedulerError
+from provisioner.scheduler.command import Command
 from provisioner.scheduler.select import SchedulerArgs, connect, load
 
 Source = Literal["audit", "apply", "smoke"]
@@ -26,16 +30,33 @@ MAX_CAUSE = 160
 class Action:
     host: str
     action: Literal["drained", "resumed", "left", "failed"]
-    detail: str
+    detail: str  # drained: the reason set; failed: the scheduler's error; else why
+    scheduler: str = "slurm"  # the backend told: slurm or command
+    command: str | None = None  # what the backend ran for this host, where it says
+    exit_code: int | None = None
+    output: str = ""
 
-    def to_json(self) -> dict[str, str]:
-        return {"host": self.host, "action": self.action, "detail": self.detail}
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "action": self.action, "detail": self.detail, "scheduler": self.scheduler,
+                "command": self.command, "exit_code": self.exit_code, "output": self.output}
+
+    def line(self) -> str:
+        """One line for a person, the same for every backend: `slurm: drained gpu03: fabnet: smoke: ...`."""
+        ran = "" if self.command is None else f" [{self.command} -> exit {self.exit_code}" + (
+            f": {self.output}" if self.output else "") + "]"
+        return f"{self.scheduler}: {self.action} {self.host}: {self.detail}{ran}"
 
 
 @dataclass
 class Settled:
-    actions: list[Action] = field(default_factory=list)
+    drains: list[Action] = field(default_factory=list)  # every host it tried to drain, done or refused
+    resumes: list[Action] = field(default_factory=list)  # resumed, left, or refused
     error: str | None = None  # the scheduler could not be reached or asked
+    scheduler: str = "slurm"
+
+    @property
+    def actions(self) -> list[Action]:
+        return self.drains + self.resumes
 
     @property
     def failed(self) -> bool:
@@ -83,11 +104,22 @@ def smoke_causes(outcome: Any) -> dict[str, str]:
     return {} if outcome.verdict == "pass" else dict(outcome.failed_hosts)
 
 
-def drain_failed(scheduler: Scheduler, source: str, causes: dict[str, str]) -> list[Action]:
+def drain_failed(scheduler: Scheduler, source: str, causes: dict[str, str], name: str = "slurm") -> list[Action]:
+    """Drain each host with fabnet's reason for `causes`; `name` is the backend, for the record."""
     reasons = {host: reason(source, cause) for host, cause in causes.items()}
-    errors = scheduler.drain(reasons) if reasons else {}
-    return [Action(host, "failed", f"drain refused: {errors[host]}") if errors.get(host)
-            else Action(host, "drained", reasons[host]) for host in reasons]
+    answers = scheduler.drain(reasons) if reasons else {}
+    actions = []
+    for host, why in reasons.items():
+        answer = answers.get(host)
+        extra: dict[str, Any] = {}
+        if isinstance(answer, Ran):
+            error = answer.error
+            extra = {"command": answer.command, "exit_code": answer.exit_code, "output": answer.output}
+        else:
+            error = answer
+        actions.append(Action(host, "failed", f"drain refused: {error}", name, **extra) if error
+                       else Action(host, "drained", why, name, **extra))
+    return actions
 
 
 def resume_fixed(scheduler: Scheduler, source: str, checked: Sequence[str], passing: set[str]) -> list[Action]:
@@ -115,18 +147,31 @@ def resume_fixed(scheduler: Scheduler, source: str, checked: Sequence[str], pass
     return actions
 
 
+@contextmanager
+def told(args: SchedulerArgs, inventory: Path, playbook_dir: Path | None, options: Options,
+         fields: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[tuple[str, Scheduler]]:
+    """The backend the options choose, and its name: the drain command when given, else Slurm."""
+    if args.drain_cmd is not None:
+        yield Command.name, Command(args.drain_cmd, fields)
+        return
+    with connect(load(inventory, playbook_dir), options) as slurm:
+        yield "slurm", slurm
+
+
 def settle(args: SchedulerArgs, source: Source, checked: Sequence[str], causes: dict[str, str], passing: set[str],
-           inventory: Path, playbook_dir: Path | None, options: Options) -> Settled:
-    """Drain the failing hosts and resume the fixed ones as the options ask; never raises for the scheduler."""
-    settled = Settled()
-    if not (args.drain_failed or args.resume_fixed):
+           inventory: Path, playbook_dir: Path | None, options: Options,
+           fields: Mapping[str, Mapping[str, str]] | None = None) -> Settled:
+    """Drain the failing hosts and resume the fixed ones as the options ask; never raises for the scheduler.
+    `fields`: host -> extra values for a drain command's template ({busbw})."""
+    settled = Settled(scheduler=Command.name if args.drain_cmd is not None else "slurm")
+    if not (args.drains or args.resume_fixed):
         return settled
     try:
-        with connect(load(inventory, playbook_dir), options) as slurm:
-            if args.drain_failed:
-                settled.actions += drain_failed(slurm, source, causes)
+        with told(args, inventory, playbook_dir, options, fields) as (name, scheduler):
+            if args.drains:
+                settled.drains = drain_failed(scheduler, source, causes, name)
             if args.resume_fixed:
-                settled.actions += resume_fixed(slurm, source, [h for h in checked if h not in causes], passing)
+                settled.resumes = resume_fixed(scheduler, source, [h for h in checked if h not in causes], passing)
     except SchedulerError as exc:
         settled.error = str(exc)
     return settled

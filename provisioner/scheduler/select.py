@@ -32,8 +32,13 @@ class SchedulerArgs:
 
     nodelist: str | None = None
     slurm_job: str | None = None
-    drain_failed: bool = False
+    drain_failed: bool = False  # drain in Slurm
     resume_fixed: bool = False
+    drain_cmd: str | None = None  # drain by running this template locally instead (scheduler/command.py)
+
+    @property
+    def drains(self) -> bool:
+        return self.drain_failed or self.drain_cmd is not None
 
     @property
     def selects(self) -> bool:

@@ -1,4 +1,5 @@
-"""The smoke run from end to end: pre-flight -> fleet all-reduce -> localisation -> drain -> outcome.
+"""The smoke run from end to end: pre-flight -> fleet all-reduce -> localisation -> outcome (what is drained
+afterwards is the scheduler's step: scheduler/drain.py, as for audit and apply).
 
 Library code: it reports progress through a callback and returns a `SmokeOutcome`; the CLI decides
 how to show it and which exit code it means.
@@ -11,19 +12,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.facts import batch
 from provisioner.load.hostplans import HostPlan
 from provisioner.load.inventory import Host
 from provisioner.run import runner, session, transport
 from provisioner.run.become import Secret
-from provisioner.smoke import drain, linkspeed, localise, nccl_run, nccltests, plan, preflight, verdicts
+from provisioner.smoke import linkspeed, localise, nccl_run, nccltests, plan, preflight, verdicts
 from provisioner.smoke.busbw import SizeResult, average_busbw
 from provisioner.smoke.diagnose import JobResult
 from provisioner.smoke.launcher import SessionOf, run_job
 from provisioner.smoke.settings import Settings
 from provisioner.smoke.targets import Target
+
+if TYPE_CHECKING:
+    from provisioner.scheduler.drain import Action
 
 Log = Callable[[str], None]
 
@@ -38,7 +42,6 @@ EXIT = {"pass": 0, "below_threshold": 2, "slow": 2, "wrong_result": 2, "failed":
 class Options:
     connect_timeout: float = 10.0
     ssh_config: Path | None = None
-    drain_cmd: str | None = None
     become_password: Secret | None = None  # sudo's, for hosts with ansible_become; never shown
     # Called once the pre-flight has passed, before any rank starts (tests use it to break things).
     after_preflight: Callable[[], None] | None = None
@@ -65,7 +68,7 @@ class SmokeOutcome:
     pairs: list[dict[str, Any]] = field(default_factory=list)
     localisation: localise.Verdict | None = None
     failed_hosts: dict[str, str] = field(default_factory=dict)  # host -> reason
-    drained: list[drain.Drained] = field(default_factory=list)
+    drained: list[Action] = field(default_factory=list)  # every drain tried, set once the scheduler was told
     seconds: float = 0.0
     preflight_seconds: float = 0.0
     launch: dict[str, Any] = field(default_factory=dict)  # nccl-tests: launcher, host, command line
@@ -82,6 +85,13 @@ class SmokeOutcome:
         if host in self.failed_hosts or (self.judgement and host in self.judgement.slow_hosts):
             return "slow" if self.verdict in ("slow", "below_threshold") else "failed"
         return "not_run" if self.verdict == "not_run" else "pass"
+
+    def busbw_of(self, host: str) -> float | None:
+        """The host's figure in GB/s: its busbw in the localisation, else with its best partner."""
+        if self.localisation is not None:
+            return self.localisation.slow_hosts.get(host)
+        figure = next((f for f in self.judgement.figures if f.host == host), None) if self.judgement else None
+        return figure.busbw if figure else None
 
 
 def _sessions(options: Options) -> session.Sessions:
@@ -265,11 +275,6 @@ def smoke(targets: Sequence[Target], settings: Settings, options: Options, log: 
             _smoke(targets, settings, options, _session_of(sessions), log, outcome)
     finally:
         outcome.seconds = time.monotonic() - started
-    if outcome.verdict not in ("pass", "unreachable", "not_run") and options.drain_cmd:
-        figures = {f.host: f.busbw for f in outcome.judgement.figures} if outcome.judgement else {}
-        for host, reason in outcome.failed_hosts.items():
-            busbw = outcome.localisation.slow_hosts.get(host) if outcome.localisation else figures.get(host)
-            outcome.drained.append(drain.run(options.drain_cmd, host, reason, busbw))
     return outcome
 
 
