@@ -237,7 +237,7 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
       2  drift found on at least one host
       3  invalid inventory or playbook (nothing was contacted)
       4  at least one host unreachable, or a resource could not be read (wins over 2)
-      1  --drain-failed / --resume-fixed: Slurm could not be told (wins over the others)
+      1  --drain-failed / --resume-fixed / --drain-cmd: the scheduler could not be told (wins over the others)
     """
     from provisioner.evaluate import engine
 

@@ -128,7 +128,7 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
       4  some host unreachable, or the outcome of its changes unknown (its change exec ended early
          and the host could not be asked afterwards); wins over 2
       130, 143  interrupted (SIGINT, SIGTERM): what had changed and what is unknown is printed first
-      1  --drain-failed / --resume-fixed: Slurm could not be told (wins over the others)
+      1  --drain-failed / --resume-fixed / --drain-cmd: the scheduler could not be told (wins over the others)
     """
     from provisioner.evaluate import engine
     from provisioner.output.core import check_report

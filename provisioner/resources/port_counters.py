@@ -92,6 +92,12 @@ def _limit_checks(spec: PortCountersSpec, port: PortCounterSet, later: PortCount
         if before is None or after is None or not interval:
             checks.append(error(attribute, f"<= {limit:g}/s", f"{where} has no counter {counter} in both readings"))
             continue
+        if counter in port.saturated or (later is not None and counter in later.saturated):
+            # A counter at the top of its width stops counting: its increase reads 0 however bad the link.
+            checks.append(error(attribute, f"<= {limit:g}/s",
+                                f"{where} {counter} is stuck at its maximum ({after}): its rate cannot be measured "
+                                "until the port's counters are reset (perfquery -R)"))
+            continue
         rate = (after - before) / interval
         message = f"{after - before} in {interval:g} s"
         checks.append((ok if rate <= limit else drift)(attribute, f"<= {limit:g}/s", f"{rate:g}/s", message))

@@ -62,12 +62,26 @@ CASES = [
     pytest.param({"max_rate": {"symbol_error": 1}}, {GREP: SYSFS + "@@interval 2\n"}, [
         ("symbol_error rate", "error", "<= 1/s", None),
     ], id="second-reading-missing-is-incomplete"),
+    # symbol_error is 16 bits wide: at 65535 it has stopped counting, so its rate would read 0/s.
+    pytest.param({"max_rate": {"symbol_error": 1}, "interval": 2},
+                 {GREP: SYSFS.replace("symbol_error:37", "symbol_error:65535") + "@@interval 2\n"
+                  + SYSFS.replace("symbol_error:37", "symbol_error:65535")}, [
+        ("mlx5_0/1 symbol_error rate", "ok", "<= 1/s", "0/s"),
+        ("mlx5_1/1 symbol_error rate", "error", "<= 1/s", None),
+    ], id="saturated-counter-rate-cannot-be-measured"),
 ]
 
 
 @pytest.mark.parametrize(("spec", "outputs", "expected"), CASES)
 def test_port_counters(spec: dict, outputs: dict, expected: list) -> None:
     assert run("port_counters", spec, outputs).summary() == expected
+
+
+def test_a_saturated_counter_says_so_and_how_to_reset_it() -> None:
+    text = SYSFS.replace("symbol_error:37", "symbol_error:65535")
+    result = run("port_counters", {"max_rate": {"symbol_error": 1}, "interval": 2},
+                 {GREP: text + "@@interval 2\n" + text})
+    assert "stuck at its maximum (65535)" in result.checks[1].message and "perfquery -R" in result.checks[1].message
 
 
 def test_messages_name_what_is_missing() -> None:
