@@ -98,7 +98,8 @@ def check_mtu(targets: Sequence[Target], facts: Mapping[str, HostFacts]) -> list
     odd_hosts = tuple(h for hosts in odd.values() for h in hosts)
     detail = "; ".join(f"{_names(hosts)} at {mtu}" for mtu, hosts in sorted(odd.items()))
     return [Finding("mtu", odd_hosts,
-                    f"data-interface MTU differs across hosts: {detail}, the other {len(by_mtu[fleet])} "
+                    f"data-interface MTU differs across hosts: {detail}, "
+                    f"{'the other host' if len(by_mtu[fleet]) == 1 else f'the other {len(by_mtu[fleet])} hosts'} "
                     f"at {fleet}",
                     f"set MTU {fleet} on {_names(odd_hosts)} (playbook: interface mtu + mtu_uniform, then "
                     "fabnet apply)")]

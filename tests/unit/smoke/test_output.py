@@ -32,7 +32,7 @@ def test_json_schema_and_figures() -> None:
 def test_preflight_failure_in_json_and_junit() -> None:
     outcome = SmokeOutcome(hosts=["gpu01", "gpu02"], settings=Settings(), verdict="preflight_failed",
                            reason="MTU differs")
-    outcome.findings = [preflight.Finding("mtu", ("gpu02",), "gpu02 at 1500, the other 1 at 9000", "set MTU 9000")]
+    outcome.findings = [preflight.Finding("mtu", ("gpu02",), "gpu02 at 1500, the other host at 9000", "set MTU 9000")]
     outcome.failed_hosts = {"gpu02": "gpu02 at 1500"}
     data = output.to_json(outcome, inventory="inv.yml", playbook="site.yml", limit="gpu")
     assert data["exit_code"] == 2 and data["results"] == [] and data["preflight"]["findings"][0]["hosts"] == ["gpu02"]

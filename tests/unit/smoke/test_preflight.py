@@ -74,7 +74,7 @@ def test_one_node_with_another_mtu_is_named_with_values() -> None:
     findings = preflight.evaluate(targets, found, runner="torch", backend="auto")
     assert [f.check for f in findings] == ["mtu"]  # the failed pings are explained by the MTU mismatch
     assert findings[0].hosts == ("gpu03",)
-    assert "gpu03 at 1500" in findings[0].message and "other 3 at 9000" in findings[0].message
+    assert "gpu03 at 1500" in findings[0].message and "the other 3 hosts at 9000" in findings[0].message
 
 
 def test_two_nodes_behind_small_switch_ports() -> None:
