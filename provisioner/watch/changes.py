@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from provisioner.parsers.port_counters import saturated
 from provisioner.watch.links import LinkReading
 
 ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "link_flap",
@@ -113,8 +114,12 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
         before = base.links.counters.get(name)
         if before is not None and value > before:  # a drop is a reset (reboot, driver reload): a new base
             delta = value - before
+            # IB error counters stop at the top of their width and never wrap: past that, this is the
+            # last rise watch can see until the port's counters are reset.
+            stuck = ", at its maximum: it counts no more until reset (perfquery -R)" \
+                if saturated(name.rpartition(" ")[2], value) else ""
             changes.append(Change(cur.host, cur.at, "counter_rose", name,
-                                  f"+{delta} in {seconds:.0f} s ({delta / seconds:.3g}/s), now {value}",
+                                  f"+{delta} in {seconds:.0f} s ({delta / seconds:.3g}/s), now {value}{stuck}",
                                   delta, delta / seconds))
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)

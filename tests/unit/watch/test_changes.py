@@ -54,6 +54,18 @@ def test_a_rising_counter_is_reported_with_its_rate_and_a_reset_is_not() -> None
     assert track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 0}), 120.0)) == []  # reboot
 
 
+def test_a_counter_that_rose_to_its_maximum_says_it_counts_no_more() -> None:
+    """symbol_error is 16 bits wide and does not wrap: after this rise watch cannot see another."""
+    track = HostTrack()
+    track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 65000}), 0.0))
+    [rose] = track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 65535}), 60.0))
+    assert "now 65535, at its maximum" in rose.detail and "reset" in rose.detail
+    other = HostTrack()
+    other.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 65000}), 0.0))
+    [below] = other.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 65534}), 60.0))
+    assert "maximum" not in below.detail
+
+
 def test_link_flap_and_link_down() -> None:
     track = HostTrack()
     track.advance(snapshot(host(), reading(changes=2), 0.0))
