@@ -10,10 +10,10 @@ front); `{busbw}`, the host's bus bandwidth in GB/s where smoke measured one, el
 from __future__ import annotations
 
 import shlex
-import string
 import subprocess
 from collections.abc import Mapping, Sequence
 
+from provisioner.load import cmdtemplate
 from provisioner.scheduler import REASON_PREFIX, NodeState, Ran, SchedulerError
 from provisioner.scheduler.hostlist import expand as expand_hostlist
 
@@ -24,21 +24,12 @@ MAX_OUTPUT = 500
 
 def check_template(template: str) -> None:
     """Raise ValueError for a template that cannot be split or names an unknown field."""
-    words = shlex.split(template)
-    if not words:
-        raise ValueError("the drain command is empty")
-    for word in words:
-        for _text, name, _spec, _conv in string.Formatter().parse(word):
-            if name is not None and name not in FIELDS:
-                raise ValueError(f"unknown field {{{name}}} in the drain command; allowed: "
-                                 + ", ".join("{" + f + "}" for f in FIELDS))
+    cmdtemplate.words(template, FIELDS, "drain command")
 
 
 def render(template: str, values: Mapping[str, str]) -> list[str]:
     """The argument list for one host. `{host}`, `{reason}`, `{busbw}` may appear inside any word."""
-    check_template(template)
-    safe = {k: str(values.get(k, "")) for k in FIELDS}
-    return [word.format_map(safe) for word in shlex.split(template)]
+    return cmdtemplate.fill(template, FIELDS, "drain command", values)
 
 
 def cause(reason: str) -> str:

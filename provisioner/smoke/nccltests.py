@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from provisioner.errors import ParseError
+from provisioner.load import cmdtemplate
 from provisioner.parsers.nccl_tests import parse_nccl_tests
 from provisioner.resources.base import sh
 from provisioner.smoke.busbw import SizeResult, all_reduce_factor
@@ -92,15 +92,7 @@ def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary:
         "hostlist": ",".join(names if names is not None else hosts),
         "binary": binary, "min_bytes": str(min(sizes)), "max_bytes": str(max(sizes)), "iters": str(iters),
     }
-    words = shlex.split(template)
-    if not words:
-        raise ValueError("the nccl-tests launch template is empty")
-    for word in words:
-        for _text, name, _spec, _conv in string.Formatter().parse(word):
-            if name is not None and name not in FIELDS:
-                raise ValueError(f"unknown field {{{name}}} in the launch template; allowed: "
-                                 + ", ".join("{" + f + "}" for f in FIELDS))
-    rendered = [word.format_map(values) for word in words]
+    rendered = cmdtemplate.fill(template, FIELDS, "nccl-tests launch template", values)
     prefix = ["env", *(f"{k}={v}" for k, v in sorted(env.items()))] if env else []
     return " ".join(sh(word) for word in [*prefix, *rendered])
 
