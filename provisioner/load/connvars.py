@@ -17,7 +17,8 @@ from typing import Any
 from provisioner.errors import ConfigError
 from provisioner.load.yamlsrc import Origin
 
-_LABEL = r"(?!-)[A-Za-z0-9_-]{1,63}"
+# \w is Unicode: Ansible takes an internationalised name (`příbor`) as it is, and letters are no shell syntax.
+_LABEL = r"(?!-)[\w-]{1,63}"
 _HOSTNAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\.?$")
 _USER = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}\$?$")
 _PATH_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f;&|$`<>(){}\[\]*?!'\"\\]")
@@ -30,8 +31,9 @@ CONNECTION_VARS = (
 
 
 def check_address(value: Any, origin: Origin | None, what: str = "ansible_host") -> str:
-    """A host name (RFC 1123 labels, `_` allowed as in practice) or an IP literal; anything else, above all
-    shell syntax such as `10.0.0.1;touch${IFS}/tmp/x`, is an error (ssh_config `Match exec` would run it)."""
+    """A host name (RFC 1123 labels of letters of any script, digits, `-` and `_` as in practice) or an IP
+    literal; anything else, above all shell syntax such as `10.0.0.1;touch${IFS}/tmp/x`, is an error
+    (ssh_config `Match exec` would run it)."""
     text = str(value).strip() if isinstance(value, str | int) and not isinstance(value, bool) else None
     if text:
         try:

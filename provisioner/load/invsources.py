@@ -62,7 +62,14 @@ def read_source(graph: InventoryGraph, source: Path) -> list[Path]:
         raise ConfigError("inventory not found", file=str(source))
     files = source_files(source)
     for path in files:
-        read_inventory_text(graph, read_text(path), str(path))
+        text = read_text(path)
+        if text.startswith("#!") and os.access(path, os.X_OK):
+            # Ansible's script plugin runs it and reads the JSON it prints; running it here would run any
+            # program an inventory directory holds, so say what to do instead of misreading it as INI.
+            raise ConfigError("an executable inventory script: Ansible runs it and reads the JSON it prints, "
+                              f"fabnet does not run inventory scripts; save its output ({path} --list > "
+                              "hosts.json) and give that file instead", file=str(path))
+        read_inventory_text(graph, text, str(path))
     return files
 
 

@@ -19,6 +19,9 @@ pytestmark = pytest.mark.skipif(not available(), reason="ansible-core (a test ex
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "inventories"
 SLURM = CORPUS / "slurm-appliance" / "environments"
+OPENSHIFT = CORPUS / "openshift-ansible" / "inventory"
+CORE = CORPUS / "ansible-core"
+KAYOBE = [CORPUS / "kayobe/ansible/inventory", CORPUS / "kayobe/etc/kayobe/inventory"]
 CASES: dict[str, list[Path]] = {
     "deepops-config-example": [CORPUS / "deepops/config.example/inventory"],
     "deepops-virtual": [CORPUS / "deepops/virtual/virtual_inventory"],
@@ -33,6 +36,25 @@ CASES: dict[str, list[Path]] = {
     "mixed-directory": [CORPUS / "fabnet/mixed-dir"],
     "duplicate-keys": [CORPUS / "fabnet/duplicate-keys/hosts.yml"],
     "fabnet-example": [CORPUS.parents[2] / "inventories/example/hosts.yml"],
+    "openshift-example": [OPENSHIFT / "hosts.example"],
+    "openshift-openstack": [OPENSHIFT / "hosts.openstack"],
+    "openshift-glusterfs": [OPENSHIFT / "hosts.glusterfs.native.example"],
+    "openshift-localhost": [OPENSHIFT / "hosts.localhost"],
+    "ceph-all-daemons": [CORPUS / "ceph-ansible/all_daemons/hosts"],
+    "kayobe": KAYOBE,
+    "k3s-sample": [CORPUS / "k3s-ansible/inventory-sample.yml"],
+    "debops-rails": [CORPUS / "debops/ansible/inventory"],
+    "ohpc-linaro": [CORPUS / "ohpc-linaro/inventory/hosts"],
+    "core-complex": [CORE / "ansible-inventory/files/complex.ini"],
+    "core-unicode": [CORE / "ansible-inventory/files/unicode.yml"],
+    "core-valid-sample": [CORE / "ansible-inventory/files/valid_sample.yml"],
+    "core-toml": [CORE / "ansible-inventory/files/valid_sample.toml"],
+    "core-int-keys": [CORE / "inventory/inv_with_int.yml"],
+    "core-var-blending": [CORE / "var_blending/inventory"],
+    "core-var-precedence": [CORE / "var_precedence/inventory"],
+    "core-comma-dir": [CORE / "path_with_comma_in_inventory/this,path,has,commas"],
+    "core-special-vars": [CORE / "special_vars_hosts/inventory"],
+    "core-inventory-ini": [CORE / "inventory_ini/inventory.ini"],
 }
 
 # Patterns whose answer both tools must give identically.
@@ -57,15 +79,40 @@ PATTERNS: dict[str, list[str]] = {
         "storage:&fabric", "ungrouped", "all:!gpu",
     ],
     "mixed-directory": ["gpu", "gpu[-1]", "storage", "gpu:storage", "~gpu-a", "rack_b:!gpu-b02"],
+    "openshift-example": [
+        "OSEv3", "nodes", "nodes[0]", "nodes[-1]", "nodes[2:4]", "nodes:!masters", "etcd:&nodes", "OSEv3:!lb",
+        "~ose3-(infra|node)[12]", "ose3-node*", "*.test.example.com", "nfs:lb",
+    ],
+    "openshift-openstack": ["nodes", "nodes:!masters", "jdetiber-node*", "OSEv3:!etcd", "~jdetiber-node[0-9]"],
+    "ceph-all-daemons": [
+        "mons", "mons[1:]", "osds:mons", "all:!mons", "ceph_monitoring:&mons", "~(mds|rgw)[0-9]", "rbd-mirror*",
+        "osd[0-1]*", "clients[-1]", "mgrs,rgws",
+    ],
+    "k3s-sample": ["server", "agent", "k3s_cluster:!server", "192.16.35.1*", "agent[1]", "~.*\\.1[23]$"],
+    "debops-rails": ["containers", "containers:&debops_ruby", "debops_*", "all:!containers", "somehost"],
+    "ohpc-linaro": ["devnodes:!sms", "cnodes[0]", "192.168.33.2*", "ionodes:&sms", "cnodes:ionodes"],
+    "core-complex": [
+        "parent_3", "parent_3:!test_group2", "test_group1:&test_group3", "ungrouped", "ihavenogroup",
+        "~test[1-3]", "parent_1:parent_2", "test_group3[1:]", "hostinall",
+    ],
+    "core-unicode": ["příbor", "all", "p*"],
 }
 
 # Known groups without hosts: nothing selected, and no error (as in Ansible).
-EMPTY = {"slurm-appliance-site": ["fatimage", "builder"], "kolla-multinode": ["ungrouped"]}
+EMPTY = {
+    "slurm-appliance-site": ["fatimage", "builder"], "kolla-multinode": ["ungrouped"],
+    "kayobe": ["controllers", "overcloud", "switches", "compute-vgpu"], "debops-rails": ["ansible_controller"],
+    "openshift-openstack": ["lb"],
+}
 
 # Patterns where Ansible selects no host (unknown names only) or fails: fabnet refuses them.
 REFUSED = {
     "kolla-multinode": ["~ontrol", "nosuchgroup", "network0[12]", "nosuch:!control", "control[7]"],
     "deepops-virtual-large-slurm": ["k8s_cluster:&slurm-node"],
+    "ceph-all-daemons": ["nfss", "mon3", "mons[3]", "mons:osds,!mon1"],
+    "k3s-sample": ["~\\.1[23]$"],  # a regex matches from the start of the name
+    "openshift-openstack": ["~node[0-9]"],
+    "core-complex": ["test[2-4]"],
 }
 
 # Patterns whose host ORDER is checked too (`ansible PATTERN --list-hosts` keeps Ansible's order). Only
@@ -73,13 +120,23 @@ REFUSED = {
 ORDERED = {
     "kolla-multinode": ["baremetal", "compute*:storage:control[1:]", "~.*0[12]$", "baremetal[1:4]"],
     "slurm-appliance-site": ["compute", "login:control", "compute[1:]"],
+    "openshift-example": ["nodes", "OSEv3", "nodes[1:]", "~ose3-(infra|node)[12]"],
+    "ceph-all-daemons": ["mons", "all", "osds:mons"],
+    "core-complex": ["parent_3", "parent_3:!test_group2"],
 }
 
 LIMITS = {
     "kolla-multinode": ["control:&baremetal", "~comp.*,storage01", "common[2:3]:!network02", "@retry"],
     "slurm-appliance-site": ["compute:!hpc-gpu-1", "@retry"],
+    "openshift-example": ["nodes:!ose3-master2.test.example.com", "OSEv3[0:2]", "@retry"],
+    "ceph-all-daemons": ["mons,osds,!mon1", "~^(mon|osd)[02]$", "@retry", "mons,osds:!mon1"],
+    "core-complex": ["parent_3:&test_group1", "test_group3[0:1]"],
 }
-RETRY_FILES = {"kolla-multinode": "control02\nnetwork01\n\n", "slurm-appliance-site": "hpc-gpu-0\nhpc-login-0\n"}
+RETRY_FILES = {
+    "kolla-multinode": "control02\nnetwork01\n\n", "slurm-appliance-site": "hpc-gpu-0\nhpc-login-0\n",
+    "openshift-example": "ose3-lb.test.example.com\nose3-node1.test.example.com\n",
+    "ceph-all-daemons": "osd2\nclient1\n",
+}
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +203,7 @@ def test_limits_select_what_ansible_selects(case: str, ansible: Ansible, tmp_pat
     sources = CASES[case]
     inventory = load_inventory(sources)
     retry = tmp_path / "site.retry"
-    retry.write_text(RETRY_FILES[case])
+    retry.write_text(RETRY_FILES.get(case, ""))
     for limit in LIMITS[case]:
         limit = limit.replace("@retry", f"@{retry}")
         code, want, stderr = ansible.limit_hosts(sources, limit)
@@ -179,14 +236,23 @@ def test_fabnet_inventory_limit_equals_ansible_inventory_limit(
     assert json.loads(capsys.readouterr().out) == ansible.inventory_list(sources, "--limit", "baremetal:!control")
 
 
-def test_fabnet_inventory_host_and_graph_equal_ansible(ansible: Ansible, capsys: pytest.CaptureFixture[str]) -> None:
-    sources = CASES["mixed-directory"]
-    for args in (["--host", "gpu-b02"], ["--graph"], ["--graph", "gpu"]):
+@pytest.mark.parametrize(("case", "queries"), [
+    ("mixed-directory", (["--host", "gpu-b02"], ["--graph"], ["--graph", "gpu"])),
+    ("kayobe", (["--host", "localhost"], ["--graph"], ["--graph", "overcloud"])),
+    ("ceph-all-daemons", (["--host", "osd2"], ["--graph"])),
+    ("openshift-example", (["--host", "ose3-master2.test.example.com"], ["--graph", "OSEv3"])),
+    ("core-var-blending", (["--host", "testhost"], ["--graph"])),
+])
+def test_fabnet_inventory_host_and_graph_equal_ansible(
+    case: str, queries: tuple[list[str], ...], ansible: Ansible, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sources = [str(source) for source in CASES[case]]
+    for args in queries:
         with pytest.raises(SystemExit) as done:
-            main(["inventory", str(sources[0]), *args])
+            main(["inventory", *sources, *args])
         assert done.value.code == 0
         ours = capsys.readouterr().out
-        theirs = ansible.run("ansible-inventory", "-i", str(sources[0]), *args)
+        theirs = ansible.run("ansible-inventory", *(arg for source in sources for arg in ("-i", source)), *args)
         assert theirs.returncode == 0, theirs.stderr
         if args[0] == "--host":
             assert json.loads(ours) == json.loads(theirs.stdout)

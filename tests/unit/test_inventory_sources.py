@@ -228,3 +228,60 @@ def test_only_the_branch_taken_is_rendered(tmp_path: Path) -> None:
     # gpu01 never needs data_ip (whose data_prefix is undefined); gpu02 does, and the error names data_ip
     assert [(e.line, e.key) for e in info.value.errors] == [(5, "all.vars.data_ip")]  # type: ignore[attr-defined]
     assert "gpu02" in str(info.value) and "gpu01" not in str(info.value)
+
+
+def test_a_toml_file_is_read_by_ansibles_toml_rules_after_ini_fails(tmp_path: Path) -> None:
+    inventory = write(tmp_path, "hosts.toml", """\
+        [gpu.vars]
+        mtu = 9000
+        [gpu.hosts."gpu[01:02]:2222"]
+        rack = "a"
+        [fabric]
+        children = ["gpu"]
+        """)
+    inv = load_inventory(inventory)
+    assert [(h.name, h.port, h.vars["mtu"], h.vars["rack"]) for h in inv.hosts.values()] == [
+        ("gpu01", 2222, 9000, "a"), ("gpu02", 2222, 9000, "a")]
+    assert set(inv.select("fabric", warnings=[])) == {"gpu01", "gpu02"}
+    assert "gpu.vars" not in inv.groups  # what the failed INI reading added is gone, as in Ansible
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ('[g]\nchildren = "other"\n', "children of group 'g' must be a list"),
+    ('[g.hosts]\nh1 = "x"\n', "host 'h1' must be a table"),
+    ("plugin = 'aws_ec2'\n", "inventory plugin configuration"),
+    ("[g\n", "not a valid TOML inventory"),
+])
+def test_a_toml_inventory_ansible_refuses_is_an_error(tmp_path: Path, text: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        load_inventory(write(tmp_path, "hosts.toml", text))
+
+
+def test_yaml_is_read_only_from_the_names_ansibles_yaml_plugin_takes(tmp_path: Path) -> None:
+    yaml_text = "gpu:\n  hosts:\n    gpu01:\n"
+    assert list(load_inventory(write(tmp_path, "a/hosts", yaml_text)).hosts) == ["gpu01"]
+    assert list(load_inventory(write(tmp_path, "b/hosts.json", '{"gpu": {"hosts": {"gpu01": null}}}')).hosts) == [
+        "gpu01"]
+    with pytest.raises(ConfigError, match="gpu:"):  # Ansible reads hosts.example as INI only, and fails
+        load_inventory(write(tmp_path, "c/hosts.example", yaml_text))
+
+
+def test_an_executable_inventory_script_is_a_clear_error_naming_it(tmp_path: Path) -> None:
+    script = write(tmp_path, "inv/ec2.py", "#!/usr/bin/env python3\nprint('{}')\n")
+    write(tmp_path, "inv/static", "[gpu]\ngpu01\n")
+    script.chmod(0o755)
+    with pytest.raises(ConfigError, match="executable inventory script") as raised:
+        load_inventory(tmp_path / "inv")
+    assert raised.value.file == str(script)
+    script.chmod(0o644)  # not executable: Ansible reads it as INI (and fails), so does fabnet
+    with pytest.raises(ConfigError) as raised:
+        load_inventory(tmp_path / "inv")
+    assert "executable" not in str(raised.value)
+
+
+def test_a_host_name_in_another_script_is_taken_as_ansible_takes_it(tmp_path: Path) -> None:
+    inv = load_inventory(write(tmp_path, "hosts.yml", "all:\n  hosts:\n    příbor:\n    узел-01.кластер:\n"))
+    assert [h.address for h in inv.hosts.values()] == ["příbor", "узел-01.кластер"]
+    for bad in ("příbor;reboot", "a\u200bb", "-příbor"):
+        with pytest.raises(ConfigError, match="host name or an IP address"):
+            load_inventory(write(tmp_path, "bad.yml", f"all:\n  hosts:\n    x:\n      ansible_host: '{bad}'\n"))
