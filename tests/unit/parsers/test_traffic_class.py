@@ -1,11 +1,14 @@
 """The traffic_class sysfs file: recorded reads, the address rules newer MLNX_OFED prints after the global
-class, and reads cut at any character."""
+class, and reads cut at any character; the same for the RoCE QoS script report that echoes the file."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from provisioner.errors import ParseError
+from provisioner.parsers.rdma_qos_script import parse_rdma_qos_script
 from provisioner.parsers.traffic_class import TclassRule, parse_traffic_class
 
 from ._samples import read, rejected
@@ -106,3 +109,43 @@ def test_not_the_file_at_all_is_an_error() -> None:
     with pytest.raises(ParseError) as err:
         parse_traffic_class("cat: /sys/class/infiniband/mlx5_2/tc/1/traffic_class: Permission denied\n")
     assert err.value.line == 1
+
+
+# ----------------------------------------------------------------- the RoCE QoS script that echoes the file
+
+def test_script_report_cut_at_any_character_never_raises_and_is_whole_only_at_its_end() -> None:
+    whole = read("rdma-qos-script-q-1.txt")
+    assert parse_rdma_qos_script(whole).complete
+    for end in range(1, len(whole) - 1):
+        part = parse_rdma_qos_script(whole[:end])  # never raises
+        assert part.unplaced == [], end
+        last = whole[:end].splitlines()[-1].rstrip()
+        # Whole only where the script could have stopped: an unset file (`... =`) or a class's digits.
+        ends_value = re.fullmatch(r"QOS for rdma: \S+ =(?: Global tclass=[0-9]+)?", last)
+        assert part.complete is bool(ends_value), last
+
+
+def test_script_echoes_the_rule_lines_of_the_file_after_its_label() -> None:
+    text = (
+        "======== show configuration for device eth0 / mlx5_0========\n"
+        "Priority trust state: dscp\n"
+        "cma_roce_tos: \n"
+        "QOS for rdma: /sys/class/infiniband/mlx5_0/tc/1/traffic_class = Global tclass=106\n"
+        "dst_ip=10.1.0.0/16,tclass=96\n"
+        "======== show configuration for device eth1 / mlx5_1========\n"
+        "Priority trust state: dscp\n"
+        "QOS for rdma: /sys/class/infiniband/mlx5_1/tc/1/traffic_class = dst_ip=10.2.0.0/16,tclass=98\n"
+    )
+    first, second = parse_rdma_qos_script(text).devices
+    assert (first.cma_roce_tos, first.traffic_class) == (None, 106)  # the tool printed nothing on stdout
+    assert first.traffic_class_rules == [TclassRule(tclass=96, dst_ip="10.1.0.0/16")]
+    assert second.traffic_class is None
+    assert second.traffic_class_rules == [TclassRule(tclass=98, dst_ip="10.2.0.0/16")]
+
+
+def test_script_section_without_its_traffic_class_line_at_the_end_is_cut() -> None:
+    lines = read("rdma-qos-script-q-1.txt").splitlines(keepends=True)
+    part = parse_rdma_qos_script("".join(lines[:-2]))  # stops after the CNP line
+    assert part.complete is False
+    assert part.missing == ["section eth0/mlx5_0: its lines up to 'QOS for rdma:' (the output stops at line 23)"]
+    assert part.devices[0].cnp_dscp == 48
