@@ -109,6 +109,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "traffic_class-2-prompt.txt": "traffic_class",
     "traffic_class-3-empty-prompts.txt": "traffic_class",
     "traffic_class-4-cma-roce-tos-bare.txt": "traffic_class",
+    "nccl-tests-15-two-8gpu-copies-cut.txt": "nccl_tests",
 }
 
 
