@@ -20,10 +20,11 @@ from provisioner.errors import ParseError
 # which would make our line numbers disagree with what an editor shows.
 _EOL = re.compile(r"\r\n|\r|\n")
 
-# An echoed shell command (`$ ibstat | grep mlx5`, `user@host:~$ cmd`, `[root@node ~]# cmd`).
+# An echoed shell command (`$ ibstat | grep mlx5`, `user@host:~$ cmd`, `[root@node ~]# cmd`), or the
+# next prompt with no command that a paste ends with (`root@host:~# `: `user@host` makes it a prompt).
 # A bare `# ...` is deliberately not a prompt: nccl-tests prints its own comments that way.
 _PROMPT = re.compile(
-    r"^\s*(?:\$|[\w.-]+@[\w.-]+(?::\S*)?\s*[$#]|\[[^\]\s]+@[^\]]+\]\s*[$#])\s+\S",
+    r"^\s*(?:\$\s+\S|(?:[\w.-]+@[\w.-]+(?::\S*)?\s*[$#]|\[[^\]\s]+@[^\]]+\]\s*[$#])(?:\s+\S|\s*$))",
     re.ASCII,
 )
 

@@ -113,6 +113,10 @@ class NcclTests(Parsed):
     bitwise_mismatches: int | None = None
     runs: int = 0
     single_rank_runs: int = 0  # >1: N copies each ran alone (a build without MPI started by mpirun/srun)
+    # >1: N processes each ran a job of their own (`separate_ranks` ranks each, all local to it): the rank
+    # lists restart at rank 0 for every process, as in single_rank_runs but also with `-g`/`-t` above 1.
+    separate_runs: int = 0
+    separate_ranks: list[int] = Field(default_factory=list)
 
 
 def version_from_code(code: int) -> str:
@@ -265,6 +269,8 @@ def parse_nccl_tests(text: str) -> NcclTests:
         failures=run.failures,
         runs=run.runs,
         single_rank_runs=_single_rank_runs(run.devices),
+        separate_runs=len(copies := _separate_copies(run.devices)),
+        separate_ranks=[len(copy) for copy in copies],
         **fields,
         **completeness,
     )
@@ -277,6 +283,29 @@ def _single_rank_runs(devices: list[NcclTestRank]) -> int:
     if len(ranks) >= 2 and set(ranks) == {0} and len({(d.host, d.pid) for d in devices}) == len(ranks):
         return len(ranks)
     return 0
+
+
+def _separate_copies(devices: list[NcclTestRank]) -> list[list[NcclTestRank]]:
+    """The rank lists of processes that each ran alone, when there are two or more of them, else [].
+
+    nccl-tests prints one `#  Rank` line per GPU a process drives (nThreads * nGpus of them, all with that
+    process's pid), numbered from proc * nThreads * nGpus; under MPI only the first process prints, the
+    others' lines gathered to it (src/common.cu, e.g. commit af6df96, and src/util.cu since ad956f1). A
+    build without MPI started N times has proc 0 in every copy, so each copy lists ranks 0..k-1 under its
+    own pid, and copies' lines may interleave. A process is (host, pid); a rank it lists twice starts
+    another copy (two containers may share both)."""
+    copies: list[list[NcclTestRank]] = []
+    current: dict[tuple[str, int], list[NcclTestRank]] = {}
+    for device in devices:
+        key = (device.host, device.pid)
+        copy = current.get(key)
+        if copy is None or any(d.rank == device.rank for d in copy):
+            copy = current[key] = []
+            copies.append(copy)
+        copy.append(device)
+    if len(copies) < 2 or any(sorted(d.rank for d in c) != list(range(len(c))) for c in copies):
+        return []  # one job: its processes hold disjoint ranks (or the list is not one we can read)
+    return copies
 
 
 def _recognised(run: _Run) -> int:

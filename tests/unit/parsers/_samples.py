@@ -106,6 +106,10 @@ SAMPLE_KINDS: dict[str, str] = {
     "port-counters-sysfs-2-iwarp-no-pma.txt": "port_counters",
     "ibstatus-1-pod-ib-and-ethernet.txt": "ibstatus",
     "ibstatus-2-1x-edr-prompt.txt": "ibstatus",
+    "traffic_class-2-prompt.txt": "traffic_class",
+    "traffic_class-3-empty-prompts.txt": "traffic_class",
+    "traffic_class-4-cma-roce-tos-bare.txt": "traffic_class",
+    "nccl-tests-15-two-8gpu-copies-cut.txt": "nccl_tests",
 }
 
 
