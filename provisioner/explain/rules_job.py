@@ -260,16 +260,27 @@ def nccl_tests_results(logs: list[Log]) -> list[Cause]:
         tests = log.tests
         if tests is None:
             continue
-        if tests.single_rank_runs > 1:
+        copies = max(tests.single_rank_runs, tests.separate_runs)
+        if copies > 1:
             lines = [line for line in log.lines if re.match(r"#\s*Rank\s+0\b", line.text)]
+            if tests.single_rank_runs > 1:
+                title = f"nccl-tests ran as {copies} separate one-rank runs"
+                what = "each initialised a communicator of one rank"
+                bandwidth = "the bandwidth is that of one GPU"
+            else:  # several GPUs per copy (-g N): each copy's communicator spans only its own node's GPUs
+                sizes = ", ".join(str(n) for n in tests.separate_ranks)
+                title = f"nccl-tests ran as {copies} separate runs ({sizes} ranks)"
+                what = "each initialised a communicator of only its own process's GPUs"
+                bandwidth = "the bandwidth is that of one node's GPUs"
             causes.append(Cause(
-                id="nccl-tests-not-mpi", title=f"nccl-tests ran as {tests.single_rank_runs} separate one-rank runs",
-                detail=f"{tests.single_rank_runs} copies each initialised a communicator of one rank: the binary "
-                       "was built without MPI but started by mpirun/srun, so nothing crossed the network and "
-                       "the bandwidth is that of one GPU.",
+                id="nccl-tests-not-mpi", title=title,
+                detail=f"{copies} copies {what}: the binary was built without MPI but started by mpirun/srun, "
+                       f"so nothing crossed the network and {bandwidth}.",
                 fix="Rebuild nccl-tests with MPI (`make MPI=1 MPI_HOME=/path/to/mpi`) and start it with "
                     "mpirun/srun again, or run one process per node with -g <GPUs per node>.",
-                score=75, hosts=hosts(lines), evidence=evidence(lines),
+                # The rank lines name each copy's node ("Pid 1530412 on node3"): where no launcher
+                # label says it, those are the hosts.
+                score=75, hosts=hosts(lines) or unique([d.host for d in tests.devices]), evidence=evidence(lines),
             ))
         if tests.verdict == "ok" or _stalled(tests):
             continue  # a run that stalled after some sizes is the MTU rule's

@@ -370,7 +370,8 @@ def evaluate(spec: RoceQosSpec, results: Results, ctx: HostContext) -> list[Chec
             checks.append(error("cnp_dscp", spec.cnp_dscp, str(exc)))
     if spec.traffic_class is not None:
         try:
-            setting = parse_traffic_class(stdout_of(results, _traffic_class(spec, ctx), "reading traffic_class"))
+            setting = require_complete(parse_traffic_class(stdout_of(results, _traffic_class(spec, ctx),
+                                                                     "reading traffic_class")), "traffic_class")
             actual = "unset" if setting.tclass is None else setting.tclass
             checks.append(compare("traffic_class", spec.traffic_class, actual))
         except (ProbeFailed, ParseError) as exc:

@@ -204,3 +204,12 @@ def test_a_shell_reporting_a_killed_rank_is_a_crash(line: str) -> None:
 
 def test_killed_in_a_sentence_is_no_crash() -> None:
     assert "process-crashed" not in _ids("gpu01: started\ngpu02: Killed 3 stale files before the run\n")
+
+
+def test_multi_gpu_copies_under_mpirun_are_named_with_their_ranks() -> None:
+    """nccl-tests#306: two processes each ran `-g 8` alone; the second's rank list is cut at rank 4."""
+    text = read("nccl-tests-15-two-8gpu-copies-cut.txt")
+    assert parse_nccl_tests(text).separate_runs == 2
+    cause = next(c for c in explain([("t.log", text)]).causes if c.id == "nccl-tests-not-mpi")
+    assert cause.title == "nccl-tests ran as 2 separate runs (8, 5 ranks)"
+    assert "one node's GPUs" in cause.detail and {"node2", "node3"} <= set(cause.hosts)

@@ -146,6 +146,9 @@ CASES = [
                  id="cnp-dscp"),
     pytest.param({"rdma_device": "mlx5_0", "traffic_class": 106}, {TCLASS: ""},
                  [("traffic_class", "drift", "106", "unset")], id="traffic-class-unset"),
+    # A read cut inside its only line is not "unset": the check cannot say.
+    pytest.param({"rdma_device": "mlx5_0", "traffic_class": 106}, {TCLASS: "Global tcl"},
+                 [("traffic_class", "error", "106", None)], id="traffic-class-cut-short"),
     pytest.param({"rdma_device": "mlx5_0", "roce_tos": 106}, {TOS: "0\n"}, [("roce_tos", "drift", "106", "0")],
                  id="roce-tos"),
     pytest.param({"rdma_device": "mlx4_1", "port_state": "active", "active_mtu": 4096, "gid_index": 0},
