@@ -26,6 +26,7 @@ from provisioner.history.store import History, HistoryError
 from provisioner.load.hostplans import HostPlan
 from provisioner.output import report
 from provisioner.output.watch_metrics import HostMetrics, WatchState
+from provisioner.resources.base import Results
 from provisioner.run import runner
 from provisioner.run.session import Sessions
 from provisioner.watch import links
@@ -41,6 +42,16 @@ class Cycle:
     changes: list[Change]
     doc: dict[str, Any]  # the host as audit's JSON shows it
     seconds: float
+
+
+@dataclass
+class Reading:
+    """One host's facts of one cycle, before they are judged."""
+
+    outcome: engine.HostOutcome  # before fleet checks
+    results: Results | None
+    at: float  # seconds since the epoch, when the exec started
+    sysfs_root: str
 
 
 @dataclass
@@ -77,7 +88,7 @@ class Watcher:
         self.on_cycle = on_cycle
         self.on_problem = on_problem
         self.cycles = 0
-        self._forks = len(self.plans)  # run_until sets the real number
+        self._forks = len(self.plans)  # run_until sets the real number (it sizes the first round's wait)
         self._hosts = {plan.host.name: _Host() for plan in self.plans}
         self._latest: dict[str, engine.HostOutcome] = {}  # each host's last reading, before fleet checks
         self._memos = {plan.host.name: engine.Memo() for plan in self.plans}  # facts unchanged: no re-evaluation
@@ -86,21 +97,24 @@ class Watcher:
         self._first_read = threading.Condition(self._lock)
 
     def _wait_first_round(self, host: str, forks: int) -> dict[str, engine.HostOutcome]:
-        """Every host's latest outcome, once all first cycles have ended (or could not have, in time)."""
+        """Every host's latest outcome, once all first cycles have ended (or could not have, in time).
+        Called outside the runner's fork slots, so hosts beyond `forks` still get theirs meanwhile."""
         options = self.sessions.options
-        # A first cycle lasts at most a login and a host's budget. With fewer forks than hosts, the hosts
-        # beyond the forks cannot start while these wait: then there is no first round to wait for.
-        deadline = time.monotonic() + options.connect_timeout + options.command_timeout + batch.REPORT_MARGIN
+        # A first cycle lasts at most a login and a host's budget; with fewer forks than hosts they come
+        # in that many batches.
+        batches = -(-len(self._hosts) // max(1, forks))
+        deadline = time.monotonic() + batches * (options.connect_timeout + options.command_timeout
+                                                 + batch.REPORT_MARGIN)
         with self._first_read:
             self._unread.discard(host)
             self._first_read.notify_all()
-            if forks >= len(self._hosts):
-                while self._unread and (left := deadline - time.monotonic()) > 0:
-                    self._first_read.wait(left)
+            while self._unread and (left := deadline - time.monotonic()) > 0:
+                self._first_read.wait(left)
             return dict(self._latest)
 
-    def cycle(self, plan: HostPlan) -> Cycle:
-        """One host's cycle: read, compare with its previous cycle. Never raises (a task of the runner)."""
+    def read(self, plan: HostPlan) -> Reading:
+        """One host's cycle, first half: its facts and link readings in one exec (a task of the runner,
+        in one of its fork slots). Never raises."""
         host = plan.host
         session = self.sessions(host)
         sysfs_root = engine.host_context(plan).sysfs_root
@@ -108,6 +122,13 @@ class Watcher:
         read, results = engine.read_host(plan, session, [links.probe(sysfs_root)], memo=self._memos[host.name])
         with self._lock:
             self._latest[host.name] = read
+        return Reading(read, results, at, sysfs_root)
+
+    def judge(self, plan: HostPlan, reading: Reading) -> Cycle:
+        """One host's cycle, second half: fleet checks, then what changed since its previous cycle. Runs
+        outside the fork slots: a first cycle may wait here for the other hosts' first readings."""
+        host = plan.host
+        with self._lock:
             first = host.name in self._unread
             latest = dict(self._latest)
         if first:
@@ -118,7 +139,8 @@ class Watcher:
         engine.finish_status(outcome)
         doc = report.audit_json(engine.AuditOutcome([outcome], outcome.seconds), inventory="", playbook="",
                                 limit=None, exit_code=0)["hosts"][0]
-        current = snapshot(doc, links.read(results, sysfs_root), at, session.logins)
+        session = self.sessions(host)
+        current = snapshot(doc, links.read(reading.results, reading.sysfs_root), reading.at, session.logins)
         if not current.up:
             session.close()  # the next try logs in afresh rather than waiting on a dead connection
         with self._lock:
@@ -126,6 +148,9 @@ class Watcher:
             found = state.track.advance(current)
             state.failures = 0 if current.up else state.failures + 1
         return Cycle(host.name, current, found, doc, outcome.seconds)
+
+    def _done(self, plan: HostPlan, reading: Reading) -> None:
+        self._arrived(plan, self.judge(plan, reading))
 
     def _arrived(self, plan: HostPlan, cycle: Cycle) -> None:
         snap = cycle.snapshot
@@ -169,7 +194,7 @@ class Watcher:
                            rates=rates, carrier_changes=dict(snap.links.carrier_changes), last_success=time.time(),
                            cycle_seconds=cycle.seconds, busbw=before.busbw, changes=counts)
 
-    def next_in(self, plan: HostPlan, cycle: Cycle) -> float:
+    def next_in(self, plan: HostPlan, reading: Reading) -> float:
         with self._lock:
             failures = self._hosts[plan.host.name].failures
         # A host that answered runs again at the next round; one that did not waits its backoff first.
@@ -185,5 +210,5 @@ class Watcher:
 
     def run_until(self, stop: threading.Event, forks: int, until: float | None = None) -> None:
         self._forks = forks
-        runner.periodic(self.plans, self.cycle, interval=self.interval, forks=forks, on_result=self._arrived,
+        runner.periodic(self.plans, self.read, interval=self.interval, forks=forks, on_result=self._done,
                         stop=stop, next_in=self.next_in, until=until)
