@@ -65,6 +65,10 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
 
         demo_smoke(state.inventory_path, DEFAULT_PLAYBOOK)
         _demo_new_node(name, state.inventory_path, DEFAULT_PLAYBOOK)
+    if not keep:
+        manager.down(name)
+        report.info(f"\nlab {name} removed (--no-keep); `fabnet demo` builds it again")
+        return
     drifted_qos_node = state.nodes[min(2, len(state.nodes) - 1)]  # gpu03 has PFC off in the default profile
     report.info(
         "\nNext steps:\n"
@@ -74,8 +78,6 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
         "mlnx_qos -i eth1\n"
         f"  fabnet lab down --name {name}                 remove the lab"
     )
-    if not keep:
-        manager.down(name)
 
 
 def _demo_new_node(name: str, inventory: Path, playbook: Path) -> None:
