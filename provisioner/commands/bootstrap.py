@@ -199,7 +199,7 @@ def show(outcome: BootstrapOutcome) -> None:
         cells = (host.name, key, f"{applied}: {changed} resources changed" + "".join(f"; {f}" for f in failed), audit,
                  f"{host.smoke or '-'}" + (f": {host.smoke_reason}" if host.smoke not in (None, "pass") else ""), bw)
         table.add_row(*(cell(text) for text in cells))
-    report.console.print(table)
+    report.table(table)
     for line in (outcome.declined, outcome.note):
         if line:
             report.info(line)

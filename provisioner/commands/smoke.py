@@ -236,7 +236,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
             table.add_column(column, overflow="fold")
         for f in findings:
             table.add_row(cell(f.check), cell(", ".join(f.hosts)), cell(f.message), cell(f.fix))
-        console.print(table)
+        report.table(table)
     if outcome.rows:
         ranks = len(outcome.hosts) * outcome.ranks_per_host
         table = Table(title=f"all_reduce, {ranks} ranks on {len(outcome.hosts)} hosts ({outcome.backend or '-'})",
@@ -245,7 +245,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
             table.add_column(column, justify="right")
         for r in outcome.rows:
             table.add_row(str(r.size), f"{r.time_us:.1f}", f"{r.algbw:.3f}", f"{r.busbw:.3f}", str(r.wrong))
-        console.print(table)
+        report.table(table)
         if outcome.avg_busbw is not None:
             report.info(f"Avg bus bandwidth: {outcome.avg_busbw:.3f} GB/s")
     if outcome.judgement is not None:
@@ -254,7 +254,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
             table.add_column(column, overflow="fold")
         for check in outcome.judgement.checks:
             table.add_row(cell(check.name), cell(check.status), cell(check.message))
-        console.print(table)
+        report.table(table)
     if outcome.job is not None and not outcome.job.ok:
         table = Table(title="how far each rank got", title_justify="left")
         for column in ("rank", "host", "reached", "sizes done", "error", "exit"):
@@ -262,7 +262,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
         for p in outcome.job.progress:
             table.add_row(cell(p.rank), cell(p.host), cell(p.stage), cell(p.sizes_done), cell(p.error),
                           cell(diagnose.exit_words(p.status)))
-        console.print(table)
+        report.table(table)
         left = outcome.job.left_running
         report.info("processes left on the hosts: " + (", ".join(f"{h}: {v}" for h, v in left.items()) or "none"))
     if outcome.localisation is not None:
@@ -272,7 +272,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
         for pair in outcome.pairs:
             value = "failed" if pair["busbw"] is None else f"{pair['busbw']:.3f}"
             table.add_row(cell(pair["round"]), cell(" + ".join(pair["hosts"])), cell(value))
-        console.print(table)
+        report.table(table)
     if outcome.launch:
         report.info(f"started by {outcome.launch['launcher']} on {outcome.launch['host']}: {outcome.launch['command']}")
     for note in outcome.notes:

@@ -126,12 +126,12 @@ def lab_status(state: Any, nodes: list[Any], *, as_json: bool) -> None:
         return
     from rich.table import Table
 
-    table = Table(title=f"lab {state.name}", title_justify="left")
+    shown = Table(title=f"lab {state.name}", title_justify="left")
     for column in ("node", "management (ssh)", "data interface", "running", "ssh"):
-        table.add_column(column)
+        shown.add_column(column)
     for n in nodes:
-        table.add_row(n.name, n.mgmt_ip, f"{n.data_iface} {n.data_ip}", _yes(n.running), _yes(n.ssh_ready))
-    _console().print(table)
+        shown.add_row(n.name, n.mgmt_ip, f"{n.data_iface} {n.data_ip}", _yes(n.running), _yes(n.ssh_ready))
+    table(shown)
     info(f"inventory:   {state.inventory_path}\nprivate key: {state.key_path}\nknown_hosts: {state.known_hosts_path}")
     if getattr(state, "slurm", False) and state.nodes:
         info(f"slurm:       yes (slurmctld on {state.nodes[0].name}, slurmd on every node)")
@@ -232,20 +232,29 @@ def _host_table(host: Any, verbose: bool) -> None:
         return
     # The host line printed on its own, not as the table's title, which rich pads to the table's width.
     _console().print(title, highlight=False)
-    table = Table(show_lines=False, expand=False)
+    grid = Table(show_lines=False, expand=False)
     for column in ("resource", "attribute", "desired", "actual", "status", "detail"):
-        table.add_column(column, overflow="fold")
+        grid.add_column(column, overflow="fold")
     for resource, check in rows:
         # Text cells: values such as `interface[eth1]` must never be read as rich markup.
-        table.add_row(
+        grid.add_row(
             Text(clean(resource.target)), Text(clean(check.attribute)), Text(clean(check.desired)),
             Text(clean(check.actual)),
             Text(check.status, style=_STATUS_STYLE[check.status]), Text(clean(check.message)),
         )
-    _console().print(table)
+    _console().print(grid)
     if not verbose:
         hidden = checked - len(rows)
         _console().print(f"  [dim]{hidden} other checks ok (--verbose shows them)[/]", highlight=False)
+
+
+def table(shown: Any) -> None:
+    """Print a rich Table, its title on a line of its own: as the table's title rich pads it with spaces
+    to the table's width, which a log keeps as trailing blanks."""
+    title, shown.title = shown.title, None
+    if title:
+        _console().print(title, highlight=False, markup=False, soft_wrap=True)
+    _console().print(shown)
 
 
 def recap(outcome: Any) -> None:
