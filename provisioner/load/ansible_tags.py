@@ -47,6 +47,25 @@ class VaultedValue:
         return hash(self.ciphertext)
 
 
+# Ansible's connection and sudo passwords: fabnet never shows their plain values (a vaulted one shows
+# as its ciphertext, as ansible-inventory prints it).
+PASSWORD_VARS = frozenset({
+    "ansible_password", "ansible_ssh_pass", "ansible_become_password", "ansible_become_pass",
+    "ansible_ssh_private_key_passphrase",
+})
+HIDDEN = "<hidden: fabnet never shows a password>"
+
+
+def hide_passwords(variables: dict[str, Any]) -> dict[str, Any]:
+    """`variables` with every plain password replaced by HIDDEN; vaulted values stay as they are."""
+    return {name: HIDDEN if name in PASSWORD_VARS and value is not None and not _vaulted(value) else value
+            for name, value in variables.items()}
+
+
+def _vaulted(value: Any) -> bool:  # loaded, or as ansible-inventory prints it
+    return isinstance(value, VaultedValue) or (isinstance(value, dict) and "__ansible_vault" in value)
+
+
 class UnsafeText(str):
     """An `!unsafe` string: Ansible never renders it as a template."""
 
@@ -86,4 +105,5 @@ def to_json_value(value: Any, *, tag_unsafe: bool = True) -> Any:
 yaml.add_constructor("!vault", _vault, Loader=yaml.SafeLoader)
 yaml.add_constructor("!unsafe", _unsafe, Loader=yaml.SafeLoader)
 
-__all__ = ["UnsafeText", "VaultedValue", "VaultedValueError", "to_json_value"]
+__all__ = ["HIDDEN", "PASSWORD_VARS", "UnsafeText", "VaultedValue", "VaultedValueError", "hide_passwords",
+           "to_json_value"]

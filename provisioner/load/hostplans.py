@@ -32,6 +32,7 @@ from provisioner.load.specs import Spec
 from provisioner.load.templating import VarResolver, find_template
 from provisioner.load.yamlsrc import KeyPath, Origin, Sourced
 from provisioner.resources import REGISTRY
+from provisioner.resources.sensitive import secret_variable
 
 # ------------------------------------------------------------------------------------- resolved per host
 
@@ -170,6 +171,7 @@ def _resolve_resource(
     playbook_dir: Path,
     errors: list[ConfigError],
 ) -> Resource | None:
+    resolver.reset_used()
     rendered, ok = _render_tree(dict(decl.spec), decl.path, resolver, src, errors)
     if not ok:
         return None
@@ -200,6 +202,10 @@ def _resolve_resource(
             errors.append(exc)
             return None
         spec = spec.model_copy(update={filled: content})
+    # Content rendered from a password variable (directly or through other variables) is a secret
+    # whatever the file is called: reports show only its hashes, as for `sensitive: true`.
+    if "sensitive" in model.model_fields and any(secret_variable(name) for name in resolver.used):
+        spec = spec.model_copy(update={"sensitive": True})
     return Resource(kind=decl.kind, spec=spec, origin=decl.origin)
 
 
