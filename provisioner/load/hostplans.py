@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from provisioner.errors import ConfigError, ConfigErrors, RenderError
+from provisioner.load.ansible_tags import secret_variable
 from provisioner.load.inventory import Host, Inventory, load_inventory, magic_vars
 from provisioner.load.playbook import (
     Play,
@@ -32,7 +33,6 @@ from provisioner.load.specs import Spec
 from provisioner.load.templating import VarResolver, find_template
 from provisioner.load.yamlsrc import KeyPath, Origin, Sourced
 from provisioner.resources import REGISTRY
-from provisioner.resources.sensitive import secret_variable
 
 # ------------------------------------------------------------------------------------- resolved per host
 

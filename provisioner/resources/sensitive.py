@@ -10,8 +10,6 @@ import hashlib
 import re
 from pathlib import PurePosixPath
 
-from provisioner.load.ansible_tags import PASSWORD_VARS
-
 # The mode of a secret-bearing file whose playbook gives none (the `file` resource's default is 0644).
 SECRET_MODE = "0600"
 
@@ -74,20 +72,6 @@ SECRET_CONTENT = re.compile(
     r"|^[^:\s]+:\$(?:1|2[abxy]?|5|6|y|gy|7|sha1|md5)\$",
     re.MULTILINE,
 )
-
-# Variable names that hold secrets. Narrower than SECRET_WORDS (no bare `key`): a file rendered from
-# such a variable is wanted at 0600 when its playbook gives no mode, and `ssh_key_type` is no secret.
-SECRET_VARIABLE = re.compile(
-    r"passw|passphrase|secret|token|credential|private_?key|api_?key|access_?key|_pass$|^pass$|vault",
-    re.IGNORECASE,
-)
-
-
-def secret_variable(name: str) -> bool:
-    """Whether a variable named `name` holds a password or key: what it renders into is sensitive."""
-    return name in PASSWORD_VARS or bool(SECRET_VARIABLE.search(name))
-
-
 def sensitive_path(path: str) -> bool:
     """Whether a file at `path` holds keys or credentials by where it is or what it is called."""
     pure = PurePosixPath(path)

@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 
 from provisioner.cli import main
-from provisioner.load.ansible_tags import HIDDEN, VaultedValue, hide_passwords
+from provisioner.load.ansible_tags import HIDDEN, VaultedValue, hide_passwords, secret_variable
 from provisioner.load.hostplans import resolve
 from provisioner.load.inventory import load_inventory
 from provisioner.load.playbook import load_playbook
 from provisioner.load.specs import FileSpec
 from provisioner.resources import file as file_resource
-from provisioner.resources.sensitive import secret_variable
 from provisioner.resources.steps import Step, file_step
 from tests.unit.test_changes import run_script
 
