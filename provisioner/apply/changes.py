@@ -266,7 +266,9 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         journal = (f"printf '%s%s\",\"outcome\":\"%s\",\"rc\":%s%s}}\\n' {prefix} "
                    f"\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" \"$__fn_st\" \"${{__fn_rc:-null}}\" \"$__fn_jx\" >> {JOURNAL}")
         condition = " && ".join(conditions) or "true"
-        run = f"__fn_o=$(sh -ec {shlex.quote(step.command)} 2>&1 </dev/null); __fn_rc=$?"
+        # Evaluated in a subshell, not passed to `sh -c`: a command line is readable by every user of the
+        # host (ps, /proc/PID/cmdline), and a file write carries the file's content.
+        run = f"__fn_o=$( (set -e; eval {shlex.quote(step.command)}) 2>&1 </dev/null); __fn_rc=$?"
         if step.netdev is not None or step.lockout:
             carries = f'[ "$__fn_mgmt" = {shlex.quote(step.netdev or "")} ]' + (" || true" if step.lockout else "")
             run = (f"__fn_g=; if {{ {carries}; }} && [ -z \"$__fn_armed\" ]; then "

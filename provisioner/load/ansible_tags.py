@@ -8,6 +8,7 @@ saying which value is vaulted. The constructors are registered on PyYAML's SafeL
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -45,6 +46,39 @@ class VaultedValue:
 
     def __hash__(self) -> int:
         return hash(self.ciphertext)
+
+
+# Ansible's connection and sudo passwords: fabnet never shows their plain values (a vaulted one shows
+# as its ciphertext, as ansible-inventory prints it).
+PASSWORD_VARS = frozenset({
+    "ansible_password", "ansible_ssh_pass", "ansible_become_password", "ansible_become_pass",
+    "ansible_ssh_private_key_passphrase",
+})
+# Variable names that hold secrets. Narrower than SECRET_WORDS (no bare `key`): a file rendered from
+# such a variable is wanted at 0600 when its playbook gives no mode, and `ssh_key_type` is no secret.
+SECRET_VARIABLE = re.compile(
+    r"passw|passphrase|secret|token|credential|private_?key|api_?key|access_?key|_pass$|^pass$|vault",
+    re.IGNORECASE,
+)
+
+
+def secret_variable(name: str) -> bool:
+    """Whether a variable named `name` holds a password or key: what it renders into is sensitive."""
+    return name in PASSWORD_VARS or bool(SECRET_VARIABLE.search(name))
+
+
+HIDDEN = "<hidden: fabnet never shows a password>"
+
+
+def hide_passwords(variables: dict[str, Any]) -> dict[str, Any]:
+    """`variables` with every plain password (by the variable's name) replaced by HIDDEN; vaulted values
+    stay as they are."""
+    return {name: HIDDEN if secret_variable(name) and value is not None and not _vaulted(value) else value
+            for name, value in variables.items()}
+
+
+def _vaulted(value: Any) -> bool:  # loaded, or as ansible-inventory prints it
+    return isinstance(value, VaultedValue) or (isinstance(value, dict) and "__ansible_vault" in value)
 
 
 class UnsafeText(str):
@@ -86,4 +120,5 @@ def to_json_value(value: Any, *, tag_unsafe: bool = True) -> Any:
 yaml.add_constructor("!vault", _vault, Loader=yaml.SafeLoader)
 yaml.add_constructor("!unsafe", _unsafe, Loader=yaml.SafeLoader)
 
-__all__ = ["UnsafeText", "VaultedValue", "VaultedValueError", "to_json_value"]
+__all__ = ["HIDDEN", "PASSWORD_VARS", "UnsafeText", "VaultedValue", "VaultedValueError", "hide_passwords",
+           "secret_variable", "to_json_value"]

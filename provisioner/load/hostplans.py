@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from provisioner.errors import ConfigError, ConfigErrors, RenderError
+from provisioner.load.ansible_tags import secret_variable
 from provisioner.load.inventory import Host, Inventory, load_inventory, magic_vars
 from provisioner.load.playbook import (
     Play,
@@ -170,6 +171,7 @@ def _resolve_resource(
     playbook_dir: Path,
     errors: list[ConfigError],
 ) -> Resource | None:
+    resolver.reset_used()
     rendered, ok = _render_tree(dict(decl.spec), decl.path, resolver, src, errors)
     if not ok:
         return None
@@ -200,6 +202,10 @@ def _resolve_resource(
             errors.append(exc)
             return None
         spec = spec.model_copy(update={filled: content})
+    # Content rendered from a password variable (directly or through other variables) is a secret
+    # whatever the file is called: reports show only its hashes, as for `sensitive: true`.
+    if "sensitive" in model.model_fields and any(secret_variable(name) for name in resolver.used):
+        spec = spec.model_copy(update={"sensitive": True})
     return Resource(kind=decl.kind, spec=spec, origin=decl.origin)
 
 

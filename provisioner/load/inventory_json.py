@@ -6,15 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from provisioner.load.ansible_tags import to_json_value
+from provisioner.load.ansible_tags import hide_passwords, to_json_value
 from provisioner.load.inventory import Inventory
 
 PROFILE = "inventory_legacy"  # what ansible-core 2.19's ansible-inventory names its JSON encoding
 
 
 def host_vars(inventory: Inventory, host: str, *, tag_unsafe: bool = True) -> dict[str, Any]:
-    """A host's resolved variables, templates unrendered. `--list` tags `!unsafe` values, `--host` does not."""
-    values: dict[str, Any] = to_json_value(dict(inventory.hosts[host].vars), tag_unsafe=tag_unsafe)
+    """A host's resolved variables, templates unrendered. `--list` tags `!unsafe` values, `--host` does not.
+    Plain passwords (ansible_become_password...) are hidden: unlike ansible-inventory, fabnet never prints one."""
+    values: dict[str, Any] = to_json_value(hide_passwords(dict(inventory.hosts[host].vars)), tag_unsafe=tag_unsafe)
     return values
 
 

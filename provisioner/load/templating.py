@@ -184,9 +184,17 @@ class VarResolver:
         self._done: dict[str, Any] = {}
         self._failed: dict[str, ConfigError] = {}
         self._stack: list[str] = []
+        # Every variable a rendering used, through other variables too (`reset_used`, `used`): a file
+        # whose content comes from a password variable is reported as sensitive.
+        self._deps: dict[str, frozenset[str]] = {}
+        self.used: set[str] = set()
+
+    def reset_used(self) -> None:
+        self.used = set()
 
     def var(self, name: str) -> Any:
         if name in self._done:
+            self.used |= self._deps[name]
             return self._done[name]
         if name in self._failed:
             raise self._failed[name]  # the same error again, so one bad variable is reported once
@@ -201,6 +209,7 @@ class VarResolver:
                 key=origin.key or name,
             )
         self._stack.append(name)
+        outer, self.used = self.used, set()
         try:
             value = self.render(self.raw[name], origin, what=f"variable {name!r}")
         except ConfigError as exc:
@@ -208,6 +217,8 @@ class VarResolver:
             raise
         finally:
             self._stack.pop()
+            self._deps[name] = frozenset({name, *self.used})
+            self.used = outer | self._deps[name]
         self._done[name] = value
         return value
 

@@ -72,8 +72,6 @@ SECRET_CONTENT = re.compile(
     r"|^[^:\s]+:\$(?:1|2[abxy]?|5|6|y|gy|7|sha1|md5)\$",
     re.MULTILINE,
 )
-
-
 def sensitive_path(path: str) -> bool:
     """Whether a file at `path` holds keys or credentials by where it is or what it is called."""
     pure = PurePosixPath(path)
