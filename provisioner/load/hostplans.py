@@ -179,8 +179,10 @@ def _resolve_resource(
     try:
         spec = model.model_validate(rendered)
     except ValidationError as exc:
+        # A value rendered from a password variable is never quoted back, not even in an error.
+        hide = any(secret_variable(name) for name in resolver.used)
         for err in exc.errors():
-            loc, message = describe_error(err, model)
+            loc, message = describe_error(err, model, hide=hide)
             where = src.origin((*decl.path, *data_path(rendered, loc)))
             errors.append(RenderError(message, host=host.name, file=where.file, line=where.line, key=where.key))
         return None

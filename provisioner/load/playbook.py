@@ -127,8 +127,10 @@ def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> tuple[type[BaseMode
     return model, ()
 
 
-def describe_error(err: Mapping[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
-    """A pydantic error as (location within the model, one clear sentence that says what is allowed)."""
+def describe_error(err: Mapping[str, Any], model: type[BaseModel],
+                   hide: bool = False) -> tuple[tuple[Any, ...], str]:
+    """A pydantic error as (location within the model, one clear sentence that says what is allowed).
+    `hide`: the value was rendered from a secret, so the sentence never quotes it."""
     loc = tuple(err["loc"])
     kind = err["type"]
     model, inner = _model_at(model, loc)
@@ -144,7 +146,12 @@ def describe_error(err: Mapping[str, Any], model: type[BaseModel]) -> tuple[tupl
     value = err.get("input")
     if kind == "value_error":
         expected = ""  # our own validators already say what to write
-    if kind == "string_pattern_mismatch":
+    if hide:
+        shown = "" if value is None or isinstance(value, dict | list) else str(value)
+        message = message.replace(shown, "<hidden>") if shown else message
+        if kind == "string_pattern_mismatch":
+            message = "invalid value (hidden: it was rendered from a password variable)"
+    elif kind == "string_pattern_mismatch":
         message = f"invalid value {_short(value)}"
     elif loc and not isinstance(value, dict | list) and _short(value) not in message:
         message += f" (got {_short(value)})"

@@ -97,6 +97,22 @@ def test_a_file_rendered_from_a_password_variable_is_sensitive_through_other_var
         assert SECRET not in diff and "sensitive, not shown" in diff
 
 
+@pytest.mark.parametrize("fields", ["path: /etc/app.conf, mode: '{{ db_password }}'",
+                                    "path: /etc/app.conf, owner: '{{ db_password }}'",
+                                    "path: 'etc/{{ db_password }}'"])
+def test_a_value_rendered_from_a_password_is_not_quoted_in_a_validation_error(
+        tmp_path: Path, fields: str, capsys: pytest.CaptureFixture[str]) -> None:
+    inv = _write(tmp_path, "hosts.yml", "all:\n  hosts:\n    g1:\n")
+    _write(tmp_path, "group_vars/all.yml", f"db_password: '{SECRET} x;y'\n")
+    pb = _write(tmp_path, "site.yml", "- hosts: all\n  resources:\n"
+                f"    - file: {{{fields}, content: 'x'}}\n")
+    with pytest.raises(SystemExit) as done:
+        main(["validate", str(inv), "-p", str(pb)])
+    out, err = capsys.readouterr()
+    assert done.value.code == 3 and "site.yml:3" in err, err  # the error is still reported, with its line
+    assert SECRET not in out + err
+
+
 def test_inventory_list_and_host_hide_plain_passwords_and_keep_vaulted_ones_encrypted(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     vault = "$ANSIBLE_VAULT;1.1;AES256\n6162636465\n"
