@@ -117,7 +117,7 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
     Examples:
       fabnet apply inventories/prod.yml --check --diff      what would change, nothing changed
       fabnet apply inventories/prod.yml --yes --serial 1,100% --max-fail-percent 0   canary first
-      fabnet apply inventories/prod.yml --limit gpu01 --yes --json
+      fabnet apply inventories/prod.yml --limit gpu-a01 --yes --json
       FABNET_BECOME_PASSWORD=... fabnet apply inventories/prod.yml --yes    sudo with a password
 
     \b
