@@ -181,8 +181,7 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] |
         refused = saved_plan.adopt(planned, saved)
         for host in planned:
             if host.name in refused and host.audit.status not in ("unreachable",):
-                host.refusal = ("live state changed since the plan was made (facts digest differs); "
-                                "make a new plan")
+                host.refusal = saved_plan.refusal(host.name, saved)
     if not as_json:
         apply_report.plan_text(planned, diff=diff)
     pending = any(host.steps for host in planned)
