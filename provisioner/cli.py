@@ -61,7 +61,8 @@ EXIT_CODES_HELP = (
     "  4   audit: hosts unreachable or failed; apply: hosts unreachable (wins over 2)\n"
     "  1   other failure\n"
     "  64  usage error\n"
-    "  141 apply, bootstrap, rollback: standard output's reader went away (| head); read-only commands exit 0"
+    "  141 apply, bootstrap, rollback, demo, lab up/add/down: standard output's reader went away (| head);\n"
+    "      read-only commands exit 0"
 )
 
 
