@@ -61,7 +61,8 @@ EXIT_CODES_HELP = (
     "  4   audit: hosts unreachable or failed; apply: hosts unreachable (wins over 2)\n"
     "  1   other failure\n"
     "  64  usage error\n"
-    "  141 apply, bootstrap, rollback: standard output's reader went away (| head); read-only commands exit 0"
+    "  141 apply, bootstrap, rollback, demo, lab up/add/down: standard output's reader went away (| head);\n"
+    "      read-only commands exit 0"
 )
 
 
@@ -176,7 +177,7 @@ def validate(inventory: Path, playbook: Path | None, limit: str | None) -> None:
     \b
     Examples:
       fabnet validate inventories/prod.yml
-      fabnet validate inventories/prod.yml -p playbooks/site.yml --limit gpu01
+      fabnet validate inventories/prod.yml -p playbooks/site.yml --limit gpu-a01
     """
     from provisioner.load.hostplans import validate as validate_files
     from provisioner.load.loading import find_playbook
@@ -227,7 +228,7 @@ def audit(inventory: Path, playbook: Path | None, limit: str | None, as_json: bo
     \b
     Examples:
       fabnet audit inventories/prod.yml                       drift per host; exit 2 if any
-      fabnet audit inventories/prod.yml -p playbooks/site.yml --limit 'gpu:!gpu05' --verbose
+      fabnet audit inventories/prod.yml -p playbooks/site.yml --limit 'gpu:!gpu-a05' --verbose
       fabnet audit inventories/prod.yml --json | jq '.hosts[] | select(.status == "drifted") | .name'
       fabnet audit inventories/prod.yml --junit audit.xml --prom /var/lib/node_exporter/textfile/fabnet.prom
 
@@ -340,6 +341,8 @@ def main(argv: list[str] | None = None) -> None:
 def _reader_gone(argv: list[str] | None) -> int:
     """The exit code once standard output's reader left: see EXIT_READER_GONE."""
     words = [w for w in (sys.argv[1:] if argv is None else argv) if not w.startswith("-")]
+    if words[:2] == ["lab", "status"]:  # the one `lab` command that only reads
+        return EXIT_OK
     return EXIT_READER_GONE if words and words[0] in CHANGING_COMMANDS else EXIT_OK
 
 

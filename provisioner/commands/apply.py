@@ -65,7 +65,8 @@ def exit_code(outcome: object) -> int:
 @playbook_option
 @limit_option
 @click.option("-C", "--check", is_flag=True, help="Show the plan and change nothing (exit 2 if anything would change).")
-@click.option("-D", "--diff", is_flag=True, help="Show unified diffs of the files that change (not secret paths).")
+@click.option("-D", "--diff", is_flag=True,
+              help="Show unified diffs of the `file` resources that change (not secret paths).")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before changing hosts.")
 @click.option("--serial", default=None, metavar="N|N%|LIST",
               help="Rolling batches: hosts per batch, a percentage, or a list such as 1,10%,100% (canary first).")
@@ -117,7 +118,7 @@ def apply_command(inventory: Path, playbook: Path | None, limit: str | None, che
     Examples:
       fabnet apply inventories/prod.yml --check --diff      what would change, nothing changed
       fabnet apply inventories/prod.yml --yes --serial 1,100% --max-fail-percent 0   canary first
-      fabnet apply inventories/prod.yml --limit gpu01 --yes --json
+      fabnet apply inventories/prod.yml --limit gpu-a01 --yes --json
       FABNET_BECOME_PASSWORD=... fabnet apply inventories/prod.yml --yes    sudo with a password
 
     \b
@@ -180,8 +181,7 @@ def _converge(sessions: Sessions, plans: list[HostPlan], saved: dict[str, Any] |
         refused = saved_plan.adopt(planned, saved)
         for host in planned:
             if host.name in refused and host.audit.status not in ("unreachable",):
-                host.refusal = ("live state changed since the plan was made (facts digest differs); "
-                                "make a new plan")
+                host.refusal = saved_plan.refusal(host.name, saved)
     if not as_json:
         apply_report.plan_text(planned, diff=diff)
     pending = any(host.steps for host in planned)

@@ -11,6 +11,7 @@ from provisioner.commands.options import CONTEXT, load_targets
 from provisioner.lazy import lazy_module
 
 if TYPE_CHECKING:
+    from provisioner.lab.state import LabState
     from provisioner.output import report
 else:
     report = lazy_module("provisioner.output.report")
@@ -67,16 +68,21 @@ def demo(name: str, nodes: int | None, keep: bool) -> None:
         _demo_new_node(name, state.inventory_path, DEFAULT_PLAYBOOK)
     if not keep:
         manager.down(name)
-        report.info(f"\nlab {name} removed (--no-keep); `fabnet demo` builds it again")
-        return
+    report.info(closing_text(state, keep))
+
+
+def closing_text(state: LabState, keep: bool) -> str:
+    """What to try next on the lab left running; with --no-keep the lab is gone, so only that is said."""
+    if not keep:
+        return f"\nlab '{state.name}' removed (--no-keep)"
     drifted_qos_node = state.nodes[min(2, len(state.nodes) - 1)]  # gpu03 has PFC off in the default profile
-    report.info(
+    return (
         "\nNext steps:\n"
         f"  fabnet audit {state.inventory_path} --json     the same, for a program\n"
         f"  ssh -i {state.key_path} -o UserKnownHostsFile={state.known_hosts_path} "
         f"-o StrictHostKeyChecking=yes root@{drifted_qos_node.mgmt_ip} "
         "mlnx_qos -i eth1\n"
-        f"  fabnet lab down --name {name}                 remove the lab"
+        f"  fabnet lab down --name {state.name}                 remove the lab"
     )
 
 

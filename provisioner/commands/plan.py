@@ -29,7 +29,8 @@ else:
 @limit_option
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Where to write the plan (JSON, schema fabnet/plan/v1, mode 0600: it holds file contents).")
-@click.option("-D", "--diff", is_flag=True, help="Show unified diffs of the files that would change.")
+@click.option("-D", "--diff", is_flag=True,
+              help="Show unified diffs of the `file` resources that would change (not secret paths).")
 @click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True)
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 2 when the plan has changes (0: none), as terraform's plan does.")

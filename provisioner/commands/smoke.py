@@ -125,7 +125,9 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
         --launch 'srun -N {nodes} --ntasks-per-node {ppn} -w {hostlist} {binary} -b {min_bytes} -e {max_bytes} -g 1'
 
     \b
-    On the lab (`fabnet lab up --slurm`; all_reduce_perf there is fabnet's emulation, gloo over TCP):
+    On the lab (`fabnet lab up --slurm`; all_reduce_perf there is fabnet's emulation, gloo over TCP;
+    the lab starts drifted, and its pre-flight passes once converged):
+      fabnet apply /var/lib/fabnet/labs/lab/inventory.yml --yes
       fabnet smoke /var/lib/fabnet/labs/lab/inventory.yml --runner nccl-tests --launcher srun --sizes 1M:8M
     """
     from provisioner.output.core import check_report, write_reports

@@ -66,3 +66,10 @@ def adopt(planned: list[Any], data: dict[str, Any]) -> list[str]:
         for rp in host.resources:
             rp.steps = by_target.get(rp.outcome.target, [])
     return refused
+
+
+def refusal(name: str, data: dict[str, Any]) -> str:
+    """Why `adopt` refused a host: the plan was made without it, or its facts changed since."""
+    if name not in {entry.get("name") for entry in data.get("hosts", [])}:
+        return "not in the plan (it was made before this host was in the inventory); make a new plan"
+    return "live state changed since the plan was made (facts digest differs); make a new plan"

@@ -131,8 +131,12 @@ def resume_fixed(scheduler: Scheduler, source: str, checked: Sequence[str], pass
             continue
         origin = reason_source(state.reason)
         by = f" by {state.reason_user}" if state.reason_user else ""
-        if origin is None:
+        if origin is None or (origin not in RESUMES and origin != "watch"):  # e.g. a --drain-cmd's own words
             actions.append(Action(host, "left", f"drained{by} for another reason: {state.reason or '(none)'}"))
+        elif origin == "watch":  # watch drains and never resumes: a person decides when it is fixed
+            actions.append(Action(host, "left", f"drained by fabnet {origin}, which resumes no host (resume it "
+                                                f"once fixed: scontrol update nodename={host} state=resume): "
+                                                f"{state.reason}"))
         elif origin not in RESUMES[source]:
             actions.append(Action(host, "left", f"drained by fabnet {origin}, which `fabnet {origin} --resume-fixed` "
                                                 f"re-checks: {state.reason}"))

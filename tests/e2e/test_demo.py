@@ -35,4 +35,4 @@ def test_demo_shows_drift_the_fix_and_a_clean_audit() -> None:
     assert "all-reduce, new and fleet hosts (gpu07, " in out[joined:]
     assert "recap: 1 of 1 new hosts joined the fleet" in out[joined:]
     # --no-keep: the lab is gone, so no "next steps" point at it.
-    assert f"lab {name} removed (--no-keep)" in out[joined:] and "Next steps" not in out
+    assert f"lab '{name}' removed (--no-keep)" in out[joined:] and "Next steps" not in out

@@ -190,6 +190,8 @@ def test_a_reader_that_left_an_apply_says_it_stopped_short() -> None:
     assert cli._reader_gone(["apply", "inv.yml", "--yes"]) == 141  # cut short before its changes
     assert cli._reader_gone(["--verbose", "rollback", "inv.yml"]) == 141
     assert cli._reader_gone(["audit", "inv.yml"]) == 0
+    assert cli._reader_gone(["lab", "up", "--name", "t1"]) == 141
+    assert cli._reader_gone(["lab", "status", "--name", "t1"]) == 0  # only reads: `lab status | head -1`
 
 
 def test_progress_names_the_hosts_still_running_after_a_few_seconds(monkeypatch) -> None:

@@ -32,3 +32,6 @@ def test_a_host_whose_facts_changed_gets_no_steps() -> None:
     c = SimpleNamespace(name="c", digest="sha256:3", steps=[step], resources=[])
     assert saved_plan.adopt([a, b, c], data) == ["b", "c"]
     assert a.steps == [step] and b.steps == [] and c.steps == []
+    # Each refusal says why: a changed host is told to re-plan, a host the plan never saw is named so.
+    assert "facts digest differs" in saved_plan.refusal("b", data)
+    assert saved_plan.refusal("c", data).startswith("not in the plan")

@@ -91,6 +91,18 @@ def test_resume_fixed_resumes_only_fabnets_own_drains_that_pass_now() -> None:
     assert "gpu05" not in by_host
 
 
+def test_a_watch_drain_is_left_without_pointing_at_an_option_watch_lacks() -> None:
+    slurm = Recorded({"gpu03": NodeState("drained", "fabnet: watch: counter rose mlx5_0/1 symbol_error", "root")})
+    [action] = resume_fixed(slurm, "audit", ["gpu03"], passing={"gpu03"})
+    assert slurm.resumed == [] and action.action == "left"
+    assert "--resume-fixed" not in action.detail  # `fabnet watch` has no such option
+    assert "scontrol update nodename=gpu03 state=resume" in action.detail
+    # A reason that starts like fabnet's but names no fabnet command is someone else's.
+    slurm = Recorded({"gpu04": NodeState("drained", "fabnet: drifted: mtu", "root")})
+    [action] = resume_fixed(slurm, "audit", ["gpu04"], passing={"gpu04"})
+    assert slurm.resumed == [] and action.detail.startswith("drained by root for another reason")
+
+
 def test_smoke_resumes_what_smoke_drained() -> None:
     slurm = Recorded({"gpu03": NodeState("drained", "fabnet: smoke: slow", "root"),
                       "gpu01": NodeState("drained", "fabnet: audit: drifted", "root")})
