@@ -146,9 +146,10 @@ def describe_error(err: Mapping[str, Any], model: type[BaseModel],
     value = err.get("input")
     if kind == "value_error":
         expected = ""  # our own validators already say what to write
-    if hide:
-        shown = "" if value is None or isinstance(value, dict | list) else str(value)
-        message = message.replace(shown, "<hidden>") if shown else message
+    # Only a plain value is hidden; a vaulted one shows as what it is (encrypted, never its text).
+    plain = str(value) if hide and isinstance(value, str | int | float) and not isinstance(value, bool) else ""
+    if plain:
+        message = message.replace(plain, "<hidden>")
         if kind == "string_pattern_mismatch":
             message = "invalid value (hidden: it was rendered from a password variable)"
     elif kind == "string_pattern_mismatch":
