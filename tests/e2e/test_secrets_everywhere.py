@@ -64,6 +64,8 @@ class World:
     def env(self, password: str | None = SUDO) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
         env.update({"FABNET_HISTORY": str(self.work / "history.sqlite"), "XDG_STATE_HOME": str(self.work / "state")})
+        # Wide enough that no table folds a value across lines: a folded secret would slip past the search.
+        env["COLUMNS"] = "1000"
         if password is not None:
             env[ENV_VAR] = password
         return env
