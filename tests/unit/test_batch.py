@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import secrets
 import signal
 import subprocess
 import time
@@ -17,6 +18,10 @@ from hypothesis import strategies as st
 from provisioner.facts import batch
 from provisioner.resources.base import Probe
 from tests.unit.ticking import run_ticking, start_ticking
+
+# Run ids of the script's form, fresh for each run of the suite: the clean-up sweep kills whatever carries
+# a run's id, and a fixed one would reach into another copy of the suite running on the same machine.
+RUN = {tag: tag + secrets.token_hex(7) for tag in ("a1", "b2", "c3", "e5", "f7", "c9", "e6", "a8", "d4")}
 
 
 def run_locally(probes: list[Probe], nonce: str = "0123456789abcdef", **kwargs) -> dict:
@@ -114,11 +119,11 @@ def test_a_probe_that_ignores_sigterm_is_killed_with_all_it_runs_at_its_timeout(
     stubborn = Probe(command, timeout=1)
     after = Probe("echo after")
     started = time.monotonic()
-    results = run_locally([stubborn, after], run_id="a1" * 8)
+    results = run_locally([stubborn, after], run_id=RUN["a1"])
     assert results[stubborn.key].exit_code == batch.TIMEOUT_EXIT
     assert results[after.key].stdout == "after\n"
     assert time.monotonic() - started < 1 + batch.KILL_GRACE + 5
-    assert _leftovers_killed("a1" * 8) == []
+    assert _leftovers_killed(RUN["a1"]) == []
 
 
 def test_a_daemonized_child_is_found_by_its_marker_and_killed() -> None:
@@ -126,17 +131,17 @@ def test_a_daemonized_child_is_found_by_its_marker_and_killed() -> None:
     daemon = Probe("setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo started")
     after = Probe("echo after")
     started = time.monotonic()
-    results = run_locally([daemon, after], run_id="b2" * 8)
+    results = run_locally([daemon, after], run_id=RUN["b2"])
     assert results[daemon.key].stdout == "started\n" and results[after.key].stdout == "after\n"
     assert time.monotonic() - started < 10
-    assert _leftovers_killed("b2" * 8) == []
+    assert _leftovers_killed(RUN["b2"]) == []
 
 
 def test_a_stderr_flood_is_capped_on_the_node_and_costs_only_its_probe() -> None:
     flood = Probe("yes 'noise noise noise' | head -c 200000000 >&2; echo done", timeout=60)
     after = Probe("echo after")
     caps = batch.Caps(stdout=1024 * 1024, stderr=4096)
-    script = batch.build_script([flood, after], "cd" * 8, caps=caps, run_id="c3" * 8)
+    script = batch.build_script([flood, after], "cd" * 8, caps=caps, run_id=RUN["c3"])
     proc = run_ticking(script, timeout=120)
     assert len(proc.stdout) < 64 * 1024  # nothing like 200 MB crossed
     results = batch.split_output(proc.stdout.decode(), "cd" * 8, caps)
@@ -144,7 +149,7 @@ def test_a_stderr_flood_is_capped_on_the_node_and_costs_only_its_probe() -> None
     flooded = results[flood.key]
     assert flooded.stderr.startswith("fabnet: its stderr passed 4 KiB and was cut")
     assert len(flooded.stderr) < 4096 + 200
-    assert _leftovers_killed("c3" * 8) == []
+    assert _leftovers_killed(RUN["c3"]) == []
 
 
 def test_stdout_past_its_cap_is_cut_and_the_probe_fails() -> None:
@@ -185,12 +190,12 @@ def test_caps_and_flags_are_parsed() -> None:
 def test_the_budget_cuts_a_probes_timeout_and_skips_what_is_left() -> None:
     slow, later = Probe("trap '' TERM; sleep 60", timeout=30), Probe("echo later")
     started = time.monotonic()
-    results = run_locally([slow, later], budget=2, run_id="e5" * 8)
+    results = run_locally([slow, later], budget=2, run_id=RUN["e5"])
     assert time.monotonic() - started < 2 + batch.KILL_GRACE + 8  # not the probe's 30 s (slack: a loaded CI)
     assert results[slow.key].exit_code == batch.TIMEOUT_EXIT
     assert results[later.key].exit_code == batch.NOT_RUN_EXIT
     assert "not run" in results[later.key].stderr
-    assert _leftovers_killed("e5" * 8) == []
+    assert _leftovers_killed(RUN["e5"]) == []
 
 
 def _running(command: str, run_id: str) -> subprocess.Popen[bytes]:
@@ -206,7 +211,7 @@ def _running(command: str, run_id: str) -> subprocess.Popen[bytes]:
 def test_when_the_connection_goes_the_running_probe_is_stopped_at_once() -> None:
     # What a closed SSH channel looks like to the host's shell: its standard input ends, and its stdout
     # and stderr lose their reader.
-    proc = _running("trap '' TERM; sleep 300", "f7" * 8)
+    proc = _running("trap '' TERM; sleep 300", RUN["f7"])
     assert proc.stdin and proc.stdout and proc.stderr
     started = time.monotonic()
     for stream in (proc.stdin, proc.stdout, proc.stderr):
@@ -216,7 +221,7 @@ def test_when_the_connection_goes_the_running_probe_is_stopped_at_once() -> None
     finally:
         proc.kill()
     assert time.monotonic() - started < 8  # not the probe's 120 s (slack: a loaded CI)
-    assert _leftovers_killed("f7" * 8) == []
+    assert _leftovers_killed(RUN["f7"]) == []
 
 
 def test_without_ticks_the_watchdog_keeps_no_timeout_but_the_end_of_input_still_stops_the_probe() -> None:
@@ -224,17 +229,17 @@ def test_without_ticks_the_watchdog_keeps_no_timeout_but_the_end_of_input_still_
     # controller that hung up stops everything.
     proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin
-    proc.stdin.write(batch.build_script([Probe("sleep 300", timeout=0.5)], "ab" * 8, run_id="c9" * 8).encode())
+    proc.stdin.write(batch.build_script([Probe("sleep 300", timeout=0.5)], "ab" * 8, run_id=RUN["c9"]).encode())
     proc.stdin.flush()
     try:
         time.sleep(2.5)
-        assert proc.poll() is None and _marked("c9" * 8)  # no tick came: its 0.5 s have not been enforced
+        assert proc.poll() is None and _marked(RUN["c9"])  # no tick came: its 0.5 s have not been enforced
         proc.stdin.close()
         proc.wait(timeout=5)
-        assert _marked("c9" * 8) == []
+        assert _marked(RUN["c9"]) == []
     finally:
         proc.kill()
-        _leftovers_killed("c9" * 8)
+        _leftovers_killed(RUN["c9"])
 
 
 def test_a_node_without_a_usable_tmp_falls_back_to_dev_shm() -> None:
@@ -259,7 +264,7 @@ def test_when_the_ticks_stop_without_an_end_of_input_the_node_still_stops_after_
     # that saw a tick has its own timer, which stops the script some seconds after the controller hung up.
     proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin
-    script = batch.build_script([Probe("trap '' TERM; sleep 300", timeout=60)], "ab" * 8, run_id="e6" * 8,
+    script = batch.build_script([Probe("trap '' TERM; sleep 300", timeout=60)], "ab" * 8, run_id=RUN["e6"],
                                 budget=1)
     proc.stdin.write(script.encode())
     proc.stdin.flush()
@@ -270,17 +275,17 @@ def test_when_the_ticks_stop_without_an_end_of_input_the_node_still_stops_after_
         proc.stdin.flush()
         proc.wait(timeout=1 + batch.REPORT_MARGIN + 5 + 10)
         assert time.monotonic() - started > batch.REPORT_MARGIN  # not before the controller hung up
-        assert _marked("e6" * 8) == []
+        assert _marked(RUN["e6"]) == []
     finally:
         proc.kill()
-        _leftovers_killed("e6" * 8)
+        _leftovers_killed(RUN["e6"])
 
 
 def test_a_script_killed_outright_leaves_no_watchdog_holding_the_channel() -> None:
     # SIGKILL runs no trap. The SSH channel ends only when every holder of its stdout and stderr has
     # closed them: the watchdog holds neither, and when sshd then closes the exec's standard input, it
     # stops the probe and cleans up by itself.
-    proc = _running("sleep 300", "a8" * 8)
+    proc = _running("sleep 300", RUN["a8"])
     assert proc.stdin and proc.stderr
     proc.kill()
     proc.wait()
@@ -290,11 +295,11 @@ def test_a_script_killed_outright_leaves_no_watchdog_holding_the_channel() -> No
             assert time.monotonic() - started < 10, "something the script started still holds its stderr"
         assert time.monotonic() - started < 5  # at once, not when the 300 s sleep ends (slack: a loaded CI)
         proc.stdin.close()
-        while _marked("a8" * 8) and time.monotonic() - started < 5:
+        while _marked(RUN["a8"]) and time.monotonic() - started < 5:
             time.sleep(0.05)
-        assert _marked("a8" * 8) == []
+        assert _marked(RUN["a8"]) == []
     finally:
-        _leftovers_killed("a8" * 8)
+        _leftovers_killed(RUN["a8"])
 
 
 def test_the_environment_sweep_runs_only_when_some_process_outlived_its_probe(tmp_path) -> None:
@@ -312,9 +317,9 @@ def test_the_environment_sweep_runs_only_when_some_process_outlived_its_probe(tm
                                              isolate=True).stdout.decode(), "ab" * 8)
     assert results[quiet.key].stdout == "quiet\n" and not log.exists()
     daemon = Probe("setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo started")
-    run_ticking(batch.build_script([daemon], "ab" * 8, run_id="d4" * 8), env=env, isolate=True)
+    run_ticking(batch.build_script([daemon], "ab" * 8, run_id=RUN["d4"]), env=env, isolate=True)
     assert batch.ENV_MARKER in log.read_text()
-    assert _leftovers_killed("d4" * 8) == []
+    assert _leftovers_killed(RUN["d4"]) == []
 
 
 def test_plain_commands_run_without_a_shell_and_report_the_same() -> None:
