@@ -85,6 +85,17 @@ class Lab:
     def node(self, name: str) -> NodeRecord:
         return next(r for r in self.nodes if r.name == name)
 
+    def add_sudo_user(self, user: str, password: str) -> None:
+        """On every node, a login user (the lab's key) whose sudo asks for `password`."""
+        for node in self.nodes:
+            self.ssh(node, f"useradd --create-home --shell /bin/bash {user} && "
+                           f"install -d -m 0700 -o {user} -g {user} /home/{user}/.ssh && "
+                           f"install -m 0600 -o {user} -g {user} /root/.ssh/authorized_keys /home/{user}/.ssh/ && "
+                           f"echo '{user} ALL=(ALL) ALL' > /etc/sudoers.d/{user} && chmod 0440 /etc/sudoers.d/{user}")
+            # On stdin, so the password is on no command line, not even the test's.
+            subprocess.run([*self.ssh_args(node), "chpasswd"], input=f"{user}:{password}\n", text=True,
+                           check=True, timeout=60)
+
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:

@@ -48,14 +48,7 @@ def slab() -> Iterator[Lab]:
     manager.down(BECOME_LAB)
     try:
         lab = Lab(manager.up(BECOME_LAB, 2))
-        for node in lab.nodes:
-            lab.ssh(node, f"useradd --create-home --shell /bin/bash {USER} && "
-                          f"install -d -m 0700 -o {USER} -g {USER} /home/{USER}/.ssh && "
-                          f"install -m 0600 -o {USER} -g {USER} /root/.ssh/authorized_keys /home/{USER}/.ssh/ && "
-                          f"echo '{USER} ALL=(ALL) ALL' > /etc/sudoers.d/{USER} && chmod 0440 /etc/sudoers.d/{USER}")
-            # On stdin, so the password is on no command line, not even the test's.
-            subprocess.run([*lab.ssh_args(node), "chpasswd"], input=f"{USER}:{PASSWORD}\n", text=True,
-                           check=True, timeout=60)
+        lab.add_sudo_user(USER, PASSWORD)
         yield lab
     finally:
         manager.down(BECOME_LAB)

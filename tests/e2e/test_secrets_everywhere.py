@@ -128,13 +128,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     manager.down(LAB)
     try:
         lab = Lab(manager.up(LAB, 2))
-        for node in lab.nodes:
-            lab.ssh(node, f"useradd --create-home --shell /bin/bash {USER} && "
-                          f"install -d -m 0700 -o {USER} -g {USER} /home/{USER}/.ssh && "
-                          f"install -m 0600 -o {USER} -g {USER} /root/.ssh/authorized_keys /home/{USER}/.ssh/ && "
-                          f"echo '{USER} ALL=(ALL) ALL' > /etc/sudoers.d/{USER} && chmod 0440 /etc/sudoers.d/{USER}")
-            subprocess.run([*lab.ssh_args(node), "chpasswd"], input=f"{USER}:{SUDO}\n", text=True, check=True,
-                           timeout=60)
+        lab.add_sudo_user(USER, SUDO)
         # gpu02 already holds the file, with an old secret: its diff and backup must not show it.
         lab.ssh(lab.node("gpu02"), f"mkdir -p /etc/fabnet-secret-test && printf 'db = %s\\n' {OLD_SECRET} > {APP}"
                                    f" && chmod 0600 {APP}")
