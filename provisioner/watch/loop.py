@@ -46,9 +46,9 @@ class Cycle:
 
 @dataclass
 class Reading:
-    """One host's facts of one cycle, before they are judged."""
+    """One host's facts of one cycle, before they are judged (its outcome waits in the watcher's latest
+    readings, where the other hosts' fleet checks find it too)."""
 
-    outcome: engine.HostOutcome  # before fleet checks
     results: Results | None
     at: float  # seconds since the epoch, when the exec started
     sysfs_root: str
@@ -122,7 +122,7 @@ class Watcher:
         read, results = engine.read_host(plan, session, [links.probe(sysfs_root)], memo=self._memos[host.name])
         with self._lock:
             self._latest[host.name] = read
-        return Reading(read, results, at, sysfs_root)
+        return Reading(results, at, sysfs_root)
 
     def judge(self, plan: HostPlan, reading: Reading) -> Cycle:
         """One host's cycle, second half: fleet checks, then what changed since its previous cycle. Runs
