@@ -119,6 +119,7 @@ def make_inputs(lab: Lab, work: Path) -> tuple[Path, Path]:
     return inv_dir, playbook
 
 
+SLOW_SYNC = "/usr/local/bin/sync"
 SPY = ("for i in $(seq 600); do cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' "
        "| sort -u; sleep 0.05; done")
 
@@ -153,16 +154,23 @@ def run_everything(w: World) -> None:
     w.fabnet("plan --diff -o", "plan", inv, "-p", pb, "--diff", "-o", str(work / "plan.json"))
     w.fabnet("apply --check --diff", "apply", inv, "-p", pb, "--check", "--diff")
     w.fabnet("wrong sudo password", "audit", inv, "-p", pb, "--json", password=WRONG)
-    # As root: command lines are readable by every user, so root sees what they see, and more.
+    # As root: command lines are readable by every user, so root sees what they see, and more. Sampling can
+    # miss a short apply, so each write's `sync` is held for a second (a wrapper ahead of it on sudo's PATH)
+    # and apply starts only once every spy has taken its first sample.
+    for node in w.lab.nodes:
+        w.lab.ssh(node, f"printf '#!/bin/sh\\nsleep 1\\nexec /bin/sync \"$@\"\\n' > {SLOW_SYNC} && "
+                        f"chmod 0755 {SLOW_SYNC}")
     spies = [subprocess.Popen([*w.lab.ssh_args(node), SPY],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for node in w.lab.nodes]
+    first = [spy.stdout.readline() if spy.stdout else "" for spy in spies]
     try:
         w.fabnet("apply", "apply", inv, "-p", pb, "--diff", "--yes", "--json", "--junit", str(work / "apply.xml"),
                  "--prom", str(work / "apply.prom"), "--journal", str(work / "journal.jsonl"))
     finally:
-        for node, spy in zip(w.lab.nodes, spies, strict=True):
+        for node, spy, line in zip(w.lab.nodes, spies, first, strict=True):
             spy.terminate()
-            w.artifacts[f"{node.name}: command lines and environments"] = spy.communicate(timeout=30)[0]
+            w.artifacts[f"{node.name}: command lines and environments"] = line + spy.communicate(timeout=30)[0]
+            w.lab.ssh(node, f"rm -f {SLOW_SYNC}")
     w.fabnet("apply (console)", "apply", inv, "-p", pb, "--diff", "--yes", "-v")  # in sync: nothing to do
     w.fabnet("audit after", "audit", inv, "-p", pb, "--json")
     w.fabnet("history", "history")
