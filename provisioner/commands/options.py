@@ -33,6 +33,19 @@ connect_timeout_option = click.option(
     "--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
     help="Seconds to wait for a host's SSH login.",
 )
+
+
+def forks_option(what: str) -> Callable[[F], F]:
+    """--forks: how many hosts at once; `what` ends the help ("Hosts audited in parallel.")."""
+    return click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True, help=what)
+
+
+def timeout_option(default: float, maximum: float, what: str) -> Callable[[F], F]:
+    """--timeout: seconds for one host's exec once logged in."""
+    return click.option("--timeout", "command_timeout", type=click.FloatRange(1, maximum), default=default,
+                        show_default=True, help=what)
+
+
 ssh_config_option = click.option(
     "--ssh-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
     help="OpenSSH client config to use instead of ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump).",

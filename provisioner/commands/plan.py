@@ -10,9 +10,13 @@ import click
 from provisioner.commands.options import (
     become_option,
     become_password,
+    connect_timeout_option,
+    forks_option,
     limit_option,
     load_targets,
     playbook_option,
+    ssh_config_option,
+    timeout_option,
 )
 from provisioner.lazy import lazy_module
 
@@ -31,12 +35,16 @@ else:
               help="Where to write the plan (JSON, schema fabnet/plan/v1, mode 0600: it holds file contents).")
 @click.option("-D", "--diff", is_flag=True,
               help="Show unified diffs of the `file` resources that would change (not secret paths).")
-@click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True)
+@forks_option("Hosts gathered in parallel.")
+@connect_timeout_option
+@timeout_option(120.0, 3600, "Seconds for a host's fact gathering once logged in.")
+@ssh_config_option
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 2 when the plan has changes (0: none), as terraform's plan does.")
 @become_option
 def plan_command(inventory: Path, playbook: Path | None, limit: str | None, out: Path, diff: bool, forks: int,
-                 detailed_exitcode: bool, ask_become_pass: bool) -> None:
+                 connect_timeout: float, command_timeout: float, ssh_config: Path | None, detailed_exitcode: bool,
+                 ask_become_pass: bool) -> None:
     """Gather every host (one exec each), show what apply would change and save it to apply later with
     `fabnet apply INVENTORY --plan FILE`, which refuses any host whose facts changed in between.
 
@@ -66,7 +74,9 @@ def plan_command(inventory: Path, playbook: Path | None, limit: str | None, out:
         raise SystemExit(64) from None
     plans, playbook = load_targets(inventory, playbook, limit)
     password = become_password(ask_become_pass)
-    with Sessions(engine.Options(forks=forks, become_password=password)) as sessions, \
+    options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
+                             ssh_config=ssh_config, become_password=password)
+    with Sessions(options) as sessions, \
             report.host_progress(len(plans), "gathering", [p.host.name for p in plans]) as progress:
         planned = converge.make_plan(plans, sessions, progress)
     apply_report.plan_text(planned, diff=diff)

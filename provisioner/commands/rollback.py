@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from provisioner.commands.options import become_option, become_password
+from provisioner.commands.options import (
+    become_option,
+    become_password,
+    connect_timeout_option,
+    forks_option,
+    ssh_config_option,
+    timeout_option,
+)
 from provisioner.errors import ConfigError
 from provisioner.lazy import lazy_module
 
@@ -25,14 +32,17 @@ else:
 @click.option("--run", "run_id", default=None, help="The run to undo (default: each host's latest run).")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/rollback/v1).")
-@click.option("--connect-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True)
-@click.option("--timeout", "command_timeout", type=click.FloatRange(1, 7200), default=900.0, show_default=True)
+@forks_option("Hosts rolled back in parallel.")
+@connect_timeout_option
+@timeout_option(900.0, 7200, "Seconds for one host's undo exec once logged in.")
+@ssh_config_option
 @click.option("--break-lock", is_flag=True,
               help="Remove another run's lock on the limited hosts first (journaled there). Only for a lock whose "
                    "run is known to be dead: a lock whose holder is gone is taken over without it.")
 @become_option
 def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id: str | None, yes: bool, as_json: bool,
-                     connect_timeout: float, command_timeout: float, break_lock: bool, ask_become_pass: bool) -> None:
+                     forks: int, connect_timeout: float, command_timeout: float, ssh_config: Path | None,
+                     break_lock: bool, ask_become_pass: bool) -> None:
     """Undo what a fabnet apply run changed on some hosts: files back from their backups (or removed
     where they did not exist), settings back to their old values, newest change first. ONE exec per host.
     A step a kill cut off is undone too (its undo was recorded before it ran); each undo is reported
@@ -65,8 +75,8 @@ def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id:
         names = ", ".join(p.host.name for p in plans)
         if not click.confirm(f"Roll back run {run_id or '(latest)'} on {names}?", default=False, err=True):
             raise SystemExit(2)
-    options = engine.Options(connect_timeout=connect_timeout, command_timeout=command_timeout,
-                             become_password=become_password(ask_become_pass))
+    options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
+                             ssh_config=ssh_config, become_password=become_password(ask_become_pass))
     results = undo.rollback(plans, options, run_id, break_lock=break_lock)
     if as_json:
         report.print_json(undo.to_json(results))

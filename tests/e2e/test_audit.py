@@ -260,6 +260,31 @@ def test_ssh_config_is_honoured_including_proxyjump(lab: Lab, tmp_path) -> None:
     assert after["gpu04"] - before["gpu04"] == 2 and after["gpu01"] - before["gpu01"] == 1
 
 
+def test_plan_and_rollback_honour_ssh_config_too(lab: Lab, tmp_path) -> None:
+    """A host reachable only through the operator's ssh config is planned and rolled back, not only audited."""
+    target = lab.node("gpu04")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host gpu04-alias\n  HostName {target.mgmt_ip}\n  User root\n"
+                      f"  IdentityFile {lab.state.key_path}\n")
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {
+        "vars": {"fabnet_known_hosts": str(lab.state.known_hosts_path), "data_iface": "eth1",
+                 "rdma_device": "mlx5_0", "fabnet_sysfs_root": "/var/lib/fabnet-lab/sys"},
+        "children": {"gpu": {"hosts": {"gpu04": {"ansible_host": "gpu04-alias"}}}}}}))
+    without = fabnet("plan", str(inventory), "-p", str(SITE), "-o", str(tmp_path / "none.json"))
+    assert without.returncode == 4, without.stderr + without.stdout  # the alias resolves nowhere without it
+    planned = fabnet("plan", str(inventory), "-p", str(SITE), "--ssh-config", str(config), "--connect-timeout", "5",
+                     "--timeout", "60", "-f", "1", "-o", str(tmp_path / "plan.json"))
+    assert planned.returncode == 0, planned.stderr + planned.stdout
+    saved = json.loads((tmp_path / "plan.json").read_text())
+    assert [h["name"] for h in saved["hosts"]] == ["gpu04"] and saved["hosts"][0]["steps"]
+    # A run that never was: the host is reached and answers, and the shared lab keeps what other tests applied.
+    undone = fabnet("rollback", str(inventory), "-p", str(SITE), "--limit", "gpu04", "--ssh-config", str(config),
+                    "--run", "20000101T000000Z-000000", "--yes", "--json")
+    hosts = json.loads(undone.stdout)["hosts"]
+    assert [(h["name"], h["status"]) for h in hosts] == [("gpu04", "nothing")], undone.stdout + undone.stderr
+
+
 def test_a_failing_read_affects_only_its_own_resource(lab: Lab) -> None:
     node = lab.node("gpu01")
     # Both QoS readers broken (dcb first, mlnx_qos its fallback); the system's own dcb, next in PATH, has
