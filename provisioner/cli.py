@@ -26,11 +26,13 @@ from provisioner.commands.options import (
     become_option,
     become_password,
     connect_timeout_option,
+    forks_option,
     limit_option,
     load_targets,
     playbook_option,
     scheduler_options,
     ssh_config_option,
+    timeout_option,
 )
 from provisioner.errors import ConfigError, ConfigErrors, FabnetError, LabError, ParseError, ReaderGone
 from provisioner.lazy import lazy_module
@@ -205,11 +207,9 @@ def validate(inventory: Path, playbook: Path | None, limit: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/audit/v1).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report here (one test case per checked attribute).")
-@click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True,
-              help="Hosts audited in parallel.")
+@forks_option("Hosts audited in parallel.")
 @connect_timeout_option
-@click.option("--timeout", "command_timeout", type=click.FloatRange(1, 3600), default=120.0, show_default=True,
-              help="Seconds for a host's fact gathering once logged in.")
+@timeout_option(120.0, 3600, "Seconds for a host's fact gathering once logged in.")
 @ssh_config_option
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only those that need attention.")
 @click.option("--prom", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -13,11 +13,13 @@ from provisioner.commands.options import (
     become_option,
     become_password,
     connect_timeout_option,
+    forks_option,
     limit_option,
     load_targets,
     playbook_option,
     scheduler_options,
     ssh_config_option,
+    timeout_option,
 )
 from provisioner.lazy import lazy_module
 
@@ -72,8 +74,7 @@ def exit_code(outcome: object) -> int:
               help="Rolling batches: hosts per batch, a percentage, or a list such as 1,10%,100% (canary first).")
 @click.option("--max-fail-percent", type=click.FloatRange(0, 100), default=None,
               help="Start no new batch once more than this percentage of the hosts so far failed.")
-@click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True,
-              help="Hosts changed in parallel within a batch.")
+@forks_option("Hosts changed in parallel within a batch.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/apply/v1).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report (one test case per resource).")
@@ -82,8 +83,7 @@ def exit_code(outcome: object) -> int:
 @click.option("--journal", "journal_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Local journal of changes (JSON lines); default $XDG_STATE_HOME/fabnet/journal.jsonl.")
 @connect_timeout_option
-@click.option("--timeout", "command_timeout", type=click.FloatRange(1, 7200), default=900.0, show_default=True,
-              help="Seconds for one host's exec (package installs included).")
+@timeout_option(900.0, 7200, "Seconds for one host's exec (package installs included).")
 @ssh_config_option
 @click.option("--revert-after", type=click.IntRange(10, 3600), default=60, show_default=True,
               help="Seconds after which a host reverts a change to its management path by itself unless a "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from provisioner.commands.options import become_option, become_password
+from provisioner.commands.options import become_option, become_password, forks_option
 from provisioner.errors import FabnetError
 
 if TYPE_CHECKING:  # imported where used: `fabnet --help` does not load rich, pydantic or the parsers
@@ -136,8 +136,7 @@ def _print(result: Explanation, mapping: dict[str, str], audited: list[dict[str,
 @click.option("-p", "--playbook", type=click.Path(path_type=Path), default=Path("playbooks/site.yml"),
               show_default=True, help="Playbook the named hosts are audited against (with --inventory).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schema fabnet/explain/v1).")
-@click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True,
-              help="Hosts audited in parallel (with --inventory).")
+@forks_option("Hosts audited in parallel (with --inventory).")
 @become_option
 def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Path, as_json: bool,
                     forks: int, ask_become_pass: bool) -> None:

@@ -35,9 +35,9 @@ connect_timeout_option = click.option(
 )
 
 
-def forks_option(what: str) -> Callable[[F], F]:
-    """--forks: how many hosts at once; `what` ends the help ("Hosts audited in parallel.")."""
-    return click.option("-f", "--forks", type=click.IntRange(1, 1000), default=50, show_default=True, help=what)
+def forks_option(what: str, default: int = 50) -> Callable[[F], F]:
+    """--forks: how many hosts at once; `what` is the help ("Hosts audited in parallel.")."""
+    return click.option("-f", "--forks", type=click.IntRange(1, 1000), default=default, show_default=True, help=what)
 
 
 def timeout_option(default: float, maximum: float, what: str) -> Callable[[F], F]:

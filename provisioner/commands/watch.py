@@ -16,10 +16,12 @@ from provisioner.commands.options import (
     become_option,
     become_password,
     connect_timeout_option,
+    forks_option,
     limit_option,
     load_targets,
     playbook_option,
     ssh_config_option,
+    timeout_option,
 )
 from provisioner.lazy import lazy_module
 
@@ -44,11 +46,9 @@ HISTORY_HELP = "History file (SQLite) [default: $FABNET_HISTORY, else $XDG_STATE
                    "host that is down is retried with its own backoff.")
 @click.option("--for", "run_for", callback=duration, default=None,
               help="Stop after this long (default: run until Ctrl-C or SIGTERM).")
-@click.option("-f", "--forks", type=click.IntRange(1, 1000), default=200, show_default=True,
-              help="Host cycles running at once.")
+@forks_option("Host cycles running at once.", default=200)
 @connect_timeout_option
-@click.option("--timeout", "command_timeout", type=click.FloatRange(1, 3600), default=30.0, show_default=True,
-              help="Seconds for a host's cycle once logged in; a host that takes longer is reported down.")
+@timeout_option(30.0, 3600, "Seconds for a host's cycle once logged in; a host that takes longer is reported down.")
 @ssh_config_option
 @click.option("--history", "history_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help=HISTORY_HELP)
