@@ -33,7 +33,16 @@ from provisioner.load.hostpatterns import limit_terms, match_hosts
 from provisioner.load.hostrange import expand_host_range
 from provisioner.load.ini_or_yaml import parse_yaml_text
 from provisioner.load.invgraph import InventoryGraph, VarSet
-from provisioner.load.invsources import read_source, read_text, unknown_vars_files, vars_dir, vars_files
+from provisioner.load.invsources import (
+    HostList,
+    read_host_list,
+    read_source,
+    read_text,
+    source_of,
+    unknown_vars_files,
+    vars_dir,
+    vars_files,
+)
 from provisioner.load.templating import TEMPLATE_ENV, VarResolver, has_template, magic_vars_for
 from provisioner.load.yamlsrc import Origin
 
@@ -77,14 +86,14 @@ class Inventory:
     those of child groups included; `group_order` holds the same in Ansible's order, `group_hosts` only
     each group's own hosts and `children` its direct child groups, in the order written."""
 
-    source: Path
+    source: Path | HostList
     hosts: dict[str, Host]
     groups: dict[str, set[str]]
     children: dict[str, list[str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     group_order: dict[str, list[str]] = field(default_factory=dict)
     group_hosts: dict[str, list[str]] = field(default_factory=dict)
-    sources: tuple[Path, ...] = ()
+    sources: tuple[Path | HostList, ...] = ()
     unordered_groups: set[str] = field(default_factory=set)  # Ansible's host order undefined (see invgraph)
 
     def select(self, pattern: str | Sequence[str] | None, *, origin: Origin | None = None,
@@ -252,15 +261,21 @@ def _warn_unknown_files(graph: InventoryGraph, bases: list[Path]) -> None:
 def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: str | Path | None = None) -> Inventory:
     """Read Ansible inventory sources (files or directories, several merged in order, as `-i` does) with
     the group_vars/ and host_vars/ beside each source and beside the playbook. Raises ConfigError(s)."""
-    sources = [Path(source)] if isinstance(source, str | Path) else [Path(s) for s in source]
+    sources = [source_of(s) for s in ([source] if isinstance(source, str | Path) else source)]
     if not sources:
         raise ConfigError("no inventory given")
     graph = InventoryGraph()
-    files = [file for path in sources for file in read_source(graph, path)]
+    files: list[Path | HostList] = []
+    for given in sources:
+        if isinstance(given, HostList):
+            read_host_list(graph, given)
+            files.append(given)
+        else:
+            files.extend(read_source(graph, given))
     # inventory_file/inventory_dir in templates: the first file read, as for Ansible's first host
     first_file = files[0] if files else sources[0]
     graph.reconcile()
-    inv_bases = [vars_dir(path) for path in sources]
+    inv_bases = [vars_dir(path) for path in sources if isinstance(path, Path)]
     play_bases = [Path(playbook_dir)] if playbook_dir is not None else []
     play_bases = [b for b in play_bases if b.resolve() not in {i.resolve() for i in inv_bases}]
     var_files = _VarFiles(graph.warnings)
@@ -281,7 +296,8 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
                 resolver = VarResolver(name, merged.values, merged.origins, magic)
                 for var in templated:
                     values[var] = resolver.var(var)
-            hosts[name] = _host_model(name, merged, values, groups, inv_bases[0])
+            # Relative paths in vars: beside the first inventory folder; a host list has none (as Ansible's cwd)
+            hosts[name] = _host_model(name, merged, values, groups, inv_bases[0] if inv_bases else Path.cwd())
         except ConfigError as exc:
             errors.extend(exc.errors if isinstance(exc, ConfigErrors) else [exc])
     if errors:

@@ -1,18 +1,21 @@
 """Where inventory text comes from: files read safely (regular files only, bounded size), directories
-walked in Ansible's order, each file's format recognised by its content, and the `group_vars/` and
-`host_vars/` files Ansible would load for a group or host.
+walked in Ansible's order, each file's format recognised by its content, host lists given on the command
+line (`gpu01,gpu02,`), and the `group_vars/` and `host_vars/` files Ansible would load for a group or host.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.errors import ConfigError
 from provisioner.load import yamlsrc
+from provisioner.load.hostrange import split_host_port
 from provisioner.load.ini_or_yaml import read_inventory_text
 from provisioner.load.invgraph import InventoryGraph
+from provisioner.load.yamlsrc import Origin
 
 _CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ufffe\uffff]")
 MAX_FILE_BYTES = 32 * 1024 * 1024  # an inventory or vars file past this is a mistake, not a fleet
@@ -25,21 +28,63 @@ _IGNORED = re.compile(
 )
 
 
+@dataclass(frozen=True)
+class HostList:
+    """An inventory given as host names between commas (`gpu01,gpu02:2222,`), as Ansible's host_list
+    plugin reads a `-i` that holds a comma and names no file. Its hosts are in `ungrouped`; it has no
+    folder, so only the playbook's group_vars/ and host_vars/ apply to them."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def source_of(given: str | Path) -> Path | HostList:
+    """What an inventory argument stands for: a host list where it holds a comma and no such path exists."""
+    text = str(given)
+    if "," in text and not os.path.lexists(text):
+        return HostList(text)
+    return Path(given)
+
+
+def read_host_list(graph: InventoryGraph, source: HostList) -> None:
+    """Add a host list's hosts to `graph`: each comma-separated word a host, `host:port` and
+    `[v6-address]:port` as Ansible splits them; no ranges (the host_list plugin expands none)."""
+    origin = Origin(source.text, None)
+    _check_text(source.text, source.text)
+    graph.add_group("ungrouped")
+    for word in source.text.split(","):
+        word = word.strip()
+        if word:
+            name, port = split_host_port(word)
+            if "[" in name:  # Ansible would take it as one host of that name, which no host is
+                raise ConfigError(f"{word!r} is a host range, and host lists expand none (as in Ansible); name "
+                                  "each host, or put the range in an inventory file", file=source.text)
+            graph.add_host(name, "ungrouped", port, origin)
+
+
+def _check_text(text: str, where: str) -> None:
+    """NUL and control characters are refused (with their line), as YAML refuses them: a terminal escape
+    in a host name would reach every report."""
+    if "\0" in text:
+        start = text.index("\0")
+        column = start - text.rfind("\n", 0, start)
+        raise ConfigError(f"a NUL byte at column {column}; this is not a text file", file=where,
+                          line=text.count("\n", 0, start) + 1)
+    control = _CONTROL.search(text)
+    if control:
+        start = control.start()
+        column = start - text.rfind("\n", 0, start)
+        raise ConfigError(f"the control character U+{ord(control.group()):04X} at column {column}; "
+                          "inventories are plain text", file=where, line=text.count("\n", 0, start) + 1)
+
+
 def read_text(path: Path) -> str:
     """A file's text; a FIFO, device or directory, a file over MAX_FILE_BYTES, NUL bytes or non-UTF-8
     text are ConfigErrors naming the file (never a hang: a FIFO is refused before it is read)."""
     text = yamlsrc.read_text(path, what="inventory file", limit=MAX_FILE_BYTES)
-    if "\0" in text:  # INI files too: a NUL is never part of an inventory
-        start = text.index("\0")
-        column = start - text.rfind("\n", 0, start)
-        raise ConfigError(f"a NUL byte at column {column}; this is not a text file", file=str(path),
-                          line=text.count("\n", 0, start) + 1)
-    control = _CONTROL.search(text)
-    if control:  # YAML refuses them too; a terminal escape in a host name would reach every report
-        start = control.start()
-        column = start - text.rfind("\n", 0, start)
-        raise ConfigError(f"the control character U+{ord(control.group()):04X} at column {column}; "
-                          "inventories are plain text", file=str(path), line=text.count("\n", 0, start) + 1)
+    _check_text(text, str(path))  # INI files too: a NUL is never part of an inventory
     return text
 
 
@@ -128,5 +173,5 @@ def unknown_vars_files(base: Path, kind: str, known: set[str]) -> list[Path]:
     return unknown
 
 
-__all__ = ["MAX_FILE_BYTES", "read_source", "read_text", "source_files", "unknown_vars_files", "vars_dir",
-           "vars_files"]
+__all__ = ["MAX_FILE_BYTES", "HostList", "read_host_list", "read_source", "read_text", "source_files", "source_of",
+           "unknown_vars_files", "vars_dir", "vars_files"]

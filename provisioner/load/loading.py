@@ -8,6 +8,7 @@ from provisioner import startup
 from provisioner.errors import ConfigError
 from provisioner.load.hostplans import HostPlan, resolve
 from provisioner.load.inventory import load_inventory
+from provisioner.load.invsources import HostList, source_of
 from provisioner.load.keycheck import check_keys
 from provisioner.load.playbook import load_playbook
 
@@ -19,6 +20,8 @@ def default_playbooks(inventory: Path) -> list[Path]:
     playbooks/site.yml beside the inventory and in the folders above it (an Ansible project keeps
     `inventories/` and `playbooks/` side by side), so a command finds it from any working directory."""
     places = [DEFAULT_PLAYBOOK]
+    if isinstance(source_of(inventory), HostList):  # host names on the command line: no folder to look in
+        return places
     folder = inventory.resolve().parent if not inventory.is_dir() else inventory.resolve()
     for candidate in [folder, *folder.parents][:4]:
         places.append(candidate / DEFAULT_PLAYBOOK)

@@ -16,6 +16,7 @@ import jinja2.meta
 from jinja2 import nodes
 
 from provisioner.errors import ConfigError, RenderError
+from provisioner.load.invsources import HostList
 from provisioner.load.sandbox import BoundedSandbox, DirLoader, bounded_filter, budget, render_bounded, sized
 from provisioner.load.yamlsrc import Origin
 
@@ -369,7 +370,7 @@ def magic_vars_for(
     host_groups: Sequence[str],
     groups: Mapping[str, list[str]],
     hostvars: Mapping[str, Mapping[str, Any]],
-    source: Path,
+    source: Path | HostList,
 ) -> dict[str, Any]:
     """The variables Ansible provides without anyone defining them, from their parts: the inventory loader
     needs them before the `Inventory` exists (`inventory.magic_vars` gives them for a loaded one)."""
@@ -379,7 +380,8 @@ def magic_vars_for(
         "group_names": list(host_groups),
         "groups": groups,
         "hostvars": hostvars,  # as written: templates inside other hosts' vars are not rendered
-        "inventory_dir": str(source.parent),
+        # A host list (`gpu01,gpu02,`) is its own inventory_file and has no folder, as in Ansible.
+        "inventory_dir": str(source.parent) if isinstance(source, Path) else None,
         "inventory_file": str(source),
     }
 

@@ -285,6 +285,27 @@ def test_plan_and_rollback_honour_ssh_config_too(lab: Lab, tmp_path) -> None:
     assert [(h["name"], h["status"]) for h in hosts] == [("gpu04", "nothing")], undone.stdout + undone.stderr
 
 
+def test_a_host_list_on_the_command_line_is_audited_with_the_playbooks_group_vars(lab: Lab, tmp_path) -> None:
+    """`fabnet audit 198.18.1.1,198.18.1.2, -p PLAY`, as `ansible -i 'a,b,'`: the connection vars come from
+    the group_vars beside the playbook, the list only names the hosts."""
+    first, second = lab.node("gpu01"), lab.node("gpu05")
+    (tmp_path / "group_vars").mkdir()
+    lab_vars = yaml.safe_load(lab.state.inventory_path.read_text())["all"]["vars"]
+    (tmp_path / "group_vars" / "all.yml").write_text(yaml.safe_dump(lab_vars))
+    playbook = tmp_path / "mtu.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "all", "resources": [
+        {"interface": {"name": "{{ data_iface }}", "mtu": 9000, "state": "up", "persistent": False}}]}]))
+    hosts = f"{first.mgmt_ip}, {second.mgmt_ip},"
+    proc = fabnet("audit", hosts, "-p", str(playbook), "--json")
+    assert proc.returncode in (0, 2), proc.stderr + proc.stdout
+    report = json.loads(proc.stdout)
+    assert report["inventory"] == hosts
+    assert {h["name"]: h["status"] != "unreachable" for h in report["hosts"]} == \
+        {first.mgmt_ip: True, second.mgmt_ip: True}
+    limited = fabnet("audit", hosts, "-p", str(playbook), "--limit", second.mgmt_ip, "--json")
+    assert [h["name"] for h in json.loads(limited.stdout)["hosts"]] == [second.mgmt_ip], limited.stderr
+
+
 def test_a_failing_read_affects_only_its_own_resource(lab: Lab) -> None:
     node = lab.node("gpu01")
     # Both QoS readers broken (dcb first, mlnx_qos its fallback); the system's own dcb, next in PATH, has
