@@ -68,7 +68,7 @@ def exit_code(outcome: object) -> int:
 @limit_option
 @click.option("-C", "--check", is_flag=True, help="Show the plan and change nothing (exit 2 if anything would change).")
 @click.option("-D", "--diff", is_flag=True,
-              help="Show unified diffs of the `file` resources that change (not secret paths).")
+              help="Show a unified diff of each file a step writes (secret-bearing ones: hashes only).")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before changing hosts.")
 @click.option("--serial", default=None, metavar="N|N%|LIST",
               help="Rolling batches: hosts per batch, a percentage, or a list such as 1,10%,100% (canary first).")

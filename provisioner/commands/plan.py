@@ -34,7 +34,7 @@ else:
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Where to write the plan (JSON, schema fabnet/plan/v1, mode 0600: it holds file contents).")
 @click.option("-D", "--diff", is_flag=True,
-              help="Show unified diffs of the `file` resources that would change (not secret paths).")
+              help="Show a unified diff of each file a step would write (secret-bearing ones: hashes only).")
 @forks_option("Hosts gathered in parallel.")
 @connect_timeout_option
 @timeout_option(120.0, 3600, "Seconds for a host's fact gathering once logged in.")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import difflib
 import shlex
 
 from provisioner.load.specs import FileSpec
@@ -32,14 +31,12 @@ from provisioner.resources.base import (
 from provisioner.resources.sensitive import (
     SECRET_MODE,
     fingerprint,
-    line_count,
     sensitive_content,
     sensitive_path,
 )
-from provisioner.resources.steps import PHASE_FILES, Expect, Step, command_step, file_step, impossible
+from provisioner.resources.steps import PHASE_FILES, Expect, Step, command_step, file_step, impossible, text_diff
 
 KIND = "file"
-DIFF_LINES = 20
 
 
 def _probe(spec: FileSpec) -> Probe:
@@ -70,26 +67,8 @@ def wanted_mode(spec: FileSpec) -> str:
     return SECRET_MODE if is_sensitive(spec, want) else spec.mode
 
 
-def _lines(data: bytes) -> str:
-    count = line_count(data)
-    return f"{count} line" + ("" if count == 1 else "s")
-
-
 def _diff(spec: FileSpec, have: bytes, want: bytes) -> str:
-    path = spec.path
-    if is_sensitive(spec, have, want):
-        return (f"content differs (sensitive, not shown): {_lines(have)} on the host, {_lines(want)} desired; "
-                "compare the sha256 values")
-    try:
-        old, new = have.decode(), want.decode()
-    except UnicodeDecodeError:
-        return "content differs (binary)"
-    lines = list(difflib.unified_diff(
-        old.splitlines(), new.splitlines(), f"{path} (on host)", f"{path} (desired)", n=1, lineterm=""
-    ))
-    if len(lines) > DIFF_LINES:
-        lines = [*lines[:DIFF_LINES], f"... {len(lines) - DIFF_LINES} more diff lines"]
-    return "\n".join(lines) or "content differs (line endings or final newline)"
+    return text_diff(spec.path, have, want, sensitive=is_sensitive(spec, have, want))
 
 
 def _owner(wanted: str, uid: str, name: str) -> tuple[bool, str]:

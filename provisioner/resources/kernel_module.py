@@ -28,7 +28,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.resources.steps import PHASE_MODULES, Expect, Step, command_step, file_step
+from provisioner.resources.steps import PHASE_MODULES, Expect, Step, command_step, file_step, text_diff
 
 KIND = "kernel_module"
 
@@ -140,14 +140,17 @@ def remedy(spec: KernelModuleSpec, results: Results, ctx: HostContext, checks: l
         listing = parse_file_listing(stdout_of(results, BOOT_LISTS, "reading modules-load.d"))
         if spec.state == "loaded":
             path = f"{MODULES_LOAD_DIR}{spec.name}.conf"
-            steps.append(file_step(target, "persist", path, f"{spec.name}\n".encode(), phase=PHASE_MODULES,
+            text = f"{spec.name}\n"
+            steps.append(file_step(target, "persist", path, text.encode(), phase=PHASE_MODULES,
                                    mode="0644", owner="root", group="root",
-                                   expect=(Expect.file(path, listing.files.get(path)),)))
+                                   expect=(Expect.file(path, listing.files.get(path)),),
+                                   diff=text_diff(path, listing.files.get(path), text)))
         else:
             while (source := boot_listed(listing.files, spec.name)) is not None:
-                steps.append(file_step(target, f"unlist:{source}", source,
-                                       _without(listing.files[source], spec.name).encode(), phase=PHASE_MODULES,
-                                       expect=(Expect.file(source, listing.files[source]),)))
+                text = _without(listing.files[source], spec.name)
+                steps.append(file_step(target, f"unlist:{source}", source, text.encode(), phase=PHASE_MODULES,
+                                       expect=(Expect.file(source, listing.files[source]),),
+                                       diff=text_diff(source, listing.files[source], text)))
                 listing.files.pop(source)
     return steps
 

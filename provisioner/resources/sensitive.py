@@ -54,12 +54,12 @@ SECRET_SUFFIXES = (
 SECRET_WORDS = re.compile(r"key|secret|token|passw|credential|private|\bauth\b|cred", re.IGNORECASE)
 
 # Lines that hold a secret value: a private-key block, an assignment to a secret-sounding name
-# (`password=`, `psk=`, `PrivateKey = `, `NCCL_..._TOKEN=`), a known token format, a URL with a
-# password, or a crypt(3) hash as /etc/shadow holds them.
+# (`password=`, `psk=`, `PrivateKey = `, netplan's WireGuard `private: KEY`, `NCCL_..._TOKEN=`), a known
+# token format, a URL with a password, or a crypt(3) hash as /etc/shadow holds them.
 SECRET_CONTENT = re.compile(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"
     r"|(?i:(?<![a-z])(?:passw(?:or)?d|passphrase|pass(?![a-z])|pwd|secret|psk|token|api[_-]?key|access[_-]?key|"
-    r"private[_-]?key|preshared[_-]?key|auth[_-]?key|credentials?|bearer)[\w.-]*[\"']?\s*[:=])"
+    r"private|preshared[_-]?key|auth[_-]?key|credentials?|bearer)[\w.-]*[\"']?\s*[:=])"
     r"|(?i:\b(?:password|passwd)\s+\S)"  # .netrc: `machine h login u password p`
     r"|(?i:authorization:\s*(?:bearer|basic)\s)"
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"

@@ -9,6 +9,7 @@ engine's change script sets to this run's backup directory on the host.
 from __future__ import annotations
 
 import base64
+import difflib
 import hashlib
 import shlex
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from provisioner.resources.base import sh
+from provisioner.resources.sensitive import line_count, sensitive_content, sensitive_path
 
 # Phases order a host's steps: packages and drivers, then modules, then runtime network and QoS,
 # then kernel parameters, then files, then services (which read the files), then handlers.
@@ -28,6 +30,7 @@ PHASE_FILES = 60
 PHASE_SERVICES = 70
 PHASE_HANDLERS = 80
 
+DIFF_LINES = 20  # of a write's unified diff in plan/apply --diff; the rest is counted
 BACKUP_DIR_VAR = '"$FABNET_BACKUP_DIR"'
 ABSENT = "absent"
 
@@ -178,6 +181,35 @@ def restore_file(path: str) -> str:
     )
 
 
+def _lines(data: bytes) -> str:
+    count = line_count(data)
+    return f"{count} line" + ("" if count == 1 else "s")
+
+
+def text_diff(path: str, old: bytes | str | None, new: bytes | str, *, sensitive: bool = False) -> str:
+    """A unified diff of a file write, for --diff: `old` is what the host held (None: no file). A file
+    that is `sensitive`, or whose path or either content looks secret-bearing (a netplan file with a
+    Wi-Fi password, a WireGuard key), is shown by line counts only; binary content is only said to differ."""
+    before_data = old.encode() if isinstance(old, str) else old
+    after_data = new.encode() if isinstance(new, str) else new
+    if sensitive or sensitive_path(path) or any(
+            data is not None and sensitive_content(data) for data in (before_data, after_data)):
+        have = _lines(before_data) if before_data is not None else "no file"
+        return (f"content differs (sensitive, not shown): {have} on the host, {_lines(after_data)} desired; "
+                "compare the sha256 values")
+    try:
+        before = old.decode() if isinstance(old, bytes) else (old or "")
+        after = new.decode() if isinstance(new, bytes) else new
+    except UnicodeDecodeError:
+        return "content differs (binary)"
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(),
+                                      f"{path} (on host)" if old is not None else "/dev/null (no file on host)",
+                                      f"{path} (desired)", n=1, lineterm=""))
+    if len(lines) > DIFF_LINES:
+        lines = [*lines[:DIFF_LINES], f"... {len(lines) - DIFF_LINES} more diff lines"]
+    return "\n".join(lines) or "content differs (line endings or final newline)"
+
+
 def file_step(resource: str, action: str, path: str, data: bytes, *, phase: int = PHASE_FILES,
               mode: str | None = None, owner: str | None = None, group: str | None = None,
               notify: tuple[str, ...] = (), needs: tuple[str, ...] = (), diff: str | None = None,
@@ -196,7 +228,8 @@ def edit_step(resource: str, action: str, path: str, edit: FileEdit, *, phase: i
     """A step writing `path` as `edit` of its text read at gather time, guarded by that text's hash."""
     text = EDITS[edit.function](edit.base or "", *edit.args)
     return file_step(resource, action, path, text.encode(), phase=phase, mode=edit.mode, notify=notify,
-                     needs=needs, expect=(Expect.file(path, edit.base),), edit=edit)
+                     needs=needs, expect=(Expect.file(path, edit.base),), edit=edit,
+                     diff=text_diff(path, edit.base, text))
 
 
 def command_step(resource: str, action: str, parts: tuple[str, ...] | list[str], *, undo: list[str] | None = None,
