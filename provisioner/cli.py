@@ -170,7 +170,9 @@ def _load_plans(inventory: Path, playbook: Path, limit: str | None, *, warn: boo
 @click.argument("inventory", type=click.Path(path_type=Path))
 @playbook_option
 @limit_option
-def validate(inventory: Path, playbook: Path | None, limit: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the result as JSON (schema fabnet/validate/v1): each problem with its file, line and key.")
+def validate(inventory: Path, playbook: Path | None, limit: str | None, as_json: bool) -> None:
     """Check an inventory and a playbook offline; nothing is contacted.
 
     Every problem is reported on one line with file:line: key and what is allowed; templates are
@@ -180,23 +182,43 @@ def validate(inventory: Path, playbook: Path | None, limit: str | None) -> None:
     Examples:
       fabnet validate inventories/prod.yml
       fabnet validate inventories/prod.yml -p playbooks/site.yml --limit gpu-a01
+      fabnet validate inventories/prod.yml --json | jq -r '.errors[].text'
     """
     from provisioner.load.hostplans import validate as validate_files
     from provisioner.load.loading import find_playbook
 
-    playbook = find_playbook(inventory, playbook)
     warnings: list[str] = []
-    errors = validate_files(inventory, playbook, limit, warnings)
+    errors: list[ConfigError] = []
+    plans: list[HostPlan] = []
+    try:
+        found = find_playbook(inventory, playbook)
+    except ConfigError as exc:
+        if not as_json:
+            raise
+        found, errors = None, [exc]
+    if found is not None:
+        errors = validate_files(inventory, found, limit, warnings)
+    if not errors and found is not None:
+        try:
+            plans = _load_plans(inventory, found, limit, warn=False)  # validate_files' warnings are above
+        except ConfigError as exc:  # a key file that cannot be used: found before any connection
+            if not as_json:
+                raise
+            errors = list(exc.errors) if isinstance(exc, ConfigErrors) else [exc]
+    resources = sum(len(plan.resources) for plan in plans)
+    if as_json:
+        report.print_json(report.validate_json(inventory=str(inventory), playbook=str(found) if found else None,
+                                               errors=errors, warnings=warnings, hosts=len(plans),
+                                               resources=resources))
+        raise SystemExit(EXIT_INVALID if errors else 0)
     for warning in warnings:
         report.warn(warning)
     if errors:
         report.config_errors(errors)
         raise SystemExit(EXIT_INVALID)
-    plans = _load_plans(inventory, playbook, limit, warn=False)  # validate_files' warnings are shown above
-    resources = sum(len(plan.resources) for plan in plans)
     from provisioner.output.core import count
 
-    report.info(f"ok: {inventory} and {playbook} are valid ({count(len(plans), 'host')}, "
+    report.info(f"ok: {inventory} and {found} are valid ({count(len(plans), 'host')}, "
                 f"{count(resources, 'resource')} in all)")
 
 

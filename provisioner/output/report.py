@@ -141,6 +141,28 @@ def _yes(flag: bool) -> str:
     return "[green]yes[/]" if flag else "[red]no[/]"
 
 
+# ------------------------------------------------------------------------------------------- validate
+
+VALIDATE_SCHEMA = "fabnet/validate/v1"
+
+
+def validate_json(*, inventory: str, playbook: str | None, errors: list[Any], warnings: list[str], hosts: int,
+                  resources: int) -> dict[str, Any]:
+    """The `--json` document of `fabnet validate` (schema `fabnet/validate/v1`): each problem located by
+    file, line and key, as the console line shows it."""
+    return {
+        "schema": VALIDATE_SCHEMA,
+        "inventory": inventory,
+        "playbook": playbook,
+        "valid": not errors,
+        "hosts": hosts,
+        "resources": resources,
+        "errors": [{"file": e.file, "line": e.line, "key": e.key or None, "message": e.message, "text": str(e)}
+                   for e in errors],
+        "warnings": warnings,
+    }
+
+
 # ---------------------------------------------------------------------------------------------- audit
 
 AUDIT_SCHEMA = "fabnet/audit/v1"
