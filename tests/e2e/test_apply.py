@@ -630,7 +630,7 @@ Description=a service whose start takes a few seconds
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/bin/sleep 4
+ExecStart=/bin/sleep 10
 """
 BRIEF = """\
 - name: a file, then a service whose start takes a few seconds
@@ -642,7 +642,8 @@ BRIEF = """\
 
 
 def _start_brief_apply(alab: Lab, inventory: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], NodeRecord]:
-    """An apply of BRIEF on gpu04, returned once the node's change script is inside the service's start."""
+    """An apply of BRIEF on gpu04, returned once the node's change script is inside the service's start
+    (10 s long: on a machine busy with other labs, each poll here may take seconds)."""
     node = alab.node("gpu04")
     alab.ssh(node, "systemctl stop fabnet-brief 2>/dev/null; printf 'old\\n' > /etc/fabnet-cut-test.conf && "
              "printf %s " + shlex.quote(BRIEF_UNIT) + " > /etc/systemd/system/fabnet-brief.service && "
