@@ -650,9 +650,13 @@ def _start_brief_apply(alab: Lab, inventory: Path, tmp_path: Path) -> tuple[subp
              "systemctl daemon-reload")
     playbook = tmp_path / "brief.yml"
     playbook.write_text(BRIEF)
+    # SIGINT at its default in the apply, whatever the suite's own launcher left it at: a suite started in
+    # the background of a non-interactive shell ignores SIGINT, the apply would inherit that, and Python
+    # then installs no KeyboardInterrupt handler (as shells intend for background jobs).
     apply = subprocess.Popen([sys.executable, "-m", "provisioner", "apply", str(inventory), "-p", str(playbook),
                               "--limit", "gpu04", "--yes", "--json", "--journal", str(tmp_path / "j.jsonl")],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while alab.ssh(node, "systemctl is-active fabnet-brief", check=False).stdout.strip() != "activating":
         assert time.monotonic() < deadline and apply.poll() is None, "the service start never began"
