@@ -6,11 +6,19 @@ number) fabnet warns too, naming file and line; it refuses only what would selec
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from provisioner.load.hostrange import HostRangeError, expand_host_range, split_host_port
 from provisioner.load.invgraph import InventoryGraph
 from provisioner.load.yamlsrc import KeyPath, Sourced
+
+
+def save_as_static(source: str) -> str:
+    """What to do with an inventory only Ansible can run (a script or a plugin configuration): its
+    `--list --yaml` output is a static YAML inventory that Ansible and fabnet both read."""
+    return (f"save what Ansible makes of it as a static inventory (ansible-inventory -i {shlex.quote(source)} "
+            "--list --yaml > hosts.yml) and give that file instead")
 
 _SECTIONS = ("vars", "children", "hosts")
 
@@ -36,8 +44,8 @@ class YamlInventoryReader:
                 f"got {type_name(data)}"
             )
         if data.get("plugin"):
-            raise self.src.error("an inventory plugin configuration: fabnet does not run inventory plugins",
-                                 ("plugin",))
+            raise self.src.error("an inventory plugin configuration: fabnet does not run inventory plugins; "
+                                 + save_as_static(self.src.file), ("plugin",))
         for name, body in data.items():
             if name in _SECTIONS and not isinstance(body, dict | None):
                 raise self.src.error(f"top-level keys are group names; put {name}: under a group, e.g. all:",

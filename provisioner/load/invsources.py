@@ -14,6 +14,7 @@ from provisioner.errors import ConfigError
 from provisioner.load import yamlsrc
 from provisioner.load.hostrange import split_host_port
 from provisioner.load.ini_or_yaml import read_inventory_text
+from provisioner.load.inventory_yaml import save_as_static
 from provisioner.load.invgraph import InventoryGraph
 from provisioner.load.yamlsrc import Origin
 
@@ -112,8 +113,7 @@ def read_source(graph: InventoryGraph, source: Path) -> list[Path]:
             # Ansible's script plugin runs it and reads the JSON it prints; running it here would run any
             # program an inventory directory holds, so say what to do instead of misreading it as INI.
             raise ConfigError("an executable inventory script: Ansible runs it and reads the JSON it prints, "
-                              f"fabnet does not run inventory scripts; save its output ({path} --list > "
-                              "hosts.json) and give that file instead", file=str(path))
+                              "fabnet does not run inventory scripts; " + save_as_static(str(path)), file=str(path))
         read_inventory_text(graph, text, str(path))
     return files
 

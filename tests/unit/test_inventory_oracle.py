@@ -5,6 +5,7 @@ the same hosts, groups, resolved variables and host-pattern results as `ansible-
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from provisioner.errors import ConfigError
 from provisioner.load.ansible_tags import hide_passwords
 from provisioner.load.inventory import load_inventory
 from provisioner.load.inventory_json import list_json
-from tests.unit.ansible_oracle import Ansible, available
+from tests.unit.ansible_oracle import BIN, Ansible, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="ansible-core (a test extra) is not installed")
 
@@ -259,3 +260,26 @@ def test_fabnet_inventory_host_and_graph_equal_ansible(
             assert json.loads(ours) == hide_passwords(json.loads(theirs.stdout))
         else:
             assert ours.strip() == theirs.stdout.strip()
+
+
+def test_the_advice_for_a_script_or_plugin_inventory_gives_a_file_fabnet_reads_as_ansible_does(
+    ansible: Ansible, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listed = {"gpu": {"hosts": ["gpu01", "gpu02"], "vars": {"data_iface": "eth1"}},
+              "rack_a": {"hosts": ["gpu01"]},
+              "_meta": {"hostvars": {"gpu01": {"ansible_host": "10.0.0.1"}, "gpu02": {"ansible_port": 2222}}}}
+    script = tmp_path / "dyn inv.py"  # a space: the advised command must survive being pasted
+    script.write_text(f"#!/usr/bin/env python3\nprint({json.dumps(json.dumps(listed))})\n")
+    script.chmod(0o755)
+    with pytest.raises(ConfigError) as raised:
+        load_inventory(script)
+    advised = str(raised.value).split("(", 2)[-1].rsplit(")", 1)[0]
+    assert advised == f"ansible-inventory -i '{script}' --list --yaml > hosts.yml", str(raised.value)
+    # Pasted as it is, into a shell whose PATH has this Ansible, from the folder it writes into.
+    done = subprocess.run(["bash", "-c", advised], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**ansible.env, "PATH": f"{BIN}:{ansible.env['PATH']}"}, check=False)
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(SystemExit) as code:
+        main(["inventory", str(tmp_path / "hosts.yml"), "--list"])
+    assert code.value.code == 0
+    assert json.loads(capsys.readouterr().out) == ansible.inventory_list([script])
