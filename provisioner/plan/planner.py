@@ -15,7 +15,7 @@ from provisioner.evaluate.engine import HostOutcome, ResourceOutcome
 from provisioner.load.hostplans import HostPlan
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import Results
-from provisioner.resources.steps import EDITS, Step, file_step, impossible, text_diff
+from provisioner.resources.steps import EDITS, Step, impossible, rewrite_step
 from provisioner.run import runner
 from provisioner.run.session import Sessions
 
@@ -86,10 +86,10 @@ def merge_writes(resources: list[ResourcePlan]) -> None:
             text = EDITS[edit.function](text, *edit.args)
         first = group[0][1]
         owners = list(dict.fromkeys(step.resource for _, step in group))
-        merged = file_step(first.resource, first.action, path, text.encode(), phase=min(s.phase for _, s in group),
-                           mode=edits[0].mode, expect=first.expect, diff=text_diff(path, edits[0].base, text),
-                           notify=tuple(dict.fromkeys(u for _, s in group for u in s.notify)),
-                           needs=tuple(dict.fromkeys(n for _, s in group for n in s.needs if n not in owners)))
+        merged = rewrite_step(first.resource, first.action, path, text.encode(), edits[0].base,
+                              phase=min(s.phase for _, s in group), mode=edits[0].mode,
+                              notify=tuple(dict.fromkeys(u for _, s in group for u in s.notify)),
+                              needs=tuple(dict.fromkeys(n for _, s in group for n in s.needs if n not in owners)))
         merged = dataclasses.replace(merged, shown=f"{merged.shown}; the edits of {', '.join(owners)}")
         for index, step in group:
             resources[index].steps = [merged if s is step else s for s in resources[index].steps]

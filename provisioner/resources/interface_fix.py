@@ -40,7 +40,7 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.interface import BOOT_CONFIG, netdev_of
-from provisioner.resources.steps import PHASE_NETWORK, Expect, Step, command_step, file_step, impossible, text_diff
+from provisioner.resources.steps import PHASE_NETWORK, Step, command_step, impossible, rewrite_step
 
 # ----------------------------------------------------------------------------------- text edits (pure)
 
@@ -316,9 +316,8 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
         except (ProbeFailed, ParseError, yaml.YAMLError) as exc:
             steps.append(impossible(target, "persist", f"cannot edit the boot-time config: {exc}", PHASE_NETWORK))
         else:
-            steps.append(file_step(target, "persist", path, text.encode(), phase=PHASE_NETWORK,
-                                   mode=_mode_for(path), expect=(Expect.file(path, files.get(path)),),
-                                   diff=text_diff(path, files.get(path), text)))
+            steps.append(rewrite_step(target, "persist", path, text.encode(), files.get(path), phase=PHASE_NETWORK,
+                                      mode=_mode_for(path)))
     return steps
 
 

@@ -28,7 +28,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.resources.steps import PHASE_MODULES, Expect, Step, command_step, file_step, text_diff
+from provisioner.resources.steps import PHASE_MODULES, Step, command_step, rewrite_step
 
 KIND = "kernel_module"
 
@@ -141,16 +141,13 @@ def remedy(spec: KernelModuleSpec, results: Results, ctx: HostContext, checks: l
         if spec.state == "loaded":
             path = f"{MODULES_LOAD_DIR}{spec.name}.conf"
             text = f"{spec.name}\n"
-            steps.append(file_step(target, "persist", path, text.encode(), phase=PHASE_MODULES,
-                                   mode="0644", owner="root", group="root",
-                                   expect=(Expect.file(path, listing.files.get(path)),),
-                                   diff=text_diff(path, listing.files.get(path), text)))
+            steps.append(rewrite_step(target, "persist", path, text.encode(), listing.files.get(path),
+                                      phase=PHASE_MODULES, mode="0644", owner="root", group="root"))
         else:
             while (source := boot_listed(listing.files, spec.name)) is not None:
                 text = _without(listing.files[source], spec.name)
-                steps.append(file_step(target, f"unlist:{source}", source, text.encode(), phase=PHASE_MODULES,
-                                       expect=(Expect.file(source, listing.files[source]),),
-                                       diff=text_diff(source, listing.files[source], text)))
+                steps.append(rewrite_step(target, f"unlist:{source}", source, text.encode(), listing.files[source],
+                                          phase=PHASE_MODULES))
                 listing.files.pop(source)
     return steps
 

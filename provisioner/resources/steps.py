@@ -223,13 +223,19 @@ def file_step(resource: str, action: str, path: str, data: bytes, *, phase: int 
                 lockout=lockout, expect=expect, edit=edit)
 
 
+def rewrite_step(resource: str, action: str, path: str, data: bytes, before: str | None, **options: Any) -> Step:
+    """A write of `path` planned against `before`, the text read there at gather time (None: no file):
+    guarded by it (`Expect.file`) and diffed from it. `options` are file_step's."""
+    return file_step(resource, action, path, data, expect=(Expect.file(path, before),),
+                     diff=text_diff(path, before, data), **options)
+
+
 def edit_step(resource: str, action: str, path: str, edit: FileEdit, *, phase: int = PHASE_FILES,
               notify: tuple[str, ...] = (), needs: tuple[str, ...] = ()) -> Step:
     """A step writing `path` as `edit` of its text read at gather time, guarded by that text's hash."""
     text = EDITS[edit.function](edit.base or "", *edit.args)
-    return file_step(resource, action, path, text.encode(), phase=phase, mode=edit.mode, notify=notify,
-                     needs=needs, expect=(Expect.file(path, edit.base),), edit=edit,
-                     diff=text_diff(path, edit.base, text))
+    return rewrite_step(resource, action, path, text.encode(), edit.base, phase=phase, mode=edit.mode,
+                        notify=notify, needs=needs, edit=edit)
 
 
 def command_step(resource: str, action: str, parts: tuple[str, ...] | list[str], *, undo: list[str] | None = None,
