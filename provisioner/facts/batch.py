@@ -11,6 +11,12 @@ by the pid of the probe's own shell (TERM, then KILL); when the script ends, how
 is left with the marker (daemons too) is killed. The end of that input tells the watchdog the
 connection is gone.
 
+A probe's whole block is one file: its begin line, then what the probe writes (appended), then its exit
+status, the head of its stderr (kept apart while it runs) and its end line, appended once it has ended.
+Every file created, sent and removed costs the node too: three more per probe were a tenth of a `site`
+exec. (A probe that truncated its own stdout through /proc would lose its begin line, and its result:
+reported as missing, never as another probe's.)
+
 A process start costs a node about a millisecond, and a full audit runs tens of probes, so the script
 starts as few as it can. Per probe: a fork of the script's shell, which runs the command's shell code
 itself (a plain command replaces it), and the programs that code runs. Per run: the temporary
@@ -37,6 +43,7 @@ KILL_GRACE = 2  # seconds between SIGTERM and SIGKILL at a probe's timeout
 TICK = 1  # seconds between the watchdog's checks: timeouts are kept to within about this
 REPORT_MARGIN = KILL_GRACE + 2 * TICK + 1  # seconds past the budget the control side waits for the report
 ENV_MARKER = "FABNET_PROBE"
+_BEGIN_LINE_MAX = 128  # bytes of "@@fabnet:NONCE:begin:KEY@@" and its line break, with room to spare
 
 
 def new_nonce() -> str:
@@ -51,10 +58,10 @@ class Caps:
 
 def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
     # ulimit -f counts 512-byte blocks (dash, POSIX); a writer past it gets SIGXFSZ. The limit lets at
-    # least one byte past the larger cap through (at most a block), so the control side can tell
+    # least one byte past the larger cap through (at most a block more), so the control side can tell
     # "exactly the cap" from "over", and a flood costs the node a few MiB of temporary file, never the
-    # disk, and never the network.
-    blocks = max(caps.stdout, caps.stderr) // 512 + 1
+    # disk, and never the network. A probe's stdout file starts with its begin line, which counts too.
+    blocks = (max(caps.stdout, caps.stderr) + _BEGIN_LINE_MAX) // 512 + 1
     tag = f"@@fabnet:{nonce}"
     return [
         # A node whose /tmp is full or read-only still has /dev/shm or /run. One command per substitution,
@@ -177,24 +184,25 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         "  __fn_now; __fn_dl=$((__fn_up + $3))",
         # No probe outlives the host's whole budget; once it is spent the rest are reported, not run.
         f"  if [ $__fn_up -ge $__fn_end ]; then printf '%s\\n\\n%s:124:s@@\\n\\n%s\\n' '{tag}:begin:'\"$1\"'@@' "
-        f"'{tag}:rc:'\"$1\" '{tag}:end:'\"$1\"'@@' >\"h.$2\"; __fn_q=\"$__fn_q h.$2\"; return; fi",
+        f"'{tag}:rc:'\"$1\" '{tag}:end:'\"$1\"'@@' >\"o.$2\"; __fn_q=\"$__fn_q o.$2\"; return; fi",
         '  if [ $__fn_dl -gt $__fn_end ]; then __fn_dl=$__fn_end; fi',
-        f"  printf '%s\\n' '{tag}:begin:'\"$1\"'@@' >\"h.$2\"",
+        f"  printf '%s\\n' '{tag}:begin:'\"$1\"'@@' >\"o.$2\"",
         # A plain command ($5 = x: words of safe characters only) is exec'd in place of the probe's
         # subshell; any other runs in that subshell itself (eval: no second shell started). Only what it
         # starts carries the marker, so the watchdog is told the subshell's pid too, in file w.
         f'  ( ulimit -f {blocks} 2>/dev/null; {ENV_MARKER}="{run_id}-$2-"; export {ENV_MARKER}; '
         'cd "$__fn_pwd" 2>/dev/null; if [ "$5" = x ]; then set -f; exec $4; fi; __fn_c=$4; set --; eval "$__fn_c" ) '
-        '</dev/null >"o.$2" 2>"e.$2" &',
+        '</dev/null >>"o.$2" 2>"e.$2" &',
         "  __fn_p=$!; printf '%s %s %s\\n' \"$2\" \"$__fn_dl\" \"$__fn_p\" >w",
         '  wait "$__fn_p"; __fn_rc=$?; __fn_p=',
         '  __fn_fl=; case $__fn_rc in 1[2-5][0-9]) if [ -e "t.$2" ]; then __fn_fl=t; fi;; esac',
-        f"  printf '\\n%s:%s:%s@@\\n' '{tag}:rc:'\"$1\" \"$__fn_rc\" \"$__fn_fl\" >\"r.$2\"",
-        f"  printf '\\n%s\\n' '{tag}:end:'\"$1\"'@@' >\"z.$2\"",
+        f"  __fn_s=\"{tag}:rc:$1:$__fn_rc:$__fn_fl@@\"; __fn_z=\"{tag}:end:$1@@\"",
         # One byte past the stderr cap goes, and the control side judges the overflow (split_output).
         # An empty stderr, the usual case, costs no process at all.
-        f'  if [ -s "e.$2" ]; then head -c {caps.stderr + 1} "e.$2" >"f.$2"; __fn_e="f.$2"; else __fn_e=; fi',
-        '  __fn_q="$__fn_q h.$2 o.$2 r.$2 $__fn_e z.$2"',
+        f'  if [ -s "e.$2" ]; then printf \'\\n%s\\n\' "$__fn_s" >>"o.$2"; head -c {caps.stderr + 1} "e.$2" >>"o.$2"; '
+        'printf \'\\n%s\\n\' "$__fn_z" >>"o.$2"; '
+        'else printf \'\\n%s\\n\\n%s\\n\' "$__fn_s" "$__fn_z" >>"o.$2"; fi',
+        '  __fn_q="$__fn_q o.$2"',
         "  __fn_flush",
         "}",
     ]
