@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from provisioner.facts import batch, probejoin
+from provisioner.facts import batch, fingerprint, probejoin
 from provisioner.load.hostplans import HostPlan, Resource
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
@@ -84,19 +84,25 @@ def plan_probes(plan: HostPlan) -> list[Probe]:
     return list(probes.values())
 
 
-def gather(plan: HostPlan, session: HostSession, extra: Sequence[Probe] = ()) -> tuple[Results, int]:
+def gather(plan: HostPlan, session: HostSession, extra: Sequence[Probe] = (),
+           cache: fingerprint.FactCache | None = None) -> tuple[Results, int]:
     """Run every probe of the host (and `extra` probes, e.g. watch's link readings) in one exec over
-    `session`. Returns the results and the number of execs (1)."""
+    `session`. Returns the results and the number of execs (1). With `cache` (watch), probes that only
+    read files are run only when those files changed since the results kept there."""
     options = session.options
     probes = plan_probes(plan)
     probes += [p for p in extra if p.key not in {q.key for q in probes}]
     to_run, joined = probejoin.join(probes)
     nonce = batch.new_nonce()
-    script = batch.build_script(to_run, nonce, budget=options.command_timeout)
+    shortcut = fingerprint.shortcut(to_run, cache)
+    script = batch.build_script(to_run, nonce, budget=options.command_timeout, shortcut=shortcut)
     # The host stops its own probes at the budget; the margin lets it say so before we hang up.
     result = session.exec(script, timeout=options.command_timeout + batch.REPORT_MARGIN, partial=True,
                           ticks=batch.TICK)
-    by_key = joined.split(batch.split_output(result.stdout, nonce))
+    found = batch.split_output(result.stdout, nonce)
+    if shortcut is not None and cache is not None:
+        found = fingerprint.settle(shortcut, cache, found)
+    by_key = joined.split(found)
     if result.ended != "exited":
         # Probes that completed keep their results; the others say why they have none.
         reason = _not_run_reason(result.ended, options)
@@ -146,6 +152,7 @@ class Memo:
     facts: dict[str, ProbeResult | None] = field(default_factory=dict)
     resources: list[ResourceOutcome] = field(default_factory=list)
     keys: tuple[str, ...] = ()  # the plan's probe keys (a host's plan does not change during a watch)
+    files: fingerprint.FactCache = field(default_factory=fingerprint.FactCache)  # file-only probes' last results
 
 
 def evaluate_memo(plan: HostPlan, results: Results, memo: Memo | None) -> list[ResourceOutcome]:
@@ -164,11 +171,12 @@ def evaluate_memo(plan: HostPlan, results: Results, memo: Memo | None) -> list[R
 def read_host(plan: HostPlan, session: HostSession, extra: Sequence[Probe] = (),
               memo: Memo | None = None) -> tuple[HostOutcome, Results | None]:
     """Gather and evaluate one host: its outcome, and the facts read (None when none could be). With
-    `memo`, facts equal to the last ones evaluated are not evaluated again."""
+    `memo`, facts equal to the last ones evaluated are not evaluated again, and probes that only read
+    files are run only when those files changed (the memo keeps their last results)."""
     started = time.monotonic()
     host = plan.host
     try:
-        results, execs = gather(plan, session, extra)
+        results, execs = gather(plan, session, extra, memo.files if memo is not None else None)
     except transport.HostUnreachable as exc:
         return HostOutcome(host.name, host.address, "unreachable", exc.reason,
                            seconds=time.monotonic() - started), None

@@ -34,6 +34,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from provisioner.facts.fingerprint import Shortcut
 from provisioner.resources.base import NOT_RUN_EXIT, Probe, ProbeResult
 
 TIMEOUT_EXIT = 124
@@ -209,11 +210,14 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
 
 
 def build_script(probes: Sequence[Probe], nonce: str, *, run_id: str | None = None, caps: Caps = Caps(),
-                 budget: float = 3600) -> str:
+                 budget: float = 3600, shortcut: Shortcut | None = None) -> str:
     """The script for one host, to be fed to `sh -s`. Probes with the same key are run once.
 
     `budget` (seconds) bounds the whole script on the host's own clock: each probe's timeout is cut
     to what is left, and probes that find nothing left are reported as skipped (flag `s`).
+
+    With `shortcut` (watch: fingerprint.py), its probe runs first, and the probes it covers run only
+    when it exits non-zero (their files changed): otherwise they send no block at all.
 
     The whole script is one brace group, so the shell reads all of it before running any of it: a
     connection lost while sending runs nothing.
@@ -221,13 +225,21 @@ def build_script(probes: Sequence[Probe], nonce: str, *, run_id: str | None = No
     run_id = run_id or new_nonce()
     lines = ["{", f"__fn_budget={max(1, int(budget))}", *_prologue(nonce, run_id, caps)]
     seen: set[str] = set()
-    for probe in probes:
-        if probe.key in seen:
-            continue
+
+    def add(probe: Probe, guard: str = "") -> None:
         seen.add(probe.key)
         hundredths = max(1, round(probe.timeout * 100))  # the shell's clock counts hundredths of a second
         plain = " x" if _plain(probe.command) else ""
-        lines.append(f"__fn_probe {probe.key} {len(seen)} {hundredths} {shlex.quote(probe.command)}{plain}")
+        lines.append(f"{guard}__fn_probe {probe.key} {len(seen)} {hundredths} {shlex.quote(probe.command)}{plain}")
+
+    if shortcut is not None:
+        lines.append("__fn_rc=1")  # a fingerprint the budget did not leave time for matches nothing
+        add(shortcut.probe)
+        lines.append('__fn_same=; [ "$__fn_rc" != 0 ] || __fn_same=1')
+    for probe in probes:
+        if probe.key not in seen:
+            skippable = shortcut is not None and probe.key in shortcut.skippable
+            add(probe, '[ -n "$__fn_same" ] || ' if skippable else "")
     lines += ["__fn_flush all", "exit 0", "}"]
     return "\n".join(lines) + "\n"
 

@@ -38,6 +38,11 @@ class Probe:
     command: str
     timeout: float = 30.0
     group: ProbeGroup | None = None  # probes that may run as one call with others of their group
+    # Shell words naming the files whose content and status alone decide the output (this package's own
+    # globs unquoted, anything else quoted): watch runs the probe again only when one of them changed
+    # (facts/fingerprint.py). Empty where anything else can change the output: kernel or driver state, a
+    # tool's own state, files under /proc, /sys or /dev.
+    reads: tuple[str, ...] = ()
 
     @cached_property
     def key(self) -> str:
@@ -221,6 +226,17 @@ def print_files_command(*patterns: str) -> str:
         "else printf '==! %s <==\\n' \"$f\"; fi; done; "
         'if [ $# -gt 0 ]; then tail -v -n +1 -- "$@"; echo; fi; true'
     )
+
+
+def files_probe(*patterns: str) -> Probe:
+    """A probe printing the files matching `patterns` (print_files_command), which only reads them: a
+    pattern and, for a glob, its folder (whose status changes when an entry comes, goes or is renamed)."""
+    reads: list[str] = []
+    for pattern in patterns:
+        if any(c in pattern for c in "*?["):
+            reads.append(pattern.rsplit("/", 1)[0] or "/")
+        reads.append(pattern)
+    return Probe(print_files_command(*patterns), reads=tuple(reads))
 
 
 @dataclass(frozen=True)

@@ -39,17 +39,22 @@ from provisioner.resources.steps import PHASE_FILES, Expect, Step, command_step,
 KIND = "file"
 
 
-def _probe(spec: FileSpec) -> Probe:
+def _probe(spec: FileSpec, ctx: HostContext | None = None) -> Probe:
     path = shlex.quote(spec.path)
+    # Files of the kernel's and the driver's own (their status says nothing of their content) are read
+    # every time; any other's output is decided by the file and the names of its owner and group.
+    virtual = ("/proc/", "/sys/", "/dev/", (ctx.sysfs_root.rstrip("/") + "/") if ctx is not None else "/sys/")
+    reads = () if spec.path.startswith(virtual) else (path, "/etc/passwd", "/etc/group")
     # `stat -L` and `base64 <` follow a symlink, as writing the file through it would.
     return Probe(
         f"if [ -e {path} ]; then stat -L -c 'stat %a %u %U %g %G %F' -- {path} && echo content && "
-        f"{{ if [ -f {path} ]; then base64 < {path}; fi; }}; else echo missing; fi"
+        f"{{ if [ -f {path} ]; then base64 < {path}; fi; }}; else echo missing; fi",
+        reads=reads,
     )
 
 
 def probes(spec: FileSpec, ctx: HostContext) -> list[Probe]:
-    return [_probe(spec)]
+    return [_probe(spec, ctx)]
 
 
 def is_sensitive(spec: FileSpec, *contents: bytes | None) -> bool:

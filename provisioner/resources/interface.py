@@ -33,9 +33,9 @@ from provisioner.resources.base import (
     drift,
     error,
     errors_for,
+    files_probe,
     ok,
     parse_file_listing,
-    print_files_command,
     probe_error,
     sh,
     stdout_of,
@@ -48,17 +48,15 @@ RDMA_LINK = Probe(sh("rdma", "link", "show"))
 IBDEV2NETDEV = Probe(sh("ibdev2netdev"))
 
 
-BOOT_CONFIG = Probe(
-    print_files_command(
-        NETPLAN_DIR + "*.yaml",
-        NETPLAN_DIR + "*.yml",
-        NETWORKD_DIR + "*.network",
-        NETWORKD_DIR + "*.link",
-        NM_DIR + "*",
-        IFCFG_DIR + "ifcfg-*",
-        IFUPDOWN_FILE,
-        IFUPDOWN_FILE + ".d/*",
-    )
+BOOT_CONFIG = files_probe(
+    NETPLAN_DIR + "*.yaml",
+    NETPLAN_DIR + "*.yml",
+    NETWORKD_DIR + "*.network",
+    NETWORKD_DIR + "*.link",
+    NM_DIR + "*",
+    IFCFG_DIR + "ifcfg-*",
+    IFUPDOWN_FILE,
+    IFUPDOWN_FILE + ".d/*",
 )
 
 

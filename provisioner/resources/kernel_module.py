@@ -22,9 +22,9 @@ from provisioner.resources.base import (
     drift,
     error,
     errors_for,
+    files_probe,
     ok,
     parse_file_listing,
-    print_files_command,
     sh,
     stdout_of,
 )
@@ -35,7 +35,7 @@ KIND = "kernel_module"
 LSMOD = Probe(sh("lsmod"))
 LOAD_DIRS = ("/etc/modules-load.d/", "/run/modules-load.d/", "/usr/lib/modules-load.d/")
 ETC_MODULES = "/etc/modules"
-BOOT_LISTS = Probe(print_files_command(*(d + "*.conf" for d in LOAD_DIRS), ETC_MODULES))
+BOOT_LISTS = files_probe(*(d + "*.conf" for d in LOAD_DIRS), ETC_MODULES)
 
 _LSMOD_LINE = re.compile(r"^(?P<name>\S+)\s+(?P<size>[0-9]+)\s+(?P<used>-?[0-9]+)(?:\s+(?P<by>\S+))?\s*$")
 

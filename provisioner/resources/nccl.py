@@ -36,6 +36,10 @@ KIND = "nccl"
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/lib/aarch64-linux-gnu")
 _LIB_VERSION = re.compile(r"/libnccl\.so\.(?P<version>[0-9]+(?:\.[0-9]+)*)$")
 PIN_DIR = "/etc/apt/preferences.d/"
+# What dpkg-query's answer comes from: the status database, the journal of updates not yet folded into it,
+# and dpkg's own configuration (which may move the database).
+DPKG_READS = ("/var/lib/dpkg/status", "/var/lib/dpkg/updates", "/var/lib/dpkg/updates/*", "/etc/dpkg/dpkg.cfg",
+              "/etc/dpkg/dpkg.cfg.d", "/etc/dpkg/dpkg.cfg.d/*")
 # dpkg's package states that hold a version (an unpacked or half-configured one is an install cut short)
 _DPKG_PRESENT = ("installed", "half-installed", "unpacked", "half-configured", "triggers-awaited",
                  "triggers-pending")
@@ -55,10 +59,12 @@ def _probe(spec: NcclSpec, ctx: HostContext | None = None) -> Probe:
         f'case "$s" in {present}) printf \'dpkg %s\\n\' "$s";; '
         f'*) echo files; for f in {libraries}; do if [ -e "$f" ]; then echo "$f"; fi; done;; esac'
     )
+    reads = [*DPKG_READS, *LIB_DIRS, *libraries.split()]
     if ctx is None or ctx.package_manager == "apt":
         pin = shlex.quote(pin_file(spec))
         command += f"; if [ -e {pin} ]; then printf 'pin %s\\n' \"$(sed -n 's/^Pin: *//p' {pin})\"; else echo pin; fi"
-    return Probe(command)
+        reads.append(pin)
+    return Probe(command, reads=tuple(reads))
 
 
 def probes(spec: NcclSpec, ctx: HostContext) -> list[Probe]:

@@ -22,9 +22,9 @@ from provisioner.resources.base import (
     drift,
     error,
     errors_for,
+    files_probe,
     ok,
     parse_file_listing,
-    print_files_command,
     read_value_command,
     sh,
     stdout_of,
@@ -35,7 +35,7 @@ KIND = "sysctl"
 
 CONF_DIRS = ("/etc/sysctl.d/", "/run/sysctl.d/", "/usr/local/lib/sysctl.d/", "/usr/lib/sysctl.d/")
 SYSCTL_CONF = "/etc/sysctl.conf"
-BOOT_FILES = Probe(print_files_command(*(d + "*.conf" for d in CONF_DIRS), SYSCTL_CONF))
+BOOT_FILES = files_probe(*(d + "*.conf" for d in CONF_DIRS), SYSCTL_CONF)
 
 
 def canonical(name: str) -> str:

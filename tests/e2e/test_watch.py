@@ -156,6 +156,46 @@ def test_each_fault_is_reported_once_with_host_and_port_and_nothing_else(watch_l
     assert "gpu01" not in shown.stdout
 
 
+def test_a_file_rewritten_keeping_its_size_and_mtime_is_reported_and_quiet_cycles_do_not_read_it(
+        watch_lab: Lab, tmp_path: Path) -> None:
+    """Watch runs a probe that only reads files again only when their status changed (facts/fingerprint.py):
+    quiet cycles leave the file unread (the node's base64, counted by a wrapper, is not started), and a
+    rewrite that keeps the size and the mtime, as `cp -p` or a package's unpack leaves a file, is still
+    reported within an interval."""
+    nodes = [watch_lab.node(n) for n in ("gpu01", "gpu02", "gpu03")]
+    gpu02 = nodes[1]
+    path, counter, wrapper = "/etc/fabnet-watch-fp.conf", "/root/base64-calls", "/usr/local/bin/base64"
+    for node in nodes:
+        watch_lab.ssh(node, f"printf 'A=1\\n' > {path}")
+    watch_lab.ssh(gpu02, f"printf '#!/bin/sh\\necho x >> {counter}\\nexec /usr/bin/base64 \"$@\"\\n' > {wrapper} "
+                         f"&& chmod 755 {wrapper} && : > {counter}")
+
+    def calls() -> int:
+        return int(watch_lab.ssh(gpu02, f"wc -l < {counter}").stdout)
+
+    watch = Watch(watch_lab, tmp_path, playbook_text=PLAYBOOK + f'    - file: {{path: {path}, content: "A=1\\n"}}\n')
+    try:
+        watch.wait_for(lambda c: c["host"] == "gpu02" and c["kind"] == "watching")
+        assert calls() >= 1  # the first cycle read it
+        time.sleep(7)  # the file's ctime leaves the 2 s racy window; a reading after that is kept
+        quiet = calls()
+        time.sleep(5)  # two more cycles
+        assert calls() == quiet
+        watch_lab.ssh(gpu02, f"cp -p {path} /root/ref && printf 'A=2\\n' > {path} && touch -r /root/ref {path}")
+        changed = time.monotonic()
+        arrived, drift = watch.wait_for(lambda c: c["kind"] == "drift_new")
+        assert arrived - changed < 2 + 4  # within one interval (and that cycle's own time)
+        assert calls() > quiet
+        time.sleep(3)
+    finally:
+        code = watch.stop()
+        for node in nodes:
+            watch_lab.ssh(node, f"rm -f {path} {wrapper} {counter} /root/ref", check=False)
+    assert code == 0
+    assert drift["host"] == "gpu02" and path in str(drift["subject"])
+    assert watch.kinds() == [("gpu02", "drift_new", drift["subject"])]
+
+
 def test_a_host_whose_mtu_leaves_the_fleets_is_reported_by_the_fleet_check(watch_lab: Lab, tmp_path: Path) -> None:
     """mtu_uniform compares hosts with each other: each cycle judges its host against the others' last
     readings, as audit judges the hosts it read together."""

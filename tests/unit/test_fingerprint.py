@@ -1,0 +1,160 @@
+"""Watch's shortcut for probes that only read files (facts/fingerprint.py), run as a host runs it: the
+skipped probes keep their last results while their files keep their status, and every kind of change
+to those files (same size and mtime restored included) runs them again."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from provisioner.facts import batch, fingerprint
+from provisioner.load.specs import FileSpec, NcclSpec
+from provisioner.resources import file as file_kind
+from provisioner.resources import nccl
+from provisioner.resources.base import HostContext, Probe, ProbeResult, files_probe
+from tests.unit.ticking import run_ticking
+
+
+def cycle(probes: list[Probe], cache: fingerprint.FactCache) -> tuple[dict[str, ProbeResult], set[str]]:
+    """One watch cycle's exec: the results as the engine gets them, and the keys the node ran."""
+    nonce = batch.new_nonce()
+    step = fingerprint.shortcut(probes, cache)
+    assert step is not None
+    found = batch.split_output(run_ticking(batch.build_script(probes, nonce, shortcut=step), timeout=30)
+                               .stdout.decode(), nonce)
+    ran = set(found) - {step.probe.key}
+    return fingerprint.settle(step, cache, found), ran
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "a.conf").write_text("mtu=9000\n")
+    env = tmp_path / "nccl.conf"
+    env.write_text("NCCL_IB_HCA=mlx5_0\n")
+    # Files written a moment ago are racily clean: with the window at 0 s, one second later they are not.
+    monkeypatch.setattr(fingerprint, "RACY_SECONDS", 0)
+    time.sleep(1.05)
+    listing = files_probe(f"{conf}/*.conf")
+    content = Probe(f"if [ -e {env} ]; then stat -c %a {env}; cat {env}; else echo missing; fi", reads=(str(env),))
+    live = Probe("echo live")
+    return {"conf": conf, "env": env, "probes": [listing, content, live], "file_only": {listing.key, content.key},
+            "live": live.key}
+
+
+def test_unchanged_files_skip_their_probes_and_keep_their_results(files: dict) -> None:
+    cache = fingerprint.FactCache()
+    first, ran = cycle(files["probes"], cache)
+    assert ran == {p.key for p in files["probes"]} and cache.fingerprint is not None
+    for _ in range(2):
+        again, ran = cycle(files["probes"], cache)
+        assert ran == {files["live"]}  # the node ran only the probe that reads no file
+        assert again == first and "mtu=9000" in again[files["probes"][0].key].stdout
+
+
+def _same_size_old_mtime(files: dict) -> None:
+    env: Path = files["env"]
+    before = env.stat()
+    env.write_text("NCCL_IB_HCA=mlx5_1\n")
+    os.utime(env, ns=(before.st_atime_ns, before.st_mtime_ns))  # what `cp -p` or dpkg's unpack leave
+
+
+def _replaced_by_rename(files: dict) -> None:
+    env: Path = files["env"]
+    new = env.with_name("nccl.conf.new")
+    new.write_text("NCCL_IB_HCA=mlx5_1\n")
+    new.rename(env)
+
+
+CHANGES: dict[str, Callable[[dict], None]] = {
+    "content, same size, mtime put back": _same_size_old_mtime,
+    "replaced by a rename": _replaced_by_rename,
+    "mode": lambda f: f["env"].chmod(0o600),
+    "a file added to the folder": lambda f: (f["conf"] / "b.conf").write_text("x\n"),
+    "a file removed from the folder": lambda f: (f["conf"] / "a.conf").unlink(),
+    "a file renamed in the folder": lambda f: (f["conf"] / "a.conf").rename(f["conf"] / "c.conf"),
+    "the read file removed": lambda f: f["env"].unlink(),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_any_change_to_a_read_file_runs_them_again(files: dict, change: str) -> None:
+    cache = fingerprint.FactCache()
+    first, _ = cycle(files["probes"], cache)
+    assert cycle(files["probes"], cache)[1] == {files["live"]}
+    CHANGES[change](files)
+    after, ran = cycle(files["probes"], cache)
+    assert ran == {p.key for p in files["probes"]}
+    assert after != first
+    # A file changed a moment ago is not trusted yet, so the next cycle reads again too (a removal leaves
+    # only older files); then the new reading is kept.
+    if cache.fingerprint is None:
+        time.sleep(1.05)
+        assert cycle(files["probes"], cache)[1] == {p.key for p in files["probes"]}
+    kept, ran = cycle(files["probes"], cache)
+    assert ran == {files["live"]} and kept == after
+
+
+def test_files_changed_within_the_racy_window_are_read_again_next_cycle(files: dict,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fingerprint, "RACY_SECONDS", 3600)  # every file "just changed"
+    cache = fingerprint.FactCache()
+    for _ in range(2):
+        assert cycle(files["probes"], cache)[1] == {p.key for p in files["probes"]}
+        assert cache.fingerprint is None
+
+
+def test_a_failed_file_probe_is_never_kept(files: dict) -> None:
+    broken = Probe(f"cat {files['env']}; exit 3", reads=(str(files["env"]),))
+    cache = fingerprint.FactCache()
+    for _ in range(2):
+        results, ran = cycle([broken], cache)
+        assert ran == {broken.key} and results[broken.key].exit_code == 3 and cache.fingerprint is None
+
+
+def test_a_fingerprint_that_cannot_run_reads_everything(files: dict) -> None:
+    cache = fingerprint.FactCache()
+    cycle(files["probes"], cache)
+    nonce = batch.new_nonce()
+    step = fingerprint.shortcut(files["probes"], cache)
+    assert step is not None
+    # stat missing from PATH: the fingerprint fails, and the probes run as if the files had changed.
+    script = batch.build_script(files["probes"], nonce, shortcut=step).replace("stat -L", "stat-missing -L")
+    found = batch.split_output(run_ticking(script, timeout=30).stdout.decode(), nonce)
+    assert files["file_only"] <= found.keys()
+    fingerprint.settle(step, cache, found)
+    assert cache.fingerprint is None
+
+
+def test_no_cache_or_no_file_only_probe_means_no_shortcut() -> None:
+    assert fingerprint.shortcut([Probe("cat /etc/hostname", reads=("/etc/hostname",))], None) is None
+    assert fingerprint.shortcut([Probe("ip -j link show")], fingerprint.FactCache()) is None
+
+
+@pytest.mark.parametrize(("stdout", "kept"), [
+    ("100 d\n50 a\n97 b\n", "50 a\n97 b"),
+    ("100 d\n99 a\n", None),  # within the window
+    ("100 d\n101 a\n", None),  # ctime past the clock: a clock set back
+    ("100 d\nnot a line\n", None),
+    ("garbage\n", None),
+    ("100 d\n", ""),
+])
+def test_trusted_keeps_only_files_older_than_the_window(stdout: str, kept: str | None) -> None:
+    assert fingerprint.trusted(stdout, racy=2) == kept
+
+
+def test_the_kinds_declare_what_their_probes_read() -> None:
+    ctx = HostContext("h", sysfs_root="/var/lib/lab/sys")
+    [conf] = file_kind.probes(FileSpec(path="/etc/nccl.conf", content="x\n"), ctx)
+    assert conf.reads == ("/etc/nccl.conf", "/etc/passwd", "/etc/group")
+    for virtual in ("/proc/sys/net/ipv4/ip_forward", "/sys/class/net/eth1/mtu", "/var/lib/lab/sys/class/x"):
+        assert file_kind.probes(FileSpec(path=virtual, content="1\n"), ctx)[0].reads == ()
+    [package] = nccl.probes(NcclSpec(version="2.21.5"), HostContext("h"))
+    assert "/var/lib/dpkg/status" in package.reads and "/etc/apt/preferences.d/fabnet-libnccl2" in package.reads
+    listing = files_probe("/etc/sysctl.d/*.conf", "/etc/sysctl.conf")
+    assert listing.reads == ("/etc/sysctl.d", "/etc/sysctl.d/*.conf", "/etc/sysctl.conf")
