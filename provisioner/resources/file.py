@@ -43,7 +43,7 @@ def _probe(spec: FileSpec, ctx: HostContext | None = None) -> Probe:
     path = shlex.quote(spec.path)
     # Files of the kernel's and the driver's own (their status says nothing of their content) are read
     # every time; any other's output is decided by the file and the names of its owner and group.
-    virtual = ("/proc/", "/sys/", "/dev/", (ctx.sysfs_root.rstrip("/") + "/") if ctx is not None else "/sys/")
+    virtual = ("/proc/", "/sys/", "/dev/", *((ctx.sysfs_root.rstrip("/") + "/",) if ctx is not None else ()))
     reads = () if spec.path.startswith(virtual) else (path, "/etc/passwd", "/etc/group")
     # `stat -L` and `base64 <` follow a symlink, as writing the file through it would.
     return Probe(
