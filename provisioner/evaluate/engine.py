@@ -100,8 +100,8 @@ def gather(plan: HostPlan, session: HostSession, extra: Sequence[Probe] = (),
     result = session.exec(script, timeout=options.command_timeout + batch.REPORT_MARGIN, partial=True,
                           ticks=batch.TICK)
     found = batch.split_output(result.stdout, nonce)
-    if shortcut is not None and cache is not None:
-        found = fingerprint.settle(shortcut, cache, found)
+    if shortcut is not None:
+        found = fingerprint.fill_in(shortcut, found)
     by_key = joined.split(found)
     if result.ended != "exited":
         # Probes that completed keep their results; the others say why they have none.

@@ -42,10 +42,12 @@ class FactCache:
 
 @dataclass(frozen=True)
 class Shortcut:
-    """For one exec: the fingerprint probe, run first, and the probes the node skips when it matches."""
+    """For one exec: the fingerprint probe, run first, the probes the node skips when it matches, and the
+    host's cache those probes' results come from and go to."""
 
     probe: Probe
     skippable: frozenset[str]
+    cache: FactCache
 
 
 def command(reads: Sequence[str], expect: str | None) -> str:
@@ -70,12 +72,13 @@ def shortcut(probes: Sequence[Probe], cache: FactCache | None) -> Shortcut | Non
     keys = frozenset(p.key for p in file_only)
     complete = cache.fingerprint is not None and keys <= cache.results.keys()
     reads = [word for p in file_only for word in p.reads]
-    return Shortcut(Probe(command(reads, cache.fingerprint if complete else None), timeout=10), keys)
+    return Shortcut(Probe(command(reads, cache.fingerprint if complete else None), timeout=10), keys, cache)
 
 
-def settle(step: Shortcut, cache: FactCache, by_key: dict[str, ProbeResult]) -> dict[str, ProbeResult]:
+def fill_in(step: Shortcut, by_key: dict[str, ProbeResult]) -> dict[str, ProbeResult]:
     """The exec's results with the skipped probes' kept results in (and the fingerprint's out), and the
     cache brought up to date: kept when the files did not change, replaced when they were read again."""
+    cache = step.cache
     out = dict(by_key)
     seen = out.pop(step.probe.key, None)
     if seen is not None and seen.exit_code == 0 and not (step.skippable & out.keys()):

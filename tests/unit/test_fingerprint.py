@@ -27,7 +27,7 @@ def cycle(probes: list[Probe], cache: fingerprint.FactCache) -> tuple[dict[str, 
     found = batch.split_output(run_ticking(batch.build_script(probes, nonce, shortcut=step), timeout=30)
                                .stdout.decode(), nonce)
     ran = set(found) - {step.probe.key}
-    return fingerprint.settle(step, cache, found), ran
+    return fingerprint.fill_in(step, found), ran
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def test_a_fingerprint_that_cannot_run_reads_everything(files: dict) -> None:
     script = batch.build_script(files["probes"], nonce, shortcut=step).replace("stat -L", "stat-missing -L")
     found = batch.split_output(run_ticking(script, timeout=30).stdout.decode(), nonce)
     assert files["file_only"] <= found.keys()
-    fingerprint.settle(step, cache, found)
+    fingerprint.fill_in(step, found)
     assert cache.fingerprint is None
 
 
