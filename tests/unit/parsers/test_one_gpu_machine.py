@@ -1,0 +1,40 @@
+"""Outputs recorded on one H200 machine (tests/samples/INDEX.md: the `-30-` samples): a one-rank nccl-tests
+run, `nvidia-smi topo -m` with its terminal escapes, and NCCL 2.28's INFO log of fabnet's own smoke rank."""
+
+from __future__ import annotations
+
+from provisioner.parsers.nccl_debug import parse_nccl_debug
+from provisioner.parsers.nccl_tests import parse_nccl_tests
+from provisioner.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
+from tests.unit.parsers._samples import read
+
+
+def test_one_rank_all_reduce_perf() -> None:
+    run = parse_nccl_tests(read("all_reduce_perf-30-h200-one-gpu.txt"))
+    assert run.complete and run.nccl_tests_version == "2.19.6"
+    assert run.nccl_library_version == run.nccl_headers_version == "2.28.9"
+    [device] = run.devices
+    assert (device.host, device.bus_id, device.name) == ("vm", "0000:00:06", "NVIDIA H200")
+    assert [row.size for row in run.rows] == [1 << k for k in range(20, 31)]
+    assert all(row.oop_busbw == 0.0 and row.ip_busbw == 0.0 for row in run.rows)  # one rank moves nothing
+    last = run.rows[-1]
+    assert (last.oop_time_us, last.oop_algbw) == (506.1, 2121.6)
+    assert last.ip_algbw == 1e6  # printed `1e+06`
+    assert run.avg_busbw == 0.0 and run.out_of_bounds == 0
+
+
+def test_topology_of_one_gpu_with_escapes() -> None:
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-30-h200-one-gpu-escapes.txt"))
+    assert topo.complete and topo.gpus == ["GPU0"] and topo.nics == []
+    assert topo.info_columns == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    assert topo.matrix == {"GPU0": {"GPU0": "X"}}
+    assert (topo.cpu_affinity["GPU0"], topo.numa_affinity["GPU0"], topo.gpu_numa_id["GPU0"]) == ("0-15", "0", None)
+
+
+def test_nccl_2_28_single_rank_on_sockets() -> None:
+    log = parse_nccl_debug(read("nccl-debug-30-h200-one-rank-socket-2.28.txt"))
+    assert (log.nccl_version, log.cuda_version, log.network) == ("2.28.9", "13.0", "Socket")
+    assert log.socket_interfaces == ["eth0:192.0.2.2"] and log.ib_devices == []
+    assert log.ib_unavailable == ["NET/IB : No device found."]
+    [comm] = log.communicators
+    assert (comm.rank, comm.nranks, comm.network) == (0, 1, "Socket")
