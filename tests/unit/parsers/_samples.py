@@ -110,6 +110,12 @@ SAMPLE_KINDS: dict[str, str] = {
     "traffic_class-3-empty-prompts.txt": "traffic_class",
     "traffic_class-4-cma-roce-tos-bare.txt": "traffic_class",
     "nccl-tests-15-two-8gpu-copies-cut.txt": "nccl_tests",
+    "mlnx_qos-5-default-priority-max-buffer.txt": "mlnx_qos",
+    "mlnx_qos-6-firmware-dcbx-shared-tc.txt": "mlnx_qos",
+    "mlnx_qos-7-skprio.txt": "mlnx_qos",
+    "mlnx_qos-8-dscp-split-row.txt": "mlnx_qos",
+    "ibv_devinfo-v-6-cx6-nested-caps.txt": "ibv_devinfo",
+    "ibv_devinfo-v-7-ofed4-blocks.txt": "ibv_devinfo",
 }
 
 
