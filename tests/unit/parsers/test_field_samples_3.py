@@ -117,3 +117,82 @@ def test_ibv_devinfo_ofed4_blocks_and_mask_flags() -> None:
     assert (port["active_mtu"], port["active_width"], port["active_speed"]) == (1024, "1X (1)", "10.0 Gbps (4)")
     assert [g["gid"] for g in port["gids"]][2] == "0000:0000:0000:0000:0000:ffff:c0a8:f238"
     assert {g["type"] for g in port["gids"]} == {None}  # this release printed no GID types
+
+
+# ------------------------------------------------------------------------------------- show_gids, topo
+
+
+def test_show_gids_infiniband_row_without_netdev_after_roce_rows() -> None:
+    facts = parse("show_gids", read("show_gids-8-ib-row-no-dev.txt"))
+    assert facts["complete"] is True and facts["n_gids_found"] == 5
+    rows = [(g["device"], g["index"], g["ipv4"], g["version"], g["netdev"]) for g in facts["gids"]]
+    assert rows[3] == ("mlx5_0", 3, "192.168.6.132", "v2", "mce0")
+    assert rows[4] == ("mlx5_1", 0, None, "v1", None)
+
+
+def test_topo_ten_nics_behind_pcie_switches_tab_separated() -> None:
+    facts = parse("nvidia_smi_topo", read("nvidia-smi-topo-11-10nics-pxb-tabs.txt"))
+    assert facts["complete"] is True and facts["unplaced"] == []
+    assert facts["info_columns"] == ["CPU Affinity", "NUMA Affinity"]
+    assert len(facts["gpus"]) == 8 and len(facts["nics"]) == 10
+    assert [n for n, link in facts["matrix"]["GPU4"].items() if link == "PXB"] == ["NIC4", "NIC5"]
+    assert facts["matrix"]["NIC8"]["NIC9"] == "PIX" and facts["matrix"]["NIC9"]["GPU0"] == "SYS"
+    assert facts["cpu_affinity"]["GPU4"] == "112-127,240-255" and facts["numa_affinity"]["GPU6"] == "5"
+    assert facts["nic_legend"]["NIC9"] == "mlx5_9" and facts["legend"]["PXB"].startswith("Connection traversing")
+
+
+def test_topo_gb200_numa_affinity_lists_and_gpu_numa_ids() -> None:
+    facts = parse("nvidia_smi_topo", read("nvidia-smi-topo-12-gb200-cut.txt"))
+    assert facts["complete"] is False
+    assert facts["missing"] == ["rows for GPU3, NIC0, NIC1, NIC2, NIC3, NIC4, NIC5"]
+    assert facts["numa_affinity"] == {"GPU0": "0,3-9,11-17", "GPU1": "0,3-9,11-17", "GPU2": "1,19-25,27-33"}
+    assert facts["gpu_numa_id"] == {"GPU0": "2", "GPU1": "10", "GPU2": "18"}
+    assert facts["cpu_affinity"]["GPU2"] == "72-143" and facts["matrix"]["GPU2"]["GPU3"] == "NV18"
+
+
+def test_topo_nic_rows_end_at_their_last_device_cell() -> None:
+    facts = parse("nvidia_smi_topo", read("nvidia-smi-topo-13-nic-rows-no-info.txt"))
+    assert facts["complete"] is True and facts["unplaced"] == []
+    assert facts["matrix"]["NIC0"]["NIC1"] == "PIX" and facts["matrix"]["NIC1"]["NIC1"] == "X"
+    assert facts["matrix"]["GPU6"]["NIC0"] == "PHB"
+    assert set(facts["gpu_numa_id"].values()) == {None}  # `\t\tN/A`: an empty cell before N/A
+    assert facts["numa_affinity"]["GPU7"] == "1"
+
+
+# ------------------------------------------------------------------ rdma link, ibdev2netdev, ofed, perfquery
+
+
+def test_rdma_link_with_index_prefix_and_no_netdev() -> None:
+    facts = parse("rdma_link", read("rdma-link-6-index-prefix.txt"))
+    assert facts["complete"] is True and facts["unplaced"] == []
+    links = [(x["device"], x["port"], x["state"], x["physical_state"], x["netdev"]) for x in facts["links"]]
+    assert links[0] == ("mlx5_0", 1, "DOWN", "DISABLED", None)
+    assert links[-1] == ("mlx5_1", 1, "ACTIVE", "LINK_UP", None)
+    ib = facts["links"][3]
+    assert (ib["device"], ib["attributes"]["lid"], ib["attributes"]["sm_lid"]) == ("mlx5_5", "12", "4")
+
+
+def test_ibdev2netdev_verbose_with_a_long_board_description() -> None:
+    facts = parse("ibdev2netdev", read("ibdev2netdev-7-long-description.txt"))
+    assert facts["complete"] is True
+    assert [u["line"] for u in facts["unplaced"]] == [1]  # `# ibdev2netdev -v`
+    assert [(x["pci"], x["device"], x["netdev"], x["port_state"], x["state"], x["fw"]) for x in facts["links"]][2] == (
+        "0000:8f:00.0", "mlx5_2", "p2p1", "ACTIVE", "Up", "20.28.1002")
+    assert "(200Gb/s)" in facts["links"][0]["description"]
+
+
+def test_ofed_info_of_doca_builds() -> None:
+    facts = parse("ofed_info", read("ofed_info-s-9-doca-25.10.txt"))
+    assert (facts["flavor"], facts["version"], facts["complete"]) == ("OFED-internal", "25.10-1.7.1", True)
+    facts = parse("ofed_info", read("ofed_info-s-10-doca-24.10-five-part.txt"))
+    assert (facts["flavor"], facts["version"]) == ("OFED-internal", "24.10-1.1.4.0.200")
+
+
+def test_perfquery_extended_with_data_counters_only() -> None:
+    facts = parse("perfquery", read("perfquery-x-4-data-only.txt"))
+    assert facts["complete"] is True and facts["unplaced"] == []
+    (port,) = facts["ports"]
+    assert (port["lid"], port["port"]) == (274, 1)
+    assert port["counters"]["port_xmit_data"] == 4372366170488
+    assert port["counters"]["multicast_rcv_packets"] == 1890846
+    assert "symbol_error" not in port["counters"]
