@@ -4,6 +4,9 @@ Structure, not columns: `hca_id:` starts a device, `port: N` a port, `GID[ N]:` 
 Between them: `key: value`, `key = value` and `label<tab or 2+ spaces>value` attributes; lines indented
 deeper than the `key:` line above them continue that key as a flag list (`device_cap_flags`,
 `*_odp_caps`); indented sentences of two or more words (`Multi-Packet RQ is not supported`) are kept as notes.
+A `key:` with no value may instead open a block of its own `key: value` lines (rdma-core's `tso_caps:`,
+`rss_caps:`, `cq moderation caps:`): those are attributes named `block.key`, and a nested `key:` opens a
+nested block (`tso_caps.supported_qp` then holds its flags), so two blocks' `supported_qp` stay apart.
 Anything else, and anything before the first `hca_id:`, is listed in `unplaced`. A port without its
 `state` line or a device without ports was cut off: it is left out (or kept without ports) and named in
 `missing`. Only output with nothing recognisable raises ParseError.
@@ -212,26 +215,28 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
     devices: list[_Device] = []
     device: _Device | None = None
     port: _Port | None = None
-    heading: tuple[Line, str] | None = None  # last `key:` line, which deeper lines may continue
+    # The open `key:` lines that deeper lines may continue, outermost first: (line, dotted name, opens a block).
+    headings: list[tuple[Line, str, bool]] = []
     found = Collector(KIND)
 
     def handle(line: Line) -> None:
-        nonlocal device, port, heading
+        nonlocal device, port
         body = line.stripped
         if m := _HCA.match(body):
             device = _Device(line, m.group("name"))
             devices.append(device)
-            port, heading = None, None
+            port = None
+            headings.clear()
             return
         if device is None:
             fail(KIND, "expected 'hca_id:' to start a device", line)
         if _DEVICE_PORTS.match(body):
-            heading = None
+            headings.clear()
             return
         if m := _PORT.match(body):
             port = _Port(line, to_int(KIND, m.group("port"), line, "port number"))
             device.ports.append(port)
-            heading = None
+            headings.clear()
             return
         if body.startswith("GID["):
             gid_match = _GID.match(body)
@@ -239,20 +244,32 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
                 fail(KIND, "GID line outside a port or not like 'GID[ 0]: fe80:...[, RoCE v2]'", line)
             port.gids.append(_gid(line, gid_match, port))
             return
-        if heading is not None and line.indent > heading[0].indent:
-            device.flags.setdefault(heading[1], []).append(body)
-            return
+        while headings and line.indent <= headings[-1][0].indent:
+            headings.pop()
         target = port if port is not None else device
+        if headings:
+            _, name, block = headings[-1]
+            m = _KEY_VALUE.match(body)
+            # Under a mask (`device_cap_flags: 0x...`) every line is a flag, `Unknown flags: 0x...` too;
+            # under a bare `key:` a `name: value` line is one of the block's own attributes.
+            if not block or not m:
+                device.flags.setdefault(name, []).append(body)
+                return
+            key = f"{name}.{m.group('key').strip()}"
+            target.attributes[key] = m.group("value").strip()
+            target.attribute_lines[key] = line
+            headings.append((line, key, not m.group("value").strip()))
+            return
         m = _KEY_VALUE.match(body) or _KEY_EQUALS.match(body) or _KEY_GAP.match(body)
         if m:
             key = m.group("key").strip()
             target.attributes[key] = m.group("value").strip()
             target.attribute_lines[key] = line
-            heading = (line, key) if m.re is _KEY_VALUE else None
+            if m.re is _KEY_VALUE:
+                headings.append((line, key, not m.group("value").strip()))
             return
         if line.indent and " " in body and _NOTE.match(body):
             device.notes.append(body)
-            heading = None
             return
         fail(KIND, "line fits no ibv_devinfo structure", line)
 

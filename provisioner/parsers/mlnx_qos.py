@@ -1,7 +1,9 @@
 """Parse `mlnx_qos -i IFACE`: trust mode, DSCP-to-priority map, PFC, buffers and traffic classes.
 
 Handles the older layout (no receive buffer line, no `buffer` row) and the newer one, and per-tc
-priorities printed either one per line or several on one line. Unknown `key: value` lines are kept
+priorities printed either one per line or several on one line. Releases that still configured the egress
+map through tc_wrap list under a `tc:` the socket priorities it carries (`skprio: 2 (tos: 8)`, or
+`skprio: 0 (vlan 100)` for a VLAN's egress map): those go to that class's `skprios`. Unknown `key: value` lines are kept
 in `extra`; any other line that fits none of the blocks is listed in `unplaced`. Every layout prints a
 PFC block with its `enabled` row and then one `tc:` entry per class, whose priorities together are 0-7;
 a `dscp2prio mapping:` block maps all 64 DSCP values. Output that stops before any of these is
@@ -30,8 +32,21 @@ _PFC_PRIORITIES = re.compile(r"^priority(?P<values>(?:\s+\S+)+)$")
 _PFC_ROW = re.compile(r"^(?P<name>[A-Za-z_]+)(?P<values>(?:\s+\S+)+)$")
 _TC = re.compile(r"^tc:\s*(?P<tc>\S+)(?:\s+(?P<rest>.*))?$")
 _TC_PRIORITY = re.compile(r"^(?:priority|up):(?P<values>.*)$")
+_SKPRIO = re.compile(
+    r"^skprio:\s*(?P<skprio>[0-9]+)(?:\s*\((?:vlan\s+(?P<vlan>[0-9]+))?\s*(?:tos:\s*(?P<tos>[0-9]+))?\s*\))?$",
+    re.ASCII,
+)
 _KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][\w ()/.-]*?)\s*:\s*(?P<value>.*)$")
 _RX_ITEM = re.compile(r"^(?P<key>[A-Za-z_]\w*)\s*=\s*(?P<value>[0-9]+)$", re.ASCII)
+
+
+class QosSkprio(Fact):
+    """A socket priority the tc carries (older releases): the IP TOS that maps to it, and the VLAN whose
+    egress map sends it there (None: the device's own map)."""
+
+    skprio: int
+    tos: int | None = None
+    vlan: int | None = None
 
 
 class QosTrafficClass(Fact):
@@ -42,6 +57,7 @@ class QosTrafficClass(Fact):
     bw: int | None = None
     ratelimit: str | None = None
     priorities: list[int] = Field(default_factory=list)
+    skprios: list[QosSkprio] = Field(default_factory=list)
     attributes: dict[str, str] = Field(default_factory=dict)
 
 
@@ -122,6 +138,16 @@ class _Builder:
                 fail(kind, "tc priority line before any 'tc:' line", line)
             self.tcs[-1]["priorities"].extend(_ints(kind, m.group("values").split(), line, "priority"))
             return True
+        if m := _SKPRIO.match(body):
+            # Not a `key: value` for `extra`: one line per socket priority, each belonging to the tc above.
+            if self.block != "tc":
+                fail(kind, "skprio line before any 'tc:' line", line)
+            self.tcs[-1]["skprios"].append(QosSkprio(
+                skprio=int(m.group("skprio")),
+                tos=int(m.group("tos")) if m.group("tos") else None,
+                vlan=int(m.group("vlan")) if m.group("vlan") else None,
+            ))
+            return True
         if _PFC_PRIORITIES.match(body) and ":" not in body:
             values = _PFC_PRIORITIES.match(body).group("values").split()  # type: ignore[union-attr]
             self.pfc_priorities = _ints(kind, values, line, "PFC priority")
@@ -142,7 +168,7 @@ class _Builder:
         if m := _TC.match(body):
             tc = to_int(kind, m.group("tc"), line, "tc")
             attributes = _tc_attributes(kind, m.group("rest") or "", line)
-            self.tcs.append({"tc": tc, "attributes": attributes, "priorities": [], "line": line})
+            self.tcs.append({"tc": tc, "attributes": attributes, "priorities": [], "skprios": [], "line": line})
             self.block = "tc"
             return True
         if _DSCP_HEADER.match(body):
@@ -213,6 +239,7 @@ class _Builder:
                 bw=bw,
                 ratelimit=attributes.get("ratelimit"),
                 priorities=entry["priorities"],
+                skprios=entry["skprios"],
                 attributes=attributes,
             ))
         priorities = self.pfc_priorities or []

@@ -113,6 +113,21 @@ SAMPLE_KINDS: dict[str, str] = {
     "traffic_class-3-empty-prompts.txt": "traffic_class",
     "traffic_class-4-cma-roce-tos-bare.txt": "traffic_class",
     "nccl-tests-15-two-8gpu-copies-cut.txt": "nccl_tests",
+    "mlnx_qos-5-default-priority-max-buffer.txt": "mlnx_qos",
+    "mlnx_qos-6-firmware-dcbx-shared-tc.txt": "mlnx_qos",
+    "mlnx_qos-7-skprio.txt": "mlnx_qos",
+    "mlnx_qos-8-dscp-split-row.txt": "mlnx_qos",
+    "ibv_devinfo-v-6-cx6-nested-caps.txt": "ibv_devinfo",
+    "ibv_devinfo-v-7-ofed4-blocks.txt": "ibv_devinfo",
+    "show_gids-8-ib-row-no-dev.txt": "show_gids",
+    "nvidia-smi-topo-11-10nics-pxb-tabs.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-12-gb200-cut.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-13-nic-rows-no-info.txt": "nvidia_smi_topo",
+    "rdma-link-6-index-prefix.txt": "rdma_link",
+    "ibdev2netdev-7-long-description.txt": "ibdev2netdev",
+    "ofed_info-s-9-doca-25.10.txt": "ofed_info",
+    "ofed_info-s-10-doca-24.10-five-part.txt": "ofed_info",
+    "perfquery-x-4-data-only.txt": "perfquery",
 }
 
 

@@ -65,7 +65,7 @@ def test_mlnx_qos_json_keys() -> None:
     data = parse("mlnx_qos", read("mlnx_qos-1.txt"))
     assert data["dscp2prio"]["26"] == 3
     assert data["tcs"][0] == {
-        "tc": 0, "tsa": "vendor", "bw": None, "ratelimit": "unlimited", "priorities": [1],
+        "tc": 0, "tsa": "vendor", "bw": None, "ratelimit": "unlimited", "priorities": [1], "skprios": [],
         "attributes": {"ratelimit": "unlimited", "tsa": "vendor"},
     }
 
