@@ -19,6 +19,7 @@ from provisioner.explain.evidence import evidence, grep
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.rules_job import TEST_HOST
+from provisioner.explain.rules_shm import SHM_SOURCE, same_name_hint
 from provisioner.parsers._text import unique
 from provisioner.parsers.nccl_line import nccl_log
 
@@ -111,11 +112,15 @@ def _found(logs: list[Log]) -> dict[str, list[tuple[LogLine, str]]]:
     for line, m in grep(logs, _CUDA):
         if (log := nccl_log(line.text)) is not None and log.level == "INFO":
             continue  # an error NCCL ignored (CUDACHECKIGNORE logs it at INFO)
+        if SHM_SOURCE.search(line.text):
+            continue  # pinning a /dev/shm segment: rules_shm names it
         what = next(g for g in m.groups() if g is not None).strip().rstrip(".'")
         # NVLink SHARP setup (transport/nvls.cc) fails with `invalid argument` when the fabric manager was
-        # restarted under live GPUs or is not running.
-        add("fabric" if "nvls" in line.text.lower() and "invalid argument" in what.lower() else _kind(what),
-            line, what)
+        # restarted under live GPUs or is not running. A CUDA IPC handle that does not open is peer access
+        # failing whatever the error (`invalid argument` when the peer is in another container or machine).
+        kind = ("fabric" if "nvls" in line.text.lower() and "invalid argument" in what.lower()
+                else "p2p" if m["d"] is not None else _kind(what))
+        add(kind, line, what if m["d"] is None else f"CUDA IPC handle: {what}")
     for line, m in grep(logs, _P2P_DISABLED):
         add("p2p", line, f"P2P disabled between NVLink-connected GPUs {m['a']} and {m['b']}")
     for line, m in grep(logs, _XID):
@@ -148,7 +153,8 @@ def gpu_causes(logs: list[Log]) -> list[Cause]:
         by_id[cause_id] = Cause(
             id=cause_id, title=f"{title}: {', '.join(what[:2])}",
             detail=f"{'; '.join(what[:4])} on {', '.join(where) or 'a host'}. This is the GPU side, not the "
-                   "network: the errors of other ranks and connections after it follow from it.",
+                   "network: the errors of other ranks and connections after it follow from it."
+                   + (same_name_hint(lines) if kind == "p2p" else ""),
             fix=fix, score=score, hosts=where, evidence=evidence(lines + summary[:2]),
             settings=["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] if kind == "p2p" else [],
         )

@@ -7,7 +7,10 @@ Wording read (learned from NCCL's release history): `Bootstrap : no socket inter
 address X`; connection failures `Call to connect failed : why` (2.0 to 2.2, include/socket.h, no peer
 named), `Connect to X<port> failed : why` (2.4 to 2.11), `Net : Connect to ...`
 (2.12), `socketStartConnect: Connect to ...` / `exceeded retries` (2.19), `ncclSocketConnect: connect to
-... failed : why` (newest).
+... failed : why` (newest). An address a host cannot use: `Net : Socket creation failed : Address family not
+supported by protocol` (2.3 on, `ncclSocketInit: Socket creation failed : ...` from 2.19), `Net : connecting to
+address X with family N is neither AF_INET(2) nor AF_INET6(10)` (2.11, 2.12; `ncclSocketInit: ...` from 2.19)
+and `Net : Unsupported address family type` (2.3 to 2.19).
 """
 
 from __future__ import annotations
@@ -188,4 +191,47 @@ def message_truncated(logs: list[Log]) -> list[Cause]:
             "environment (compare `env | grep NCCL_` across nodes, launcher exports), and check the "
             "application passes the same count and dtype to the collective on every rank.",
         score=80, hosts=hosts(lines), addresses=peers, settings=["NCCL_PROTO", "NCCL_ALGO"], evidence=evidence(lines),
+    )]
+
+
+_FAMILY = re.compile(
+    r"connecting to address\s*(?P<addr>\S*?)\s*with family (?P<family>[0-9]+) is neither AF_INET"
+    r"|Socket creation failed\s*:\s*(?P<why>Address family not supported by protocol)"
+    r"|(?P<unsupported>Unsupported address family type)")
+
+
+def address_family(logs: list[Log]) -> list[Cause]:
+    """A socket address this host cannot use. An empty one (`family 0`, or a number that is no family) was
+    never filled in: the host that published it found no interface (from 2.27 NCCL does not warn when
+    NCCL_SOCKET_IFNAME matches nothing) or the hosts run NCCL builds or net plugins whose handles differ.
+    A family the kernel refuses is IPv6 on a host with IPv6 off, published by a host that has it."""
+    hits = grep(logs, _FAMILY)
+    if not hits:
+        return []
+    lines = [line for line, _ in hits]
+    value = env(logs, "NCCL_SOCKET_IFNAME")
+    setting = f"NCCL_SOCKET_IFNAME={value}" if value else "NCCL_SOCKET_IFNAME"
+    if empty := [m for _, m in hits if m["family"] is not None]:
+        families = ", ".join(unique([m["family"] for m in empty]))
+        # The setting's echo shows what the host was told to use.
+        lines = [line for line, _ in grep(logs, re.compile(r"NCCL_SOCKET_IFNAME set by environment"))][:1] + lines
+        title = (f"{setting} gave NCCL no usable address (family {families})" if value
+                 else f"NCCL was handed an empty socket address (family {families})")
+        detail = (f"a rank tried to connect to an address with family {families}, neither IPv4 nor IPv6: the "
+                  "address was never filled in. The host that published it found no interface to use ("
+                  + (f"{setting} names none there; " if value else "")
+                  + "recent NCCL does not warn when the setting matches nothing), or the hosts run different NCCL "
+                    "builds or network plugins, so the handles they exchange do not read alike.")
+    else:
+        title = "a host cannot open a socket of its peer's address family (IPv4 / IPv6)"
+        detail = ("the kernel refused the address family of the address NCCL was to use: one host published an "
+                  "IPv6 address while IPv6 is off on another (or no interface with an address was found).")
+    return [Cause(
+        id="socket-address-family", title=title,
+        detail=detail + " The bootstrap cannot complete, so the job stops before any collective.",
+        fix=("Set NCCL_SOCKET_IFNAME" + (f" (now {value})" if value else "") + " on every node to an interface "
+             "that exists and is up with an address in the network the nodes share (`ip -br addr` on each), "
+             "with the same address family everywhere (NCCL_SOCKET_FAMILY=AF_INET pins IPv4); check that every "
+             "node loads the same libnccl and net plugin (`NCCL version` and `NET/Plugin` lines per host)."),
+        score=90, hosts=hosts(lines), settings=[setting, "NCCL_SOCKET_FAMILY"], evidence=evidence(lines),
     )]

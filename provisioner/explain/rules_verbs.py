@@ -99,14 +99,17 @@ _MODIFY_QP_FIX = {
     110: "The move to {state} timed out resolving the peer's GID: on RoCE the kernel found no neighbour (ARP/ND) "
          "for the peer's address on this port's interface. Check that the GID index (NCCL_IB_GID_INDEX, "
          "`show_gids`) names an address in the peer's subnet/VLAN and of the same RoCE version on both hosts, "
-         "that `ping -I <that interface> <peer address>` answers, and that the port is ACTIVE on both.",
+         "that `ping -I <that interface> <peer address>` answers, and that the port is ACTIVE on both. On a "
+         "rail-optimized fabric (NIC N of one node reaches only NIC N of the others) NCCL_CROSS_NIC=0 keeps NCCL "
+         "from pairing NICs of different rails.",
     22: "The port refused a queue-pair attribute for {state}: a GID index that is empty or absent on this port "
         "(NCCL_IB_GID_INDEX; list with `show_gids`), an MTU above the port's active_mtu (`ibv_devinfo`; NCCL_IB_MTU"
         "), or a traffic class / service level the port does not take (NCCL_IB_TC, NCCL_IB_SL). Compare both "
         "hosts.",
     101: "No route to the peer's GID for {state}: on RoCE v2 the peer's address is routed, so this port's "
          "interface needs a route to it (`ip route get <peer address>`); check the GID index "
-         "(NCCL_IB_GID_INDEX) is a RoCE v2 entry in the data subnet on both hosts.",
+         "(NCCL_IB_GID_INDEX) is a RoCE v2 entry in the data subnet on both hosts, and on a rail-optimized "
+         "fabric (each NIC's subnet reaches only the same NIC of other nodes) set NCCL_CROSS_NIC=0.",
 }
 _MODIFY_QP_FIX[113] = _MODIFY_QP_FIX[101]
 _STATE = re.compile(r"next state (?P<state>\w+)")
@@ -129,6 +132,8 @@ def _modify_qp_fix(failures: list[CallFailure]) -> tuple[str, list[str]] | None:
             state = m["state"] if (m := _STATE.search(failure.error)) else "RTR/RTS"
             settings = [f"NCCL_IB_GID_INDEX={m['index']}" if (m := _GID_INDEX.search(failure.error))
                         else "NCCL_IB_GID_INDEX"]
+            # A peer that does not answer or cannot be routed to may be on another rail.
+            settings += ["NCCL_CROSS_NIC"] if code in (110, 101, 113) else []
             return _MODIFY_QP_FIX[code].format(state=state), settings
     return None
 

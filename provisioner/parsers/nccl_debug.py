@@ -12,6 +12,10 @@ with its number, but input without a single NCCL line is not an NCCL log and rai
 `network` is the last `Using network X`. Logs of NCCL <= 2.5 print no such line: there `NET/Socket :
 Using` names the bootstrap interface, and the network is IB when a `NET/IB : Using` line is present.
 Env values are kept as NCCL applied them (`set by environment to 0.` is `0`).
+
+A framework's quote of NCCL's last WARN (torch: `Last error:` then the message on the next line, or both on
+one line when a paste flattened them) is read as that WARN when the log does not hold the WARN itself: often
+the only place a rank's completion error or failed call shows.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ _PLUGIN = re.compile(r"plugin", re.IGNORECASE)
 _ADDRESS_TAIL = re.compile(r"<[0-9]+>$")
 _COMM = re.compile(r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>[0-9]+) nr?[Rr]anks (?P<nranks>[0-9]+)")
 # Interface names and addresses that are almost never the path between GPU nodes.
+# torch's quote of ncclGetLastError(): `Last error:` and the message after it, or on the next line.
+_LAST_ERROR = re.compile(r"\bLast error:\s*(?P<message>.*)$")
 _SUSPECT_NAME = re.compile(r"^(?:docker[0-9]*|veth\w*|br-\w+|virbr[0-9]*|cni[0-9]*|flannel\S*|lo)$")
 _SUSPECT_ADDRESS = (
     (re.compile(r"^fe80:", re.IGNORECASE), "link-local IPv6 address"),
@@ -306,6 +312,12 @@ def parse_nccl_debug(text: str) -> NcclDebug:
     # The WARN being read: its first line, its host, and its last line so far (a terminal may wrap it).
     warn: tuple[Line, str | None] | None = None
     warn_last: Line | None = None
+    quoted = False  # a `Last error:` with nothing after it: the next line is the message
+
+    def quote(message: str, line: Line) -> None:
+        if message and message not in log.warnings:
+            log.warnings.append(message)
+            log.finish_warning(line, None)
 
     def end_warning() -> None:
         nonlocal warn, warn_last
@@ -334,6 +346,13 @@ def parse_nccl_debug(text: str) -> NcclDebug:
             warn_last = line
             continue
         end_warning()
+        last = None if quoted else _LAST_ERROR.search(body)
+        if quoted or last:
+            message = last.group("message").strip() if last else body
+            log_lines += 1
+            quote(message, line)
+            quoted = last is not None and not message
+            continue
         if body.startswith("NCCL version") and (version := split_nccl_version(body)):
             log_lines += 1
             log.fields["nccl_version"], log.fields["cuda_version"] = version
