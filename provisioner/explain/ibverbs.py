@@ -35,7 +35,9 @@ _CONFIG_FIX = (
 _FABRIC_FIX = (
     "Audit the path between these hosts: link state and flaps, port error counters (symbol_error, "
     "link_downed, out_of_buffer), a bad cable or optic, MTU end to end, and on RoCE PFC/ECN and trust "
-    "on every hop (roce_qos). Congestion from other jobs gives the same error.")
+    "on every hop (roce_qos). Congestion from other jobs gives the same error. On RoCE, when it fails from "
+    "the first transfer, suspect the GID index first: NCCL_IB_GID_INDEX must name a routable RoCE v2 "
+    "address (not the link-local fe80:: one) in the peers' subnet on every host (`show_gids`).")
 _PEER_FIX = (
     "The peer stopped posting receives: find that rank's own log (it usually died or hung first) and its "
     "host; raise NCCL_IB_TIMEOUT only after the peer is known healthy.")

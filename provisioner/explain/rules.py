@@ -1,6 +1,6 @@
 """The causes `explain` knows: one registry of rules, each a function from the logs to zero or more
 Causes with evidence, kept in one module per class (rules_socket, rules_verbs, rules_events, rules_cuda, rules_shm,
-rules_job, rules_torch, rules_gloo, rules_launch).
+rules_job, rules_torch, rules_gloo, rules_launch, rules_gdr).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from provisioner.explain import (
     rules_cuda,
     rules_events,
+    rules_gdr,
     rules_gloo,
     rules_job,
     rules_launch,
@@ -37,7 +38,8 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_socket.unreachable_peers, rules_socket.address_family,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_job.version_mismatch,
     rules_torch.watchdog, rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
-    rules_gloo.stalled_transfers, rules_job.dead_peer, rules_job.crashes, rules_launch.launcher_failures,
+    rules_gloo.stalled_transfers, rules_gdr.gpudirect_disabled, rules_job.dead_peer, rules_job.crashes,
+    rules_launch.launcher_failures,
 ]
 # A rank the launcher or scheduler saw die explains what the generic crash rule and the stalled-path rules
 # would otherwise blame: with one, those are dropped.

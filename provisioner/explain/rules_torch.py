@@ -27,8 +27,13 @@ WATCHDOG = re.compile(r"Watchdog caught collective operation timeout")
 _WHO = re.compile(_PG_RANK)
 # torch's own c10 prefix names the global rank: `[rank3]:` (parsed as the line's task) or `[rank3] ` in pastes.
 _GLOBAL_PREFIX = re.compile(r"\[rank(?P<rank>[0-9]+)\]")
-_WORK = re.compile(r"WorkNCCL\((?:SeqNum=(?P<seq>[0-9]+),\s*)?OpType=(?P<op>\w+).*?\)\s*ran for\s*"
-                   r"(?P<ms>[0-9]+)\s*(?:milliseconds|ms)\b")
+_WORK = re.compile(r"WorkNCCL\((?:SeqNum=(?P<seq>[0-9]+),\s*)?OpType=(?P<op>\w+).*?"
+                   r"(?:Timeout\(ms\)=(?P<limit>[0-9]+))?\)\s*ran for\s*(?P<ms>[0-9]+)\s*(?:milliseconds|ms)\b")
+# What a rank whose watchdog caught the timeout (or got stuck on it) prints besides the `Watchdog caught` line:
+# it reached the collective too, even where its own `Watchdog caught` line is not in the log (1.x to 2.x).
+_ALSO_TIMED_OUT = re.compile(r"Some NCCL operations have failed or timed out|To avoid data inconsistency, we are "
+                             r"taking the entire process down|Exception \(either an error or timeout\) detected by "
+                             r"watchdog|Timeout at NCCL work|watchdog got stuck for|Heartbeat monitor timed out")
 _STUCK = re.compile(r"watchdog got stuck for (?P<s>[0-9]+) seconds|Heartbeat monitor timed out", re.I)
 _GLOBAL_RANK = re.compile(_PG_RANK + r".*?\bglobal rank:?\s*(?P<global>[0-9]+)")
 _STORE_WAIT = re.compile(r"Timed out after (?P<s>[0-9.]+) seconds waiting for clients\.\s*(?P<have>[0-9]+)/"
@@ -74,6 +79,10 @@ def watchdog(logs: list[Log]) -> list[Cause]:
             ops.append(work.group("op") + (f" (SeqNum {work.group('seq')})" if work.group("seq") else ""))
             times.append(int(work.group("ms")) / 1000)
     known = sorted({g for g, _, _ in pairs if g is not None})
+    # Ranks that printed the watchdog's other lines reached the collective and timed out as well.
+    also_lines = [line for line, _ in grep(logs, _ALSO_TIMED_OUT) if line.rank is not None and line.rank not in known]
+    also = sorted({line.rank for line in also_lines if line.rank is not None})
+    lines += [next(line for line in also_lines if line.rank == rank) for rank in also]
     if known:
         who_text = f"global ranks {', '.join(map(str, known))}"
         differ = unique([f"global {g} is rank {r} of process group {pg or '?'}" for g, pg, r in pairs
@@ -89,13 +98,37 @@ def watchdog(logs: list[Log]) -> list[Cause]:
         seen = []
     waited = f" waited {max(times):g} s" if times else " waited past the timeout"
     detail = f"{who_text}{waited} in {', '.join(unique(ops)) or 'a collective'} and gave up."
-    absent = [r for r in seen if r not in known]
+    if also:
+        detail += f" Global ranks {', '.join(map(str, also))} timed out too (their watchdog reported it)."
+    absent = [r for r in seen if r not in known and r not in also]
     if absent:
         detail += f" Global ranks {', '.join(map(str, absent))} never reported it: they did not reach the collective."
     else:
         detail += (" Every rank in the log reached it and waited: data stopped flowing between them "
                    "(network path, a stalled peer, or a rank missing from this log).")
+    detail += _when(logs, lines)
     return [_timeout_cause(detail, lines)]
+
+
+def _when(logs: list[Log], lines: list[LogLine]) -> str:
+    """What the sequence number and the time waited say: a job's first collective is also where NCCL
+    connects the ranks (torch creates the communicator lazily), so a timeout there is a connection that
+    never came up, not a stall mid-training; a wait far past the timeout means the watchdog itself was
+    held up (a hung CUDA call or a blocked host) before it could report."""
+    works = [m for line in lines if (m := _WORK.search(line.text))]
+    works += [m for log in logs for line in log.lines if line not in lines and (m := _WORK.search(line.text))]
+    note = ""
+    if works and all(m.group("seq") == "1" for m in works if m.group("seq")) and any(m.group("seq") for m in works):
+        note += (" It was the job's first collective (SeqNum 1), where NCCL also connects the ranks: they "
+                 "never got a working connection (data-network reachability, NCCL_SOCKET_IFNAME, the IB/RoCE "
+                 "setup) or a rank never started.")
+    late = [m for m in works if m.group("limit") and int(m.group("ms")) > 2 * int(m.group("limit"))]
+    if late:
+        m = max(late, key=lambda w: int(w.group("ms")))
+        note += (f" The timeout was {int(m.group('limit')) / 1000:g} s but the watchdog reported after "
+                 f"{int(m.group('ms')) / 1000:g} s: it was itself held up (a hung CUDA call or driver, or a "
+                 "blocked host) long before it could report.")
+    return note
 
 
 def _timeout_cause(detail: str, lines: list[LogLine]) -> Cause:

@@ -110,6 +110,14 @@ _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: 
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
 _SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)        # srun --label pads the task id on the left
 _HOST_LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*:(?: |$)", re.ASCII)  # pdsh/clush: `gpu07: `
+# A paste quoted in markdown (`> ` before every line, as a reply quoting a log does): the quote is outermost.
+_QUOTE = re.compile(r"^>(?: |$)", re.ASCII)
+# What a markdown renderer made of a log before it was copied back as text: GitHub turns names that look
+# like domains (`net_ib.cc:101`, `10.1.3.201`) into links `[net_ib.cc:101](http://net_ib.cc:101/)`, and a
+# line set in italics is wrapped in underscores (`_ibvwrap.cc: NCCL WARN ... timed out_`). Only a link whose
+# target is its own text is unwrapped, so a real link in a log stays.
+_AUTOLINK = re.compile(r"\[(?P<text>[^\[\]\s]+)\]\((?:https?://)(?P<target>[^()\s]+?)/?\)")
+_ITALIC_LINE = re.compile(r"^_(?P<body>[^_\s].*[^_\s])_$")
 # A person's note after the output (`  # the slow one`): whitespace, `#`, whitespace. nccl-tests' own
 # comments start the line, and a shell prompt ends in `#` without a blank before it: both stay.
 _TRAILING_COMMENT = re.compile(r"(?<=\S)\s+#(?:\s.*)?$")
@@ -166,7 +174,12 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     cleaned: list[Line] = []
     for line in lines:
         text = _ANSI.sub("", line.text) if "\x1b" in line.text else line.text
+        if "](" in text:
+            text = _AUTOLINK.sub(lambda m: m["text"] if m["target"] == m["text"] else m[0], text)
+        if text.startswith("_") and (italic := _ITALIC_LINE.match(text.rstrip())):
+            text = italic["body"]
         cleaned.append(Line(line.number, text.rstrip(), line.raw))
+    cleaned = _strip_common(cleaned, _QUOTE, 0.6)
     cleaned = _unframe(cleaned)
     for pattern in (_TIMESTAMP, _MPI_TAG, _TORCH_RANK):
         cleaned = [_strip(line, pattern) for line in cleaned]

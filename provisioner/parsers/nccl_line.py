@@ -44,7 +44,13 @@ def is_log_line(body: str) -> bool:
     return nccl_log(body) is not None
 
 
+# NCCL's own source location (`ibvwrap.cc:`) left alone before the level when a paste lost its line number.
+_SOURCE_FILE = re.compile(r"\.(?:cc|c|cpp|cu|h|hpp)$", re.I)
+
+
 def label_host(prefix: str) -> str | None:
     """The host a launcher's label names when it is all that stands before an NCCL line's level."""
     m = _LABEL.match(prefix)
-    return m.group("host") if m and m.group("host").lower() not in _NOT_HOSTS else None
+    if not m or m.group("host").lower() in _NOT_HOSTS or _SOURCE_FILE.search(m.group("host")):
+        return None
+    return m.group("host")
