@@ -31,6 +31,10 @@ class SchedulerError(FabnetError):
     """The scheduler could not be asked, or refused what it was asked."""
 
 
+class NoStates(SchedulerError):
+    """The backend cannot read node states at all (a drain command), as opposed to failing to read them."""
+
+
 @dataclass(frozen=True)
 class NodeState:
     state: str  # the scheduler's word, lower case, flag taken off: idle, mixed, allocated, drained, draining, down

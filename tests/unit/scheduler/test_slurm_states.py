@@ -4,9 +4,14 @@ lower-cases (src/sinfo/print.c, _print_state_long()); each row names a release a
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import pytest
 
 from provisioner.run import transport
+from provisioner.scheduler import NodeState, NoStates
+from provisioner.scheduler.command import Command
+from provisioner.scheduler.drain import drain_failed, kept_reasons, resume_fixed
 from provisioner.scheduler.slurm import Slurm, parse_sinfo, parse_state
 
 # word, state, flag, responding, drained, out of service
@@ -98,6 +103,102 @@ def test_sinfo_prints_upper_case_nowhere_but_fabnet_reads_it_alike() -> None:
 def test_reason_and_user_as_sinfo_prints_them(user: str, reason: str, want_user: str, want_reason: str) -> None:
     parsed = parse_sinfo(f"gpu01|drained|{user}|{reason}\n", ["gpu01"])["gpu01"]
     assert (parsed.reason_user, parsed.reason) == (want_user, want_reason)
+
+
+class Cluster:
+    """A scheduler whose nodes read as parse_sinfo reads sinfo's lines, recording what it is told."""
+
+    def __init__(self, sinfo: str) -> None:
+        self.states = parse_sinfo(sinfo, [line.split("|")[0] for line in sinfo.splitlines()])
+        self.drained: dict[str, str] = {}
+        self.resumed: list[str] = []
+
+    def drain(self, reasons: Mapping[str, str]) -> dict[str, str | None]:
+        self.drained.update(reasons)
+        return dict.fromkeys(reasons)
+
+    def resume(self, hosts: Sequence[str]) -> dict[str, str | None]:
+        self.resumed += hosts
+        return dict.fromkeys(hosts)
+
+    def state(self, hosts: Sequence[str]) -> dict[str, NodeState]:
+        return {h: self.states[h] for h in hosts if h in self.states}
+
+    def nodes_of_job(self, jobid: str) -> list[str]:
+        return []
+
+    def expand(self, hostlist: str) -> list[str]:
+        return []
+
+
+# sinfo line, the check that wants it drained, what fabnet does: a drain replaces Slurm's one reason.
+DRAINS = [
+    ("gpu01|idle|Unknown|none", "audit", "drained"),
+    ("gpu01|mixed-|Unknown|none", "smoke", "drained"),
+    ("gpu01|allocated+|Unknown|none", "smoke", "drained"),
+    ("gpu01|idle|alice|stale note", "audit", "drained"),  # in service: the note keeps no one out
+    ("gpu01|down*|Unknown|none", "audit", "drained"),  # out, but no reason to lose
+    ("gpu01|drained|alice|disk replacement", "audit", "left"),
+    ("gpu01|draining@|alice|firmware", "smoke", "left"),
+    ("gpu01|drained*|root|Kill task failed", "watch", "left"),
+    ("gpu01|down*|slurm|Not responding", "audit", "left"),
+    ("gpu01|down~|root|powered off by admin", "apply", "left"),
+    ("gpu01|fail|bob|bad DIMM", "audit", "left"),
+    ("gpu01|inval|slurm|Low RealMemory (reported:1000 < 100.00% of configured:2000)", "audit", "left"),
+    ("gpu01|reboot^|root|Reboot ASAP", "smoke", "left"),
+    ("gpu01|drained|root|fabnet: smoke: slow", "audit", "left"),  # smoke's: only smoke may resume it
+    ("gpu01|drained|root|fabnet: watch: link flap", "audit", "left"),  # watch's: a person resumes it
+    ("gpu01|drained|root|fabnet: audit: slow", "watch", "left"),
+    ("gpu01|drained|root|fabnet: audit: drifted: mtu", "audit", "drained"),  # its own: cause brought up to date
+    ("gpu01|drained$|root|fabnet: apply: not converged", "audit", "drained"),  # audit resumes apply's drains
+    ("gpu01|drained~|root|fabnet: smoke: slow", "smoke", "drained"),
+]
+
+
+@pytest.mark.parametrize(("sinfo", "source", "action"), DRAINS)
+def test_what_a_drain_leaves_alone(sinfo: str, source: str, action: str) -> None:
+    cluster = Cluster(sinfo)
+    [done] = drain_failed(cluster, source, {"gpu01": "it failed"})
+    assert done.action == action
+    assert ("gpu01" in cluster.drained) is (action == "drained")
+    if action == "left":
+        assert sinfo.rsplit("|", 1)[1] in done.detail and "would replace" in done.detail
+
+
+def test_a_host_slurm_does_not_know_is_drained_and_slurm_answers() -> None:
+    cluster = Cluster("gpu02|idle|Unknown|none")
+    assert [a.action for a in drain_failed(cluster, "audit", {"gpu01": "x"})] == ["drained"]
+
+
+def test_a_drain_command_cannot_read_states_and_drains_as_told() -> None:
+    with pytest.raises(NoStates):
+        Command("true {host}").state(["gpu01"])
+    assert kept_reasons(Command("true {host}"), "audit", ["gpu01"]) == {}
+
+
+# sinfo line, what `audit --resume-fixed` does for a host that passes audit now.
+RESUMES = [
+    ("gpu01|drained|root|fabnet: audit: drifted: mtu", "resumed"),
+    ("gpu01|drained*|root|fabnet: audit: unreachable", "resumed"),
+    ("gpu01|draining@|root|fabnet: apply: not converged", "resumed"),
+    ("gpu01|drained~|root|fabnet: audit: drifted", "resumed"),
+    ("gpu01|drained|alice|maintenance", "left"),
+    ("gpu01|drained|root|fabnet: smoke: slow", "left"),
+    ("gpu01|down*|slurm|fabnet: audit: unreachable", "left"),  # not shown drained: not fabnet's to undo
+    ("gpu01|reboot^|root|fabnet: audit: drifted", "left"),
+    ("gpu01|inval|root|fabnet: audit: drifted", "left"),
+    ("gpu01|idle|Unknown|none", None),
+    ("gpu01|mixed-|Unknown|none", None),
+    ("gpu01|down*|slurm|Not responding", None),  # not fabnet's at all: nothing to say
+]
+
+
+@pytest.mark.parametrize(("sinfo", "action"), RESUMES)
+def test_what_resume_fixed_resumes(sinfo: str, action: str | None) -> None:
+    cluster = Cluster(sinfo)
+    actions = resume_fixed(cluster, "audit", ["gpu01"], {"gpu01"})
+    assert [a.action for a in actions] == ([action] if action else [])
+    assert cluster.resumed == (["gpu01"] if action == "resumed" else [])
 
 
 class Recording:
