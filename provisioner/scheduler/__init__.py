@@ -18,21 +18,40 @@ from provisioner.errors import FabnetError
 # Every reason fabnet sets starts with this; a node drained with any other reason is someone else's.
 REASON_PREFIX = "fabnet:"
 
+# The words `sinfo --format %T` prints for a node that Slurm starts no new job on, where the node's
+# reason says who took it out and why (Slurm's node_state_string(), lower-cased by sinfo). Each word
+# hides the others: a drained node that also stops responding still reads `drained*`, one being
+# rebooted reads `reboot` or `reboot^` and one whose registration was refused reads `inval`, drained or
+# not. `drain` and `drng` are the short forms of `%t`, never printed for `%T`.
+DRAINED = frozenset({"drained", "draining"})
+OUT_OF_SERVICE = DRAINED | {"down", "fail", "failing", "inval", "reboot", "reboot_issued"}
+
 
 class SchedulerError(FabnetError):
     """The scheduler could not be asked, or refused what it was asked."""
 
 
+class NoStates(SchedulerError):
+    """The backend cannot read node states at all (a drain command), as opposed to failing to read them."""
+
+
 @dataclass(frozen=True)
 class NodeState:
-    state: str  # the scheduler's word, lower case, flags taken off: idle, mixed, allocated, drained, draining, down
+    state: str  # the scheduler's word, lower case, flag taken off: idle, mixed, allocated, drained, draining, down
     reason: str = ""
     reason_user: str = ""
+    # False where the scheduler says so (Slurm's `*`); a node shown with another flag may not respond either.
     responding: bool = True
+    flag: str = ""  # the one mark Slurm puts after the word, if any: * ~ # ! % $ @ ^ - +
 
     @property
     def drained(self) -> bool:
-        return self.state in ("drained", "draining", "drain")
+        return self.state in DRAINED
+
+    @property
+    def out_of_service(self) -> bool:
+        """Taken out by someone (or by Slurm itself): its reason, if any, is what brings it back."""
+        return self.state in OUT_OF_SERVICE
 
     @property
     def drained_by_fabnet(self) -> bool:

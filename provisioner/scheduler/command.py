@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 
 from provisioner.load import cmdtemplate
-from provisioner.scheduler import REASON_PREFIX, NodeState, Ran, SchedulerError
+from provisioner.scheduler import REASON_PREFIX, NodeState, NoStates, Ran, SchedulerError
 from provisioner.scheduler.hostlist import expand as expand_hostlist
 
 FIELDS = ("host", "reason", "busbw")
@@ -77,7 +77,7 @@ class Command:
         raise SchedulerError("a drain command cannot resume hosts (--resume-fixed needs Slurm)")
 
     def state(self, hosts: Sequence[str]) -> dict[str, NodeState]:
-        raise SchedulerError("a drain command cannot read node states (--resume-fixed needs Slurm)")
+        raise NoStates("a drain command cannot read node states (--resume-fixed needs Slurm)")
 
     def nodes_of_job(self, jobid: str) -> list[str]:
         raise SchedulerError("a drain command cannot find a job's nodes (--slurm-job needs Slurm)")

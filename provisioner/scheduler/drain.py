@@ -6,6 +6,9 @@ Every reason fabnet sets reads `fabnet: SOURCE: CAUSE` (SOURCE: audit, apply or 
 resumed only when its reason starts with `fabnet:`, came from a check this command repeats (audit and
 apply resume what audit or apply drained; smoke what smoke drained), and the host passed that check
 now. A node drained by anyone else, or for another reason, is left as it is and reported.
+
+Slurm keeps one reason per node and a drain replaces it, so fabnet never drains a node that is already
+out of service for a reason another check (or anyone else) set: the reason decides who may resume it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from provisioner.run.session import Options
-from provisioner.scheduler import REASON_PREFIX, Ran, Scheduler, SchedulerError
+from provisioner.scheduler import REASON_PREFIX, NoStates, Ran, Scheduler, SchedulerError
 from provisioner.scheduler.command import Command
 from provisioner.scheduler.select import SchedulerArgs, connect, load
 
@@ -104,12 +107,38 @@ def smoke_causes(outcome: Any) -> dict[str, str]:
     return {} if outcome.verdict == "pass" else dict(outcome.failed_hosts)
 
 
+def kept_reasons(scheduler: Scheduler, source: str, hosts: Sequence[str]) -> dict[str, str]:
+    """Hosts a drain for `source` must leave alone, and why: out of service already, with a reason that
+    `source` does not resume. Replacing it would lose why the node is out, and hand it to this check to
+    resume. Its own reason (a host still failing the same check) may be brought up to date."""
+    try:
+        states = scheduler.state(list(hosts))
+    except NoStates:  # a drain command: fabnet cannot see, so it drains as told
+        return {}
+    kept = {}
+    for host in hosts:
+        state = states.get(host)
+        if state is None or not state.out_of_service or not state.reason:
+            continue
+        if reason_source(state.reason) in RESUMES.get(source, (source,)):
+            continue
+        by = f" by {state.reason_user}" if state.reason_user else ""
+        kept[host] = f"already {state.state}{state.flag}{by} for: {state.reason} (a drain would replace that reason)"
+    return kept
+
+
 def drain_failed(scheduler: Scheduler, source: str, causes: dict[str, str], name: str = "slurm") -> list[Action]:
-    """Drain each host with fabnet's reason for `causes`; `name` is the backend, for the record."""
+    """Drain each host with fabnet's reason for `causes`, but those `kept_reasons` names; `name` is the
+    backend, for the record."""
     reasons = {host: reason(source, cause) for host, cause in causes.items()}
-    answers = scheduler.drain(reasons) if reasons else {}
+    kept = kept_reasons(scheduler, source, list(reasons)) if reasons else {}
+    todo = {host: why for host, why in reasons.items() if host not in kept}
+    answers = scheduler.drain(todo) if todo else {}
     actions = []
     for host, why in reasons.items():
+        if host in kept:
+            actions.append(Action(host, "left", kept[host], name))
+            continue
         answer = answers.get(host)
         extra: dict[str, Any] = {}
         if isinstance(answer, Ran):
@@ -127,7 +156,14 @@ def resume_fixed(scheduler: Scheduler, source: str, checked: Sequence[str], pass
     actions, resume = [], []
     for host in checked:
         state = states.get(host)
-        if state is None or not state.drained:
+        if state is None:
+            continue
+        if not state.drained:
+            # Out for fabnet's reason but not shown drained (down, failed, rebooting, refused at registration):
+            # resuming would undo what Slurm or a person did since, so it is only said.
+            if state.out_of_service and reason_source(state.reason) is not None:
+                actions.append(Action(host, "left", f"{state.state}{state.flag}, not shown drained: fabnet resumes "
+                                                    f"only a node Slurm shows drained: {state.reason}"))
             continue
         origin = reason_source(state.reason)
         by = f" by {state.reason_user}" if state.reason_user else ""

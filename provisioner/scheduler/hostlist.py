@@ -5,8 +5,9 @@ does, this does: names are separated by commas or whitespace outside brackets; a
 and `lo-hi` ranges separated by commas; a range's width is that of its lower bound (`[01-10]` gives
 `01`..`10`, `[1-010]` gives `1`..`10`); of several brackets the last varies fastest, then the first,
 the second... (`a[1-2]b[3-4]` gives a1b3, a1b4, a2b3, a2b4; `a[1-2]b[1-2]c[1-2]` gives a1b1c1, a1b1c2,
-a2b1c1, ...); text may sit between brackets but not after the last; a range holds at most 65536 names;
-order and duplicates are kept.
+a2b1c1, ...); text may sit between brackets and after the last (`node[01-02]-ib` gives node01-ib,
+node02-ib: Slurm takes such a suffix from 23.02.5 on, and refuses it before); a range holds at most
+65536 names; order and duplicates are kept.
 
 Where Slurm answers nonsense instead of refusing, this refuses: an unclosed or nested bracket (Slurm
 turns `gpu[1-2` into `gpu]`), a `]` with no `[`, a range with no upper bound (`[1-]`, read as `[1]`),
@@ -68,11 +69,11 @@ def _items(expression: str) -> list[str]:
 def _expand_item(item: str, expression: str) -> list[str]:
     if "[" not in item:
         return [item]
-    # prefix [ranges ] text [ ranges ] ... : the pieces between brackets alternate with bracket bodies.
+    # prefix [ranges] text [ranges] ... suffix: the pieces around brackets alternate with bracket bodies.
+    # An older Slurm refuses a suffix; expanding it anyway names the same hosts a newer one does, and
+    # an older Slurm has no node of such a name to be confused with.
     pieces = re.split(r"\[([^\]]*)\]", item)
     texts, bodies = pieces[0::2], pieces[1::2]
-    if texts[-1]:
-        raise HostlistError(f"invalid hostlist {expression!r}: text after the last ']' ({texts[-1]!r})")
     choices = [_expand_body(body, expression) for body in bodies]
     total = 1
     for values in choices:
@@ -88,7 +89,8 @@ def _expand_item(item: str, expression: str) -> list[str]:
 
 
 def _join(texts: list[str], combo: tuple[str, ...]) -> str:
-    return "".join(text + value for text, value in zip(texts, combo, strict=False))
+    """The texts around the brackets (one more than the brackets: the last is the suffix) with their values."""
+    return "".join(text + value for text, value in zip(texts, combo, strict=False)) + texts[-1]
 
 
 def _expand_body(body: str, expression: str) -> list[str]:

@@ -19,6 +19,27 @@ _MARK = "fabnet-scheduler-result"
 # Characters that make Slurm read one name as several (a list or a range) or as another argument.
 _NOT_IN_NAME = re.compile(r"[\s,\[\]=]")
 _JOBID = re.compile(r"\d+(?:[_+]\d+)?")
+# The one mark Slurm's node_state_string() may put after a state word. It prints at most one, the first of
+# this order that holds, so `*` (not responding) is hidden whenever another holds too.
+FLAGS: dict[str, str] = {
+    "$": "maintenance reservation",
+    "^": "reboot issued",  # 21.08 on
+    "@": "reboot pending",
+    "#": "powering up",
+    "%": "powering down",
+    "~": "powered off",
+    "!": "power down pending",  # 21.08 on
+    "*": "not responding",
+    "+": "completing",  # `allocated+` only
+    "-": "planned",  # `mixed-` only, 21.08 on
+}
+_STATE = re.compile(r"([a-z_]+|\?)(.?)")
+# Both ask beyond sinfo's and squeue's defaults: `--all` shows nodes and jobs of hidden partitions and of
+# partitions the controller's login may not use (else such a node reads as unknown to Slurm, and such a
+# job as one with no nodes); sinfo's `--local` keeps a federation's other clusters, whose node names may
+# be the same, out of the answer.
+SINFO = ["sinfo", "--all", "--local", "--noheader", "--Node"]
+SQUEUE = ["squeue", "--all", "--noheader"]
 
 
 class Runs(Protocol):
@@ -71,8 +92,7 @@ class Slurm:
         names = [host for host in hosts if host and not _NOT_IN_NAME.search(host)]
         if not names:
             return {}
-        result = self._run(shlex.join(["sinfo", "--noheader", "--Node", "--nodes", ",".join(names),
-                                       "--format", "%N|%T|%u|%E"]))
+        result = self._run(shlex.join([*SINFO, "--nodes", ",".join(names), "--format", "%N|%T|%u|%E"]))
         if result.exit_code != 0:
             raise SchedulerError(f"sinfo failed on the Slurm controller: {(result.stderr or result.stdout).strip()}")
         return parse_sinfo(result.stdout, names)
@@ -80,7 +100,7 @@ class Slurm:
     def nodes_of_job(self, jobid: str) -> list[str]:
         if not _JOBID.fullmatch(jobid):
             raise SchedulerError(f"invalid Slurm job id {jobid!r}: expected a number (or N_M, N+M)")
-        result = self._run(shlex.join(["squeue", "--noheader", "--jobs", jobid, "--format", "%N"]))
+        result = self._run(shlex.join([*SQUEUE, "--jobs", jobid, "--format", "%N"]))
         if result.exit_code != 0:
             raise SchedulerError(f"Slurm job {jobid}: {(result.stderr or result.stdout).strip()}")
         names: list[str] = []
@@ -94,20 +114,31 @@ class Slurm:
         return expand_hostlist(hostlist)
 
 
+def parse_state(word: str) -> tuple[str, str]:
+    """sinfo's `%T` word -> (state, flag): `drained*` -> ("drained", "*"), `mixed-` -> ("mixed", "-").
+    A word of another shape is kept whole with no flag, so it can never read as a known state."""
+    word = word.strip().lower()
+    match = _STATE.fullmatch(word)
+    if match is None or (match.group(2) and match.group(2) not in FLAGS):
+        return word, ""
+    return match.group(1), match.group(2)
+
+
 def parse_sinfo(text: str, wanted: Sequence[str]) -> dict[str, NodeState]:
-    """`sinfo -N -h -o '%N|%T|%u|%E'` -> host -> state. The reason is last, so a '|' in it is kept."""
+    """`sinfo -N -h -o '%N|%T|%u|%E'` -> host -> state. The reason is last, so a '|' in it is kept. sinfo
+    prints `none` for no reason and `Unknown` for no reason's user (`Unk(UID)` for a user it cannot name)."""
     states: dict[str, NodeState] = {}
     for line in text.splitlines():
         fields = line.split("|", 3)
         if len(fields) != 4 or fields[0] not in wanted:
             continue
-        name, state, user, reason = fields
-        word = state.strip().lower()
-        bare = word.rstrip("*~#!%$@^-")
+        name, word, user, reason = fields
+        state, flag = parse_state(word)
         states[name] = NodeState(
-            state=bare,
+            state=state,
             reason="" if reason.strip() == "none" else reason.strip(),
             reason_user="" if user.strip() in ("Unknown", "N/A") else user.strip(),
-            responding="*" not in word[len(bare):],
+            responding=flag != "*",
+            flag=flag,
         )
     return states

@@ -46,5 +46,7 @@ class Drainer:
                     actions = drain_failed(scheduler, "watch", todo)
             except SchedulerError as exc:
                 return [], str(exc)
-            self._drained.update(a.host for a in actions if a.action == "drained")
+            # A host left out of service for someone else's reason stays so: asking again each cycle would
+            # only repeat that.
+            self._drained.update(a.host for a in actions if a.action in ("drained", "left"))
             return actions, None

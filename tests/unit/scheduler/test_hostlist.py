@@ -21,10 +21,23 @@ CORPUS = [
     "a[010-12]", "a[9-11]", "a[1-65536]", "a[4294967295-4294967296]", "rack-1-gpu[1-2]",
     "é[1-2]",
     # refused by Slurm
-    "gpu[3-1]", "gpu[]", "gpu[a-b]", "x[1,2]y", "gpu[1-2]]", "a[1-3]-b", "gpu[-1]", "gpu[1,]", "a[1--2]",
-    "gpu[1-70000]", "a[1-65537]", "a[1-2]b[3-4]c", "a[1-2]b", "a[1-2][]", "a[-]", "a[1-2-3]", "a[,1]", "a[10-9]",
-    "[1-2]b", "a[1]]b[2]",
+    "gpu[3-1]", "gpu[]", "gpu[a-b]", "gpu[1-2]]", "gpu[-1]", "gpu[1,]", "a[1--2]",
+    "gpu[1-70000]", "a[1-65537]", "a[1-2][]", "a[-]", "a[1-2-3]", "a[,1]", "a[10-9]",
+    "a[1]]b[2]",
 ]
+# Text after the last bracket: refused before Slurm 23.02.5, a suffix from then on (src/common/hostlist.c,
+# _hostlist_create_bracketed(): "suffix only supported for dims == 1"). The oracle's release decides what
+# it says, so these are checked against what 23.02.5 and later give.
+SUFFIXED = {
+    "x[1,2]y": ["x1y", "x2y"],
+    "a[1-3]-b": ["a1-b", "a2-b", "a3-b"],
+    "a-b[1-2]-c": ["a-b1-c", "a-b2-c"],
+    "node[0009-0010]-int": ["node0009-int", "node0010-int"],
+    "a[1-2]b[3-4]c": ["a1b3c", "a1b4c", "a2b3c", "a2b4c"],
+    "a[1-2]b": ["a1b", "a2b"],
+    "[1-2]b": ["1b", "2b"],
+    "r[1-2]-n[1-2].ib,login": ["r1-n1.ib", "r1-n2.ib", "r2-n1.ib", "r2-n2.ib", "login"],
+}
 # Where Slurm prints nonsense rather than refusing, fabnet refuses (see hostlist.py).
 REFUSED_HERE = ["gpu[1-", "gpu[1-2", "a[[1-2]", "a]1[", "gpu1-2]", "gpu[1-]", "a[1,2-]", "a[ 1-2]", "a[+1-2]",
                 "a[1],b[2"]
@@ -64,6 +77,11 @@ def test_same_names_as_scontrol(expression: str, slurm_conf: Path) -> None:
 def test_the_corpus_has_both_kinds(slurm_conf: Path) -> None:
     answers = [_scontrol(e, slurm_conf) for e in CORPUS]
     assert sum(a is None for a in answers) >= 15 and sum(a is not None for a in answers) >= 20
+
+
+@pytest.mark.parametrize(("expression", "names"), SUFFIXED.items())
+def test_a_suffix_after_the_last_bracket_is_kept(expression: str, names: list[str]) -> None:
+    assert expand(expression) == names
 
 
 @pytest.mark.parametrize("expression", REFUSED_HERE)

@@ -85,8 +85,8 @@ def test_state_reads_sinfo(tmp_path: Path) -> None:
              "gpu03|idle*|Unknown|none\ngpu03|idle*|Unknown|none\n")
     session = LocalSession(tmp_path, sinfo)
     states = Slurm(session).state(["gpu01", "gpu02", "gpu03", "gpu09"])
-    assert session.calls() == [["sinfo", "--noheader", "--Node", "--nodes", "gpu01,gpu02,gpu03,gpu09",
-                                "--format", "%N|%T|%u|%E"]]
+    assert session.calls() == [["sinfo", "--all", "--local", "--noheader", "--Node",
+                                "--nodes", "gpu01,gpu02,gpu03,gpu09", "--format", "%N|%T|%u|%E"]]
     assert set(states) == {"gpu01", "gpu02", "gpu03"}
     assert states["gpu02"].drained_by_fabnet and states["gpu02"].reason == "fabnet: audit: drifted: mtu eth1|x"
     assert states["gpu02"].reason_user == "root"
