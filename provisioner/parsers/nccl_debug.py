@@ -250,9 +250,15 @@ class _Log:
                 ))
 
     def _net(self, name: str, rest: str) -> None:
+        entries = _interfaces(rest)
+        if name == "IB" and not entries:
+            # NCCL 2.2x prints `NET/IB : Using [RO]; OOB eth0:...` after `No device found.`: IB listed no
+            # device, so it is no transport here (and its flags describe nothing); the OOB interface stands.
+            if oob := _OOB.search(rest):
+                self.lists["oob_interfaces"].append(_ADDRESS_TAIL.sub("", oob.group("iface")))
+            return
         self.last_net = name
         self.lists["net_transports"].append(name)
-        entries = _interfaces(rest)
         if name == "IB":
             self.lists["ib_devices"] += entries
             if "[RO]" in rest:

@@ -36,5 +36,8 @@ def test_nccl_2_28_single_rank_on_sockets() -> None:
     assert (log.nccl_version, log.cuda_version, log.network) == ("2.28.9", "13.0", "Socket")
     assert log.socket_interfaces == ["eth0:192.0.2.2"] and log.ib_devices == []
     assert log.ib_unavailable == ["NET/IB : No device found."]
+    # `NET/IB : Using [RO]; OOB eth0:...` after it lists no device: IB is no transport, [RO] describes nothing.
+    assert log.net_transports == ["Socket"] and log.ib_relaxed_ordering is None
+    assert log.oob_interfaces == ["eth0:192.0.2.2"]
     [comm] = log.communicators
     assert (comm.rank, comm.nranks, comm.network) == (0, 1, "Socket")
