@@ -75,9 +75,11 @@ def remedy(spec: OfedSpec, results: Results, ctx: HostContext, checks: list[Chec
         return [impossible(target, "install", f"set {INSTALL_VARIABLE} in the inventory to say how this site "
                                               "installs OFED", PHASE_PACKAGES)]
     # The command is the operator's own shell text, as trusted as the inventory it comes from; only the
-    # version reaches it, through the environment and quoted.
+    # version reaches it, through the environment and quoted. It is evaluated in a subshell of the change
+    # script, never handed to `sh -c`: a command line is readable by every user of the node, and an
+    # installer often carries a repository token. Without `-e` and arguments, as `sh -c` would run it.
     command = (f"FABNET_OFED_VERSION={shlex.quote(spec.version.text)}; export FABNET_OFED_VERSION; "
-               f"sh -c {shlex.quote(ctx.ofed_install_command)}")
+               f"( set +e; set --; eval {shlex.quote(ctx.ofed_install_command)} )")
     return [Step(target, "install", command, f"{INSTALL_VARIABLE} (FABNET_OFED_VERSION={spec.version.text})",
                  phase=PHASE_PACKAGES)]
 

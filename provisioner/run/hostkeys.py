@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Literal
 
 import paramiko
 
-from provisioner.errors import FabnetError
+from provisioner.errors import ConfigError, FabnetError
+from provisioner.load.connvars import check_address
 from provisioner.load.hostplans import HostPlan
 from provisioner.output.files import write_atomic
 from provisioner.run import knownhosts, runner, transport
@@ -140,10 +142,32 @@ def decide(check: KeyCheck, fingerprints: frozenset[str], accept_new: bool,
                          f"{where} was not changed")
 
 
+_BRACKETED = re.compile(r"\[(?P<address>[^\[\]]+)\]:(?P<port>[0-9]{1,5})")
+
+
+def pinnable(name: str) -> bool:
+    """Whether `name` stands for one host alone in known_hosts: a host name or IP address, or `[that]:port`.
+
+    An inventory takes any text as a host name, but known_hosts reads `*`, `?`, `!`, `,` and whitespace
+    as patterns and separators, and a line break starts a line of its own: pinned under such a name, the
+    key would be trusted for other hosts, by fabnet and by OpenSSH alike."""
+    bracketed = _BRACKETED.fullmatch(name)
+    address = bracketed["address"] if bracketed else name
+    try:
+        check_address(address, None)
+    except ConfigError:
+        return False
+    return True
+
+
 def known_lines(check: KeyCheck, hashed: bool) -> list[str]:
     """The known_hosts lines pinning `check`'s key: plain `name,address type key`, or one hashed line
-    per name where the file hashes its names (pure)."""
-    names = list(dict.fromkeys([check.name, check.lookup_name]))
+    per name where the file hashes its names (pure). Only names that stand for this host alone are
+    written (`pinnable`); the inventory name is left out where it is not one."""
+    names = [name for name in dict.fromkeys([check.name, check.lookup_name]) if pinnable(name)]
+    if check.lookup_name not in names:
+        raise PinError(f"{check.name}: cannot pin its key under {check.lookup_name!r}, which is not a plain "
+                       "host name or address")
     key = f"{check.key_type} {check.key_base64}"
     if hashed:
         return [f"{paramiko.HostKeys.hash_host(name)} {key}" for name in names]

@@ -112,18 +112,22 @@ class Result:
     launch: dict[str, Any] = field(default_factory=dict)
 
 
-def launch_line(targets: Sequence[Target], settings: Settings, ranks: int, chosen: nccltests.Launch) -> str:
+def launch_line(targets: Sequence[Target], settings: Settings, ranks: int, chosen: nccltests.Launch, *,
+                shown: bool = False) -> str:
+    """The script that starts the launcher; with `shown`, as reports show it (secret values hidden)."""
     first = targets[0]
     env = plan.rank_env(plan.Job("nccl-tests", tuple(targets), "", settings.port, "nccl", ranks, settings.sizes,
                                  settings.iters, settings.warmup, settings.timeout, settings.timeout), first)
     env.pop("PYTHONWARNINGS", None)
-    line = nccltests.command(chosen.template, hosts=[t.host.address for t in targets], ranks_per_host=ranks,
-                             binary=settings.binary, sizes=settings.sizes, iters=settings.iters, env=env,
-                             names=[t.name for t in targets])
+    if shown:
+        env = plan.shown_env(env, first.secret_env)
     # The launcher ends a little before fabnet's own deadline, so its output (how far it got) comes back,
     # and srun/mpirun take their ranks down with them instead of leaving them on the nodes.
     limit = max(3.0, settings.timeout * 0.9)
-    return f"timeout -k 5 {limit:g} {line} 2>&1"
+    line = nccltests.command(chosen.template, hosts=[t.host.address for t in targets], ranks_per_host=ranks,
+                             binary=settings.binary, sizes=settings.sizes, iters=settings.iters, env=env,
+                             names=[t.name for t in targets], limit=limit)
+    return f"{line} 2>&1"
 
 
 def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: nccltests.Launch, launch_host: Target,
@@ -131,7 +135,8 @@ def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: ncclt
     result = Result()
     for attempt in (chosen, nccltests.without_pmix(chosen)):
         line = launch_line(targets, settings, ranks, attempt)
-        result.launch = {"launcher": chosen.launcher, "host": launch_host.name, "command": line}
+        result.launch = {"launcher": chosen.launcher, "host": launch_host.name,
+                         "command": launch_line(targets, settings, ranks, attempt, shown=True)}
         try:
             done = session_of(launch_host).exec(line, timeout=settings.timeout + 10)
         except transport.HostUnreachable as exc:

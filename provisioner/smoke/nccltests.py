@@ -23,6 +23,7 @@ from provisioner.load import cmdtemplate
 from provisioner.parsers.nccl_tests import parse_nccl_tests
 from provisioner.resources.base import sh
 from provisioner.smoke.busbw import SizeResult, all_reduce_factor
+from provisioner.smoke.plan import exports
 from provisioner.smoke.settings import DEFAULT_LAUNCH, SRUN_LAUNCH, Settings
 
 FIELDS = ("np", "ppn", "nodes", "hosts", "hostlist", "binary", "min_bytes", "max_bytes", "iters")
@@ -83,8 +84,10 @@ def pmix_unusable(output: str, exit_code: int) -> bool:
 
 
 def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary: str, sizes: Sequence[int],
-            iters: int, env: Mapping[str, str], names: Sequence[str] | None = None) -> str:
-    """The remote command line: `env K=V ... <template rendered>`, every word quoted. `names` are the
+            iters: int, env: Mapping[str, str], names: Sequence[str] | None = None,
+            limit: float | None = None) -> str:
+    """The remote script: `export K=V ...` (plan.exports: no value on a command line), then the template
+    rendered, every word quoted, under `timeout` when a `limit` (seconds) is given. `names` are the
     hosts' inventory (Slurm node) names for {hostlist}; `hosts` their addresses for {hosts}."""
     values = {
         "np": str(len(hosts) * ranks_per_host), "ppn": str(ranks_per_host), "nodes": str(len(hosts)),
@@ -93,8 +96,10 @@ def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary:
         "binary": binary, "min_bytes": str(min(sizes)), "max_bytes": str(max(sizes)), "iters": str(iters),
     }
     rendered = cmdtemplate.fill(template, FIELDS, "nccl-tests launch template", values)
-    prefix = ["env", *(f"{k}={v}" for k, v in sorted(env.items()))] if env else []
-    return " ".join(sh(word) for word in [*prefix, *rendered])
+    line = " ".join(sh(word) for word in rendered)
+    if limit is not None:
+        line = f"timeout -k 5 {limit:g} {line}"
+    return f"{exports(env)}; {line}" if env else line
 
 
 def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | None]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provisioner.load.ansible_tags import HIDDEN
 from provisioner.resources.base import sh
 from provisioner.smoke.targets import Target
 
@@ -85,6 +86,18 @@ def rank_env(job: Job, target: Target) -> dict[str, str]:
     return env
 
 
+def exports(env: Mapping[str, str]) -> str:
+    """Shell giving `env` to what the script starts next: `export`, a builtin of the shell that reads the
+    script on its standard input, so no value is on any process's command line (`env K=V prog` put them
+    in one that every user of the node can read, secrets of the NCCL environment included)."""
+    return "export " + " ".join(sh(f"{k}={v}") for k, v in sorted(env.items())) if env else ":"
+
+
+def shown_env(env: Mapping[str, str], secret: frozenset[str]) -> dict[str, str]:
+    """`env` as reports may show it: the values of `secret` keys hidden."""
+    return {k: HIDDEN if k in secret else v for k, v in env.items()}
+
+
 def rank_command(job: Job, target: Target, rank: Rank) -> list[str]:
     return [
         target.python, f"{job.directory}/node.py",
@@ -109,7 +122,7 @@ def launch_script(job: Job, target: Target, node_script: str | None = None) -> s
     code = node_script if node_script is not None else NODE_SCRIPT.read_text()
     payload = base64.b64encode(code.encode()).decode()
     directory = sh(job.directory)
-    env = " ".join(sh(f"{k}={v}") for k, v in sorted(rank_env(job, target).items()))
+    env = exports(rank_env(job, target))
     lines = [
         "umask 077",
         f"mkdir -p {directory} || exit 70",
@@ -120,7 +133,8 @@ def launch_script(job: Job, target: Target, node_script: str | None = None) -> s
             continue
         command = " ".join(sh(part) for part in rank_command(job, target, rank))
         prefix = sh(f"{job.directory}/rank-{rank.rank}")
-        lines.append(f"env {env} setsid sh -c {sh(WRAPPER)} fabnet-rank {prefix} {command} </dev/null "
+        # The subshell is no process group leader, so setsid needs no fork: `$!` is the rank's session.
+        lines.append(f"( {env}; exec setsid sh -c {sh(WRAPPER)} fabnet-rank {prefix} {command} ) </dev/null "
                      f">/dev/null 2>&1 &")
         lines.append(f"echo $! >> {directory}/pids")
     lines += [

@@ -3,7 +3,9 @@
 From the inventory: the node's Python (`fabnet_python`, default python3), its data interfaces
 (`fabnet_data_ifaces`, else `data_iface`, the variable playbooks/site.yml uses) and, when given,
 its data address (`fabnet_data_ip` or `data_ip`). From the playbook: the NCCL environment the
-play renders into /etc/nccl.conf or an /etc/profile.d script, which the ranks are started with.
+play renders into /etc/nccl.conf or an /etc/profile.d script, which the ranks are started with, and
+which of its values are secrets (as the file resource judges its content: a sensitive file, a
+secret-sounding name, a value rendered from a password variable, a token-shaped value).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from provisioner.load.ansible_tags import secret_variable
 from provisioner.load.hostplans import HostPlan
 from provisioner.load.inventory import Host
+from provisioner.resources.sensitive import sensitive_content, sensitive_path
 from provisioner.smoke.settings import AllReduceSpec
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?(?P<key>(?:NCCL|GLOO)_[A-Z0-9_]+)=(?P<value>.*?)\s*$")
@@ -30,6 +34,7 @@ class Target:
     data_ip: str | None = None
     sysfs_root: str = "/sys"
     env: Mapping[str, str] = field(default_factory=dict)
+    secret_env: frozenset[str] = frozenset()  # keys of `env` whose values are never shown
 
     @property
     def data_iface(self) -> str | None:
@@ -62,11 +67,12 @@ def parse_env_file(content: str) -> dict[str, str]:
     return env
 
 
-def rendered_env(plan: HostPlan) -> dict[str, str]:
-    """The NCCL environment the playbook renders for this host. Environment-variable files win over
-    /etc/nccl.conf, as they do for NCCL itself."""
+def rendered_env(plan: HostPlan) -> tuple[dict[str, str], frozenset[str]]:
+    """The NCCL environment the playbook renders for this host, and the keys whose values are secrets.
+    Environment-variable files win over /etc/nccl.conf, as they do for NCCL itself."""
     conf: dict[str, str] = {}
     exported: dict[str, str] = {}
+    secret: set[str] = set()
     for resource in plan.resources:
         if resource.kind != "file":
             continue
@@ -74,8 +80,13 @@ def rendered_env(plan: HostPlan) -> dict[str, str]:
         content = getattr(resource.spec, "content", None)
         if not isinstance(content, str) or not ENV_FILES.match(path):
             continue
-        (conf if path == "/etc/nccl.conf" else exported).update(parse_env_file(content))
-    return {**conf, **exported}
+        found = parse_env_file(content)
+        (conf if path == "/etc/nccl.conf" else exported).update(found)
+        # `sensitive` is also set for content rendered from a password variable (hostplans).
+        whole = bool(getattr(resource.spec, "sensitive", False)) or sensitive_path(path)
+        secret |= {key for key, value in found.items()
+                   if whole or secret_variable(key) or sensitive_content(f"{key}={value}".encode())}
+    return {**conf, **exported}, frozenset(secret)
 
 
 def _ifaces(vars: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:
@@ -98,7 +109,7 @@ def targets_from_plans(plans: Sequence[HostPlan]) -> list[Target]:
     targets = []
     for plan in plans:
         host = plan.host
-        env = rendered_env(plan)
+        env, secret = rendered_env(plan)
         targets.append(Target(
             name=host.name,
             host=host,
@@ -107,6 +118,7 @@ def targets_from_plans(plans: Sequence[HostPlan]) -> list[Target]:
             data_ip=_text(host.vars.get("fabnet_data_ip")) or _text(host.vars.get("data_ip")),
             sysfs_root=_text(host.vars.get("fabnet_sysfs_root")) or "/sys",
             env=env,
+            secret_env=secret,
         ))
     return targets
 

@@ -23,6 +23,7 @@ from provisioner.run.hostkeys import (
     fingerprint,
     hashes_names,
     known_lines,
+    pinnable,
     valid_fingerprint,
     with_pins,
 )
@@ -98,6 +99,56 @@ def test_lines_pin_name_and_address_and_are_read_back(keypair: tuple[str, str], 
     key = paramiko.PKey.from_type_string(pub.split()[0], base64.b64decode(pub.split()[1]))
     assert classify(key, "198.18.1.7", known) == "known" and classify(key, "gpu07", known) == "known"
     assert classify(key, "198.18.1.9", known) == "unknown"
+
+
+def _other_key(tmp_path: Path) -> tuple[str, str]:
+    fresh = tmp_path / "attacker"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(fresh)], check=True)
+    kind, data = fresh.with_suffix(".pub").read_text().split()[:2]
+    return kind, data
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+def test_an_inventory_name_that_is_a_pattern_pins_nothing_beyond_the_host(keypair: tuple[str, str], tmp_path: Path,
+                                                                          hashed: bool) -> None:
+    # Ansible inventories take any text as a host name (YAML escapes included); a pin under such a name
+    # would be a pattern to OpenSSH and to fabnet: the key trusted for other hosts, or a line of its own.
+    pub, _ = keypair
+    kind, data = _other_key(tmp_path)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n"
+                         '    "*": {ansible_host: 198.18.1.7}\n'
+                         '    "gpu07,db01": {ansible_host: 198.18.1.7}\n'
+                         '    "!db02": {ansible_host: 198.18.1.7}\n'
+                         '    "gpu?7": {ansible_host: 198.18.1.7}\n'
+                         '    "gpu 07": {ansible_host: 198.18.1.7}\n'
+                         f'    "gpu07\\n* {kind} {data}": {{ansible_host: 198.18.1.7}}\n')
+    names = list(load_inventory(inventory).hosts)
+    assert len(names) == 6 and any("\n" in name for name in names)  # the loader takes them all
+    first = f"{paramiko.HostKeys.hash_host('198.18.1.1')} {pub}\n" if hashed else f"198.18.1.1 {pub}\n"
+    for name in names:
+        check = _check(pub)
+        check.name = name
+        path = tmp_path / "known_hosts"
+        path.write_text(with_pins(first, [check]))
+        assert path.read_text().count("\n") == 2, name
+        known = knownhosts.load([path])
+        key = paramiko.PKey.from_type_string(pub.split()[0], base64.b64decode(pub.split()[1]))
+        attacker = paramiko.PKey.from_type_string(kind, base64.b64decode(data))
+        assert classify(key, "198.18.1.7", known) == "known", name
+        for other in ("db01", "db02", "gpu17", "login.example.com"):
+            assert classify(key, other, known) == "unknown", (name, other)
+            assert classify(attacker, other, known) == "unknown", (name, other)
+        # Pinned under the address alone: a name a login would look up by.
+        lines = known_lines(check, hashed=hashed)
+        assert len(lines) == 1 and (hashed or lines[0].split()[0] == "198.18.1.7"), name
+
+
+def test_pinnable_names_are_host_names_and_addresses_with_or_without_a_port() -> None:
+    for name in ("gpu07", "gpu07.example.com", "198.18.1.7", "fd00::7", "[198.18.1.7]:2222", "[gpu07]:22"):
+        assert pinnable(name), name
+    for name in ("*", "gpu*", "!gpu07", "a,b", "a b", "|1|abc=|def=", "@revoked", "[*]:22", "[a]:b", "", "-x"):
+        assert not pinnable(name), name
 
 
 def test_a_hashed_file_gets_hashed_lines(keypair: tuple[str, str], tmp_path: Path) -> None:

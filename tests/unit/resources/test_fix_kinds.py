@@ -230,6 +230,21 @@ def test_ofed_runs_the_site_command_with_the_wanted_version(tmp_path: Path) -> N
     assert (tmp_path / "wanted").read_text() == ">=23.10\n"
 
 
+def test_ofed_site_command_is_on_no_command_line_of_the_node(tmp_path: Path) -> None:
+    # The site's installer may carry a repository token; the change script reaches the node on the exec's
+    # standard input, and the installer must not leave it for a command line that every user can read.
+    command = (f"repo_token=S3CRET-repo-token; tr '\\0' ' ' < /proc/$$/cmdline > {tmp_path}/cmdline; "
+               f"echo \"$FABNET_OFED_VERSION\" > {tmp_path}/wanted; false; true")
+    ctx = HostContext("gpu04", ofed_install_command=command)
+    steps = fix_steps("ofed", {"version": ">=23.10"}, {OFED: "MLNX_OFED_LINUX-5.8-2.0.3.0:\n"}, ctx)
+    done = subprocess.run(["sh", "-s"], input=f"(set -e; eval {shlex.quote(steps[0].command)})", text=True,
+                          capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr  # the installer's own status, not set -e's
+    assert (tmp_path / "wanted").read_text() == ">=23.10\n"
+    assert "S3CRET" not in (tmp_path / "cmdline").read_text()
+    assert "S3CRET" not in steps[0].shown
+
+
 def test_ofed_in_sync_needs_nothing() -> None:
     assert fix_steps("ofed", {"version": ">=23.10"}, {OFED: "MLNX_OFED_LINUX-23.10-1.1.9.0:\n"}) == []
 

@@ -68,7 +68,8 @@ def test_srun_line_quotes_every_value_and_asks_for_pmix_only_where_slurm_has_it(
     settings = Settings(runner="nccl-tests", launcher="srun", iters=3, timeout=60)
     for plugins, pmix in (((), False), (("none", "pmi2", "pmix"), True)):
         chosen = nccltests.choose(settings, "gpu01", True, {"srun": "/usr/bin/srun"}, plugins)
-        words = shlex.split(nccl_run.launch_line(targets, settings, 1, chosen).removesuffix(" 2>&1"))
+        exported, _, line = nccl_run.launch_line(targets, settings, 1, chosen).removesuffix(" 2>&1").partition("; ")
+        words = shlex.split(line)
         assert words[:4] == ["timeout", "-k", "5", "54"]
         srun = words.index("srun")
         assert ("--mpi=pmix" in words) is pmix
@@ -76,7 +77,7 @@ def test_srun_line_quotes_every_value_and_asks_for_pmix_only_where_slurm_has_it(
         assert words[words.index("-N") + 1] == "2" and "--ntasks-per-node=1" in words[srun:]
         assert words[words.index("all_reduce_perf"):] == ["all_reduce_perf", "-b", str(min(settings.sizes)), "-e",
                                                           str(max(settings.sizes)), "-f", "2", "-g", "1", "-n", "3"]
-        assert "GLOO_SOCKET_IFNAME=eth1" in words[:srun]
+        assert shlex.split(exported)[0] == "export" and "GLOO_SOCKET_IFNAME=eth1" in shlex.split(exported)
 
 
 def test_srun_runs_on_the_controller_and_the_binary_is_looked_for_everywhere() -> None:

@@ -113,7 +113,7 @@ def test_pairs_reach_the_rank_command_line() -> None:
 def test_kill_script_leaves_no_process_behind() -> None:
     j = job()
     env = {**os.environ, "FAKE_HANG": "1"}
-    script = plan.launch_script(j, j.hosts[0], node_script=FAKE_NODE).replace("env ", "env FAKE_HANG=1 ", 1)
+    script = plan.launch_script(j, j.hosts[0], node_script=FAKE_NODE).replace("export ", "export FAKE_HANG=1 ", 1)
     launcher = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     pids: list[int] = []
     deadline = time.monotonic() + 20
