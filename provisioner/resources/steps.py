@@ -187,12 +187,25 @@ def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | 
     )
 
 
-def restore_file(path: str) -> str:
+def restore_file(path: str, written: bytes | None = None) -> str:
     """Undo of `write_file`: put the backup back (atomically, through a symlink as the write went), or
-    remove a file that did not exist. Nothing to do where the write never began (no backup)."""
+    remove a file that did not exist. Nothing to do where the write never began (no backup).
+
+    With `written` (what the step wrote), the file must still hold that, or what was there before (the
+    step was cut off before its rename): a file changed by hand since the run wrote it is left as it
+    is and the undo fails saying so, rather than the edit being lost to a backup older than it.
+    """
     backup = backup_path(path)
+    guard = ""
+    if written is not None:
+        sha = hashlib.sha256(written).hexdigest()
+        changed = shlex.quote(f"{path} changed since this run wrote it: not restored (its edit is kept)")
+        now = 'h=absent; if [ -e "$f" ]; then h=$(sha256sum < "$f" | cut -c1-64); fi; '
+        guard = (now + 'o=absent; if [ -e "$b" ]; then o=$(sha256sum < "$b" | cut -c1-64); fi; '
+                 f'if [ "$h" != {sha} ] && [ "$h" != "$o" ]; then echo {changed} >&2; exit 1; fi; ')
     return (
         f"b={backup}; " + _resolve(path)
+        + "if [ -e \"$b\" ] || [ -e \"$b.absent\" ]; then " + guard + ":; fi; "
         + "if [ -e \"$b\" ]; then t=$(mktemp \"$(dirname -- \"$f\")/.fabnet.XXXXXXXX\") || exit 1; "
         "if ! { cp -p -- \"$b\" \"$t\" && sync -- \"$t\" && mv -fT -- \"$t\" \"$f\"; }; then "
         "rm -f -- \"$t\"; exit 1; fi; "
@@ -238,7 +251,7 @@ def file_step(resource: str, action: str, path: str, data: bytes, *, phase: int 
     meta = " ".join(x for x in (mode, f"{owner or ''}:{group or ''}" if owner or group else None) if x)
     shown = f"write {path} ({fingerprint(data)}{', ' + meta if meta else ''}; atomic, backed up)"
     return Step(resource, action, write_file(path, data, mode=mode, owner=owner, group=group), shown,
-                undo=restore_file(path), phase=phase, notify=notify, needs=needs, writes=(path,), diff=diff,
+                undo=restore_file(path, data), phase=phase, notify=notify, needs=needs, writes=(path,), diff=diff,
                 lockout=lockout, expect=expect, edit=edit)
 
 

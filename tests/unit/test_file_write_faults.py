@@ -84,3 +84,24 @@ def test_a_backup_that_fails_stops_the_write_so_rollback_can_still_restore(host_
 
     assert [u.exit_code for u in roll_back()] == [0]
     assert target.read_text() == "ADMIN=1\n" * 1000
+
+
+def test_rollback_leaves_a_file_edited_by_hand_after_the_run_and_says_so(host_dirs: Path) -> None:
+    target = host_dirs / "etc/nccl.env"
+    target.parent.mkdir()
+    target.write_text("OLD=1\n")
+    assert apply_write(target, b"NEW=1\n").status == "ok"
+    target.write_text("NEW=1\nNCCL_DEBUG=INFO  # by hand, after the run\n")
+
+    undone = roll_back()
+    assert [u.exit_code for u in undone] == [1]
+    assert "changed since this run wrote it: not restored" in undone[0].output
+    assert target.read_text() == "NEW=1\nNCCL_DEBUG=INFO  # by hand, after the run\n"
+
+
+def test_rollback_removes_a_file_the_run_created_and_nobody_changed_since(host_dirs: Path) -> None:
+    target = host_dirs / "etc/nccl.env"
+    target.parent.mkdir()
+    assert apply_write(target, b"NEW=1\n").status == "ok"
+    assert [u.exit_code for u in roll_back()] == [0]
+    assert not target.exists()
