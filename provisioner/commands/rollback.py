@@ -89,5 +89,8 @@ def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id:
             for step in result.undone:
                 report.info(f"    undo {step.step} ({step.state}) {step.what}: "
                             f"{'ok' if step.exit_code == 0 else f'failed ({step.exit_code})'}")
+                if step.exit_code != 0 and step.output.strip():
+                    # Why it failed: a file changed by hand since the run is left, and this says so.
+                    report.info(f"        {step.output.strip().splitlines()[-1]}")
     statuses = {r.status for r in results}
     raise SystemExit(4 if "unreachable" in statuses else 2 if statuses - {"rolled_back"} else 0)

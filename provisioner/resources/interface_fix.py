@@ -8,6 +8,7 @@ where no file configures the netdev is one added, in the backend whose files the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -37,10 +38,11 @@ from provisioner.resources.base import (
     ResourceType,
     Results,
     parse_file_listing,
+    sh,
     stdout_of,
 )
 from provisioner.resources.interface import BOOT_CONFIG, netdev_of
-from provisioner.resources.steps import PHASE_NETWORK, Step, command_step, impossible, rewrite_step
+from provisioner.resources.steps import PHASE_NETWORK, Expect, Step, command_step, impossible, rewrite_step
 
 # ----------------------------------------------------------------------------------- text edits (pure)
 
@@ -286,6 +288,18 @@ def _mode_for(path: str) -> str | None:
     return "0600" if path.startswith((NETPLAN_DIR, NM_DIR)) else None
 
 
+def mtu_read(netdev: str) -> str:
+    """Shell printing the live MTU of `netdev`, as `ip -j link` gives it to the probe."""
+    return sh("ip", "-o", "link", "show", "dev", netdev) + r" | sed -n 's/.* mtu \([0-9][0-9]*\).*/\1/p'"
+
+
+def link_read(netdev: str) -> str:
+    """Shell printing `up` or `down`: whether `netdev` is administratively up (its UP flag), as the probe
+    judges it."""
+    return (sh("ip", "-o", "link", "show", "dev", netdev)
+            + r" | sed -n 's/^[^<]*<\([^>]*\)>.*/,\1,/p' | grep -q ',UP,' && echo up || echo down")
+
+
 def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
     target = spec.target()
     drifted = {c.attribute: c for c in checks if c.status == "drift"}
@@ -299,16 +313,24 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
         return [impossible(target, "find", f"no interface {netdev or spec.rdma_device} on this host", PHASE_NETWORK)]
     lockout = netdev in ctx.management_interfaces
     steps: list[Step] = []
+    # Each runtime change runs only if the host still holds what was read (an administrator may have
+    # set another MTU, or taken the link down, while apply waited at its prompt): never overwritten.
     if "mtu" in drifted and spec.mtu is not None:
         old = drifted["mtu"].actual
-        steps.append(command_step(target, "mtu", ("ip", "link", "set", "dev", netdev, "mtu", str(spec.mtu)),
-                                  undo=["ip", "link", "set", "dev", netdev, "mtu", str(old)] if old else None,
-                                  phase=PHASE_NETWORK, lockout=lockout, netdev=netdev))
+        step = command_step(target, "mtu", ("ip", "link", "set", "dev", netdev, "mtu", str(spec.mtu)),
+                            undo=["ip", "link", "set", "dev", netdev, "mtu", str(old)] if old else None,
+                            phase=PHASE_NETWORK, lockout=lockout, netdev=netdev)
+        if old:
+            step = dataclasses.replace(step, expect=(Expect.setting(f"the MTU of {netdev}", mtu_read(netdev),
+                                                                    str(old)),))
+        steps.append(step)
     if "link" in drifted:
         back = "down" if spec.state == "up" else "up"
-        steps.append(command_step(target, "link", ("ip", "link", "set", "dev", netdev, spec.state),
-                                  undo=["ip", "link", "set", "dev", netdev, back], phase=PHASE_NETWORK,
-                                  lockout=lockout, netdev=netdev))
+        step = command_step(target, "link", ("ip", "link", "set", "dev", netdev, spec.state),
+                            undo=["ip", "link", "set", "dev", netdev, back], phase=PHASE_NETWORK,
+                            lockout=lockout, netdev=netdev)
+        steps.append(dataclasses.replace(step, expect=(Expect.setting(f"the link of {netdev}", link_read(netdev),
+                                                                      str(drifted["link"].actual or back)),)))
     if "mtu_persistent" in drifted and spec.mtu is not None:
         try:
             files: dict[str, Any] = parse_file_listing(stdout_of(results, BOOT_CONFIG, "network config")).files

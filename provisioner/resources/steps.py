@@ -135,6 +135,15 @@ def fingerprint(data: bytes) -> str:
     return f"sha256:{hashlib.sha256(data).hexdigest()[:12]} ({len(data)} bytes)"
 
 
+def _resolve(path: str) -> str:
+    """Shell setting `f` to the file a write of `path` replaces: the file itself, or the one a symlink
+    at `path` points to. The probe reads through the link and chmod/chown change the file it points
+    to; writing there too keeps the link, so a rollback puts back exactly what was there."""
+    p = shlex.quote(path)
+    cannot = shlex.quote(f"{path} is a symlink that cannot be resolved: not written")
+    return f"f={p}; if [ -L \"$f\" ]; then f=$(readlink -f -- {p}) || {{ echo {cannot} >&2; exit 1; }}; fi; "
+
+
 def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | None = None,
                group: str | None = None) -> str:
     """Replace `path` atomically with `data`, after a backup of what was there.
@@ -143,41 +152,64 @@ def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | 
     over the target, then the directory is fsynced: a reader (or a crash) sees the old file or the new
     one, never a part. Without `mode`/`owner`, an existing file's are kept (new files: 0644 root).
     The backup is `$FABNET_BACKUP_DIR/PATH`, or `PATH.absent` when there was no file (rollback removes it).
+    No backup, no write: a backup that fails (a full disk) stops the step before the file is touched,
+    since its undo could not restore it. A symlink is written through (`_resolve`); a directory at
+    `path` is refused (a rename would move the new file into it).
     """
-    p = shlex.quote(path)
     backup = backup_path(path)
     encoded = base64.b64encode(data).decode()
     keep_meta = (
-        f"if [ -e {p} ]; then chown --reference={p} \"$t\"; chmod --reference={p} \"$t\"; "
-        f"else chmod 0644 \"$t\"; fi; "
+        "if [ -e \"$f\" ]; then chown --reference=\"$f\" \"$t\"; chmod --reference=\"$f\" \"$t\"; "
+        "else chmod 0644 \"$t\"; fi; "
     )
     meta = ""
     if owner is not None or group is not None:
         meta += f"chown {shlex.quote((owner or '') + ':' + (group or ''))} \"$t\"; "
     if mode is not None:
         meta += f"chmod {shlex.quote(mode)} \"$t\"; "
+    is_dir = shlex.quote(f"{path} is a directory: not replaced")
+    no_backup = shlex.quote(f"{path} could not be backed up: not written")
     return (
-        f"d=$(dirname -- {p}); mkdir -p -- \"$d\"; "
+        _resolve(path)
+        + f"if [ -d \"$f\" ]; then echo {is_dir} >&2; exit 1; fi; "
+        f"d=$(dirname -- \"$f\"); mkdir -p -- \"$d\"; "
         f"b={backup}; mkdir -p -- \"$(dirname -- \"$b\")\"; "
         f"if [ -e \"$b\" ] || [ -e \"$b.absent\" ]; then :; "  # first write of this run keeps the true original
         # The backup appears whole or not at all: an undo may run after a kill at any point of this step.
-        f"elif [ -e {p} ]; then cp -p -- {p} \"$b.part\" && mv -f -- \"$b.part\" \"$b\"; "
+        # Not an `a && b` list: `sh -e` ignores a failure of its first command.
+        f"elif [ -e \"$f\" ]; then if ! {{ cp -p -- \"$f\" \"$b.part\" && mv -f -- \"$b.part\" \"$b\"; }}; then "
+        f"rm -f -- \"$b.part\"; echo {no_backup} >&2; exit 1; fi; "
         f"else : > \"$b.absent\"; fi; "
         f"t=$(mktemp \"$d/.fabnet.XXXXXXXX\"); trap 'rm -f -- \"$t\"' EXIT; "
         f"printf %s {shlex.quote(encoded)} | base64 -d > \"$t\"; "
         + keep_meta + meta
-        + f"sync -- \"$t\"; mv -f -- \"$t\" {p}; trap - EXIT; sync -- \"$d\""
+        + "sync -- \"$t\"; mv -fT -- \"$t\" \"$f\"; trap - EXIT; sync -- \"$d\""
     )
 
 
-def restore_file(path: str) -> str:
-    """Undo of `write_file`: put the backup back (atomically), or remove a file that did not exist."""
-    p = shlex.quote(path)
+def restore_file(path: str, written: bytes | None = None) -> str:
+    """Undo of `write_file`: put the backup back (atomically, through a symlink as the write went), or
+    remove a file that did not exist. Nothing to do where the write never began (no backup).
+
+    With `written` (what the step wrote), the file must still hold that, or what was there before (the
+    step was cut off before its rename): a file changed by hand since the run wrote it is left as it
+    is and the undo fails saying so, rather than the edit being lost to a backup older than it.
+    """
     backup = backup_path(path)
+    guard = ""
+    if written is not None:
+        sha = hashlib.sha256(written).hexdigest()
+        changed = shlex.quote(f"{path} changed since this run wrote it: not restored (its edit is kept)")
+        now = 'h=absent; if [ -e "$f" ]; then h=$(sha256sum < "$f" | cut -c1-64); fi; '
+        guard = (now + 'o=absent; if [ -e "$b" ]; then o=$(sha256sum < "$b" | cut -c1-64); fi; '
+                 f'if [ "$h" != {sha} ] && [ "$h" != "$o" ]; then echo {changed} >&2; exit 1; fi; ')
     return (
-        f"b={backup}; if [ -e \"$b\" ]; then t=$(mktemp \"$(dirname -- {p})/.fabnet.XXXXXXXX\") && "
-        f"cp -p -- \"$b\" \"$t\" && sync -- \"$t\" && mv -f -- \"$t\" {p}; "
-        f"elif [ -e \"$b.absent\" ]; then rm -f -- {p}; fi"
+        f"b={backup}; " + _resolve(path)
+        + "if [ -e \"$b\" ] || [ -e \"$b.absent\" ]; then " + guard + ":; fi; "
+        + "if [ -e \"$b\" ]; then t=$(mktemp \"$(dirname -- \"$f\")/.fabnet.XXXXXXXX\") || exit 1; "
+        "if ! { cp -p -- \"$b\" \"$t\" && sync -- \"$t\" && mv -fT -- \"$t\" \"$f\"; }; then "
+        "rm -f -- \"$t\"; exit 1; fi; "
+        "elif [ -e \"$b.absent\" ]; then rm -f -- \"$f\"; fi"
     )
 
 
@@ -219,7 +251,7 @@ def file_step(resource: str, action: str, path: str, data: bytes, *, phase: int 
     meta = " ".join(x for x in (mode, f"{owner or ''}:{group or ''}" if owner or group else None) if x)
     shown = f"write {path} ({fingerprint(data)}{', ' + meta if meta else ''}; atomic, backed up)"
     return Step(resource, action, write_file(path, data, mode=mode, owner=owner, group=group), shown,
-                undo=restore_file(path), phase=phase, notify=notify, needs=needs, writes=(path,), diff=diff,
+                undo=restore_file(path, data), phase=phase, notify=notify, needs=needs, writes=(path,), diff=diff,
                 lockout=lockout, expect=expect, edit=edit)
 
 

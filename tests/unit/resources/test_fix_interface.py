@@ -6,11 +6,18 @@ wanted MTU, from the file that was edited, and no other file was added beside it
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
 import pytest
 
+from provisioner.apply import changes
 from provisioner.parsers.boot_mtu import persistent_mtu
 from provisioner.resources.base import HostContext
 from provisioner.resources.interface_fix import ini_set, netplan_set_mtu, persist_edit
+from provisioner.resources.steps import Step
 
 from ._recorded import IP_LINK, listing
 from ._recorded import fix as fix_steps
@@ -143,3 +150,55 @@ def test_in_sync_interface_needs_nothing() -> None:
 def test_absent_interface_cannot_be_fixed() -> None:
     steps = fix_steps("interface", {"name": "ens9", "mtu": 9000, "persistent": False}, {IP: IP_LINK})
     assert [s.action for s in steps] == ["find"] and "exit 3" in steps[0].command
+
+
+# `ip -o link show dev eth1` on a lab node, up at 9000 and down.
+IP_O_UP = ("3: eth1@if10518: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9000 qdisc noqueue state UP mode DEFAULT "
+           "group default qlen 1000\\    link/ether 02:fb:01:02:00:04 brd ff:ff:ff:ff:ff:ff link-netnsid 0")
+IP_O_DOWN = ("3: eth1@if10518: <BROADCAST,MULTICAST> mtu 9000 qdisc noqueue state DOWN mode DEFAULT "
+             "group default qlen 1000\\    link/ether 02:fb:01:02:00:04 brd ff:ff:ff:ff:ff:ff link-netnsid 0")
+
+
+def _run_with_ip(steps: list[Step], shown: str, tmp_path: Path) -> tuple[list[str], list[str]]:
+    """The change script run with an `ip` that shows `shown` and logs what it is asked to set:
+    (step statuses, the `ip link set` calls)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "ip.log"
+    (bin_dir / "ip").write_text(f"#!/bin/sh\nif [ \"$2\" = set ]; then echo \"$*\" >> {log}; exit 0; fi\n"
+                                f"printf '%s\\n' {shlex.quote(shown)}\n")
+    (bin_dir / "ip").chmod(0o755)
+    holder = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00:00Z")
+    script = changes.build_script(steps, "n0nce", holder.run_id, "gpu01", holder)
+    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    parsed = changes.parse_output(proc.stdout, "n0nce", len(steps))
+    return [r.status for r in parsed.steps], (log.read_text().splitlines() if log.exists() else [])
+
+
+@pytest.mark.parametrize(("live", "expected"), [
+    pytest.param(IP_O_UP.replace("mtu 9000", "mtu 1500"), "ok", id="still-as-read"),
+    pytest.param(IP_O_UP.replace("mtu 9000", "mtu 4200"), "conflict", id="set-by-hand-since"),
+])
+def test_an_mtu_set_by_hand_after_the_read_is_never_overwritten(host_dirs: Path, live: str, expected: str) -> None:
+    ip = IP_LINK.replace('"ifname":"eth1","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":9000',
+                         '"ifname":"eth1","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":1500')
+    steps = fix_steps("interface", {"name": "eth1", "mtu": 9000, "persistent": False}, {IP: ip})
+    assert [s.action for s in steps] == ["mtu"]
+    statuses, calls = _run_with_ip(steps, live, host_dirs)
+    assert statuses == [expected]
+    assert calls == (["link set dev eth1 mtu 9000"] if expected == "ok" else [])
+
+
+@pytest.mark.parametrize(("live", "expected"), [
+    pytest.param(IP_O_DOWN, "ok", id="still-down"),
+    pytest.param(IP_O_UP, "conflict", id="brought-up-by-hand-since"),
+])
+def test_a_link_state_changed_by_hand_after_the_read_is_left(host_dirs: Path, live: str, expected: str) -> None:
+    ip = IP_LINK.replace('"ifname":"eth1","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":9000',
+                         '"ifname":"eth1","flags":["BROADCAST","MULTICAST"],"mtu":9000')
+    steps = fix_steps("interface", {"name": "eth1", "mtu": 9000, "state": "up", "persistent": False}, {IP: ip})
+    assert [s.action for s in steps] == ["link"]
+    statuses, calls = _run_with_ip(steps, live, host_dirs)
+    assert statuses == [expected]
+    assert calls == (["link set dev eth1 up"] if expected == "ok" else [])

@@ -1,0 +1,107 @@
+"""A file write under faults, run for real with /bin/sh against temporary directories: the target is a
+symlink or a directory, the backup cannot be taken (a full disk). What the host holds after the apply
+and after the rollback is checked on the files themselves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from provisioner.apply import changes, rollback
+from provisioner.resources.steps import file_step
+
+HOLDER = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00:00Z")
+
+
+def apply_write(target: Path, data: bytes, env: dict[str, str] | None = None) -> changes.StepResult:
+    step = file_step(f"file[{target}]", "write", str(target), data)
+    script = changes.build_script([step], "n0nce", HOLDER.run_id, "gpu01", HOLDER)
+    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30,
+                          env={**os.environ, **(env or {})})
+    return changes.parse_output(proc.stdout, "n0nce", 1).steps[0]
+
+
+def roll_back() -> list[rollback.UndoResult]:
+    holder = changes.Holder("20261123T000001Z-def", "ops@control", "2026-11-23T00:00:01Z")
+    proc = subprocess.run(["sh", "-s"], input=rollback.build_script(HOLDER.run_id, "r0nce", holder),
+                          capture_output=True, text=True, timeout=30)
+    _, undone, problem = rollback.parse(proc.stdout, "r0nce")
+    assert problem is None, proc.stdout + proc.stderr
+    return undone
+
+
+def test_a_symlink_is_written_through_and_kept_and_rollback_restores_the_file_it_points_to(
+        host_dirs: Path) -> None:
+    real = host_dirs / "usr/lib/nccl.env"
+    real.parent.mkdir(parents=True)
+    real.write_text("OLD=1\n")
+    link = host_dirs / "etc/nccl.env"
+    link.parent.mkdir()
+    link.symlink_to(real)
+
+    result = apply_write(link, b"NEW=1\n")
+    assert result.status == "ok", result.output
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == "NEW=1\n"
+
+    assert [u.exit_code for u in roll_back()] == [0]
+    assert link.is_symlink() and real.read_text() == "OLD=1\n"
+    assert sorted(p.name for p in link.parent.iterdir()) == ["nccl.env"]
+
+
+def test_a_directory_at_the_path_is_refused_and_left_as_it_was(host_dirs: Path) -> None:
+    target = host_dirs / "etc/nccl.env"
+    target.mkdir(parents=True)
+    (target / "admin").write_text("keep\n")
+
+    result = apply_write(target, b"NEW=1\n")
+    assert result.status == "failed"
+    assert "is a directory: not replaced" in result.output
+    assert sorted(p.name for p in target.iterdir()) == ["admin"]  # no new file moved into it
+
+    assert [u.exit_code for u in roll_back()] == [0]  # nothing to undo, and nothing undone
+    assert sorted(p.name for p in target.iterdir()) == ["admin"]
+
+
+def test_a_backup_that_fails_stops_the_write_so_rollback_can_still_restore(host_dirs: Path) -> None:
+    target = host_dirs / "etc/nccl.env"
+    target.parent.mkdir()
+    target.write_text("ADMIN=1\n" * 1000)
+    # A `cp` that fails as on a full disk, after writing part of the copy.
+    shims = host_dirs / "shims"
+    shims.mkdir()
+    (shims / "cp").write_text('#!/bin/sh\nfor a; do last=$a; done\necho part > "$last"\n'
+                              'echo "cp: error writing \'$last\': No space left on device" >&2\nexit 1\n')
+    (shims / "cp").chmod(0o755)
+
+    result = apply_write(target, b"NEW=1\n", env={"PATH": f"{shims}:{os.environ['PATH']}"})
+    assert result.status == "failed"
+    assert "could not be backed up: not written" in result.output
+    assert target.read_text() == "ADMIN=1\n" * 1000
+    backups = host_dirs / "backups" / HOLDER.run_id
+    assert not [p for p in backups.rglob("*.part")]  # no partial copy left on the full disk
+
+    assert [u.exit_code for u in roll_back()] == [0]
+    assert target.read_text() == "ADMIN=1\n" * 1000
+
+
+def test_rollback_leaves_a_file_edited_by_hand_after_the_run_and_says_so(host_dirs: Path) -> None:
+    target = host_dirs / "etc/nccl.env"
+    target.parent.mkdir()
+    target.write_text("OLD=1\n")
+    assert apply_write(target, b"NEW=1\n").status == "ok"
+    target.write_text("NEW=1\nNCCL_DEBUG=INFO  # by hand, after the run\n")
+
+    undone = roll_back()
+    assert [u.exit_code for u in undone] == [1]
+    assert "changed since this run wrote it: not restored" in undone[0].output
+    assert target.read_text() == "NEW=1\nNCCL_DEBUG=INFO  # by hand, after the run\n"
+
+
+def test_rollback_removes_a_file_the_run_created_and_nobody_changed_since(host_dirs: Path) -> None:
+    target = host_dirs / "etc/nccl.env"
+    target.parent.mkdir()
+    assert apply_write(target, b"NEW=1\n").status == "ok"
+    assert [u.exit_code for u in roll_back()] == [0]
+    assert not target.exists()
