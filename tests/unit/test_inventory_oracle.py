@@ -283,3 +283,40 @@ def test_the_advice_for_a_script_or_plugin_inventory_gives_a_file_fabnet_reads_a
         main(["inventory", str(tmp_path / "hosts.yml"), "--list"])
     assert code.value.code == 0
     assert json.loads(capsys.readouterr().out) == ansible.inventory_list([script])
+
+
+def _list(ansible: Ansible, capsys: pytest.CaptureFixture[str], source: Path) -> tuple[object, dict]:
+    with pytest.raises(SystemExit) as done:
+        main(["inventory", str(source), "--list"])
+    assert done.value.code == 0
+    return json.loads(capsys.readouterr().out), ansible.inventory_list([source])
+
+
+@pytest.mark.parametrize(("ini", "user"), [
+    ("[bastion]\nbastion ansible_host=192.0.2.1 ansible_user=root\n[gpu]\ngpu01\n", "ubuntu"),
+    # written before the group exists: the host's own var, which group_vars/all.yml does not override
+    ("bastion ansible_user=root\n[bastion]\nbastion ansible_host=192.0.2.1 ansible_user=admin\n", "root"),
+])
+def test_vars_on_the_line_of_a_host_named_like_its_group_have_a_group_vars_precedence(
+    ini: str, user: str, ansible: Ansible, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Ansible sets them on the group of that name, where it exists already: group_vars/all.yml then wins.
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars/all.yml").write_text("ansible_user: ubuntu\n")
+    (tmp_path / "hosts").write_text(ini)
+    ours, theirs = _list(ansible, capsys, tmp_path / "hosts")
+    assert ours == theirs
+    assert load_inventory(tmp_path / "hosts").hosts["bastion"].user == user
+
+
+def test_vars_on_the_line_of_a_host_named_like_a_group_with_other_hosts_are_an_error(
+    ansible: Ansible, tmp_path: Path
+) -> None:
+    (tmp_path / "hosts").write_text("[gpu]\ngpu ansible_host=192.0.2.1\ngpu01\n")
+    theirs = ansible.inventory_list([tmp_path / "hosts"])["_meta"]["hostvars"]
+    assert theirs["gpu01"]["ansible_host"] == "192.0.2.1", "Ansible no longer gives gpu's address to gpu01"
+    with pytest.raises(ConfigError) as raised:
+        load_inventory(tmp_path / "hosts")
+    assert (raised.value.file, raised.value.line, raised.value.key) == (str(tmp_path / "hosts"), 2, "gpu.ansible_host")
+    assert "gpu01" in str(raised.value)
+
