@@ -320,3 +320,11 @@ def test_vars_on_the_line_of_a_host_named_like_a_group_with_other_hosts_are_an_e
     assert (raised.value.file, raised.value.line, raised.value.key) == (str(tmp_path / "hosts"), 2, "gpu.ansible_host")
     assert "gpu01" in str(raised.value)
 
+
+def test_yaml_timestamps_and_sets_print_as_ansible_prints_them(
+    ansible: Ansible, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    gpu01:\n      day: 2024-01-02\n"
+                                        "      at: 2001-12-14t21:59:43.10-05:00\n      racks: !!set {a}\n")
+    ours, theirs = _list(ansible, capsys, tmp_path / "hosts.yml")
+    assert ours == theirs
