@@ -8,6 +8,7 @@ saying which value is vaulted. The constructors are registered on PyYAML's SafeL
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Any
 
@@ -114,6 +115,10 @@ def to_json_value(value: Any, *, tag_unsafe: bool = True) -> Any:
         return {str(k): to_json_value(v, tag_unsafe=tag_unsafe) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [to_json_value(v, tag_unsafe=tag_unsafe) for v in value]
+    if isinstance(value, set | frozenset):  # YAML's !!set: a list, as Ansible prints it (in an order of fabnet's)
+        return [to_json_value(v, tag_unsafe=tag_unsafe) for v in sorted(value, key=repr)]
+    if isinstance(value, datetime.date | datetime.time):  # an unquoted YAML timestamp: ISO 8601, as Ansible
+        return value.isoformat()
     return value
 
 

@@ -144,9 +144,9 @@ class _IniReader:
             key, value = token.split("=", 1)
             variables[key] = parse_ini_value(value)
         for name in names:
-            node = self.graph.add_host(name, group, port, self.origin(name))
+            self.graph.add_host(name, group, port, self.origin(name))
             for key, value in variables.items():
-                node.vars.set(key, value, self.origin(f"{name}.{key}"))
+                self.graph.set_host_var(name, key, value, self.origin(f"{name}.{key}"))
 
 
 def looks_like_ini(text: str) -> bool:

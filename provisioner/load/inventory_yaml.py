@@ -110,11 +110,11 @@ class YamlInventoryReader:
             raise self.src.error(str(exc), path) from None
         origin = self.src.origin(path)
         for host in names:
-            node = self.graph.add_host(host, group, port, origin)
+            self.graph.add_host(host, group, port, origin)
             for var, value in (body or {}).items():
                 if not isinstance(var, str):
                     raise self.src.error(f"a variable name must be a string, got {var!r}", (*path, str(var)))
-                node.vars.set(var, value, self.src.origin((*path, var)))
+                self.graph.set_host_var(host, var, value, self.src.origin((*path, var)))
 
 
 def read_yaml_inventory(graph: InventoryGraph, src: Sourced) -> None:

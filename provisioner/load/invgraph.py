@@ -55,6 +55,8 @@ class InventoryGraph:
         self.groups: dict[str, GroupNode] = {"all": GroupNode("all"), "ungrouped": GroupNode("ungrouped")}
         self.hosts: dict[str, HostNode] = {}
         self.warnings: list[str] = []
+        # Vars written on the line of a host that has a group's name (see `set_host_var`), by group.
+        self.group_named_hosts: dict[str, list[Origin]] = {}
         self.add_child("all", "ungrouped", Origin("", None))
 
     # -- what readers call
@@ -86,6 +88,16 @@ class InventoryGraph:
         parent_node.children.append(child)
         if parent not in child_node.parents:
             child_node.parents.append(parent)
+
+    def set_host_var(self, host: str, key: str, value: Any, origin: Origin) -> None:
+        """A var written on a host's line. Ansible looks the name up among groups first, so where a group of
+        that name exists already the var becomes the group's (with a group var's lower precedence): fabnet
+        does the same, and `reconcile` refuses it where the group holds other hosts, which would get it too."""
+        if host in self.groups:
+            self.group_named_hosts.setdefault(host, []).append(origin)
+            self.set_group_var(host, key, value, origin)
+        else:
+            self.hosts[host].vars.set(key, value, origin)
 
     def set_group_var(self, group: str, key: str, value: Any, origin: Origin) -> None:
         node = self.groups[group]
@@ -121,6 +133,13 @@ class InventoryGraph:
                 child_node.depth = max(child_node.depth, node.depth + 1)
         for conflict in sorted(set(self.groups) & set(self.hosts)):
             self.warnings.append(f"found both a group and a host named {conflict!r} (Ansible warns the same)")
+        for group, origins in self.group_named_hosts.items():
+            others = [h for h in self.group_hosts(group) if h != group]
+            if others:
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+                raise origins[0].error(
+                    f"host {group!r} has the name of group {group!r}, so Ansible gives the vars on its line to the "
+                    f"group and every host in it ({shown}) gets them: rename the host or the group")
 
     def _topological(self) -> list[str]:
         seen: set[str] = set()

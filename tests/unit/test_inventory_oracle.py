@@ -24,6 +24,8 @@ SLURM = CORPUS / "slurm-appliance" / "environments"
 OPENSHIFT = CORPUS / "openshift-ansible" / "inventory"
 CORE = CORPUS / "ansible-core"
 KAYOBE = [CORPUS / "kayobe/ansible/inventory", CORPUS / "kayobe/etc/kayobe/inventory"]
+FGCI = CORPUS / "fgci-ansible"
+EXAMPLES = CORPUS / "inventory-file-examples"
 CASES: dict[str, list[Path]] = {
     "deepops-config-example": [CORPUS / "deepops/config.example/inventory"],
     "deepops-virtual": [CORPUS / "deepops/virtual/virtual_inventory"],
@@ -57,6 +59,22 @@ CASES: dict[str, list[Path]] = {
     "core-comma-dir": [CORE / "path_with_comma_in_inventory/this,path,has,commas"],
     "core-special-vars": [CORE / "special_vars_hosts/inventory"],
     "core-inventory-ini": [CORE / "inventory_ini/inventory.ini"],
+    "core-hash-two-sources": [CORE / "hash/test_inv1.yml", CORE / "hash/test_inv2.yml"],
+    "core-group-by": [CORE / "group_by/inventory.group_by"],
+    "core-limit-inventory": [CORE / "limit_inventory/hosts.yml"],
+    "core-inventory-yaml": [CORE / "inventory_yaml/test.yml"],
+    "core-order": [CORE / "order/inventory"],
+    "fgci-examples": [FGCI / "examples/hosts-example"],
+    "fgci-tests": [FGCI / "tests/inventory"],
+    "examples-depth-win": [EXAMPLES / "precedence/depth_win.yml"],
+    "examples-depth-win2": [EXAMPLES / "precedence/depth_win2.yml"],
+    "examples-depth-win3": [EXAMPLES / "precedence/depth_win3.yml"],
+    "examples-from-docs": [EXAMPLES / "precedence/from_docs.yml"],
+    "examples-everything": [EXAMPLES / "static/everything/inventory.ini"],
+    "examples-two": [EXAMPLES / "static/two/inv1/inventory1.ini", EXAMPLES / "static/two/inv2/inventory2.ini"],
+    "examples-vars-dirs": [EXAMPLES / "static/vars_dirs/inv"],
+    "examples-ordered": [EXAMPLES / "static/ordered/hosts"],
+    "examples-yaml": [EXAMPLES / "yaml/ansible_example.yml"],
 }
 
 # Patterns whose answer both tools must give identically.
@@ -98,6 +116,14 @@ PATTERNS: dict[str, list[str]] = {
         "~test[1-3]", "parent_1:parent_2", "test_group3[1:]", "hostinall",
     ],
     "core-unicode": ["příbor", "all", "p*"],
+    "fgci-examples": [
+        "compute", "pxe_bootable_nodes", "pxe_bootable_nodes:!compute", "nfs_mount:&vhosts", "production[0]",
+        "pxe_bootable_nodes[-1]", "ph*", "~phoenix-(nfs|admin)", "slurm_compute[1:3]", "all:!slurm_compute", "gpu",
+        "vhosts,nfs",
+    ],
+    "examples-two": ["ungrouped", "southeast", "northeast", "all[1:]", "all:&ungrouped"],
+    "examples-vars-dirs": ["southeast", "usa", "southeast:!raleigh", "usa[1]", "atlanta:&raleigh"],
+    "core-order": ["incremental", "incremental[1:2]", "host?", "incremental[-1]", "~host[AB]"],
 }
 
 # Known groups without hosts: nothing selected, and no error (as in Ansible).
@@ -115,6 +141,7 @@ REFUSED = {
     "k3s-sample": ["~\\.1[23]$"],  # a regex matches from the start of the name
     "openshift-openstack": ["~node[0-9]"],
     "core-complex": ["test[2-4]"],
+    "examples-two": ["host[13]"],  # Ansible reads [13] as a subscript of a group named 'host'
 }
 
 # Patterns whose host ORDER is checked too (`ansible PATTERN --list-hosts` keeps Ansible's order). Only
@@ -125,6 +152,9 @@ ORDERED = {
     "openshift-example": ["nodes", "OSEv3", "nodes[1:]", "~ose3-(infra|node)[12]"],
     "ceph-all-daemons": ["mons", "all", "osds:mons"],
     "core-complex": ["parent_3", "parent_3:!test_group2"],
+    "fgci-examples": ["compute", "pxe_bootable_nodes", "pxe_bootable_nodes:!compute", "slurm_compute[1:3]"],
+    "examples-vars-dirs": ["southeast", "usa", "usa[1]"],
+    "core-order": ["incremental", "incremental[1:2]", "~host[AB]"],
 }
 
 LIMITS = {
@@ -133,11 +163,12 @@ LIMITS = {
     "openshift-example": ["nodes:!ose3-master2.test.example.com", "OSEv3[0:2]", "@retry"],
     "ceph-all-daemons": ["mons,osds,!mon1", "~^(mon|osd)[02]$", "@retry", "mons,osds:!mon1"],
     "core-complex": ["parent_3:&test_group1", "test_group3[0:1]"],
+    "fgci-examples": ["pxe_bootable_nodes:!compute", "@retry", "compute[0:1],login"],
 }
 RETRY_FILES = {
     "kolla-multinode": "control02\nnetwork01\n\n", "slurm-appliance-site": "hpc-gpu-0\nhpc-login-0\n",
     "openshift-example": "ose3-lb.test.example.com\nose3-node1.test.example.com\n",
-    "ceph-all-daemons": "osd2\nclient1\n",
+    "ceph-all-daemons": "osd2\nclient1\n", "fgci-examples": "ph1\nphoenix\n",
 }
 
 
@@ -244,6 +275,8 @@ def test_fabnet_inventory_limit_equals_ansible_inventory_limit(
     ("ceph-all-daemons", (["--host", "osd2"], ["--graph"])),
     ("openshift-example", (["--host", "ose3-master2.test.example.com"], ["--graph", "OSEv3"])),
     ("core-var-blending", (["--host", "testhost"], ["--graph"])),
+    ("examples-two", (["--host", "host2"], ["--graph"])),
+    ("fgci-examples", (["--host", "gpu"], ["--graph", "pxe_bootable_nodes"])),
 ])
 def test_fabnet_inventory_host_and_graph_equal_ansible(
     case: str, queries: tuple[list[str], ...], ansible: Ansible, capsys: pytest.CaptureFixture[str]
@@ -283,3 +316,48 @@ def test_the_advice_for_a_script_or_plugin_inventory_gives_a_file_fabnet_reads_a
         main(["inventory", str(tmp_path / "hosts.yml"), "--list"])
     assert code.value.code == 0
     assert json.loads(capsys.readouterr().out) == ansible.inventory_list([script])
+
+
+def _list(ansible: Ansible, capsys: pytest.CaptureFixture[str], source: Path) -> tuple[object, dict]:
+    with pytest.raises(SystemExit) as done:
+        main(["inventory", str(source), "--list"])
+    assert done.value.code == 0
+    return json.loads(capsys.readouterr().out), ansible.inventory_list([source])
+
+
+@pytest.mark.parametrize(("ini", "user"), [
+    ("[bastion]\nbastion ansible_host=192.0.2.1 ansible_user=root\n[gpu]\ngpu01\n", "ubuntu"),
+    # written before the group exists: the host's own var, which group_vars/all.yml does not override
+    ("bastion ansible_user=root\n[bastion]\nbastion ansible_host=192.0.2.1 ansible_user=admin\n", "root"),
+])
+def test_vars_on_the_line_of_a_host_named_like_its_group_have_a_group_vars_precedence(
+    ini: str, user: str, ansible: Ansible, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Ansible sets them on the group of that name, where it exists already: group_vars/all.yml then wins.
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars/all.yml").write_text("ansible_user: ubuntu\n")
+    (tmp_path / "hosts").write_text(ini)
+    ours, theirs = _list(ansible, capsys, tmp_path / "hosts")
+    assert ours == theirs
+    assert load_inventory(tmp_path / "hosts").hosts["bastion"].user == user
+
+
+def test_vars_on_the_line_of_a_host_named_like_a_group_with_other_hosts_are_an_error(
+    ansible: Ansible, tmp_path: Path
+) -> None:
+    (tmp_path / "hosts").write_text("[gpu]\ngpu ansible_host=192.0.2.1\ngpu01\n")
+    theirs = ansible.inventory_list([tmp_path / "hosts"])["_meta"]["hostvars"]
+    assert theirs["gpu01"]["ansible_host"] == "192.0.2.1", "Ansible no longer gives gpu's address to gpu01"
+    with pytest.raises(ConfigError) as raised:
+        load_inventory(tmp_path / "hosts")
+    assert (raised.value.file, raised.value.line, raised.value.key) == (str(tmp_path / "hosts"), 2, "gpu.ansible_host")
+    assert "gpu01" in str(raised.value)
+
+
+def test_yaml_timestamps_and_sets_print_as_ansible_prints_them(
+    ansible: Ansible, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    gpu01:\n      day: 2024-01-02\n"
+                                        "      at: 2001-12-14t21:59:43.10-05:00\n      racks: !!set {a}\n")
+    ours, theirs = _list(ansible, capsys, tmp_path / "hosts.yml")
+    assert ours == theirs
