@@ -13,7 +13,7 @@ from typing import Any
 
 from provisioner.errors import ConfigError
 from provisioner.load.hostrange import HostRangeError, expand_host_range, split_host_port
-from provisioner.load.invgraph import InventoryGraph
+from provisioner.load.invgraph import InventoryGraph, check_name
 from provisioner.load.yamlsrc import Origin
 
 _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:\#.*)?$")
@@ -106,7 +106,7 @@ class _IniReader:
         if group not in self.graph.groups:
             if state == "vars" and group not in self.pending:
                 self.pending[group] = {"line": self.line, "state": "vars"}
-            self.graph.add_group(group)
+            self.graph.add_group(group, self.origin(f"[{group}]"))
         if group in self.pending and state != "vars":
             if self.pending[group]["state"] == "children":
                 self._add_pending(group)
@@ -128,6 +128,7 @@ class _IniReader:
         if not tokens:
             return
         pattern = tokens[0]
+        check_name("host name", pattern, self.origin(pattern))
         base, port = split_host_port(pattern)
         if pattern.endswith(":") and port is None:
             raise self.error(f"host {pattern!r} ends in ':'; a ':' must be followed by a port")

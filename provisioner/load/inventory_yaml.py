@@ -10,7 +10,7 @@ import shlex
 from typing import Any
 
 from provisioner.load.hostrange import HostRangeError, expand_host_range, split_host_port
-from provisioner.load.invgraph import InventoryGraph
+from provisioner.load.invgraph import InventoryGraph, check_name
 from provisioner.load.yamlsrc import KeyPath, Sourced
 
 
@@ -58,7 +58,7 @@ class YamlInventoryReader:
             return None
         if not name:
             raise self.src.error("a group needs a name", path)
-        self.graph.add_group(name)
+        self.graph.add_group(name, self.src.origin(path))
         if body is None:
             return name
         for key, value in body.items():
@@ -103,12 +103,13 @@ class YamlInventoryReader:
             key = str(key)
         if body is not None and not isinstance(body, dict):
             raise self.src.error(f"a host entry is a mapping of its vars (or nothing); got {type_name(body)}", path)
+        origin = self.src.origin(path)
+        check_name("host name", key, origin)
         base, port = split_host_port(key)
         try:
             names = expand_host_range(base)
         except HostRangeError as exc:
             raise self.src.error(str(exc), path) from None
-        origin = self.src.origin(path)
         for host in names:
             self.graph.add_host(host, group, port, origin)
             for var, value in (body or {}).items():

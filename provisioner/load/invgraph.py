@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from provisioner.errors import ConfigError
+from provisioner.load import names
 from provisioner.load.yamlsrc import Origin
 
 
@@ -61,12 +63,15 @@ class InventoryGraph:
 
     # -- what readers call
 
-    def add_group(self, name: str) -> GroupNode:
+    def add_group(self, name: str, origin: Origin) -> GroupNode:
+        if name not in self.groups:
+            check_name("group name", name, origin)
         return self.groups.setdefault(name, GroupNode(name))
 
     def add_host(self, name: str, group: str | None, port: int | None, origin: Origin) -> HostNode:
         host = self.hosts.get(name)
         if host is None:
+            check_name("host name", name, origin)
             host = self.hosts[name] = HostNode(name, origin)
             if port:  # as Ansible: the port of the first declaration becomes ansible_port
                 host.vars.set("ansible_port", port, origin)
@@ -223,4 +228,17 @@ class InventoryGraph:
         return sorted((self.groups[n] for n in names), key=lambda g: (g.depth, g.priority, g.name))
 
 
-__all__ = ["GroupNode", "HostNode", "InventoryGraph", "VarSet"]
+def check_name(what: str, name: str, origin: Origin) -> None:
+    """Every reader (YAML, INI, TOML, JSON, host lists) adds names through here, after YAML, TOML and JSON
+    escapes are decoded: the raw text's check in invsources cannot see `"gpu\\u001b01"`. Readers also
+    check a host pattern before expanding it, so a name like `gpu01\\e[2J` is refused for what it holds,
+    not reported as a malformed range."""
+    try:
+        names.inventory_name(what, name)
+    except ValueError as exc:
+        # The key path holds the name itself: escape it too, or the error prints what it refuses.
+        raise ConfigError(str(exc), file=names.shown(origin.file), line=origin.line,
+                          key=names.shown(origin.key) or None) from None
+
+
+__all__ = ["GroupNode", "HostNode", "InventoryGraph", "VarSet", "check_name"]

@@ -54,7 +54,7 @@ def read_host_list(graph: InventoryGraph, source: HostList) -> None:
     `[v6-address]:port` as Ansible splits them; no ranges (the host_list plugin expands none)."""
     origin = Origin(source.text, None)
     _check_text(source.text, source.text)
-    graph.add_group("ungrouped")
+    graph.add_group("ungrouped", origin)
     for word in source.text.split(","):
         word = word.strip()
         if word:

@@ -176,6 +176,28 @@ def file_path(value: str) -> str:
     return value
 
 
+def shown(text: str) -> str:
+    """`text` with every character that is not printable written as its escape (\\x1b, \\n, \\u202e), so
+    an error that quotes a refused name does not carry the name's control characters to the terminal."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def inventory_name(what: str, value: str) -> str:
+    """A host or group name as an inventory writes it. Ansible takes any text; fabnet refuses characters
+    that are not printable (C0/C1 controls such as ESC and newline, tabs, bidi and zero-width format
+    characters such as U+202E, line separators, unassigned code points, spaces other than ' '), because
+    the name reaches the run history, Prometheus labels, --drain-cmd arguments, known_hosts pins and
+    journal file names, where nothing escapes it and an escape or a reversed name misleads the reader."""
+    for char in value:
+        if not char.isprintable():
+            raise ValueError(
+                f"{what} '{shown(value)}' contains the unprintable character U+{ord(char):04X}; a host or group "
+                "name must be printable text (letters, digits, '.', '-', '_', ':' and the like), so it cannot "
+                "hide control or bidirectional characters in reports, metrics and known_hosts"
+            )
+    return value
+
+
 def user(value: str) -> str:
     allowed = (
         f"allowed: a user or group name of 1..{USER_NAME_MAX} letters, digits, '_', '.', '-' starting "

@@ -217,3 +217,76 @@ def test_ssh_args_that_only_ask_for_strict_host_keys_are_understood(tmp_path: Pa
     assert inventory.hosts["gpu02"].ignored_vars == ("ansible_ssh_common_args",)
     assert any("ansible_ssh_common_args is ignored" in w and "gpu02" in w for w in inventory.warnings)
     assert not any("gpu01" in w for w in inventory.warnings)
+
+
+# Names whose escapes YAML, TOML and JSON decode after the raw text was checked: a terminal escape, a
+# newline, a right-to-left override (shows `gpu10` for `gpu01`), a line separator, a zero-width space.
+_HIDDEN = ["gpu01\x1b[2J", "gpu\n01", "gpu\u202e01", "gpu\u2028x", "gpu\u200bx", "gpu\t01", "gpu\x85x",
+           "gpu\u00a001"]
+
+
+def _escaped(name: str, style: str) -> str:
+    if style == "yaml":
+        return "".join(c if c.isprintable() and c != '"' else f"\\u{ord(c):04x}" for c in name)
+    return "".join(c if c.isprintable() and c != '"' else f"\\u{ord(c):04X}" for c in name)
+
+
+@pytest.mark.parametrize("name", _HIDDEN)
+@pytest.mark.parametrize(("file", "text", "line", "key"), [
+    ("hosts.yml", 'all:\n  hosts:\n    ok01:\n    "{n}":\n      ansible_host: 192.0.2.1\n', 4, "all.hosts."),
+    ("groups.yml", 'all:\n  children:\n    "{n}":\n      hosts:\n        ok01:\n', 3, "all.children."),
+    ("hosts.json", '{{"all": {{"hosts": {{"{n}": {{"ansible_host": "192.0.2.1"}}}}}}}}\n', 1, "all.hosts."),
+    ("hosts.toml", '[all.hosts."{n}"]\nansible_host = "192.0.2.1"\n', None, "all.hosts."),
+    ("groups.toml", '[all]\nchildren = ["{n}"]\n', None, "all.children."),
+])
+def test_unprintable_host_and_group_names_are_refused_where_they_enter(
+        tmp_path: Path, name: str, file: str, text: str, line: int | None, key: str) -> None:
+    path = tmp_path / file
+    path.write_text(text.format(n=_escaped(name, "yaml" if file.endswith(".yml") else "json")))
+    with pytest.raises(ConfigError) as info:
+        load_inventory(path)
+    error = info.value
+    assert "contains the unprintable character" in error.message, error
+    assert error.file == str(path) and error.line == line
+    assert error.key is not None and error.key.startswith(key)
+    # The error names the character without carrying it.
+    assert str(error).isprintable()
+
+
+@pytest.mark.parametrize("name", ["gpu\u202e01", "gpu\u200b01", "gpu\u206601", "gpu\ufeff01"])
+def test_unprintable_names_in_ini_files_and_host_lists_are_refused(tmp_path: Path, name: str) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"[gpu]\nok01\n{name} ansible_host=192.0.2.1\n")
+    with pytest.raises(ConfigError, match=r"host name .* unprintable") as info:
+        load_inventory(hosts)
+    assert info.value.file == str(hosts) and info.value.line == 3
+    groups = tmp_path / "groups"
+    groups.write_text(f"[ok]\nok01\n\n[{name}]\nok02\n")
+    with pytest.raises(ConfigError, match=r"group name .* unprintable") as info:
+        load_inventory(groups)
+    assert info.value.line == 4 and str(info.value).isprintable()
+    with pytest.raises(ConfigError, match=r"host name .* unprintable") as info:
+        load_inventory(f"ok01,{name},")
+    assert str(info.value).isprintable()
+    ranged = tmp_path / "ranged"
+    ranged.write_text(f"[gpu]\n{name}[1:2]-[a:b]\n")
+    with pytest.raises(ConfigError, match=r"host name .* unprintable"):
+        load_inventory(ranged)
+
+
+def test_ordinary_host_and_group_names_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yml"
+    path.write_text(
+        "all:\n  children:\n    gpu-rack_a.1:\n      hosts:\n        gpu-01.rack_a.example:\n"
+        "        192.0.2.7:\n        '2001:db8::7':\n        gpu02:2222:\n        příbor:\n"
+        "        'gpu[03:04]':\n"
+    )
+    inventory = load_inventory(path)
+    assert list(inventory.hosts) == ["gpu-01.rack_a.example", "192.0.2.7", "2001:db8::7", "gpu02", "příbor",
+                                     "gpu03", "gpu04"]
+    assert inventory.hosts["gpu02"].port == 2222 and "gpu-rack_a.1" in inventory.groups
+    ini = tmp_path / "hosts"
+    ini.write_text("[gpu_rack-a.1]\ngpu01:2222\n[2001:db8::8]:22\n10.0.0.[1:2]\n")
+    assert list(load_inventory(ini).hosts) == ["gpu01", "2001:db8::8", "10.0.0.1", "10.0.0.2"]
+    assert list(load_inventory("gpu01:2222,[2001:db8::9]:22,10.0.0.3,").hosts) == ["gpu01", "2001:db8::9",
+                                                                                    "10.0.0.3"]
