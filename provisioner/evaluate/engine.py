@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from provisioner.facts import batch, fingerprint, probejoin
+from provisioner.load.devicevars import MANAGEMENT_IFACES, SYSFS_ROOT, iface_list
 from provisioner.load.hostplans import HostPlan, Resource
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
@@ -64,14 +65,15 @@ Progress = Callable[[str, HostStatus | None], None]
 
 def host_context(plan: HostPlan) -> HostContext:
     variables = plan.host.vars
-    management = variables.get("fabnet_management_interfaces") or []
     return HostContext(
         name=plan.host.name,
-        sysfs_root=str(variables.get("fabnet_sysfs_root", "/sys")),
+        sysfs_root=str(variables.get(SYSFS_ROOT, "/sys")),
         package_manager=str(variables.get("fabnet_package_manager", "apt")),
         ofed_install_command=str(variables["fabnet_ofed_install_command"])
         if variables.get("fabnet_ofed_install_command") else None,
-        management_interfaces=tuple(str(m) for m in (management if isinstance(management, list) else [management])),
+        # Checked as interface names when the inventory loaded; "eth0,eth1" and a list both work, as for
+        # fabnet_data_ifaces.
+        management_interfaces=tuple(iface_list(variables.get(MANAGEMENT_IFACES))),
     )
 
 

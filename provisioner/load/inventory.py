@@ -29,6 +29,7 @@ from provisioner.load.connvars import (
     current_user,
     pick,
 )
+from provisioner.load.devicevars import check_device_vars
 from provisioner.load.hostpatterns import limit_terms, match_hosts
 from provisioner.load.hostrange import expand_host_range
 from provisioner.load.ini_or_yaml import parse_yaml_text
@@ -176,6 +177,7 @@ def _merge(graph: InventoryGraph, host: str, files: _VarFiles, inv_bases: list[P
 def _host_model(name: str, merged: VarSet, values: Mapping[str, Any], groups: tuple[str, ...], base: Path) -> Host:
     """`values` are the merged vars with templated connection vars rendered; `merged` the raw ones."""
     origins = merged.origins
+    check_device_vars(values, origins)
     explicit: set[str] = set()
     if found := pick(values, "ansible_host", "ansible_ssh_host"):
         address = check_address(found[1], origins.get(found[0]), found[0])

@@ -341,9 +341,9 @@ class PortCountersSpec(Spec):
 
     kind: ClassVar[str] = "port_counters"
 
-    device: str | None = Field(
-        None, pattern=r"^[A-Za-z0-9_.:-]+$", description="RDMA device such as mlx5_0; every device when unset"
-    )
+    # The RDMA device check of roce_qos and interface: the name becomes a path under class/infiniband
+    # (a '..' would leave it) and perfquery's -C argument.
+    device: RdmaDevice | None = Field(None, description="RDMA device such as mlx5_0; every device when unset")
     port: Int | None = Field(None, ge=1, le=255, description="port number; every port when unset")
     max: dict[_COUNTER_NAME, Int] = Field(
         default_factory=dict,

@@ -75,8 +75,10 @@ COMMON_MTUS = (9000, 4200, 1500, 1280)  # tried downwards when full-size frames 
 def _ping_command(iface: str, peers: Sequence[tuple[str, str]]) -> str:
     """Pings to every peer at once; one line per peer: `peer small_rc large_rc size path_mtu`
     (path_mtu 0 when not probed or not found)."""
-    mtu = "$(cat " + sh(f"/sys/class/net/{iface}/mtu") + " 2>/dev/null || echo 1500)"
-    lines = [f"s=$(( {mtu} - {IP_HEADERS} ))"]
+    # The file's text reaches shell arithmetic only once it is a plain number of at most five digits: where
+    # sh is bash, $(( )) evaluates what it is given (`a[$(cmd)]` runs cmd), and a leading 0 reads as octal.
+    read = "mtu=$(cat " + sh(f"/sys/class/net/{iface}/mtu") + " 2>/dev/null)"
+    lines = [f"{read}; case $mtu in ''|0*|*[!0-9]*|??????*) mtu=1500 ;; esac; s=$((mtu - {IP_HEADERS}))"]
     for name, ip in peers:
         small = sh("ping", "-n", "-q", "-c", "2", "-i", "0.2", "-W", "1", "-I", iface, ip)
         large = "ping -n -q -M do -s \"$s\" -c 2 -i 0.2 -W 1 -I " + sh(iface, ip)

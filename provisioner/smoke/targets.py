@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.load.ansible_tags import secret_variable
+from provisioner.load.devicevars import DATA_IFACE, DATA_IFACES, SYSFS_ROOT, iface_list
 from provisioner.load.hostplans import HostPlan
 from provisioner.load.inventory import Host
+from provisioner.load.names import netdev
 from provisioner.resources.sensitive import sensitive_content, sensitive_path
 from provisioner.smoke.settings import AllReduceSpec
 
@@ -90,19 +92,26 @@ def rendered_env(plan: HostPlan) -> tuple[dict[str, str], frozenset[str]]:
 
 
 def _ifaces(vars: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:
-    listed = vars.get("fabnet_data_ifaces")
-    if isinstance(listed, list | tuple):
-        names = [n for n in (_text(v) for v in listed) if n]
-    else:
-        names = [n.strip() for n in (_text(listed) or "").split(",") if n.strip()]
-    if not names and (single := _text(vars.get("data_iface"))):
+    # The inventory's names were checked when it loaded (load/devicevars.py); unrendered ones are skipped.
+    names = [n for n in (_text(v) for v in iface_list(vars.get(DATA_IFACES))) if n]
+    if not names and (single := _text(vars.get(DATA_IFACE))):
         names = [single]
     if not names:
-        # An exact NCCL_SOCKET_IFNAME (=eth1) or a plain one names the interface too.
+        # An exact NCCL_SOCKET_IFNAME (=eth1) or a plain one names the interface too. It comes from a
+        # file's content, which no model checks: an entry that is no interface name is not used as one
+        # (it would reach /sys/class/net/NAME and `ping -I`); the pre-flight's env check names it.
         socket = env.get("NCCL_SOCKET_IFNAME", "")
         if socket and not socket.startswith("^"):
-            names = [n for n in socket.removeprefix("=").split(",") if n]
+            names = [n for n in socket.removeprefix("=").split(",") if n and _is_netdev(n)]
     return tuple(dict.fromkeys(names))
+
+
+def _is_netdev(name: str) -> bool:
+    try:
+        netdev(name)
+    except ValueError:
+        return False
+    return True
 
 
 def targets_from_plans(plans: Sequence[HostPlan]) -> list[Target]:
@@ -116,7 +125,7 @@ def targets_from_plans(plans: Sequence[HostPlan]) -> list[Target]:
             python=_text(host.vars.get("fabnet_python")) or "python3",
             data_ifaces=_ifaces(host.vars, env),
             data_ip=_text(host.vars.get("fabnet_data_ip")) or _text(host.vars.get("data_ip")),
-            sysfs_root=_text(host.vars.get("fabnet_sysfs_root")) or "/sys",
+            sysfs_root=_text(host.vars.get(SYSFS_ROOT)) or "/sys",
             env=env,
             secret_env=secret,
         ))
