@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from provisioner.load.ansible_tags import HIDDEN
 from provisioner.resources.mtu_uniform import fleet_mtu
 from provisioner.smoke.preflight_probe import (
     IP_HEADERS,
@@ -161,23 +162,28 @@ def check_path_mtu(targets: Sequence[Target], facts: Mapping[str, HostFacts]) ->
     return findings
 
 
+def _shown(target: Target, key: str, entry: str) -> str:
+    # A value from a sensitive env file is hidden here as in every report (plan.shown_env): the finding
+    # still names the variable, the hosts and the fix.
+    return HIDDEN if key in target.secret_env else repr(entry)
+
+
 def check_env(targets: Sequence[Target], facts: Mapping[str, HostFacts]) -> list[Finding]:
     findings: list[Finding] = []
     problems: dict[tuple[str, str, str], list[str]] = {}
     for target in targets:
         host = facts[target.name]
-        ifaces = sorted(host.ifaces)
-        for key in ("NCCL_SOCKET_IFNAME",):
-            for entry in _matches(target.env.get(key, ""), ifaces):
-                problems.setdefault((key, entry, "interface"), []).append(target.name)
+        missing = [("NCCL_SOCKET_IFNAME", e, "interface")
+                   for e in _matches(target.env.get("NCCL_SOCKET_IFNAME", ""), sorted(host.ifaces))]
         gloo = target.env.get("GLOO_SOCKET_IFNAME", "")
-        for entry in (e.strip() for e in gloo.split(",") if e.strip()):
-            if entry not in host.ifaces:
-                problems.setdefault(("GLOO_SOCKET_IFNAME", entry, "interface"), []).append(target.name)
-        for entry in _matches(target.env.get("NCCL_IB_HCA", ""), host.ib_devices):
-            problems.setdefault(("NCCL_IB_HCA", entry, "RDMA device"), []).append(target.name)
-    for (key, entry, what), hosts in problems.items():
-        findings.append(Finding("env", tuple(hosts), f"{key} names {what} {entry!r}, which does not exist on "
+        missing += [("GLOO_SOCKET_IFNAME", e, "interface")
+                    for e in (e.strip() for e in gloo.split(",") if e.strip()) if e not in host.ifaces]
+        missing += [("NCCL_IB_HCA", e, "RDMA device")
+                    for e in _matches(target.env.get("NCCL_IB_HCA", ""), host.ib_devices)]
+        for key, entry, what in missing:
+            problems.setdefault((key, _shown(target, key, entry), what), []).append(target.name)
+    for (key, shown, what), hosts in problems.items():
+        findings.append(Finding("env", tuple(hosts), f"{key} names {what} {shown}, which does not exist on "
                                                     f"{_names(hosts)}",
                                 f"fix {key} in the playbook's NCCL environment (templates/nccl*.j2 variables)"))
     return findings

@@ -129,3 +129,30 @@ def test_torch_ranks_get_secrets_in_their_environment_not_on_a_command_line(tmp_
     assert given["NCCL_NET_PLUGIN_TOKEN"] == TOKEN and given["NCCL_PLUGIN_LOGIN"] == PASSWORD
     assert "setsid" in argv_log.read_text()  # the spy saw the rank start
     assert not any(secret in argv_log.read_text() for secret in SECRETS), argv_log.read_text()
+
+
+def test_preflight_findings_hide_values_of_a_sensitive_env_file(tmp_path: Path) -> None:
+    from provisioner.load.ansible_tags import HIDDEN
+    from provisioner.smoke import preflight
+    from tests.unit.smoke._helpers import facts
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    gpu01: {ansible_host: 198.18.1.1}\n")
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(
+        "- hosts: all\n  resources:\n"
+        "    - file:\n        path: /etc/profile.d/nccl-site.sh\n        sensitive: true\n"
+        "        content: \"export NCCL_SOCKET_IFNAME==tenant-b-vlan\\nexport NCCL_IB_HCA==mlx5_tenant_b:1\\n"
+        "export GLOO_SOCKET_IFNAME=tenant-b-gloo\\n\"\n"
+        "    - file:\n        path: /etc/nccl.conf\n        content: \"NCCL_DEBUG=WARN\\n\"\n")
+    (found,) = targets_from_plans(resolve(load_playbook(playbook), load_inventory(inventory)))
+    assert {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "GLOO_SOCKET_IFNAME"} <= found.secret_env
+    findings = preflight.check_env([found], {"gpu01": facts("gpu01")})
+    assert {f.message.split()[0] for f in findings} == {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "GLOO_SOCKET_IFNAME"}
+    shown = json.dumps([f.to_json() for f in findings])
+    assert "tenant" not in shown, shown
+    assert all(HIDDEN in f.message and "gpu01" in f.message for f in findings)
+    # Outside a sensitive file the value is what an operator needs to fix it, and it is shown.
+    plain = Target(name="gpu01", host=found.host, env={"NCCL_SOCKET_IFNAME": "=eth9"})
+    (finding,) = preflight.check_env([plain], {"gpu01": facts("gpu01")})
+    assert "'eth9'" in finding.message
