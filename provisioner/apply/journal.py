@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from provisioner.output.files import open_private
+
 
 def default_path() -> Path:
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -24,6 +26,9 @@ class Journal:
         self.path = path
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Refused here, before any change runs, rather than at the first record: a symlink or FIFO at the
+        # path, a file that cannot be written.
+        os.close(open_private(path, os.O_WRONLY | os.O_APPEND))
 
     def __call__(self, records: Sequence[dict[str, object]]) -> None:
         """Append `records` (a host's steps at once) in one write and one fsync: an fsync can take seconds
@@ -33,8 +38,9 @@ class Journal:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         data = "".join(json.dumps({"time": now, **record}) + "\n" for record in records).encode()
         with self._lock:
-            # O_APPEND: the lines land whole even if another fabnet appends to the same file.
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            # O_APPEND: the lines land whole even if another fabnet appends to the same file. Created 0600,
+            # never through a symlink, an older file's mode tightened (output.files: the one policy).
+            fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
             try:
                 written = 0
                 while written < len(data):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import FabnetError
+from provisioner.output.files import OutputError, open_private
 
 SCHEMA_VERSION = 2  # 2: results.seconds (a watch cycle's duration)
 _SCHEMA = """
@@ -99,15 +100,32 @@ class Event:
                 "detail": self.detail, "delta": self.delta, "rate": self.rate}
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    """One connection for every thread of the process (a lock serialises its use) to the file at `path`,
+    which holds hosts' error messages and drift values: the owner's only. SQLite opens by name and follows
+    links, so the file is first created 0600 (never the umask's mode, then a chmod that follows links)
+    or checked and tightened through a descriptor opened without following one; that descriptor stays
+    open until SQLite's own open is known to be the same file. SQLite gives its -wal and -shm files the
+    database's mode."""
+    fd = open_private(path, os.O_RDWR)
+    try:
+        db = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
+        mine, opened = os.fstat(fd), os.stat(path)
+        if (mine.st_dev, mine.st_ino) != (opened.st_dev, opened.st_ino):
+            db.close()
+            raise OutputError(f"refusing to open {path}: it was replaced while being opened")
+        return db
+    finally:
+        os.close(fd)
+
+
 class History:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            # One connection for every thread of the process; the lock serialises its use.
-            self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
-            os.chmod(path, 0o600)  # hosts' error messages and drift values: the owner's only
+            self._db = _connect(path)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
@@ -115,7 +133,7 @@ class History:
             if "seconds" not in columns:  # a history written before version 2
                 self._db.execute("ALTER TABLE results ADD COLUMN seconds REAL")
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, OutputError) as exc:
             raise HistoryError(f"cannot open the history {path}: {exc}") from None
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -84,6 +85,36 @@ def write_atomic(path: Path, content: str | bytes, mode: int = 0o644) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def open_private(path: Path, flags: int) -> int:
+    """A descriptor of the state file `path` (the journal, the history) opened with `flags`, created with
+    REPORT_MODE from the start (never the umask's mode, then a chmod) and never through a symbolic link;
+    an existing file's looser mode is tightened on the descriptor (os.chmod would follow a link placed
+    there meanwhile). A symlink, FIFO, device or directory at `path` is an OutputError."""
+    try:
+        # O_NONBLOCK: a FIFO put there must not hang the open; fstat then refuses it.
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, REPORT_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(f"refusing to open {path}: it is a symbolic link (fabnet keeps its state in "
+                              "regular files only; remove the link)") from None
+        if exc.errno == errno.ENXIO:  # a FIFO with no reader, opened for writing
+            raise OutputError(f"refusing to open {path}: it is a FIFO, not a regular file") from None
+        raise OutputError(f"cannot open {path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OutputError(f"refusing to open {path}: it is {_kind(info.st_mode)}, not a regular file")
+        if info.st_mode & 0o777 != REPORT_MODE:
+            os.fchmod(fd, REPORT_MODE)
+    except OSError as exc:
+        os.close(fd)
+        raise OutputError(f"cannot open {path}: {exc.strerror}") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def write_report(path: Path, content: str | bytes) -> None:
