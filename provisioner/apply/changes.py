@@ -2,9 +2,10 @@
 script with per-step markers, and read back each step's outcome. Pure: nothing here runs anything.
 
 The script takes a per-host lock first (`lock_lines`, shared with rollback), so a second run refuses
-that host and says who holds it. Under the lock and before anything changes, it checks that every
-file and setting a step is about to change still holds what the plan read (`Step.expect`): a step
-whose target changed since is not run but reported as a conflict. Each step runs in its own `sh -e`,
+that host and says who holds it. Under the lock, before anything changes and again right before each
+step, it checks that every file and setting a step is about to change still holds what the plan read
+(`Step.expect`), or what an earlier step of this run left there (guards.py): a step whose target
+changed since is not run but reported as a conflict. Each step runs in its own `sh -e`,
 between marker lines carrying a per-run random nonce; a failing or conflicting step makes the steps
 that need it (same resource, or a resource named in `needs`) skip, never the others. A step's undo is
 recorded before it runs (its outcome after), so a rollback also undoes a step a kill cut off. Each
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from provisioner.apply.guards import Guards
 from provisioner.resources import REGISTRY
 from provisioner.resources.service import restart_handler, unit_name
 from provisioner.resources.steps import Step
@@ -123,28 +125,6 @@ def lock_lines(tag: str, holder: Holder, run_id: str, *, max_seconds: int, break
     return lines
 
 
-def _expect_lines(i: int, step: Step) -> list[str]:
-    """Shell reading step `i`'s targets again: `__fn_cf_I` (text) and `__fn_cj_I` (JSON strings) say
-    what changed since the plan read them, and stay empty when nothing did."""
-    lines = [f"__fn_cf_{i}=; __fn_cj_{i}="]
-    for expect in step.expect:
-        p = shlex.quote(expect.path)
-        if expect.read is None:
-            now = f"$(if [ -e {p} ]; then sha256sum < {p} | cut -c1-64; else echo absent; fi)"
-            said = f"{expect.path} changed since it was read"
-            shown = shlex.quote(said + "; ")
-        else:
-            # Word splitting (no globbing) makes whitespace runs one space, as Expect.setting does.
-            now = f"$( (set -f; set -- $({expect.read}); printf '%s' \"$*\") 2>/dev/null)"
-            said = f"{expect.path} changed since it was read (was {expect.value})"
-            shown = (shlex.quote(f"{expect.path} changed since it was read (was {expect.value}, now ")
-                     + '"$__fn_v"' + shlex.quote("); "))
-        record = shlex.quote(json.dumps(said))
-        lines.append(f'__fn_v={now}; if [ "$__fn_v" != {shlex.quote(expect.value)} ]; then '
-                     f'__fn_cf_{i}="$__fn_cf_{i}"{shown}; __fn_cj_{i}="$__fn_cj_{i},"{record}; fi')
-    return lines
-
-
 def order(per_resource: Sequence[tuple[str, str, Sequence[Step]]]) -> list[Step]:
     """A host's steps in run order, with handlers and dependencies filled in.
 
@@ -237,6 +217,7 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
     states = states or {}
     tag = f"@@fabnet:{nonce}"
     guard_find, arm = _guard_lines(steps, run_id, revert_seconds, host)
+    guards = Guards(steps)
     lines = [
         "trap '' PIPE HUP",
         "umask 022",
@@ -245,8 +226,9 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         f"mkdir -p -m 0700 {JOURNAL_DIR} {BACKUP_ROOT} \"$FABNET_BACKUP_DIR\"",
         *lock_lines(tag, holder, run_id, max_seconds=max_seconds, break_lock=break_lock),
         *guard_find,
-        # Compare-and-swap: what the plan read is read again under the lock, before the first change.
-        *(line for i, step in enumerate(steps) for line in _expect_lines(i, step)),
+        # Compare-and-swap: what the plan read is read again under the lock, before the first change
+        # (and each step's targets once more right before it runs, below).
+        *(line for i in range(len(steps)) for line in guards.before_any(i)),
     ]
     index_of: dict[str, int] = {}
     by_resource: dict[str, list[int]] = {}
@@ -289,13 +271,17 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
                    "else __fn_rc=91; __fn_o='refused: its undo could not be recorded'; fi")
             outcome = f"printf '%s\\n' \"$__fn_st\" > \"$FABNET_BACKUP_DIR/state/{i:04d}\" 2>/dev/null; "
         lines += [
-            f"__fn_ok_{i}=0; __fn_rc=; __fn_jx=",
-            f"if {condition} && [ -n \"$__fn_cf_{i}\" ]; then",
+            f"__fn_ok_{i}=0; __fn_rc=; __fn_jx=; __fn_go=",
+            f"if {condition}; then __fn_go=1",
+            *("  " + line for line in guards.before_step(i)),
+            "fi",
+            f"if [ -n \"$__fn_go\" ] && [ -n \"$__fn_cf_{i}\" ]; then",
             f"  printf '%s\\n' '{tag}:conflict:{i}@@' \"$__fn_cf_{i}\" '{tag}:end:{i}@@'; __fn_st=conflict",
             f"  __fn_jx=',\"conflict\":['\"${{__fn_cj_{i}#,}}\"']'",
-            f"elif {condition}; then",
+            "elif [ -n \"$__fn_go\" ]; then",
             f"  printf '%s\\n' '{tag}:begin:{i}@@'",
             f"  {run}",
+            *("  " + line for line in guards.after_step(i)),
             "  printf '%s\\n' \"$__fn_o\"",
             f"  printf '%s\\n' \"{tag}:rc:{i}:$__fn_rc@@\"",
             "  if [ \"$__fn_rc\" = 0 ]; then __fn_ok_" + str(i) + "=1; __fn_st=ok; "

@@ -69,11 +69,11 @@ def test_a_setting_changed_since_the_plan_says_what_it_was_and_is(host_dirs: Pat
 
 
 def test_conflicts_are_checked_before_the_first_change(host_dirs: Path) -> None:
-    # Step 0 changes what step 1 was planned against: the check is of the state the plan read, under
-    # the lock, before anything of this run changed it.
+    # Step 0 writes what step 1 was planned against: at the first check (under the lock, before any
+    # change) the file holds what the plan read; right before step 1 it holds what step 0 left.
     conf = host_dirs / "shared"
     conf.write_text("old\n")
-    steps = [step("x[a]", "touch", f"echo new > {conf}"),
+    steps = [step("x[a]", "touch", f"echo new > {conf}", writes=(str(conf),)),
              step("x[b]", "set", "true", expect=(Expect.file(str(conf), "old\n"),))]
     _, result = run_script(steps)
     assert [r.status for r in result.steps] == ["ok", "ok"]
