@@ -17,7 +17,7 @@ import json
 import shlex
 from collections.abc import Sequence
 
-from provisioner.resources.steps import Expect, Step
+from provisioner.resources.steps import Expect, Step, read_setting
 
 Target = tuple[str, str | None]  # (a file's path or a setting's name, the setting's read command)
 
@@ -36,8 +36,7 @@ def _read(path: str, read: str | None) -> str:
     if read is None:
         p = shlex.quote(path)
         return f"$(if [ -e {p} ]; then sha256sum < {p} | cut -c1-64; else echo absent; fi)"
-    # Word splitting (no globbing) makes whitespace runs one space, as Expect.setting does.
-    return f"$( (set -f; set -- $({read}); printf '%s' \"$*\") 2>/dev/null)"
+    return read_setting(read)
 
 
 class Guards:

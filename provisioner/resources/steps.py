@@ -60,6 +60,24 @@ class Expect:
         return cls(name, " ".join(value.split()), read)
 
 
+def read_setting(read: str) -> str:
+    """A command substitution printing what `read` prints with whitespace runs as one space (word
+    splitting, no globbing), as `Expect.setting` keeps a value."""
+    return f"$( (set -f; set -- $({read}); printf '%s' \"$*\") 2>/dev/null)"
+
+
+def setting_undo(name: str, read: str, was_set: str, old: str, undo: str) -> str:
+    """Undo of a runtime setting (a sysctl, an MTU, a link state): `undo` puts back `old` only while
+    `read` still prints what the run set (`was_set`), or still `old` (the step never took effect). A
+    value changed since, by hand or by another run, is left as it is and the undo fails saying so, as
+    `restore_file` does for a file. No `exit`: the revert timer runs several undos in one shell."""
+    now = f"__fn_u={read_setting(read)}"
+    changed = shlex.quote(f"{name} changed since this run set it: not restored (set {' '.join(was_set.split())}, now ")
+    return (f"{now}; if [ \"$__fn_u\" != {shlex.quote(' '.join(was_set.split()))} ] && "
+            f"[ \"$__fn_u\" != {shlex.quote(' '.join(old.split()))} ]; then "
+            f"printf '%s%s)\\n' {changed} \"$__fn_u\" >&2; false; else {undo}; fi")
+
+
 # Edit functions by name: (a file's text, the edit's arguments) -> the text with that edit made. Kinds
 # register theirs (sysctl: set one key), so that every step editing one file can become one write.
 EDITS: dict[str, Callable[..., str]] = {}
