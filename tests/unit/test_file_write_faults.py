@@ -105,3 +105,33 @@ def test_rollback_removes_a_file_the_run_created_and_nobody_changed_since(host_d
     assert apply_write(target, b"NEW=1\n").status == "ok"
     assert [u.exit_code for u in roll_back()] == [0]
     assert not target.exists()
+
+
+def test_a_failed_undo_is_kept_and_a_second_rollback_retries_only_it(host_dirs: Path) -> None:
+    kept, other = host_dirs / "etc/nccl.env", host_dirs / "etc/other.env"
+    kept.parent.mkdir()
+    kept.write_text("OLD=1\n")
+    other.write_text("OTHER=1\n")
+    steps = [file_step("file[kept]", "write", str(kept), b"NEW=1\n"),
+             file_step("file[other]", "write", str(other), b"OTHER=2\n")]
+    script = changes.build_script(steps, "n1", HOLDER.run_id, "gpu01", HOLDER)
+    subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30, check=True)
+    assert kept.read_text() == "NEW=1\n" and other.read_text() == "OTHER=2\n"
+    kept.write_text("NEW=1\nBY_HAND=1\n")
+
+    first = roll_back()
+    assert [(u.step, u.exit_code) for u in first] == [("0001", 0), ("0000", 1)]
+    assert other.read_text() == "OTHER=1\n" and kept.read_text() == "NEW=1\nBY_HAND=1\n"
+    run_dir = host_dirs / "backups" / HOLDER.run_id
+    assert sorted(p.name for p in (run_dir / "undo").iterdir()) == ["0000"]  # the failed one, kept
+    # The administrator sorts the file out; the next rollback retries the failed undo, and only it.
+    other.write_text("OTHER=3  # by hand, after the first rollback\n")
+    kept.write_text("NEW=1\n")
+    second = roll_back()
+    assert [(u.step, u.exit_code) for u in second] == [("0000", 0)]
+    assert kept.read_text() == "OLD=1\n" and other.read_text() == "OTHER=3  # by hand, after the first rollback\n"
+    assert not (run_dir / "undo").exists()
+    holder = changes.Holder("20261123T000002Z-fed", "ops@control", "2026-11-23T00:00:02Z")
+    proc = subprocess.run(["sh", "-s"], input=rollback.build_script(HOLDER.run_id, "r1", holder),
+                          capture_output=True, text=True, timeout=30)
+    assert rollback.parse(proc.stdout, "r1")[2] == "no run with something to undo on this host"
