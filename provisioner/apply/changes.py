@@ -55,10 +55,13 @@ class Holder:
 def lock_lines(tag: str, holder: Holder, run_id: str, *, max_seconds: int, break_lock: bool = False) -> list[str]:
     """Shell taking the host lock: the one policy of apply and rollback.
 
-    The lock is a directory; its `holder` file names the run (line 1), its pid, its start (epoch s)
-    and the longest it may run (`max_seconds`). A lock is stale, and taken over, when its holder pid is
-    gone, when it has no holder and is older than ORPHAN_SECONDS (a kill between mkdir and the write),
-    or when it is older than its run could last (the pid now belongs to another process): a `stale`
+    The lock is a directory; its `holder` file names the run (line 1), its pid, its start (epoch s),
+    the longest it may run (`max_seconds`), the holder process's start (`pstart`, from /proc/PID/stat)
+    and the host's boot id. A lock is stale, and taken over, only when its holder is gone: the lock is
+    from another boot, its pid is gone, or that pid now has another start (another process took the
+    number); or when it has no holder and is older than ORPHAN_SECONDS (a kill between mkdir and the
+    write). Its age alone never makes it stale (a clock stepped forward would hand a live run's lock
+    over), except for a lock without `pstart` (an older fabnet's), past `max`. A `stale`
     marker says why, and the host journal records it. Otherwise the script prints a `locked` marker
     with the holder, its age and pid, and exits LOCKED_EXIT. `break_lock` removes any lock first
     (journaled, `broken` marker). A stale lock is moved aside, then checked to be the one judged
@@ -68,24 +71,40 @@ def lock_lines(tag: str, holder: Holder, run_id: str, *, max_seconds: int, break
     journal = (f"printf '{{\"run\":\"%s\",\"action\":\"%s\",\"reason\":\"%s\",\"holder\":\"%s\","
                f"\"time\":\"%s\"}}\\n' {shlex.quote(run_id)} \"$1\" \"$(printf %s \"$2\" | {clean})\" "
                f"\"$(printf %s \"$3\" | {clean})\" \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" >> {JOURNAL}")
-    stale_why = "it is $__fn_age s old, longer than its run could last ($__fn_max s): pid $__fn_pid is another process"
+    legacy_why = ("it is $__fn_age s old, longer than its run could last ($__fn_max s): pid $__fn_pid is "
+                  "another process")
     lines = [
         f"__fn_lock={LOCK_DIR}; __fn_locked=; __fn_age=0; __fn_pid=",
         f"mkdir -p -m 0700 {JOURNAL_DIR}",
         f"__fn_lock_journal() {{ {journal}; }}",
         '__fn_field() { sed -n "s/^$1=//p" "$__fn_lock/holder" 2>/dev/null | head -n 1; }',
+        # A process's start (clock ticks since boot, field 22 of /proc/PID/stat, counted after the
+        # command name, which may hold spaces and parentheses): with the pid, it names one process.
+        '__fn_pstart() { __fn_s=; read -r __fn_s 2>/dev/null </proc/"$1"/stat; __fn_s=${__fn_s##*\\)}; '
+        'set -f; set -- $__fn_s; set +f; [ $# -ge 20 ] && shift 19 && echo "$1"; }',
+        "__fn_boot=; read -r __fn_boot 2>/dev/null </proc/sys/kernel/random/boot_id",
         "__fn_stale() {",
         '  __fn_now=$(date +%s); __fn_start=$(__fn_field start); __fn_max=$(__fn_field max)',
         '  case "$__fn_start" in ""|*[!0-9]*)',
         '    __fn_start=$(stat -c %Y "$__fn_lock" 2>/dev/null || echo "$__fn_now");; esac',
         '  __fn_age=$((__fn_now - __fn_start)); __fn_pid=$(__fn_field pid)',
+        '  __fn_was_boot=$(__fn_field boot); __fn_was_pstart=$(__fn_field pstart)',
         '  case "$__fn_pid" in *[!0-9]*) __fn_pid=;; esac; case "$__fn_max" in *[!0-9]*) __fn_max=;; esac',
+        '  case "$__fn_was_pstart" in *[!0-9]*) __fn_was_pstart=;; esac',
         '  if [ -z "$__fn_pid" ]; then',
         f'    if [ "$__fn_age" -gt {ORPHAN_SECONDS} ]; then echo "it has no holder and is $__fn_age s old"; fi',
+        '  elif [ -n "$__fn_was_boot" ] && [ -n "$__fn_boot" ] && [ "$__fn_was_boot" != "$__fn_boot" ]; then',
+        '    echo "it was taken before the host last booted: its holder (pid $__fn_pid) is gone"',
         '  elif ! kill -0 "$__fn_pid" 2>/dev/null && [ ! -d "/proc/$__fn_pid" ]; then',
         '    echo "its holder (pid $__fn_pid) is gone"',
+        '  elif [ -n "$__fn_was_pstart" ]; then',
+        # Its age says nothing here: the clock may have jumped. Only the holder's own start does.
+        '    __fn_ps=$(__fn_pstart "$__fn_pid")',
+        '    if [ -n "$__fn_ps" ] && [ "$__fn_ps" != "$__fn_was_pstart" ]; then',
+        '      echo "its holder (pid $__fn_pid) is gone: that pid is now another process"; fi',
         '  elif [ -n "$__fn_max" ] && [ "$__fn_age" -gt "$__fn_max" ]; then',
-        f'    echo "{stale_why}"',
+        # A lock of a fabnet that did not record its holder's start: its age is all there is.
+        f'    echo "{legacy_why}"',
         "  fi",
         "}",
     ]
@@ -118,8 +137,8 @@ def lock_lines(tag: str, holder: Holder, run_id: str, *, max_seconds: int, break
         "  printf '%s age=%ss pid=%s\\n' \"$(head -n 1 \"$__fn_lock/holder\" 2>/dev/null || echo unknown)\" "
         f"\"$__fn_age\" \"${{__fn_pid:-unknown}}\"; exit {LOCKED_EXIT}",
         "fi",
-        f"printf '%s\\npid=%s\\nstart=%s\\nmax=%s\\n' {shlex.quote(holder.line())} \"$$\" \"$(date +%s)\" "
-        f"{int(max_seconds)} > \"$__fn_lock/holder\"",
+        f"printf '%s\\npid=%s\\nstart=%s\\nmax=%s\\npstart=%s\\nboot=%s\\n' {shlex.quote(holder.line())} \"$$\" "
+        f"\"$(date +%s)\" {int(max_seconds)} \"$(__fn_pstart $$)\" \"$__fn_boot\" > \"$__fn_lock/holder\"",
         "trap 'rm -rf \"$__fn_lock\"' EXIT",
     ]
     return lines
