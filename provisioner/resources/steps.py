@@ -174,8 +174,17 @@ def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | 
     since its undo could not restore it. A symlink is written through (`_resolve`); a directory at
     `path` is refused (a rename would move the new file into it).
     """
-    backup = backup_path(path)
     encoded = base64.b64encode(data).decode()
+    return write_file_from(path, f"printf %s {shlex.quote(encoded)} | base64 -d", mode=mode, owner=owner,
+                           group=group)
+
+
+def write_file_from(path: str, content: str, *, mode: str | None = None, owner: str | None = None,
+                    group: str | None = None) -> str:
+    """`write_file` of what the shell command `content` prints, for content known only on the host (a
+    version an install picked): the same backup, atomic rename and checks. A `content` that fails
+    stops the step with the file untouched."""
+    backup = backup_path(path)
     keep_meta = (
         "if [ -e \"$f\" ]; then chown --reference=\"$f\" \"$t\"; chmod --reference=\"$f\" \"$t\"; "
         "else chmod 0644 \"$t\"; fi; "
@@ -199,7 +208,7 @@ def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | 
         f"rm -f -- \"$b.part\"; echo {no_backup} >&2; exit 1; fi; "
         f"else : > \"$b.absent\"; fi; "
         f"t=$(mktemp \"$d/.fabnet.XXXXXXXX\"); trap 'rm -f -- \"$t\"' EXIT; "
-        f"printf %s {shlex.quote(encoded)} | base64 -d > \"$t\"; "
+        f"{{ {content}; }} > \"$t\"; "
         + keep_meta + meta
         + "sync -- \"$t\"; mv -fT -- \"$t\" \"$f\"; trap - EXIT; sync -- \"$d\""
     )
