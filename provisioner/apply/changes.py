@@ -2,9 +2,10 @@
 script with per-step markers, and read back each step's outcome. Pure: nothing here runs anything.
 
 The script takes a per-host lock first (`lock_lines`, shared with rollback), so a second run refuses
-that host and says who holds it. Under the lock and before anything changes, it checks that every
-file and setting a step is about to change still holds what the plan read (`Step.expect`): a step
-whose target changed since is not run but reported as a conflict. Each step runs in its own `sh -e`,
+that host and says who holds it. Under the lock, before anything changes and again right before each
+step, it checks that every file and setting a step is about to change still holds what the plan read
+(`Step.expect`), or what an earlier step of this run left there (guards.py): a step whose target
+changed since is not run but reported as a conflict. Each step runs in its own `sh -e`,
 between marker lines carrying a per-run random nonce; a failing or conflicting step makes the steps
 that need it (same resource, or a resource named in `needs`) skip, never the others. A step's undo is
 recorded before it runs (its outcome after), so a rollback also undoes a step a kill cut off. Each
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from provisioner.apply.guards import Guards
 from provisioner.resources import REGISTRY
 from provisioner.resources.service import restart_handler, unit_name
 from provisioner.resources.steps import Step
@@ -53,10 +55,13 @@ class Holder:
 def lock_lines(tag: str, holder: Holder, run_id: str, *, max_seconds: int, break_lock: bool = False) -> list[str]:
     """Shell taking the host lock: the one policy of apply and rollback.
 
-    The lock is a directory; its `holder` file names the run (line 1), its pid, its start (epoch s)
-    and the longest it may run (`max_seconds`). A lock is stale, and taken over, when its holder pid is
-    gone, when it has no holder and is older than ORPHAN_SECONDS (a kill between mkdir and the write),
-    or when it is older than its run could last (the pid now belongs to another process): a `stale`
+    The lock is a directory; its `holder` file names the run (line 1), its pid, its start (epoch s),
+    the longest it may run (`max_seconds`), the holder process's start (`pstart`, from /proc/PID/stat)
+    and the host's boot id. A lock is stale, and taken over, only when its holder is gone: the lock is
+    from another boot, its pid is gone, or that pid now has another start (another process took the
+    number); or when it has no holder and is older than ORPHAN_SECONDS (a kill between mkdir and the
+    write). Its age alone never makes it stale (a clock stepped forward would hand a live run's lock
+    over), except for a lock without `pstart` (an older fabnet's), past `max`. A `stale`
     marker says why, and the host journal records it. Otherwise the script prints a `locked` marker
     with the holder, its age and pid, and exits LOCKED_EXIT. `break_lock` removes any lock first
     (journaled, `broken` marker). A stale lock is moved aside, then checked to be the one judged
@@ -66,24 +71,40 @@ def lock_lines(tag: str, holder: Holder, run_id: str, *, max_seconds: int, break
     journal = (f"printf '{{\"run\":\"%s\",\"action\":\"%s\",\"reason\":\"%s\",\"holder\":\"%s\","
                f"\"time\":\"%s\"}}\\n' {shlex.quote(run_id)} \"$1\" \"$(printf %s \"$2\" | {clean})\" "
                f"\"$(printf %s \"$3\" | {clean})\" \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" >> {JOURNAL}")
-    stale_why = "it is $__fn_age s old, longer than its run could last ($__fn_max s): pid $__fn_pid is another process"
+    legacy_why = ("it is $__fn_age s old, longer than its run could last ($__fn_max s): pid $__fn_pid is "
+                  "another process")
     lines = [
         f"__fn_lock={LOCK_DIR}; __fn_locked=; __fn_age=0; __fn_pid=",
         f"mkdir -p -m 0700 {JOURNAL_DIR}",
         f"__fn_lock_journal() {{ {journal}; }}",
         '__fn_field() { sed -n "s/^$1=//p" "$__fn_lock/holder" 2>/dev/null | head -n 1; }',
+        # A process's start (clock ticks since boot, field 22 of /proc/PID/stat, counted after the
+        # command name, which may hold spaces and parentheses): with the pid, it names one process.
+        '__fn_pstart() { __fn_s=; read -r __fn_s 2>/dev/null </proc/"$1"/stat; __fn_s=${__fn_s##*\\)}; '
+        'set -f; set -- $__fn_s; set +f; [ $# -ge 20 ] && shift 19 && echo "$1"; }',
+        "__fn_boot=; read -r __fn_boot 2>/dev/null </proc/sys/kernel/random/boot_id",
         "__fn_stale() {",
         '  __fn_now=$(date +%s); __fn_start=$(__fn_field start); __fn_max=$(__fn_field max)',
         '  case "$__fn_start" in ""|*[!0-9]*)',
         '    __fn_start=$(stat -c %Y "$__fn_lock" 2>/dev/null || echo "$__fn_now");; esac',
         '  __fn_age=$((__fn_now - __fn_start)); __fn_pid=$(__fn_field pid)',
+        '  __fn_was_boot=$(__fn_field boot); __fn_was_pstart=$(__fn_field pstart)',
         '  case "$__fn_pid" in *[!0-9]*) __fn_pid=;; esac; case "$__fn_max" in *[!0-9]*) __fn_max=;; esac',
+        '  case "$__fn_was_pstart" in *[!0-9]*) __fn_was_pstart=;; esac',
         '  if [ -z "$__fn_pid" ]; then',
         f'    if [ "$__fn_age" -gt {ORPHAN_SECONDS} ]; then echo "it has no holder and is $__fn_age s old"; fi',
+        '  elif [ -n "$__fn_was_boot" ] && [ -n "$__fn_boot" ] && [ "$__fn_was_boot" != "$__fn_boot" ]; then',
+        '    echo "it was taken before the host last booted: its holder (pid $__fn_pid) is gone"',
         '  elif ! kill -0 "$__fn_pid" 2>/dev/null && [ ! -d "/proc/$__fn_pid" ]; then',
         '    echo "its holder (pid $__fn_pid) is gone"',
+        '  elif [ -n "$__fn_was_pstart" ]; then',
+        # Its age says nothing here: the clock may have jumped. Only the holder's own start does.
+        '    __fn_ps=$(__fn_pstart "$__fn_pid")',
+        '    if [ -n "$__fn_ps" ] && [ "$__fn_ps" != "$__fn_was_pstart" ]; then',
+        '      echo "its holder (pid $__fn_pid) is gone: that pid is now another process"; fi',
         '  elif [ -n "$__fn_max" ] && [ "$__fn_age" -gt "$__fn_max" ]; then',
-        f'    echo "{stale_why}"',
+        # A lock of a fabnet that did not record its holder's start: its age is all there is.
+        f'    echo "{legacy_why}"',
         "  fi",
         "}",
     ]
@@ -116,32 +137,10 @@ def lock_lines(tag: str, holder: Holder, run_id: str, *, max_seconds: int, break
         "  printf '%s age=%ss pid=%s\\n' \"$(head -n 1 \"$__fn_lock/holder\" 2>/dev/null || echo unknown)\" "
         f"\"$__fn_age\" \"${{__fn_pid:-unknown}}\"; exit {LOCKED_EXIT}",
         "fi",
-        f"printf '%s\\npid=%s\\nstart=%s\\nmax=%s\\n' {shlex.quote(holder.line())} \"$$\" \"$(date +%s)\" "
-        f"{int(max_seconds)} > \"$__fn_lock/holder\"",
+        f"printf '%s\\npid=%s\\nstart=%s\\nmax=%s\\npstart=%s\\nboot=%s\\n' {shlex.quote(holder.line())} \"$$\" "
+        f"\"$(date +%s)\" {int(max_seconds)} \"$(__fn_pstart $$)\" \"$__fn_boot\" > \"$__fn_lock/holder\"",
         "trap 'rm -rf \"$__fn_lock\"' EXIT",
     ]
-    return lines
-
-
-def _expect_lines(i: int, step: Step) -> list[str]:
-    """Shell reading step `i`'s targets again: `__fn_cf_I` (text) and `__fn_cj_I` (JSON strings) say
-    what changed since the plan read them, and stay empty when nothing did."""
-    lines = [f"__fn_cf_{i}=; __fn_cj_{i}="]
-    for expect in step.expect:
-        p = shlex.quote(expect.path)
-        if expect.read is None:
-            now = f"$(if [ -e {p} ]; then sha256sum < {p} | cut -c1-64; else echo absent; fi)"
-            said = f"{expect.path} changed since it was read"
-            shown = shlex.quote(said + "; ")
-        else:
-            # Word splitting (no globbing) makes whitespace runs one space, as Expect.setting does.
-            now = f"$( (set -f; set -- $({expect.read}); printf '%s' \"$*\") 2>/dev/null)"
-            said = f"{expect.path} changed since it was read (was {expect.value})"
-            shown = (shlex.quote(f"{expect.path} changed since it was read (was {expect.value}, now ")
-                     + '"$__fn_v"' + shlex.quote("); "))
-        record = shlex.quote(json.dumps(said))
-        lines.append(f'__fn_v={now}; if [ "$__fn_v" != {shlex.quote(expect.value)} ]; then '
-                     f'__fn_cf_{i}="$__fn_cf_{i}"{shown}; __fn_cj_{i}="$__fn_cj_{i},"{record}; fi')
     return lines
 
 
@@ -237,6 +236,7 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
     states = states or {}
     tag = f"@@fabnet:{nonce}"
     guard_find, arm = _guard_lines(steps, run_id, revert_seconds, host)
+    guards = Guards(steps)
     lines = [
         "trap '' PIPE HUP",
         "umask 022",
@@ -245,8 +245,9 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         f"mkdir -p -m 0700 {JOURNAL_DIR} {BACKUP_ROOT} \"$FABNET_BACKUP_DIR\"",
         *lock_lines(tag, holder, run_id, max_seconds=max_seconds, break_lock=break_lock),
         *guard_find,
-        # Compare-and-swap: what the plan read is read again under the lock, before the first change.
-        *(line for i, step in enumerate(steps) for line in _expect_lines(i, step)),
+        # Compare-and-swap: what the plan read is read again under the lock, before the first change
+        # (and each step's targets once more right before it runs, below).
+        *(line for i in range(len(steps)) for line in guards.before_any(i)),
     ]
     index_of: dict[str, int] = {}
     by_resource: dict[str, list[int]] = {}
@@ -289,13 +290,17 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
                    "else __fn_rc=91; __fn_o='refused: its undo could not be recorded'; fi")
             outcome = f"printf '%s\\n' \"$__fn_st\" > \"$FABNET_BACKUP_DIR/state/{i:04d}\" 2>/dev/null; "
         lines += [
-            f"__fn_ok_{i}=0; __fn_rc=; __fn_jx=",
-            f"if {condition} && [ -n \"$__fn_cf_{i}\" ]; then",
+            f"__fn_ok_{i}=0; __fn_rc=; __fn_jx=; __fn_go=",
+            f"if {condition}; then __fn_go=1",
+            *("  " + line for line in guards.before_step(i)),
+            "fi",
+            f"if [ -n \"$__fn_go\" ] && [ -n \"$__fn_cf_{i}\" ]; then",
             f"  printf '%s\\n' '{tag}:conflict:{i}@@' \"$__fn_cf_{i}\" '{tag}:end:{i}@@'; __fn_st=conflict",
             f"  __fn_jx=',\"conflict\":['\"${{__fn_cj_{i}#,}}\"']'",
-            f"elif {condition}; then",
+            "elif [ -n \"$__fn_go\" ]; then",
             f"  printf '%s\\n' '{tag}:begin:{i}@@'",
             f"  {run}",
+            *("  " + line for line in guards.after_step(i)),
             "  printf '%s\\n' \"$__fn_o\"",
             f"  printf '%s\\n' \"{tag}:rc:{i}:$__fn_rc@@\"",
             "  if [ \"$__fn_rc\" = 0 ]; then __fn_ok_" + str(i) + "=1; __fn_st=ok; "

@@ -3,9 +3,11 @@
 Each step of a run left its undo in /var/backups/fabnet/RUN/undo/NNNN BEFORE it ran, and its outcome
 in RUN/state/NNNN after (a file's undo restores the backup taken before it was replaced, or removes a
 file that did not exist; any undo is safe where its step did not happen). Rollback runs them newest
-first in ONE exec per host, under the same per-host lock as apply (changes.lock_lines), reports each
-with the step it undoes and that step's outcome ("started": cut off mid-step), then marks the run
-rolled back so a second rollback does not undo twice.
+first in ONE exec per host, under the same per-host lock as apply (changes.lock_lines), and reports
+each with the step it undoes and that step's outcome ("started": cut off mid-step). Each undo that
+worked is moved to RUN/undone.TIME/, so a second rollback does not undo it twice; one that failed (a
+file changed by hand since the run) stays in RUN/undo/, and the next rollback of that run, once the
+host is sorted out, retries only those. The run is rolled back when RUN/undo/ is empty.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def build_script(run_id: str | None, nonce: str, holder: changes.Holder, *, max_
         *changes.lock_lines(tag, holder, holder.run_id, max_seconds=max_seconds, break_lock=break_lock),
         pick,
         f'if [ -z "$d" ] || [ ! -d "$d/undo" ]; then printf \'%s\\n\' \'{tag}:none@@\'; exit 3; fi',
-        'FABNET_BACKUP_DIR=$d; export FABNET_BACKUP_DIR; r=${d##*/}',
+        'FABNET_BACKUP_DIR=$d; export FABNET_BACKUP_DIR; r=${d##*/}; u="$d/undone.$(date -u +%Y%m%dT%H%M%SZ)"',
         f"printf '%s\\n' \"{tag}:run:$r@@\"",
         'for f in $(ls -1 "$d/undo" | sort -r); do',
         '  case "$f" in *[!0-9]*) continue;; esac',
@@ -68,11 +70,14 @@ def build_script(run_id: str | None, nonce: str, holder: changes.Holder, *, max_
         '  if [ -z "$s" ]; then if [ -d "$d/state" ]; then s=started; else s=ok; fi; fi',
         "  w=$(sed -n '1s/^# //p' \"$d/undo/$f\")",
         '  o=$(sh -e "$d/undo/$f" 2>&1 </dev/null); rc=$?',
+        # Only an undo that worked is set aside: a failed one stays for the next rollback to retry.
+        '  if [ "$rc" = 0 ]; then mkdir -p "$u" && mv -f "$d/undo/$f" "$u/$f"; fi',
         f"  printf '%s\\n' \"{tag}:undo:$f:$rc:$s@@\" \"$w\" \"$o\"",
         f"  printf '{{\"run\":\"%s\",\"action\":\"rollback\",\"step\":\"%s\",\"rc\":%s,\"time\":\"%s\"}}\\n' "
         f"\"$r\" \"$f\" \"$rc\" \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" >> {changes.JOURNAL}",
         "done",
-        'mv "$d/undo" "$d/undone.$(date -u +%Y%m%dT%H%M%SZ)"',
+        # Everything undone: the run is rolled back, and a second rollback finds nothing left of it.
+        'rmdir "$d/undo" 2>/dev/null',
         f"printf '%s\\n' '{tag}:done@@'",
     ]) + "\n"
 
@@ -113,7 +118,8 @@ def rollback_host(plan: HostPlan, options: engine.Options, run_id: str | None,
         return HostRollback(host.name, "nothing", run_id, problem, warnings=warnings)
     failed = [u for u in undone if u.exit_code != 0]
     status = "failed" if problem or failed else "rolled_back"
-    error = problem or (f"{len(failed)} undo steps failed" if failed else None)
+    error = problem or (f"{len(failed)} undo steps failed; they are kept: roll back again to retry them"
+                        if failed else None)
     return HostRollback(host.name, status, found or run_id, error, undone, warnings)
 
 

@@ -46,7 +46,8 @@ def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id:
     """Undo what a fabnet apply run changed on some hosts: files back from their backups (or removed
     where they did not exist), settings back to their old values, newest change first. ONE exec per host.
     A step a kill cut off is undone too (its undo was recorded before it ran); each undo is reported
-    with the step it undoes and whether that step had finished.
+    with the step it undoes and whether that step had finished. An undo that failed (a file changed by
+    hand since the run) is kept: a later rollback of the run retries those, and only those.
 
     \b
     Example:

@@ -42,7 +42,15 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.interface import BOOT_CONFIG, netdev_of
-from provisioner.resources.steps import PHASE_NETWORK, Expect, Step, command_step, impossible, rewrite_step
+from provisioner.resources.steps import (
+    PHASE_NETWORK,
+    Expect,
+    Step,
+    command_step,
+    impossible,
+    rewrite_step,
+    setting_undo,
+)
 
 # ----------------------------------------------------------------------------------- text edits (pure)
 
@@ -321,16 +329,21 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
                             undo=["ip", "link", "set", "dev", netdev, "mtu", str(old)] if old else None,
                             phase=PHASE_NETWORK, lockout=lockout, netdev=netdev)
         if old:
-            step = dataclasses.replace(step, expect=(Expect.setting(f"the MTU of {netdev}", mtu_read(netdev),
-                                                                    str(old)),))
+            # Undone (by rollback or the revert timer) only while the MTU is still the one set, or the old one.
+            name = f"the MTU of {netdev}"
+            step = dataclasses.replace(step, expect=(Expect.setting(name, mtu_read(netdev), str(old)),),
+                                       undo=setting_undo(name, mtu_read(netdev), str(spec.mtu), str(old),
+                                                         step.undo or ""))
         steps.append(step)
     if "link" in drifted:
         back = "down" if spec.state == "up" else "up"
         step = command_step(target, "link", ("ip", "link", "set", "dev", netdev, spec.state),
                             undo=["ip", "link", "set", "dev", netdev, back], phase=PHASE_NETWORK,
                             lockout=lockout, netdev=netdev)
-        steps.append(dataclasses.replace(step, expect=(Expect.setting(f"the link of {netdev}", link_read(netdev),
-                                                                      str(drifted["link"].actual or back)),)))
+        name, was = f"the link of {netdev}", str(drifted["link"].actual or back)
+        steps.append(dataclasses.replace(step, expect=(Expect.setting(name, link_read(netdev), was),),
+                                         undo=setting_undo(name, link_read(netdev), spec.state, back,
+                                                           step.undo or "")))
     if "mtu_persistent" in drifted and spec.mtu is not None:
         try:
             files: dict[str, Any] = parse_file_listing(stdout_of(results, BOOT_CONFIG, "network config")).files

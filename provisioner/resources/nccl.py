@@ -29,7 +29,14 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.resources.steps import PHASE_PACKAGES, Step, backup_path, impossible, restore_file
+from provisioner.resources.steps import (
+    PHASE_PACKAGES,
+    Step,
+    impossible,
+    restore_file,
+    write_file,
+    write_file_from,
+)
 
 KIND = "nccl"
 
@@ -177,17 +184,16 @@ def _pick_version(spec: NcclSpec, versions_command: str, compare: str) -> str:
     )
 
 
+def pin_text(spec: NcclSpec, version: str) -> str:
+    return f"Package: {spec.package}\nPin: version {version}\nPin-Priority: 1001\n"
+
+
 def _write_pin(spec: NcclSpec) -> str:
-    """Shell writing fabnet's apt pin for version "$found" (after a backup of the old pin, for undo)."""
-    pkg = shlex.quote(spec.package)
-    pin = shlex.quote(pin_file(spec))
-    return (
-        f"b={backup_path(pin_file(spec))}; mkdir -p -- \"$(dirname -- \"$b\")\" {PIN_DIR}; "
-        f"if [ -e {pin} ]; then cp -p -- {pin} \"$b\"; else : > \"$b.absent\"; fi; "
-        f"t=$(mktemp {PIN_DIR}.fabnet.XXXXXXXX); "
-        f"printf 'Package: %s\\nPin: version %s\\nPin-Priority: 1001\\n' {pkg} \"$found\" > \"$t\"; "
-        f"chmod 0644 \"$t\"; sync -- \"$t\"; mv -f -- \"$t\" {pin}; "
-    )
+    """Shell writing fabnet's apt pin for version "$found", which the install picks on the host: the
+    atomic, backed-up write every file gets (steps.write_file_from)."""
+    content = (f"printf 'Package: %s\\nPin: version %s\\nPin-Priority: 1001\\n' {shlex.quote(spec.package)} "
+               '"$found"')
+    return write_file_from(pin_file(spec), content, mode="0644") + "; "
 
 
 def apt_commands(spec: NcclSpec, finish_dpkg: bool = False) -> str:
@@ -210,7 +216,8 @@ def apt_commands(spec: NcclSpec, finish_dpkg: bool = False) -> str:
 
 def hold_commands(spec: NcclSpec, version: str) -> str:
     """Pin and hold the installed `version`: what an install cut short before its last steps left undone."""
-    return f"found={shlex.quote(version)}; " + _write_pin(spec) + f"apt-mark hold {shlex.quote(spec.package)}"
+    return (write_file(pin_file(spec), pin_text(spec, version).encode(), mode="0644")
+            + f"; apt-mark hold {shlex.quote(spec.package)}")
 
 
 def dnf_commands(spec: NcclSpec) -> str:
@@ -238,8 +245,9 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
     pin = pin_file(spec)
     if "version" not in drifted:  # held / pin: audited with apt only
         version = next(c.actual for c in checks if c.attribute == "version") or ""
-        unhold = (f"apt-mark unhold {shlex.quote(spec.package)} >/dev/null; " + restore_file(pin)
-                  if "held" in drifted else restore_file(pin))
+        # The pin's content is known here: its undo leaves a pin changed by hand since the run.
+        restore = restore_file(pin, pin_text(spec, version).encode())
+        unhold = f"apt-mark unhold {shlex.quote(spec.package)} >/dev/null; " + restore if "held" in drifted else restore
         return [Step(target, "hold", hold_commands(spec, version), f"pin {spec.package} {version} + apt-mark hold",
                      undo=unhold, phase=PHASE_PACKAGES, writes=(pin,))]
     version_check = drifted["version"]

@@ -60,6 +60,24 @@ class Expect:
         return cls(name, " ".join(value.split()), read)
 
 
+def read_setting(read: str) -> str:
+    """A command substitution printing what `read` prints with whitespace runs as one space (word
+    splitting, no globbing), as `Expect.setting` keeps a value."""
+    return f"$( (set -f; set -- $({read}); printf '%s' \"$*\") 2>/dev/null)"
+
+
+def setting_undo(name: str, read: str, was_set: str, old: str, undo: str) -> str:
+    """Undo of a runtime setting (a sysctl, an MTU, a link state): `undo` puts back `old` only while
+    `read` still prints what the run set (`was_set`), or still `old` (the step never took effect). A
+    value changed since, by hand or by another run, is left as it is and the undo fails saying so, as
+    `restore_file` does for a file. No `exit`: the revert timer runs several undos in one shell."""
+    now = f"__fn_u={read_setting(read)}"
+    changed = shlex.quote(f"{name} changed since this run set it: not restored (set {' '.join(was_set.split())}, now ")
+    return (f"{now}; if [ \"$__fn_u\" != {shlex.quote(' '.join(was_set.split()))} ] && "
+            f"[ \"$__fn_u\" != {shlex.quote(' '.join(old.split()))} ]; then "
+            f"printf '%s%s)\\n' {changed} \"$__fn_u\" >&2; false; else {undo}; fi")
+
+
 # Edit functions by name: (a file's text, the edit's arguments) -> the text with that edit made. Kinds
 # register theirs (sysctl: set one key), so that every step editing one file can become one write.
 EDITS: dict[str, Callable[..., str]] = {}
@@ -156,8 +174,17 @@ def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | 
     since its undo could not restore it. A symlink is written through (`_resolve`); a directory at
     `path` is refused (a rename would move the new file into it).
     """
-    backup = backup_path(path)
     encoded = base64.b64encode(data).decode()
+    return write_file_from(path, f"printf %s {shlex.quote(encoded)} | base64 -d", mode=mode, owner=owner,
+                           group=group)
+
+
+def write_file_from(path: str, content: str, *, mode: str | None = None, owner: str | None = None,
+                    group: str | None = None) -> str:
+    """`write_file` of what the shell command `content` prints, for content known only on the host (a
+    version an install picked): the same backup, atomic rename and checks. A `content` that fails
+    stops the step with the file untouched."""
+    backup = backup_path(path)
     keep_meta = (
         "if [ -e \"$f\" ]; then chown --reference=\"$f\" \"$t\"; chmod --reference=\"$f\" \"$t\"; "
         "else chmod 0644 \"$t\"; fi; "
@@ -181,7 +208,7 @@ def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | 
         f"rm -f -- \"$b.part\"; echo {no_backup} >&2; exit 1; fi; "
         f"else : > \"$b.absent\"; fi; "
         f"t=$(mktemp \"$d/.fabnet.XXXXXXXX\"); trap 'rm -f -- \"$t\"' EXIT; "
-        f"printf %s {shlex.quote(encoded)} | base64 -d > \"$t\"; "
+        f"{{ {content}; }} > \"$t\"; "
         + keep_meta + meta
         + "sync -- \"$t\"; mv -fT -- \"$t\" \"$f\"; trap - EXIT; sync -- \"$d\""
     )

@@ -29,7 +29,16 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.resources.steps import EDITS, PHASE_SYSCTL, Expect, FileEdit, Step, command_step, edit_step
+from provisioner.resources.steps import (
+    EDITS,
+    PHASE_SYSCTL,
+    Expect,
+    FileEdit,
+    Step,
+    command_step,
+    edit_step,
+    setting_undo,
+)
 
 KIND = "sysctl"
 
@@ -168,19 +177,23 @@ def remedy(spec: SysctlSpec, results: Results, ctx: HostContext, checks: list[Ch
     A file in /etc is edited in place; a packaged one (/usr/lib, /run) is never touched: an /etc file
     named after the key, sorted last, wins over it. Both steps run only if the value, or the file's
     content, is still what was read (`Expect`); the file write is an edit that composes with other
-    sysctls' edits of the same file (plan.merge_writes).
+    sysctls' edits of the same file (plan.merge_writes). The undo of `sysctl -w` puts the old value back
+    only while the parameter still holds the value set (or the old one): a later change is left.
     """
     target = spec.target()
     drifted = {c.attribute: c for c in checks if c.status == "drift"}
     steps: list[Step] = []
     if "value" in drifted:
         old = drifted["value"].actual
-        step = command_step(target, "set", ("sysctl", "-w", f"{canonical(spec.name)}={spec.value}"),
-                            undo=["sysctl", "-w", f"{canonical(spec.name)}={old}"] if old is not None else None,
+        name = canonical(spec.name)
+        step = command_step(target, "set", ("sysctl", "-w", f"{name}={spec.value}"),
+                            undo=["sysctl", "-w", f"{name}={old}"] if old is not None else None,
                             phase=PHASE_SYSCTL)
         probe = _value_probe(spec)
         if old is not None and probe is not None:
-            step = dataclasses.replace(step, expect=(Expect.setting(canonical(spec.name), probe.command, old),))
+            # Set only while it holds what was read; put back only while it holds what was set.
+            step = dataclasses.replace(step, expect=(Expect.setting(name, probe.command, old),),
+                                       undo=setting_undo(name, probe.command, spec.value, old, step.undo or ""))
         steps.append(step)
     if "persistent" in drifted:
         listing = parse_file_listing(stdout_of(results, BOOT_FILES, "reading sysctl.d"))

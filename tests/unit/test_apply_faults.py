@@ -69,11 +69,11 @@ def test_a_setting_changed_since_the_plan_says_what_it_was_and_is(host_dirs: Pat
 
 
 def test_conflicts_are_checked_before_the_first_change(host_dirs: Path) -> None:
-    # Step 0 changes what step 1 was planned against: the check is of the state the plan read, under
-    # the lock, before anything of this run changed it.
+    # Step 0 writes what step 1 was planned against: at the first check (under the lock, before any
+    # change) the file holds what the plan read; right before step 1 it holds what step 0 left.
     conf = host_dirs / "shared"
     conf.write_text("old\n")
-    steps = [step("x[a]", "touch", f"echo new > {conf}"),
+    steps = [step("x[a]", "touch", f"echo new > {conf}", writes=(str(conf),)),
              step("x[b]", "set", "true", expect=(Expect.file(str(conf), "old\n"),))]
     _, result = run_script(steps)
     assert [r.status for r in result.steps] == ["ok", "ok"]
@@ -260,3 +260,57 @@ def test_rollback_refuses_a_live_lock_and_says_how_to_break_it(host_dirs: Path) 
     finally:
         alive.kill()
         alive.wait()
+
+
+def _pstart(pid: int) -> str:
+    """The process's start in clock ticks since boot, as the lock records it."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def test_a_live_holder_keeps_its_lock_however_old_the_clock_makes_it(host_dirs: Path) -> None:
+    # The host's clock jumped forward by more than the run's longest time: its holder still runs.
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        _lock(f"run=old control=x since=y\npid={alive.pid}\nstart={int(time.time()) - 100000}\nmax=50\n"
+              f"pstart={_pstart(alive.pid)}\nboot={BOOT_ID}\n")
+        proc, result = run_script([step("x[a]", "a", "true")])
+        assert proc.returncode == changes.LOCKED_EXIT and result.took_over is None
+        assert re.fullmatch(rf"run=old control=x since=y age=10000[01]s pid={alive.pid}", result.locked_by or "")
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_a_pid_now_held_by_another_process_or_a_lock_from_another_boot_is_stale(host_dirs: Path) -> None:
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        reused = f"pstart={int(_pstart(alive.pid)) - 1}\nboot={BOOT_ID}\n"
+        other_boot = f"pstart={_pstart(alive.pid)}\nboot=00000000-0000-0000-0000-000000000000\n"
+        for record, why in ((reused, "that pid is now another process"),
+                            (other_boot, "it was taken before the host last booted")):
+            _lock(f"run=old control=x since=y\npid={alive.pid}\nstart={int(time.time())}\nmax=500\n{record}")
+            _, result = run_script([step("x[a]", "a", "true")])
+            assert result.steps[0].status == "ok" and result.took_over and why in result.took_over, result
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_a_run_whose_clock_jumps_mid_run_keeps_its_lock(host_dirs: Path) -> None:
+    # Mid-run, the lock's recorded start is moved a day back (as a clock stepped forward would age it),
+    # and a second run tries the host: it is refused, not handed the lock of a run that still works.
+    lock = Path(changes.LOCK_DIR)
+    second = changes.build_script([step("y[b]", "b", f"touch {host_dirs}/second-ran")], "n2", "second-run",
+                                  "gpu01", changes.Holder("second-run", "bob@ctl", "z"))
+    (host_dirs / "second.sh").write_text(second)
+    jump = (f"sed -i \"s/^start=.*/start=$(( $(date +%s) - 86400 ))/\" {lock}/holder; "
+            f"rc=0; sh {host_dirs}/second.sh > {host_dirs}/second.out || rc=$?; echo rc=$rc")
+    _, result = run_script([step("x[a]", "jump", jump)])
+    assert result.steps[0].status == "ok" and result.steps[0].output == f"rc={changes.LOCKED_EXIT}"
+    assert changes.parse_output((host_dirs / "second.out").read_text(), "n2", 1).locked_by
+    assert not (host_dirs / "second-ran").exists()
+    holder = (host_dirs / "second.out").read_text()
+    assert f"run={HOLDER.run_id}" in holder and not lock.exists()  # released at the end of the first run

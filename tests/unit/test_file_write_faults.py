@@ -5,11 +5,17 @@ and after the rollback is checked on the files themselves."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from provisioner.apply import changes, rollback
-from provisioner.resources.steps import file_step
+from provisioner.resources import nccl
+from provisioner.resources.base import HostContext
+from provisioner.resources.steps import Step, file_step
+from tests.unit.resources._recorded import fix
 
 HOLDER = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00:00Z")
 
@@ -105,3 +111,116 @@ def test_rollback_removes_a_file_the_run_created_and_nobody_changed_since(host_d
     assert apply_write(target, b"NEW=1\n").status == "ok"
     assert [u.exit_code for u in roll_back()] == [0]
     assert not target.exists()
+
+
+def test_a_failed_undo_is_kept_and_a_second_rollback_retries_only_it(host_dirs: Path) -> None:
+    kept, other = host_dirs / "etc/nccl.env", host_dirs / "etc/other.env"
+    kept.parent.mkdir()
+    kept.write_text("OLD=1\n")
+    other.write_text("OTHER=1\n")
+    steps = [file_step("file[kept]", "write", str(kept), b"NEW=1\n"),
+             file_step("file[other]", "write", str(other), b"OTHER=2\n")]
+    script = changes.build_script(steps, "n1", HOLDER.run_id, "gpu01", HOLDER)
+    subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30, check=True)
+    assert kept.read_text() == "NEW=1\n" and other.read_text() == "OTHER=2\n"
+    kept.write_text("NEW=1\nBY_HAND=1\n")
+
+    first = roll_back()
+    assert [(u.step, u.exit_code) for u in first] == [("0001", 0), ("0000", 1)]
+    assert other.read_text() == "OTHER=1\n" and kept.read_text() == "NEW=1\nBY_HAND=1\n"
+    run_dir = host_dirs / "backups" / HOLDER.run_id
+    assert sorted(p.name for p in (run_dir / "undo").iterdir()) == ["0000"]  # the failed one, kept
+    # The administrator sorts the file out; the next rollback retries the failed undo, and only it.
+    other.write_text("OTHER=3  # by hand, after the first rollback\n")
+    kept.write_text("NEW=1\n")
+    second = roll_back()
+    assert [(u.step, u.exit_code) for u in second] == [("0000", 0)]
+    assert kept.read_text() == "OLD=1\n" and other.read_text() == "OTHER=3  # by hand, after the first rollback\n"
+    assert not (run_dir / "undo").exists()
+    holder = changes.Holder("20261123T000002Z-fed", "ops@control", "2026-11-23T00:00:02Z")
+    proc = subprocess.run(["sh", "-s"], input=rollback.build_script(HOLDER.run_id, "r1", holder),
+                          capture_output=True, text=True, timeout=30)
+    assert rollback.parse(proc.stdout, "r1")[2] == "no run with something to undo on this host"
+
+
+# ---------------------------------------------------------------------------- the NCCL apt pin
+
+MADISON = ("  libnccl2 | 2.23.4-1+cuda12.6 | file:/repo ./ Packages\n"
+           "  libnccl2 | 2.21.5-1+cuda12.4 | file:/repo ./ Packages\n")
+
+
+def _apt_shims(host_dirs: Path) -> dict[str, str]:
+    """apt-cache, apt-get and apt-mark that answer as a node's would and log what they are asked."""
+    shims = host_dirs / "apt-shims"
+    shims.mkdir(exist_ok=True)
+    log = host_dirs / "apt.log"
+    (shims / "apt-cache").write_text(f"#!/bin/sh\nprintf '%s' {shlex.quote(MADISON)}\n")
+    for name in ("apt-get", "apt-mark"):
+        (shims / name).write_text(f"#!/bin/sh\necho {name} \"$*\" >> {log}\n")
+    for shim in shims.iterdir():
+        shim.chmod(0o755)
+    return {"PATH": f"{shims}:{os.environ['PATH']}"}
+
+
+def _nccl_step(monkeypatch: pytest.MonkeyPatch, pins: Path, probe: str) -> Step:
+    monkeypatch.setattr(nccl, "PIN_DIR", f"{pins}/")
+    [step] = fix("nccl", {"version": "==2.21.5"}, {"dpkg-query": probe}, HostContext("gpu01", package_manager="apt"))
+    return step
+
+
+def _run(step: Step, env: dict[str, str]) -> changes.StepResult:
+    script = changes.build_script([step], "n0nce", HOLDER.run_id, "gpu01", HOLDER)
+    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30,
+                          env={**os.environ, **env})
+    return changes.parse_output(proc.stdout, "n0nce", 1).steps[0]
+
+
+def test_the_nccl_install_writes_its_pin_atomically_after_a_backup(host_dirs: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pins = host_dirs / "preferences.d"
+    pins.mkdir()
+    pin = pins / "fabnet-libnccl2"
+    pin.write_text("Package: libnccl2\nPin: version 2.18.3-1+cuda12.2\nPin-Priority: 1001\n")
+    pin.chmod(0o600)
+    step = _nccl_step(monkeypatch, pins, "dpkg install ok installed 2.18.3-1+cuda12.2\npin version 2.18.3\n")
+    assert step.action == "install"
+    result = _run(step, _apt_shims(host_dirs))
+    assert result.status == "ok", result.output
+    assert pin.read_text() == "Package: libnccl2\nPin: version 2.21.5-1+cuda12.4\nPin-Priority: 1001\n"
+    assert pin.stat().st_mode & 0o777 == 0o644 and not list(pins.glob(".fabnet.*"))
+    backup = host_dirs / "backups" / HOLDER.run_id / str(pin).lstrip("/")
+    assert backup.read_text() == "Package: libnccl2\nPin: version 2.18.3-1+cuda12.2\nPin-Priority: 1001\n"
+    assert "apt-get install -y -q --allow-downgrades --allow-change-held-packages -o " \
+           "Dpkg::Options::=--force-confold libnccl2=2.21.5-1+cuda12.4" in (host_dirs / "apt.log").read_text()
+
+
+def test_a_pin_that_cannot_be_backed_up_is_not_written_and_nothing_is_installed(
+        host_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pins = host_dirs / "preferences.d"
+    pins.mkdir()
+    pin = pins / "fabnet-libnccl2"
+    pin.write_text("Pin: by hand\n")
+    env = _apt_shims(host_dirs)
+    (host_dirs / "apt-shims/cp").write_text("#!/bin/sh\necho 'cp: No space left on device' >&2\nexit 1\n")
+    (host_dirs / "apt-shims/cp").chmod(0o755)
+    step = _nccl_step(monkeypatch, pins, "dpkg install ok installed 2.18.3-1+cuda12.2\npin version 2.18.3\n")
+    result = _run(step, env)
+    assert result.status == "failed" and "could not be backed up: not written" in result.output
+    assert pin.read_text() == "Pin: by hand\n"
+    assert not (host_dirs / "apt.log").exists()  # neither apt-get nor apt-mark ran
+
+
+def test_the_pin_and_hold_of_an_installed_version_is_undone_only_while_the_pin_is_as_written(
+        host_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pins = host_dirs / "preferences.d"
+    pins.mkdir()
+    pin = pins / "fabnet-libnccl2"
+    step = _nccl_step(monkeypatch, pins, "dpkg hold ok installed 2.21.5-1+cuda12.4\npin\n")
+    assert step.action == "hold"
+    assert _run(step, _apt_shims(host_dirs)).status == "ok"
+    assert pin.read_text() == "Package: libnccl2\nPin: version 2.21.5-1+cuda12.4\nPin-Priority: 1001\n"
+    pin.write_text(pin.read_text() + "# by hand\n")
+    undone = roll_back()
+    assert [u.exit_code for u in undone] == [1] and "changed since this run wrote it" in undone[0].output
+    pin.write_text("Package: libnccl2\nPin: version 2.21.5-1+cuda12.4\nPin-Priority: 1001\n")
+    assert [u.exit_code for u in roll_back()] == [0] and not pin.exists()  # the run created it

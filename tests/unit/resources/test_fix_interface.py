@@ -129,7 +129,9 @@ def test_drifted_mtu_gives_runtime_and_persist_steps() -> None:
                       {IP: ip, CONFIG: listing({"/etc/systemd/network/10-data.network": NETWORKD_NO_MTU})})
     assert [s.action for s in steps] == ["mtu", "persist"]
     assert steps[0].command == "ip link set dev eth1 mtu 9000"
-    assert steps[0].undo == "ip link set dev eth1 mtu 1500"
+    # Put back only while the MTU is still the one set (or the old one): see the rollback test below.
+    assert (steps[0].undo or "").endswith("else ip link set dev eth1 mtu 1500; fi")
+    assert '[ "$__fn_u" != 9000 ] && [ "$__fn_u" != 1500 ]' in (steps[0].undo or "")
     assert steps[1].writes == ("/etc/systemd/network/10-data.network",)
     assert not steps[0].lockout
 

@@ -96,7 +96,8 @@ def test_sysctl_set_now_and_edited_in_its_etc_file() -> None:
                       {LIVE: "0\n", BOOT: listing({"/etc/sysctl.d/90-lab.conf":
                                                     "# x\nnet.ipv4.conf.all.arp_ignore = 0\nnet.core.rmem_max = 5\n"})})
     assert steps[0].command == "sysctl -w net.ipv4.conf.all.arp_ignore=1"
-    assert steps[0].undo == "sysctl -w net.ipv4.conf.all.arp_ignore=0"
+    assert (steps[0].undo or "").endswith("else sysctl -w net.ipv4.conf.all.arp_ignore=0; fi")
+    assert "</proc/sys/net/ipv4/conf/all/arp_ignore" in (steps[0].undo or "")  # guarded by the live value
     assert steps[1].writes == ("/etc/sysctl.d/90-lab.conf",)
     assert _written(steps[1]) == "# x\nnet.ipv4.conf.all.arp_ignore = 1\nnet.core.rmem_max = 5\n"
 

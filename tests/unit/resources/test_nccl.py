@@ -77,7 +77,9 @@ def test_only_the_hold_and_pin_drifting_pins_and_holds_the_installed_version() -
 
     (step,) = fix("nccl", {"version": "2.21.5"}, {PROBE: f"dpkg install ok installed {V}\npin\n"})
     assert step.action == "hold" and "apt-get install" not in step.command
-    assert step.command.startswith(f"found={shlex.quote(V)}; ") and step.command.endswith("apt-mark hold libnccl2")
+    # The pin is written as every file is (atomic, backed up; run for real in test_file_write_faults).
+    assert step.command.startswith("f=/etc/apt/preferences.d/fabnet-libnccl2; ")
+    assert step.command.endswith("; apt-mark hold libnccl2") and "mv -fT" in step.command
     assert step.undo and "apt-mark unhold libnccl2" in step.undo
     assert fix("nccl", {"version": "2.21.5"}, {PROBE: HELD_AND_PINNED}) == []
 
