@@ -455,13 +455,20 @@ def test_metacharacters_fail_validation_or_arrive_quoted(alab: Lab, inventory: P
     assert [next(iter(r)) for r in accepted].count("sysctl") >= 3
     playbook = tmp_path / "inj.yml"
     playbook.write_text(yaml.safe_dump([{"name": "inj", "hosts": "gpu01", "resources": accepted}]))
+    # A sysfs root or management interface that is not a plain path or interface name is refused when the
+    # inventory loads (exit 3, the key named), before any host is contacted.
+    for key, value in (("fabnet_sysfs_root", "/var/lib/fabnet-lab/sys; touch /tmp/pwned-sysfs"),
+                       ("fabnet_management_interfaces", ["$(touch /tmp/pwned-mgmt)"])):
+        refused = tmp_path / f"refused-{key}"
+        (refused / "host_vars").mkdir(parents=True)
+        (refused / "host_vars" / "gpu01.yml").write_text(yaml.safe_dump({key: value}))
+        (refused / "hosts.yml").write_text(inventory.read_text())
+        proc = fabnet("apply", str(refused / "hosts.yml"), "-p", str(playbook), "--limit", "gpu01", "--yes",
+                      "--journal", str(tmp_path / "j.jsonl"))
+        assert proc.returncode == 3 and key in proc.stderr, (proc.returncode, proc.stderr[-2000:])
     evil = tmp_path / "evil"
     (evil / "host_vars").mkdir(parents=True)
-    (evil / "host_vars" / "gpu01.yml").write_text(yaml.safe_dump({
-        "fabnet_ofed_install_command": INSTALL_COMMAND,
-        "fabnet_sysfs_root": "/var/lib/fabnet-lab/sys; touch /tmp/pwned-sysfs",
-        "fabnet_management_interfaces": ["$(touch /tmp/pwned-mgmt)"],
-    }))
+    (evil / "host_vars" / "gpu01.yml").write_text(yaml.safe_dump({"fabnet_ofed_install_command": INSTALL_COMMAND}))
     (evil / "hosts.yml").write_text(inventory.read_text())
     for args in (("--check",), ("--yes",)):
         fabnet("apply", str(evil / "hosts.yml"), "-p", str(playbook), "--limit", "gpu01", "--json",
