@@ -23,6 +23,7 @@ from provisioner.lab import manager
 from provisioner.lab.emulation.ofed_install import INSTALL_COMMAND
 from provisioner.lab.state import NodeRecord
 from tests.e2e.conftest import Lab, lab_name
+from tests.e2e.terminal import read_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "playbooks" / "site.yml"
@@ -759,25 +760,6 @@ def test_a_hosts_terminal_escapes_reach_no_output_raw(alab: Lab, inventory: Path
     assert failure is not None and "\\x1b]0;owned\\x07" in (failure.text or "")
 
 
-def _read_until(fd: int, text: str, timeout: float) -> str:
-    """What a terminal shows until `text` appears (or the program ends, or time runs out)."""
-    import select
-
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while text.encode() not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if ready:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    return seen.decode(errors="replace")
-
-
 def test_an_edit_made_while_apply_waits_at_its_prompt_is_never_overwritten(alab: Lab, inventory: Path,
                                                                           first_apply: dict,
                                                                           tmp_path: Path) -> None:
@@ -792,7 +774,7 @@ def test_an_edit_made_while_apply_waits_at_its_prompt_is_never_overwritten(alab:
                                start_new_session=True)
     os.close(secondary)
     try:
-        shown = _read_until(primary, "Apply these changes?", 120)
+        shown = read_until(primary, "Apply these changes?", 120)
         assert "Apply these changes?" in shown, shown[-2000:]
         # Meanwhile another apply converges the host, and an administrator adds a line by hand.
         other = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu02", "--yes",

@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import yaml
 
 from provisioner.lab import manager
 from tests.e2e.conftest import Lab, lab_name
+from tests.e2e.terminal import read_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -110,11 +109,8 @@ def test_an_mtu_set_by_hand_while_apply_waits_at_its_prompt_is_left(lab: Lab, pl
                                start_new_session=True)
     os.close(secondary)
     try:
-        seen, end = b"", time.monotonic() + 120
-        while b"Apply these changes?" not in seen and time.monotonic() < end:
-            if select.select([primary], [], [], 1)[0]:
-                seen += os.read(primary, 65536)
-        assert b"Apply these changes?" in seen, seen[-2000:]
+        seen = read_until(primary, "Apply these changes?", 120)
+        assert "Apply these changes?" in seen, seen[-2000:]
         lab.ssh(node, "ip link set eth1 mtu 4200")
         os.write(primary, b"y\n")
         out, _ = waiting.communicate(timeout=120)
