@@ -14,12 +14,12 @@ Anything else, and anything before the first `hca_id:`, is listed in `unplaced`.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from pydantic import Field
 
 from provisioner.errors import ParseError
+from provisioner.parsers._gid import gid_of
 from provisioner.parsers._text import Collector, Fact, Line, Parsed, Unplaced, content_lines, fail, is_prompt, to_int
 from provisioner.parsers.hca_faults import is_fault
 
@@ -47,7 +47,8 @@ class Gid(Fact):
     """`type` is `IB`, `RoCE v1` or `RoCE v2` as printed (IB when the port is InfiniBand and none is)."""
 
     index: int
-    gid: str
+    gid: str  # as printed: full or short form, by rdma-core release
+    gid_normal: str  # the full form (see _gid.normal_gid): compare this one
     type: str | None = None
 
 
@@ -201,14 +202,11 @@ class _Device:
 
 def _gid(line: Line, match: re.Match[str], port: _Port) -> Gid:
     value = match.group("gid")
-    try:
-        ipaddress.IPv6Address(value)
-    except ValueError:
-        fail(KIND, f"GID is not an IPv6-style address: {value!r}", line)
+    normal = gid_of(KIND, value, line)
     kind = match.group("type")
     if kind is None and (port.attributes.get("link_layer") or "").lower() == "infiniband":
         kind = "IB"
-    return Gid(index=int(match.group("index")), gid=value, type=kind.strip() if kind else None)
+    return Gid(index=int(match.group("index")), gid=value, gid_normal=normal, type=kind.strip() if kind else None)
 
 
 def parse_ibv_devinfo(text: str) -> IbvDevinfo:

@@ -293,15 +293,16 @@ def _single_int(text: str, what: str) -> int:
     return int(match[1])
 
 
-def _port(text: str) -> IbvPort:
+def _port(text: str) -> tuple[str, IbvPort]:
+    """The device ibv_devinfo names and the port read, so that show_gids rows can be matched to both."""
     devices = require_complete(parse_ibv_devinfo(text), "ibv_devinfo").devices
-    ports = [port for device in devices[:1] for port in device.ports]
+    ports = [(device.name, port) for device in devices[:1] for port in device.ports]
     if not ports:
         raise ProbeFailed("ibv_devinfo: no device or port in the output")
-    return next((p for p in ports if p.port == PORT), ports[0])
+    return next((p for p in ports if p[1].port == PORT), ports[0])
 
 
-def _gid_check(spec: RoceQosSpec, port: IbvPort, show_gids: str | None) -> Check:
+def _gid_check(spec: RoceQosSpec, device: str, port: IbvPort, show_gids: str | None) -> Check:
     index = spec.gid_index
     assert index is not None
     desired = f"index {index}: RoCE v2"
@@ -312,7 +313,11 @@ def _gid_check(spec: RoceQosSpec, port: IbvPort, show_gids: str | None) -> Check
             rows = require_complete(parse_show_gids(show_gids), "show_gids").gids
         except ParseError:
             rows = []
-        row = next((r for r in rows if r.index == index and r.port == port.port), None)
+        # The row of this device's port at this index, holding the same GID: show_gids may list several
+        # devices, and prints the full form where ibv_devinfo may print the short one, so the normal forms
+        # are compared. A row with another GID means the table changed between the two reads: no answer.
+        row = next((r for r in rows if (r.device, r.port, r.index, r.gid_normal)
+                    == (device, port.port, index, gid.gid_normal)), None)
         kind = {"v1": "RoCE v1", "v2": "RoCE v2"}.get(row.version, row.version) if row else None
     if gid is None:
         return drift("gid_index", desired, f"no index {index}")
@@ -332,7 +337,7 @@ def _devinfo_checks(spec: RoceQosSpec, results: Results, ctx: HostContext) -> li
     if spec.gid_index is not None:
         attributes.append(("gid_index", f"index {spec.gid_index}: RoCE v2"))
     try:
-        port = _port(stdout_of(results, _ibv_devinfo(spec, ctx), "ibv_devinfo -v"))
+        device, port = _port(stdout_of(results, _ibv_devinfo(spec, ctx), "ibv_devinfo -v"))
     except (ProbeFailed, ParseError) as exc:
         return errors_for(attributes, str(exc))
     checks: list[Check] = []
@@ -344,7 +349,7 @@ def _devinfo_checks(spec: RoceQosSpec, results: Results, ctx: HostContext) -> li
     if spec.gid_index is not None:
         result = results.get(_show_gids(spec, ctx))
         show_gids = result.stdout if result is not None and result.exit_code == 0 else None
-        checks.append(_gid_check(spec, port, show_gids))
+        checks.append(_gid_check(spec, device, port, show_gids))
     return checks
 
 

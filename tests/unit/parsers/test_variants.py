@@ -72,6 +72,8 @@ def _shift_back(kind: str, facts: dict, by: int) -> dict:
     if kind == "nccl_debug":
         for records in ("completion_errors", "communicators", "suspect_interfaces"):
             facts[records] = [{**r, "line": r["line"] - by} for r in facts[records]]
+    if kind == "show_gids":
+        facts["tables"] = [{**t, "line": t["line"] - by} for t in facts["tables"]]
     if kind == "ibstat":
         facts["errors"] = [re.sub(r"^line (\d+)", lambda m: f"line {int(m[1]) - by}", e) for e in facts["errors"]]
     return facts

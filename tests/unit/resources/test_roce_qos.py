@@ -67,6 +67,21 @@ DEVINFO_ROCE = (
 )
 # Older tools print the GIDs without their type.
 DEVINFO_UNTYPED = DEVINFO_ROCE.replace(", RoCE v1", "").replace(", RoCE v2", "")
+# `show_gids mlx5_0` of that port after another device's table, in show_gids' full form of the same GIDs
+# (ibv_devinfo printed indexes 1 and 3 short).
+GIDS_ROCE = (
+    "DEV     PORT    INDEX   GID                                     IPv4            VER     DEV\n"
+    "---     ----    -----   ---                                     ------------    ---     ---\n"
+    "mlx5_1  1       3       0000:0000:0000:0000:0000:ffff:c000:0203 192.0.2.3       v1      eth2\n"
+    "n_gids_found=1\n"
+    "DEV     PORT    INDEX   GID                                     IPv4            VER     DEV\n"
+    "---     ----    -----   ---                                     ------------    ---     ---\n"
+    "mlx5_0  1       0       fe80:0000:0000:0000:5aa2:e1ff:fe2a:09b8                 v1      eth1\n"
+    "mlx5_0  1       1       fe80:0000:0000:0000:5aa2:e1ff:fe2a:09b8                 v2      eth1\n"
+    "mlx5_0  1       2       0000:0000:0000:0000:0000:ffff:c000:0202 192.0.2.2       v1      eth1\n"
+    "mlx5_0  1       3       0000:0000:0000:0000:0000:ffff:c000:0202 192.0.2.2       v2      eth1\n"
+    "n_gids_found=4\n"
+)
 
 # mlnx_qos after `--tsa ets,... --tcbw 10,...,30`, in the layout the lab's mlnx_qos prints.
 QOS_ETS = """\
@@ -160,8 +175,16 @@ CASES = [
     pytest.param({"rdma_device": "mlx5_0", "gid_index": 2}, {DEVINFO: DEVINFO_ROCE, GIDS: sample("show_gids-3.txt")},
                  [("gid_index", "drift", "index 2: RoCE v2", "index 2: RoCE v1")], id="gid-is-v1"),
     pytest.param({"rdma_device": "mlx5_0", "gid_index": 3},
-                 {DEVINFO: DEVINFO_UNTYPED, GIDS: sample("show_gids-3.txt")},
+                 {DEVINFO: DEVINFO_UNTYPED, GIDS: GIDS_ROCE},
                  [("gid_index", "ok", "index 3: RoCE v2", "index 3: RoCE v2")], id="gid-type-from-show-gids"),
+    # show_gids' index 3 holds another GID than ibv_devinfo's (another host's table, or the table changed
+    # between the two reads): its type says nothing about this GID.
+    pytest.param({"rdma_device": "mlx5_0", "gid_index": 3},
+                 {DEVINFO: DEVINFO_UNTYPED, GIDS: sample("show_gids-3.txt")},
+                 [("gid_index", "error", "index 3: RoCE v2", None)], id="gid-type-from-another-gid"),
+    pytest.param({"rdma_device": "mlx5_0", "gid_index": 2},
+                 {DEVINFO: DEVINFO_UNTYPED, GIDS: GIDS_ROCE},
+                 [("gid_index", "drift", "index 2: RoCE v2", "index 2: RoCE v1")], id="gid-v1-from-show-gids"),
     pytest.param({"rdma_device": "mlx5_0", "gid_index": 3}, {DEVINFO: DEVINFO_UNTYPED, GIDS: NOT_FOUND},
                  [("gid_index", "error", "index 3: RoCE v2", None)], id="gid-type-unknown"),
     pytest.param({"interface": "eth1", "tsa": ["ets"] * 8, "tcbw": [10] * 7 + [30]}, {QOS: QOS_ETS},
