@@ -66,15 +66,20 @@ def read_setting(read: str) -> str:
     return f"$( (set -f; set -- $({read}); printf '%s' \"$*\") 2>/dev/null)"
 
 
-def setting_undo(name: str, read: str, was_set: str, old: str, undo: str) -> str:
-    """Undo of a runtime setting (a sysctl, an MTU, a link state): `undo` puts back `old` only while
-    `read` still prints what the run set (`was_set`), or still `old` (the step never took effect). A
-    value changed since, by hand or by another run, is left as it is and the undo fails saying so, as
-    `restore_file` does for a file. No `exit`: the revert timer runs several undos in one shell."""
+def setting_undo(name: str, read: str, was_set: str, old: str, undo: str, *, unchanged: str | None = None) -> str:
+    """Undo of a runtime setting (a sysctl, an MTU, a link state, a QoS value, a module, a unit's
+    state): `undo` puts back `old` only while `read` still prints what the run set (`was_set`), or still
+    `old` (the step never took effect; then `unchanged` runs instead where given, for an undo that
+    fails with nothing to do, as `modprobe -r` of a module not loaded does). A value changed since, by
+    hand or by another run, is left as it is and the undo fails saying so, as `restore_file` does for a
+    file. Values compare with whitespace runs as one space. No `exit`: the revert timer runs several
+    undos in one shell."""
     now = f"__fn_u={read_setting(read)}"
+    set_word, old_word = shlex.quote(" ".join(was_set.split())), shlex.quote(" ".join(old.split()))
     changed = shlex.quote(f"{name} changed since this run set it: not restored (set {' '.join(was_set.split())}, now ")
-    return (f"{now}; if [ \"$__fn_u\" != {shlex.quote(' '.join(was_set.split()))} ] && "
-            f"[ \"$__fn_u\" != {shlex.quote(' '.join(old.split()))} ]; then "
+    same = "" if unchanged is None else f"if [ \"$__fn_u\" = {old_word} ]; then {unchanged}; el"
+    return (f"{now}; {same}if [ \"$__fn_u\" != {set_word} ] && "
+            f"[ \"$__fn_u\" != {old_word} ]; then "
             f"printf '%s%s)\\n' {changed} \"$__fn_u\" >&2; false; else {undo}; fi")
 
 
