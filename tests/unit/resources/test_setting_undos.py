@@ -1,0 +1,55 @@
+"""The undos of kernel_module and service steps, run in sh against stand-in tools printing what the real
+ones print: each puts its setting back only while it still reads as the run left it (or as it was), and
+otherwise leaves it and says what it is now (steps.setting_undo)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ._recorded import LSMOD, fix
+
+STOPPED = "LoadState=loaded\nActiveState=inactive\nSubState=dead\nUnitFileState=disabled\n"
+
+
+def _tool(bin_dir: Path, name: str, read: str) -> None:
+    """A stand-in `name`: run with `read`'s arguments it prints the file `state`, otherwise it logs them."""
+    path = bin_dir / name
+    path.write_text(f"#!/bin/sh\nd=$(dirname \"$0\")/..\nif [ \"$*\" = {read!r} ]; then cat \"$d/state\"; "
+                    "exit 0; fi\necho \"$*\" >> \"$d/log\"\n")
+    path.chmod(0o755)
+
+
+def _run(host: Path, undo: str, state: str) -> subprocess.CompletedProcess[str]:
+    (host / "state").write_text(state)
+    env = {**os.environ, "PATH": f"{host}/bin:{os.environ['PATH']}"}
+    return subprocess.run(["sh", "-ec", undo], capture_output=True, text=True, env=env, timeout=30, check=False)
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Path:
+    (tmp_path / "bin").mkdir()
+    _tool(tmp_path / "bin", "lsmod", "")
+    _tool(tmp_path / "bin", "modprobe", "never")
+    return tmp_path
+
+
+PEERMEM = "nvidia_peermem         16384  0\n"
+
+
+@pytest.mark.parametrize(("state", "lsmod", "undone"), [
+    ("loaded", LSMOD + PEERMEM, "-r -- nvidia-peermem"),  # still loaded: unloaded again
+    ("loaded", LSMOD, None),  # unloaded since: nothing to do (modprobe -r would fail)
+    ("absent", LSMOD, "-- nvidia-peermem"),
+    ("absent", LSMOD + PEERMEM, None),
+])
+def test_a_module_is_put_back_only_where_it_is_as_the_run_left_it(host: Path, state: str, lsmod: str,
+                                                                  undone: str | None) -> None:
+    before = LSMOD if state == "loaded" else LSMOD + PEERMEM
+    step = fix("kernel_module", {"name": "nvidia-peermem", "state": state, "persistent": False}, {"lsmod": before})[0]
+    proc = _run(host, step.undo or "", lsmod)
+    assert proc.returncode == 0, proc.stderr
+    assert ((host / "log").read_text() if (host / "log").exists() else None) == (undone and undone + "\n")
