@@ -53,3 +53,38 @@ def test_a_module_is_put_back_only_where_it_is_as_the_run_left_it(host: Path, st
     proc = _run(host, step.undo or "", lsmod)
     assert proc.returncode == 0, proc.stderr
     assert ((host / "log").read_text() if (host / "log").exists() else None) == (undone and undone + "\n")
+
+
+@pytest.mark.parametrize(("spec", "now", "undone"), [
+    ({"state": "started"}, "ActiveState=active\n", "stop -- openibd.service"),
+    ({"state": "started"}, "ActiveState=inactive\n", None),  # stopped since (or never started): as it was
+    ({"state": "stopped"}, "ActiveState=inactive\n", "start -- openibd.service"),
+    ({"state": "started", "enabled": True}, "UnitFileState=enabled\n", "disable -- openibd.service"),
+])
+def test_a_unit_is_put_back_only_where_it_is_as_the_run_left_it(host: Path, spec: dict[str, object], now: str,
+                                                                  undone: str | None) -> None:
+    _tool(host / "bin", "systemctl", "show --property=" + now.partition("=")[0] + " -- openibd.service")
+    before = STOPPED if spec["state"] == "started" else STOPPED.replace("=inactive", "=active")
+    prop = now.partition("=")[0]
+    steps = fix("service", {"name": "openibd", **spec}, {"systemctl show": before})
+    step = next(s for s in steps if prop in (s.undo or ""))
+    proc = _run(host, step.undo or "", now)
+    assert proc.returncode == 0, proc.stderr
+    assert ((host / "log").read_text() if (host / "log").exists() else None) == (undone and undone + "\n")
+
+
+@pytest.mark.parametrize(("spec", "now", "message"), [
+    ({"state": "started"}, "ActiveState=failed\n", "the ActiveState of openibd.service changed since this run set "
+                                                   "it: not restored (set active, now failed)"),
+    ({"state": "started", "enabled": True}, "UnitFileState=masked\n",
+     "the UnitFileState of openibd.service changed since this run set it: not restored (set enabled, now masked)"),
+])
+def test_a_unit_changed_since_the_run_is_left_and_the_undo_says_so(host: Path, spec: dict[str, object], now: str,
+                                                                  message: str) -> None:
+    _tool(host / "bin", "systemctl", "show --property=" + now.partition("=")[0] + " -- openibd.service")
+    prop = now.partition("=")[0]
+    steps = fix("service", {"name": "openibd", **spec}, {"systemctl show": STOPPED})
+    step = next(s for s in steps if prop in (s.undo or ""))
+    proc = _run(host, step.undo or "", now)
+    assert proc.returncode != 0 and proc.stderr.strip() == message
+    assert not (host / "log").exists()
