@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.resources.steps import restore_file, write_file_from
+
 from ._recorded import LSMOD, fix
 
 STOPPED = "LoadState=loaded\nActiveState=inactive\nSubState=dead\nUnitFileState=disabled\n"
@@ -88,3 +90,29 @@ def test_a_unit_changed_since_the_run_is_left_and_the_undo_says_so(host: Path, s
     proc = _run(host, step.undo or "", now)
     assert proc.returncode != 0 and proc.stderr.strip() == message
     assert not (host / "log").exists()
+
+
+@pytest.mark.parametrize(("edit", "restored"), [(None, True), ("Pin: version 2.23.4-1\n", False)])
+def test_a_file_written_from_host_content_is_restored_only_as_the_run_left_it(tmp_path: Path, edit: str | None,
+                                                                              restored: bool) -> None:
+    pin = tmp_path / "preferences.d/fabnet-libnccl2"
+    pin.parent.mkdir()
+    pin.write_text("Pin: version 2.18.3-1\n")
+    env = {**os.environ, "FABNET_BACKUP_DIR": str(tmp_path / "backup")}
+    found = "found=2.21.5-1; " + write_file_from(str(pin), "printf 'Pin: version %s\\n' \"$found\"", record=True)
+    assert subprocess.run(["sh", "-ec", found], env=env, timeout=30, check=False).returncode == 0
+    assert pin.read_text() == "Pin: version 2.21.5-1\n"
+    if edit is not None:
+        pin.write_text(edit)
+    proc = subprocess.run(["sh", "-ec", restore_file(str(pin), recorded=True)], capture_output=True, text=True,
+                          env=env, timeout=30, check=False)
+    assert (proc.returncode == 0) == restored
+    assert pin.read_text() == ("Pin: version 2.18.3-1\n" if restored else edit)
+    if not restored:
+        assert proc.stderr.strip() == f"{pin} changed since this run wrote it: not restored (its edit is kept)"
+
+
+def test_the_nccl_install_undo_puts_back_the_pin_first_and_only_as_the_run_left_it() -> None:
+    step = fix("nccl", {"version": "==2.21.5"}, {"dpkg-query": "dpkg 2.18.3-1+cuda12.2\n"})[0]
+    assert '$b.written' in step.command and '"$(cat -- "$b.written" 2>/dev/null)"' in (step.undo or "")
+    assert (step.undo or "").index("changed since this run wrote it") < (step.undo or "").index("apt-get install")
