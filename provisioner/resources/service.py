@@ -134,13 +134,19 @@ def evaluate(spec: ServiceSpec, results: Results, ctx: HostContext) -> list[Chec
 # ---------------------------------------------------------------------------------------------- remedy
 
 
+_RUNNING = {"active": "active", "reloading": "active", "activating": "active", "inactive": "inactive",
+            "failed": "inactive", "deactivating": "inactive"}
+
+
 def _guarded(step: Step, unit: str, prop: str, was_set: str, actual: str | None) -> Step:
     """`step` with its undo run only while `prop` of `unit` is what the step sets it to, or still what
     it was (`actual`, as the check printed it: "inactive (dead)"); nothing is done in the second case."""
-    old = (actual or "").split(" (", 1)[0]
+    old = _RUNNING.get((actual or "").split(" (", 1)[0], "") if prop == "ActiveState" else (actual or "")
     if not old or step.undo is None:
         return step
-    read = f"{sh('systemctl', 'show', f'--property={prop}', '--', unit)} | sed {sh('s/^[^=]*=//')}"
+    # Running or not is what a start or stop sets: a unit that failed or is stopping counts as stopped.
+    folds = "".join(f"; s/^{state}$/{to}/" for state, to in _RUNNING.items() if prop == "ActiveState" and state != to)
+    read = f"{sh('systemctl', 'show', f'--property={prop}', '--', unit)} | sed {sh('s/^[^=]*=//' + folds)}"
     undo = setting_undo(f"the {prop} of {unit}", read, was_set, old, step.undo, unchanged=":")
     return dataclasses.replace(step, undo=undo)
 
