@@ -7,6 +7,7 @@ Module names compare with `-` and `_` as the same character, as the kernel does.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from provisioner.errors import ParseError
@@ -28,7 +29,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.resources.steps import PHASE_MODULES, Step, command_step, rewrite_step
+from provisioner.resources.steps import PHASE_MODULES, Step, command_step, rewrite_step, setting_undo
 
 KIND = "kernel_module"
 
@@ -42,6 +43,12 @@ _LSMOD_LINE = re.compile(r"^(?P<name>\S+)\s+(?P<size>[0-9]+)\s+(?P<used>-?[0-9]+
 
 def _norm(name: str) -> str:
     return name.replace("-", "_")
+
+
+def loaded_read(name: str) -> str:
+    """Shell printing `loaded` or `absent` for module `name`, read from `lsmod` as the probe reads it."""
+    program = '$1 == ENVIRON["FABNET_MODULE"] {f = 1} END {print (f ? "loaded" : "absent")}'
+    return f"lsmod | FABNET_MODULE={sh(_norm(name))} awk {sh(program)}"
 
 
 def parse_lsmod(text: str) -> dict[str, list[str]]:
@@ -129,12 +136,16 @@ def remedy(spec: KernelModuleSpec, results: Results, ctx: HostContext, checks: l
     notify = tuple(spec.notify)
     steps: list[Step] = []
     if "loaded" in drifted:
-        if spec.state == "loaded":
-            steps.append(command_step(target, "load", ("modprobe", "--", spec.name),
-                                      undo=["modprobe", "-r", "--", spec.name], phase=PHASE_MODULES, notify=notify))
-        else:
-            steps.append(command_step(target, "unload", ("modprobe", "-r", "--", spec.name),
-                                      undo=["modprobe", "--", spec.name], phase=PHASE_MODULES, notify=notify))
+        load = spec.state == "loaded"
+        verb, back = ((), ("-r",)) if load else (("-r",), ())
+        step = command_step(target, "load" if load else "unload", ("modprobe", *verb, "--", spec.name),
+                            undo=["modprobe", *back, "--", spec.name], phase=PHASE_MODULES, notify=notify)
+        # Put back only while the module is as the run left it; one already as it was is left alone
+        # (`modprobe -r` of a module not loaded fails). A module has two states, so a change since can
+        # only be back to the old one: what the guard adds is that nothing is done then.
+        old = "absent" if load else "loaded"
+        steps.append(dataclasses.replace(step, undo=setting_undo(
+            f"module {spec.name}", loaded_read(spec.name), spec.state, old, step.undo or "", unchanged=":")))
     if "persistent" in drifted:
         # Each write runs only if its file still holds what was read (or is still missing).
         listing = parse_file_listing(stdout_of(results, BOOT_LISTS, "reading modules-load.d"))

@@ -193,7 +193,7 @@ def _write_pin(spec: NcclSpec) -> str:
     atomic, backed-up write every file gets (steps.write_file_from)."""
     content = (f"printf 'Package: %s\\nPin: version %s\\nPin-Priority: 1001\\n' {shlex.quote(spec.package)} "
                '"$found"')
-    return write_file_from(pin_file(spec), content, mode="0644") + "; "
+    return write_file_from(pin_file(spec), content, mode="0644", record=True) + "; "
 
 
 def apt_commands(spec: NcclSpec, finish_dpkg: bool = False) -> str:
@@ -265,9 +265,11 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
     old = (version_check.actual or "").split(" (", 1)[0]
     undo = None
     if ctx.package_manager == "apt" and old and old != "not installed":
-        undo = (f"apt-mark unhold {shlex.quote(spec.package)}; DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-                f"--allow-downgrades {shlex.quote(spec.package + '=' + old)}; "
-                + restore_file(pin))
+        # The pin first: one changed by hand since the run (its hash differs from the one the write kept
+        # on the host) stops the undo before the package is touched.
+        undo = (restore_file(pin, recorded=True) + f"; apt-mark unhold {shlex.quote(spec.package)}; "
+                f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades "
+                f"{shlex.quote(spec.package + '=' + old)}")
     return [Step(target, "install", command, shown, undo=undo, phase=PHASE_PACKAGES, writes=(pin,))]
 
 

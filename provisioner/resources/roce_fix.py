@@ -8,16 +8,20 @@ own: they follow the link, the netdev MTU and the addresses, which other resourc
 
 from __future__ import annotations
 
+import functools
+import re
+import shlex
 from collections.abc import Callable
 
 from provisioner.load.specs import RoceQosSpec
 from provisioner.resources import roce_qos
-from provisioner.resources.base import Check, HostContext, ResourceType, Results, sh
+from provisioner.resources.base import Check, HostContext, ResourceType, Results, read_value_command, sh
 from provisioner.resources.roce_qos import PORT, _priorities, _with_device, _with_netdev, _word
 from provisioner.resources.steps import (
     PHASE_QOS,
     Step,
     file_step,
+    setting_undo,
 )
 
 REPLAY_DIR = "/etc/fabnet/roce-qos/"
@@ -70,43 +74,96 @@ def _mlnx_qos_args(spec: RoceQosSpec, attributes: set[str] | None) -> list[str]:
     return args
 
 
-def _undo_qos_args(drifted: dict[str, Check]) -> list[str]:
+# What the undo of the mlnx_qos step puts back, read from `mlnx_qos -i` (the tool that sets it; the
+# probe may have read `dcb` instead) as `KEY=VALUE` words in the order FABNET_QOS_KEYS names them:
+# `trust`, `pfc` (the enabled row as 0/1 bits) and `dscp2prio[N]` (N's priority; `none`: not mapped).
+_QOS_READ = (
+    'BEGIN {n = split(ENVIRON["FABNET_QOS_KEYS"], keys, " ")} '
+    '/^[ \\t]*Priority trust (state|mode):/ {v["trust"] = $NF} '
+    '/^[ \\t]*enabled([ \\t]|$)/ && !("pfc" in v) {s = $2; for (i = 3; i <= NF; i++) s = s "," $i; v["pfc"] = s} '
+    '/^[ \\t]*prio:.*dscp:/ {s = $0; sub(/^[ \\t]*prio:[ \\t]*/, "", s); p = s; sub(/[ \\t].*/, "", p); '
+    'sub(/.*dscp:/, "", s); gsub(/[ \\t]/, "", s); m = split(s, ds, ","); '
+    'for (i = 1; i <= m; i++) if (ds[i] != "") v["dscp2prio[" ds[i] + 0 "]"] = p} '
+    'END {if (NR) for (i = 1; i <= n; i++) printf "%s=%s ", keys[i], ((keys[i] in v) ? v[keys[i]] : "none")}'
+)
+# The number a traffic_class file ("Global tclass=106") or `cma_roce_tos` ends its last line with, as
+# the probes' parsers take it.
+_LAST_NUMBER = "{sub(/[ \\t\\r]+$/, \"\")} NF {l = $0} END {if (match(l, /[0-9]+$/)) print substr(l, RSTART)}"
+_HALF = re.compile(r"\b([0-7]) \((roce_np|roce_rp) only\)")
+
+
+def _undo_qos(spec: RoceQosSpec, drifted: dict[str, Check]) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """mlnx_qos options putting back what drifted, and for the undo's guard each value as (the key
+    `_QOS_READ` prints it under, what the run set, what was read before). TSA and bandwidth are not put back."""
     args: list[str] = []
+    values: list[tuple[str, str, str]] = []
     if "trust" in drifted and drifted["trust"].actual in ("pcp", "dscp"):
         args += ["--trust", str(drifted["trust"].actual)]
+        values.append(("trust", str(spec.trust), str(drifted["trust"].actual)))
     old_pfc = _listed(drifted["pfc"].actual) if "pfc" in drifted else None
     if old_pfc is not None:
         args += ["--pfc", _bits(old_pfc)]
+        values.append(("pfc", _bits(spec.pfc or []), _bits(old_pfc)))
     for attribute, check in sorted(drifted.items()):
         if attribute.startswith("dscp2prio[") and check.actual is not None and check.actual.isdigit():
-            args += ["--dscp2prio", f"set,{attribute[10:-1]},{check.actual}"]
-    return args
+            dscp = int(attribute[10:-1])
+            args += ["--dscp2prio", f"set,{dscp},{check.actual}"]
+            values.append((f"dscp2prio[{dscp}]", str((spec.dscp2prio or {})[dscp]), check.actual))
+    return args, values
+
+
+def _ecn_old(actual: str | None) -> tuple[list[int], list[int]] | None:
+    """The roce_np and roce_rp priorities that were on, from the ECN check's `actual` ("3; half on: 4
+    (roce_np only)"), so that an undo puts back a half-on priority as it was."""
+    on = _listed(actual)
+    if on is None or actual is None:
+        return None
+    halves = _HALF.findall(actual.partition(";")[2])
+    return (on + [int(p) for p, point in halves if point == "roce_np"],
+            on + [int(p) for p, point in halves if point == "roce_rp"])
 
 
 def _write(path_parts: tuple[str, ...], value: str) -> str:
     return f"printf '%s\\n' {sh(value)} > {_word(*path_parts)}"
 
 
-def _ecn_commands(spec: RoceQosSpec, ctx: HostContext, on: list[int]) -> str:
-    def command(netdev: str) -> str:
-        writes = []
-        for point in ("roce_np", "roce_rp"):
-            for prio in range(8):
-                path = (f"{ctx.sysfs_root}/class/net/", netdev, f"/ecn/{point}/enable/{prio}")
-                writes.append(_write(path, "1" if prio in on else "0"))
-        return "; ".join(writes)
+def _ecn_path(ctx: HostContext, netdev: str, point: str, prio: int) -> tuple[str, ...]:
+    return (f"{ctx.sysfs_root}/class/net/", netdev, f"/ecn/{point}/enable/{prio}")
 
-    return _with_netdev(spec, command, ctx.sysfs_root)
+
+def _ecn_bits(np: list[int], rp: list[int]) -> str:
+    """The 16 switches as `_ecn_read` prints them: roce_np for priorities 0-7, then roce_rp."""
+    return " ".join("1" if p in on else "0" for on in (np, rp) for p in range(8))
+
+
+def _ecn_read(ctx: HostContext, netdev: str) -> str:
+    return "cat -- " + " ".join(_word(*_ecn_path(ctx, netdev, point, prio))
+                                for point in ("roce_np", "roce_rp") for prio in range(8))
+
+
+def _ecn_write(ctx: HostContext, netdev: str, np: list[int], rp: list[int]) -> str:
+    return "; ".join(_write(_ecn_path(ctx, netdev, point, prio), "1" if prio in on else "0")
+                     for point, on in (("roce_np", np), ("roce_rp", rp)) for prio in range(8))
+
+
+def _ecn_commands(spec: RoceQosSpec, ctx: HostContext, on: list[int]) -> str:
+    return _with_netdev(spec, lambda n: _ecn_write(ctx, n, on, on), ctx.sysfs_root)
+
+
+def _cnp_path(ctx: HostContext, netdev: str) -> str:
+    return _word(f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/roce_np/cnp_dscp")
+
+
+def _tclass_path(ctx: HostContext, device: str) -> str:
+    return _word(f"{ctx.sysfs_root}/class/infiniband/", device, f"/tc/{PORT}/traffic_class")
 
 
 def _cnp_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
-    return _with_netdev(spec, lambda n: _write((f"{ctx.sysfs_root}/class/net/", n, "/ecn/roce_np/cnp_dscp"),
-                                               str(value)), ctx.sysfs_root)
+    return _with_netdev(spec, lambda n: f"printf '%s\\n' {sh(str(value))} > {_cnp_path(ctx, n)}", ctx.sysfs_root)
 
 
 def _tclass_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
-    return _with_device(spec, lambda d: _write(
-        (f"{ctx.sysfs_root}/class/infiniband/", d, f"/tc/{PORT}/traffic_class"), str(value)), ctx.sysfs_root)
+    return _with_device(spec, lambda d: f"printf '%s\\n' {sh(str(value))} > {_tclass_path(ctx, d)}", ctx.sysfs_root)
 
 
 def _tos_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
@@ -115,6 +172,53 @@ def _tos_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
 
 def _mlnx_qos_command(spec: RoceQosSpec, ctx: HostContext, args: list[str]) -> str:
     return _with_netdev(spec, lambda n: "mlnx_qos -i " + _word(n) + " " + sh(*args) + " >/dev/null", ctx.sysfs_root)
+
+
+def _guarded(spec: RoceQosSpec, ctx: HostContext, name: str, on_netdev: bool, read: Callable[[str], str],
+             values: tuple[str, str], undo: Callable[[str], str]) -> str:
+    """An undo putting back a setting only while it reads as the run set it (`values`: set, old), the
+    port's netdev (`on_netdev`) or RDMA device looked up first as the step did (steps.setting_undo)."""
+    lookup = _with_netdev if on_netdev else _with_device
+    return lookup(spec, lambda x: setting_undo(name, read(x), values[0], values[1], undo(x)), ctx.sysfs_root)
+
+
+def _back(write: Callable[[str, str], str], value: str, where: str) -> str:
+    return write(where, value)
+
+
+def _undos(spec: RoceQosSpec, ctx: HostContext, drifted: dict[str, Check]) -> dict[str, str]:
+    """The guarded undo of each runtime step, by action; a setting whose old value was not read has none."""
+    undos: dict[str, str] = {}
+    target = spec.target()
+    args, values = _undo_qos(spec, drifted)
+    if args:
+        env = "FABNET_QOS_KEYS=" + shlex.quote(" ".join(key for key, _, _ in values))
+        undos["mlnx_qos"] = _guarded(
+            spec, ctx, f"{target} QoS", True,
+            lambda n: f"mlnx_qos -i {_word(n)} 2>/dev/null | {env} awk {shlex.quote(_QOS_READ)}",
+            (" ".join(f"{key}={new}" for key, new, _ in values), " ".join(f"{key}={was}" for key, _, was in values)),
+            lambda n: "mlnx_qos -i " + _word(n) + " " + sh(*args) + " >/dev/null")
+    ecn_old = _ecn_old(drifted["ecn"].actual) if "ecn" in drifted and spec.ecn is not None else None
+    if ecn_old is not None and spec.ecn is not None:
+        wanted = spec.ecn
+        undos["ecn"] = _guarded(spec, ctx, f"{target} ECN", True, lambda n: _ecn_read(ctx, n),
+                                (_ecn_bits(wanted, wanted), _ecn_bits(*ecn_old)),
+                                lambda n: _ecn_write(ctx, n, *ecn_old))
+    last = f" 2>/dev/null | awk {shlex.quote(_LAST_NUMBER)}"
+    reads: dict[str, tuple[bool, Callable[[str], str], Callable[[str, str], str]]] = {
+        "cnp_dscp": (True, lambda n: read_value_command(_cnp_path(ctx, n)),
+                     lambda n, v: f"printf '%s\\n' {sh(v)} > {_cnp_path(ctx, n)}"),
+        "traffic_class": (False, lambda d: f"{{ {read_value_command(_tclass_path(ctx, d))}; }}{last}",
+                          lambda d, v: f"printf '%s\\n' {sh(v)} > {_tclass_path(ctx, d)}"),
+        "roce_tos": (False, lambda d: "cma_roce_tos -d " + _word(d) + last,
+                     lambda d, v: "cma_roce_tos -d " + _word(d) + " -t " + sh(v)),
+    }
+    for attribute, (on_netdev, read, write) in reads.items():
+        was = drifted[attribute].actual if attribute in drifted else None
+        if was is not None and was.isdigit():
+            undos[attribute] = _guarded(spec, ctx, f"{target} {attribute}", on_netdev, read,
+                                        (str(getattr(spec, attribute)), was), functools.partial(_back, write, was))
+    return undos
 
 
 def replay_script(spec: RoceQosSpec, ctx: HostContext) -> str:
@@ -137,18 +241,18 @@ def replay_script(spec: RoceQosSpec, ctx: HostContext) -> str:
 def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
     target = spec.target()
     drifted = {c.attribute: c for c in checks if c.status == "drift"}
+    # Each undo puts its setting back only while it still reads as this run set it (or as it was).
+    undos = _undos(spec, ctx, drifted)
     steps: list[Step] = []
     qos_attributes = {a for a in drifted if a in ("trust", "pfc", "tsa", "tcbw") or a.startswith("dscp2prio[")}
     if qos_attributes:
         args = _mlnx_qos_args(spec, qos_attributes)
-        undo = _undo_qos_args(drifted)
         steps.append(Step(target, "mlnx_qos", _mlnx_qos_command(spec, ctx, args), "mlnx_qos " + sh(*args),
-                          undo=_mlnx_qos_command(spec, ctx, undo) if undo else None, phase=PHASE_QOS))
+                          undo=undos.get("mlnx_qos"), phase=PHASE_QOS))
     if "ecn" in drifted and spec.ecn is not None:
-        old = _listed(drifted["ecn"].actual)
         steps.append(Step(target, "ecn", _ecn_commands(spec, ctx, spec.ecn),
                           f"ECN roce_np/roce_rp enable: priorities {_priorities(spec.ecn)} on, others off",
-                          undo=_ecn_commands(spec, ctx, old) if old is not None else None, phase=PHASE_QOS))
+                          undo=undos.get("ecn"), phase=PHASE_QOS))
     builders: tuple[tuple[str, Callable[[int], str]], ...] = (
         ("cnp_dscp", lambda v: _cnp_command(spec, ctx, v)),
         ("traffic_class", lambda v: _tclass_command(spec, ctx, v)),
@@ -157,9 +261,8 @@ def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[C
         if attribute not in drifted:
             continue
         value = getattr(spec, attribute)
-        was = drifted[attribute].actual
         steps.append(Step(target, attribute, build(value), f"set {attribute} {value}",
-                          undo=build(int(was)) if was and was.isdigit() else None, phase=PHASE_QOS))
+                          undo=undos.get(attribute), phase=PHASE_QOS))
     if steps:
         name = (spec.interface or spec.rdma_device or "port").replace("/", "_")
         steps.append(file_step(target, "persist", f"{REPLAY_DIR}{name}.sh", replay_script(spec, ctx).encode(),

@@ -9,6 +9,8 @@ A static or generated unit cannot be disabled, only masked, so `enabled: false` 
 
 from __future__ import annotations
 
+import dataclasses
+
 from provisioner.load.specs import ServiceSpec
 from provisioner.resources.base import (
     Check,
@@ -24,7 +26,14 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.resources.steps import PHASE_HANDLERS, PHASE_SERVICES, Step, command_step, impossible
+from provisioner.resources.steps import (
+    PHASE_HANDLERS,
+    PHASE_SERVICES,
+    Step,
+    command_step,
+    impossible,
+    setting_undo,
+)
 
 KIND = "service"
 
@@ -125,6 +134,23 @@ def evaluate(spec: ServiceSpec, results: Results, ctx: HostContext) -> list[Chec
 # ---------------------------------------------------------------------------------------------- remedy
 
 
+_RUNNING = {"active": "active", "reloading": "active", "activating": "active", "inactive": "inactive",
+            "failed": "inactive", "deactivating": "inactive"}
+
+
+def _guarded(step: Step, unit: str, prop: str, was_set: str, actual: str | None) -> Step:
+    """`step` with its undo run only while `prop` of `unit` is what the step sets it to, or still what
+    it was (`actual`, as the check printed it: "inactive (dead)"); nothing is done in the second case."""
+    old = _RUNNING.get((actual or "").split(" (", 1)[0], "") if prop == "ActiveState" else (actual or "")
+    if not old or step.undo is None:
+        return step
+    # Running or not is what a start or stop sets: a unit that failed or is stopping counts as stopped.
+    folds = "".join(f"; s/^{state}$/{to}/" for state, to in _RUNNING.items() if prop == "ActiveState" and state != to)
+    read = f"{sh('systemctl', 'show', f'--property={prop}', '--', unit)} | sed {sh('s/^[^=]*=//' + folds)}"
+    undo = setting_undo(f"the {prop} of {unit}", read, was_set, old, step.undo, unchanged=":")
+    return dataclasses.replace(step, undo=undo)
+
+
 def remedy(spec: ServiceSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
     """systemctl start/stop and enable/disable for what drifted; a unit that is not installed cannot be."""
     unit = unit_name(spec.name)
@@ -133,14 +159,20 @@ def remedy(spec: ServiceSpec, results: Results, ctx: HostContext, checks: list[C
     steps: list[Step] = []
     if any(c.actual == "not installed" for c in drifted.values()):
         return [impossible(target, "install", f"unit {unit} is not installed on this host", PHASE_SERVICES)]
+    # Each undo puts the unit back only while `systemctl show` reads it as this run left it: one
+    # started, stopped, masked or enabled by hand since is left as it is (steps.setting_undo).
     if "enabled" in drifted:
         verb, back = ("enable", "disable") if spec.enabled else ("disable", "enable")
-        steps.append(command_step(target, verb, ("systemctl", verb, "--", unit), undo=["systemctl", back, "--", unit],
-                                  phase=PHASE_SERVICES))
+        step = command_step(target, verb, ("systemctl", verb, "--", unit), undo=["systemctl", back, "--", unit],
+                            phase=PHASE_SERVICES)
+        steps.append(_guarded(step, unit, "UnitFileState", "enabled" if spec.enabled else "disabled",
+                              drifted["enabled"].actual))
     if "active" in drifted:
         verb, back = ("start", "stop") if spec.state == "started" else ("stop", "start")
-        steps.append(command_step(target, verb, ("systemctl", verb, "--", unit), undo=["systemctl", back, "--", unit],
-                                  phase=PHASE_SERVICES))
+        step = command_step(target, verb, ("systemctl", verb, "--", unit), undo=["systemctl", back, "--", unit],
+                            phase=PHASE_SERVICES)
+        steps.append(_guarded(step, unit, "ActiveState", "active" if spec.state == "started" else "inactive",
+                              drifted["active"].actual))
     return steps
 
 

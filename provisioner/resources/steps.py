@@ -66,15 +66,20 @@ def read_setting(read: str) -> str:
     return f"$( (set -f; set -- $({read}); printf '%s' \"$*\") 2>/dev/null)"
 
 
-def setting_undo(name: str, read: str, was_set: str, old: str, undo: str) -> str:
-    """Undo of a runtime setting (a sysctl, an MTU, a link state): `undo` puts back `old` only while
-    `read` still prints what the run set (`was_set`), or still `old` (the step never took effect). A
-    value changed since, by hand or by another run, is left as it is and the undo fails saying so, as
-    `restore_file` does for a file. No `exit`: the revert timer runs several undos in one shell."""
+def setting_undo(name: str, read: str, was_set: str, old: str, undo: str, *, unchanged: str | None = None) -> str:
+    """Undo of a runtime setting (a sysctl, an MTU, a link state, a QoS value, a module, a unit's
+    state): `undo` puts back `old` only while `read` still prints what the run set (`was_set`), or still
+    `old` (the step never took effect; then `unchanged` runs instead where given, for an undo that
+    fails with nothing to do, as `modprobe -r` of a module not loaded does). A value changed since, by
+    hand or by another run, is left as it is and the undo fails saying so, as `restore_file` does for a
+    file. Values compare with whitespace runs as one space. No `exit`: the revert timer runs several
+    undos in one shell."""
     now = f"__fn_u={read_setting(read)}"
+    set_word, old_word = shlex.quote(" ".join(was_set.split())), shlex.quote(" ".join(old.split()))
     changed = shlex.quote(f"{name} changed since this run set it: not restored (set {' '.join(was_set.split())}, now ")
-    return (f"{now}; if [ \"$__fn_u\" != {shlex.quote(' '.join(was_set.split()))} ] && "
-            f"[ \"$__fn_u\" != {shlex.quote(' '.join(old.split()))} ]; then "
+    same = "" if unchanged is None else f"if [ \"$__fn_u\" = {old_word} ]; then {unchanged}; el"
+    return (f"{now}; {same}if [ \"$__fn_u\" != {set_word} ] && "
+            f"[ \"$__fn_u\" != {old_word} ]; then "
             f"printf '%s%s)\\n' {changed} \"$__fn_u\" >&2; false; else {undo}; fi")
 
 
@@ -180,10 +185,11 @@ def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | 
 
 
 def write_file_from(path: str, content: str, *, mode: str | None = None, owner: str | None = None,
-                    group: str | None = None) -> str:
+                    group: str | None = None, record: bool = False) -> str:
     """`write_file` of what the shell command `content` prints, for content known only on the host (a
     version an install picked): the same backup, atomic rename and checks. A `content` that fails
-    stops the step with the file untouched."""
+    stops the step with the file untouched. With `record`, the sha256 of what is written is kept
+    beside the backup (`PATH.written`), before the rename, for `restore_file(path, recorded=True)`."""
     backup = backup_path(path)
     keep_meta = (
         "if [ -e \"$f\" ]; then chown --reference=\"$f\" \"$t\"; chmod --reference=\"$f\" \"$t\"; "
@@ -210,22 +216,25 @@ def write_file_from(path: str, content: str, *, mode: str | None = None, owner: 
         f"t=$(mktemp \"$d/.fabnet.XXXXXXXX\"); trap 'rm -f -- \"$t\"' EXIT; "
         f"{{ {content}; }} > \"$t\"; "
         + keep_meta + meta
+        + ("sha256sum < \"$t\" | cut -c1-64 > \"$b.written\"; " if record else "")
         + "sync -- \"$t\"; mv -fT -- \"$t\" \"$f\"; trap - EXIT; sync -- \"$d\""
     )
 
 
-def restore_file(path: str, written: bytes | None = None) -> str:
+def restore_file(path: str, written: bytes | None = None, *, recorded: bool = False) -> str:
     """Undo of `write_file`: put the backup back (atomically, through a symlink as the write went), or
     remove a file that did not exist. Nothing to do where the write never began (no backup).
 
     With `written` (what the step wrote), the file must still hold that, or what was there before (the
     step was cut off before its rename): a file changed by hand since the run wrote it is left as it
-    is and the undo fails saying so, rather than the edit being lost to a backup older than it.
+    is and the undo fails saying so, rather than the edit being lost to a backup older than it. With
+    `recorded`, what the step wrote is known only on the host: the hash `write_file_from(record=True)`
+    kept there is compared instead (none kept: the write never reached its rename).
     """
     backup = backup_path(path)
     guard = ""
-    if written is not None:
-        sha = hashlib.sha256(written).hexdigest()
+    if written is not None or recorded:
+        sha = hashlib.sha256(written).hexdigest() if written is not None else '"$(cat -- "$b.written" 2>/dev/null)"'
         changed = shlex.quote(f"{path} changed since this run wrote it: not restored (its edit is kept)")
         now = 'h=absent; if [ -e "$f" ]; then h=$(sha256sum < "$f" | cut -c1-64); fi; '
         guard = (now + 'o=absent; if [ -e "$b" ]; then o=$(sha256sum < "$b" | cut -c1-64); fi; '
