@@ -72,7 +72,7 @@ def plan_command(inventory: Path, playbook: Path | None, limit: str | None, out:
     except OutputError as exc:
         report.error(str(exc))
         raise SystemExit(64) from None
-    plans, playbook = load_targets(inventory, playbook, limit)
+    plans, playbook = load_targets(inventory, playbook, limit, ssh_config)
     password = become_password(ask_become_pass)
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=password)

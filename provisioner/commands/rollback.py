@@ -62,7 +62,7 @@ def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id:
     from provisioner.load.loading import find_playbook, load_plans
 
     playbook = find_playbook(inventory, playbook)
-    plans, warnings = load_plans(inventory, playbook, limit)
+    plans, warnings = load_plans(inventory, playbook, limit, ssh_config=ssh_config)
     for warning in warnings:
         report.warn(warning)
     if not plans:

@@ -152,3 +152,23 @@ def test_loading_refuses_an_inventory_with_a_missing_key(tmp_path: Path) -> None
         load_hosts(inventory, None, ssh_config=config)
     assert str(caught.value).startswith(f"{inventory}:5: ")
     assert f"private key {tmp_path}/keys/missing does not exist (host gpu01)" in str(caught.value)
+
+
+@pytest.mark.parametrize("command", [["plan", "-o", "PLAN"], ["rollback", "--limit", "gpu01", "--yes"],
+                                     ["audit"], ["apply", "--check"]])
+def test_every_command_checks_the_keys_of_the_ssh_config_it_is_given(
+        tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # --ssh-config names an IdentityFile that is missing: refused before any host is contacted (exit 3).
+    from provisioner.cli import main
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: 192.0.2.1\n")
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("- hosts: all\n  resources:\n    - sysctl: {name: net.ipv4.ip_forward, value: '0'}\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host *\n  IdentityFile {tmp_path}/keys/missing\n")
+    words = [w.replace("PLAN", str(tmp_path / "plan.json")) for w in command]
+    with pytest.raises(SystemExit) as exited:
+        main([words[0], str(inventory), "-p", str(playbook), "--ssh-config", str(config), *words[1:]])
+    assert exited.value.code == 3
+    assert f"private key {tmp_path}/keys/missing does not exist" in capsys.readouterr().err
