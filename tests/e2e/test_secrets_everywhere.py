@@ -120,8 +120,10 @@ def make_inputs(lab: Lab, work: Path) -> tuple[Path, Path]:
 
 
 SLOW_SYNC = "/usr/local/bin/sync"
-SPY = ("for i in $(seq 600); do cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' "
-       "| sort -u; sleep 0.05; done")
+# Each line once, as it first appears: a sampler that printed every sample would fill its pipe (read only
+# at the end) within seconds and stop sampling before a slow apply even began.
+SPY = ("for i in $(seq 600); do cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; "
+       "sleep 0.05; done | awk '!seen[$0]++ {print; fflush()}'")
 
 
 @pytest.fixture(scope="module")
