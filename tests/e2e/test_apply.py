@@ -5,7 +5,6 @@ nothing run on a second apply, backups and journals, the per-host lock, rolling 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import signal
@@ -23,7 +22,7 @@ from provisioner.lab import manager
 from provisioner.lab.emulation.ofed_install import INSTALL_COMMAND
 from provisioner.lab.state import NodeRecord
 from tests.e2e.conftest import Lab, lab_name
-from tests.e2e.terminal import read_until
+from tests.e2e.terminal import at_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "playbooks" / "site.yml"
@@ -763,33 +762,20 @@ def test_a_hosts_terminal_escapes_reach_no_output_raw(alab: Lab, inventory: Path
 def test_an_edit_made_while_apply_waits_at_its_prompt_is_never_overwritten(alab: Lab, inventory: Path,
                                                                           first_apply: dict,
                                                                           tmp_path: Path) -> None:
-    import pty
-
     node = alab.node("gpu02")
     playbook = _vendor_sysctls(alab, node, tmp_path)
     args = [sys.executable, "-m", "provisioner", "apply", str(inventory), "-p", str(playbook), "--limit", "gpu02",
             "--json", "--journal", str(tmp_path / "j.jsonl")]
-    primary, secondary = pty.openpty()
-    waiting = subprocess.Popen(args, stdin=secondary, stdout=subprocess.PIPE, stderr=secondary, cwd=ROOT,
-                               start_new_session=True)
-    os.close(secondary)
-    try:
-        shown = read_until(primary, "Apply these changes?", 120)
-        assert "Apply these changes?" in shown, shown[-2000:]
+    with at_prompt(args, ROOT) as waiting:
         # Meanwhile another apply converges the host, and an administrator adds a line by hand.
         other = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu02", "--yes",
                        "--journal", str(tmp_path / "other.jsonl"))
         assert other.returncode == 0, other.stdout[-2000:]
         alab.ssh(node, f"printf '%s\\n' 'net.ipv4.conf.all.rp_filter = 2  # by hand' >> {VENDOR_SYSCTLS}")
-        os.write(primary, b"y\n")
-        out, _ = waiting.communicate(timeout=120)
-    finally:
-        if waiting.poll() is None:
-            waiting.kill()
-        os.close(primary)
+        out = waiting.answer("y")
     report = json.loads(out)
     host = report["hosts"][0]
-    assert waiting.returncode == 2 and host["status"] == "failed", host
+    assert waiting.proc.returncode == 2 and host["status"] == "failed", host
     steps = {s["id"]: s["status"] for r in host["resources"] for s in r["steps"]}
     assert "conflict" in steps.values(), steps
     assert "ok" not in steps.values(), steps  # nothing that depends on the changed file ran

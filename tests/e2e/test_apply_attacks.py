@@ -5,8 +5,6 @@ between the read and the change. What the nodes hold is read with the system ssh
 from __future__ import annotations
 
 import json
-import os
-import pty
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +15,7 @@ import yaml
 
 from provisioner.lab import manager
 from tests.e2e.conftest import Lab, lab_name
-from tests.e2e.terminal import read_until
+from tests.e2e.terminal import at_prompt
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -104,21 +102,10 @@ def test_an_mtu_set_by_hand_while_apply_waits_at_its_prompt_is_left(lab: Lab, pl
     lab.ssh(node, "ip link set eth1 mtu 1500")
     args = [sys.executable, "-m", "provisioner", "apply", str(lab.state.inventory_path), "-p", str(playbook),
             "--limit", "gpu03", "--json", "--journal", str(tmp_path / "j.jsonl")]
-    primary, secondary = pty.openpty()
-    waiting = subprocess.Popen(args, stdin=secondary, stdout=subprocess.PIPE, stderr=secondary, cwd=ROOT,
-                               start_new_session=True)
-    os.close(secondary)
-    try:
-        seen = read_until(primary, "Apply these changes?", 120)
-        assert "Apply these changes?" in seen, seen[-2000:]
+    with at_prompt(args, ROOT) as waiting:
         lab.ssh(node, "ip link set eth1 mtu 4200")
-        os.write(primary, b"y\n")
-        out, _ = waiting.communicate(timeout=120)
-    finally:
-        if waiting.poll() is None:
-            waiting.kill()
-        os.close(primary)
+        out = waiting.answer("y")
     host = json.loads(out)["hosts"][0]
-    assert waiting.returncode == 2 and host["status"] == "failed", host
+    assert waiting.proc.returncode == 2 and host["status"] == "failed", host
     assert "the MTU of eth1 changed since it was read (was 1500, now 4200)" in host["error"], host["error"]
     assert "mtu 4200" in lab.ssh(node, "ip -o link show dev eth1").stdout
