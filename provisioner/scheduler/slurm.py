@@ -40,6 +40,18 @@ _STATE = re.compile(r"([a-z_]+|\?)(.?)")
 # be the same, out of the answer.
 SINFO = ["sinfo", "--all", "--local", "--noheader", "--Node"]
 SQUEUE = ["squeue", "--all", "--noheader"]
+# sinfo, squeue and scontrol take options from their environment too (SQUEUE_STATES, SQUEUE_USERS,
+# SINFO_PARTITION, SLURM_CLUSTERS, ...), and the controller's login may set them (~/.bashrc,
+# /etc/environment): a running job filtered out by SQUEUE_STATES=PD read as one with no nodes. Every call
+# drops them first, the SINFO_/SQUEUE_/SCONTROL_ ones by prefix, so a release's new one goes too.
+# SLURM_CONF stays: it is where the cluster's configuration is. `command` keeps a read-only variable
+# from ending the script.
+CLEAN_ENVIRONMENT = (
+    "for __fn_v in $(env | sed -n -e 's/^\\(SINFO_[A-Za-z0-9_]*\\)=.*/\\1/p' "
+    "-e 's/^\\(SQUEUE_[A-Za-z0-9_]*\\)=.*/\\1/p' -e 's/^\\(SCONTROL_[A-Za-z0-9_]*\\)=.*/\\1/p') "
+    "SLURM_CLUSTERS SLURM_BITSTR_LEN SLURM_TIME_FORMAT; do "
+    'command unset "$__fn_v" 2>/dev/null; done\n'
+)
 
 
 class Runs(Protocol):
@@ -52,7 +64,7 @@ class Slurm:
 
     def _run(self, script: str) -> transport.ExecResult:
         try:
-            return self.session.exec(script, timeout=TIMEOUT)
+            return self.session.exec(CLEAN_ENVIRONMENT + script, timeout=TIMEOUT)
         except (transport.HostUnreachable, transport.CommandFailed) as exc:
             raise SchedulerError(f"Slurm controller: {exc}") from exc
 

@@ -117,9 +117,15 @@ def test_nodelist_and_slurm_job_select_hosts(slab: Lab, playbook: Path) -> None:
         while _on_controller(slab, f"squeue -h -j {job} -o %T").strip() != "RUNNING":
             assert time.monotonic() < deadline, "the job did not start"
             time.sleep(0.5)
+        # The controller's logins now filter squeue and sinfo (pam_env reads /etc/environment): a user's
+        # own settings must not hide the running job or its nodes from fabnet.
+        _on_controller(slab, "printf 'SQUEUE_STATES=PD\\nSQUEUE_USERS=nobody\\nSINFO_PARTITION=nosuch\\n' "
+                             ">/etc/environment")
+        assert _on_controller(slab, f"squeue -h -j {job} -o %T").strip() == ""  # they do filter
         proc = fabnet("audit", inventory, "-p", str(playbook), "--slurm-job", job, "--json")
         assert [h["name"] for h in json.loads(proc.stdout)["hosts"]] == ["gpu02", "gpu03"], proc.stderr
     finally:
+        _on_controller(slab, "rm -f /etc/environment")
         _on_controller(slab, f"scancel {job}")
     _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})
 

@@ -18,6 +18,10 @@ import json, os, sys
 name = os.path.basename(sys.argv[0])
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(json.dumps([name, *sys.argv[1:]]) + "\\n")
+if "FAKE_ENV_LOG" in os.environ:
+    with open(os.environ["FAKE_ENV_LOG"], "a") as log:
+        log.write(json.dumps(sorted(k for k in os.environ if k.startswith(("SINFO", "SQUEUE", "SCONTROL", "SLURM"))))
+                  + "\\n")
 if name == "scontrol" and any(a == "NodeName=bad01" for a in sys.argv):
     print("slurm_update error: Invalid node name specified", file=sys.stderr)
     sys.exit(1)
@@ -34,7 +38,7 @@ if name == "squeue":
 class LocalSession:
     """Runs the script in a local bash, as the controller's shell would."""
 
-    def __init__(self, tmp: Path, sinfo: str = "") -> None:
+    def __init__(self, tmp: Path, sinfo: str = "", env: dict[str, str] | None = None) -> None:
         self.bin = tmp / "bin"
         self.bin.mkdir()
         for name in ("scontrol", "sinfo", "squeue"):
@@ -43,9 +47,10 @@ class LocalSession:
         self.log = tmp / "calls.jsonl"
         self.sinfo = sinfo
         self.cwd = tmp
+        self.env = env or {}
 
     def exec(self, script: str, *, timeout: float | None = None) -> transport.ExecResult:
-        env = {"PATH": f"{self.bin}:/usr/bin:/bin", "FAKE_LOG": str(self.log), "FAKE_SINFO": self.sinfo}
+        env = {"PATH": f"{self.bin}:/usr/bin:/bin", "FAKE_LOG": str(self.log), "FAKE_SINFO": self.sinfo, **self.env}
         proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=self.cwd,
                               timeout=timeout)
         return transport.ExecResult(proc.stdout, proc.stderr, proc.returncode, 0.0)
@@ -107,3 +112,19 @@ def test_parse_sinfo_keeps_draining_and_drained_apart() -> None:
     states = parse_sinfo("a|draining|alice|maintenance\nb|drained*|root|fabnet: smoke: slow\n", ["a", "b"])
     assert states["a"].drained and not states["a"].drained_by_fabnet and states["a"].reason_user == "alice"
     assert states["b"].drained_by_fabnet and not states["b"].responding
+
+
+def test_the_controllers_own_slurm_settings_do_not_reach_sinfo_squeue_or_scontrol(tmp_path: Path) -> None:
+    """A login that exports SQUEUE_STATES or SINFO_PARTITION would filter what Slurm answers; only
+    SLURM_CONF, which says where the cluster's configuration is, gets through."""
+    env_log = tmp_path / "env.jsonl"
+    session = LocalSession(tmp_path, sinfo="gpu01|idle|N/A|none\n", env={
+        "FAKE_ENV_LOG": str(env_log), "SQUEUE_STATES": "PD", "SQUEUE_USERS": "nobody", "SINFO_PARTITION": "x",
+        "SCONTROL_FEDERATION": "1", "SINFO_SOMETHING_NEW": "1", "SLURM_CLUSTERS": "other",
+        "SLURM_TIME_FORMAT": "relative", "SLURM_CONF": "/etc/slurm/slurm.conf"})
+    slurm = Slurm(session)
+    slurm.state(["gpu01"])
+    slurm.nodes_of_job("7")
+    slurm.resume(["gpu01"])
+    seen = [json.loads(line) for line in env_log.read_text().splitlines()]
+    assert seen == [["SLURM_CONF"]] * 3

@@ -218,5 +218,5 @@ def test_sinfo_and_squeue_see_hidden_partitions() -> None:
     assert Slurm(session).state(["gpu01"])["gpu01"].drained_by_fabnet
     session.stdout = "gpu[01-02]\n"
     assert Slurm(session).nodes_of_job("7") == ["gpu01", "gpu02"]
-    sinfo, squeue = (script.split() for script in session.scripts)
+    sinfo, squeue = (script.splitlines()[-1].split() for script in session.scripts)
     assert sinfo[:3] == ["sinfo", "--all", "--local"] and squeue[:2] == ["squeue", "--all"]
