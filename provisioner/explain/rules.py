@@ -37,7 +37,8 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_events.queue_errors, rules_cuda.gpu_causes, rules_socket.message_truncated,
     rules_socket.unreachable_peers, rules_socket.address_family,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_job.version_mismatch,
-    rules_torch.watchdog, rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
+    rules_torch.watchdog, rules_torch.watchdog_hung,
+    rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
     rules_gloo.stalled_transfers, rules_gdr.gpudirect_disabled, rules_job.dead_peer, rules_job.crashes,
     rules_launch.launcher_failures,
 ]
