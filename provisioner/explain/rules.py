@@ -1,6 +1,6 @@
 """The causes `explain` knows: one registry of rules, each a function from the logs to zero or more
 Causes with evidence, kept in one module per class (rules_socket, rules_verbs, rules_events, rules_cuda, rules_shm,
-rules_job, rules_torch, rules_gloo, rules_launch, rules_gdr).
+rules_job, rules_torch, rules_desync, rules_gloo, rules_launch, rules_gdr).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 
 from provisioner.explain import (
     rules_cuda,
+    rules_desync,
     rules_events,
     rules_gdr,
     rules_gloo,
@@ -37,7 +38,8 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_events.queue_errors, rules_cuda.gpu_causes, rules_socket.message_truncated,
     rules_socket.unreachable_peers, rules_socket.address_family,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_job.version_mismatch,
-    rules_torch.watchdog, rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
+    rules_desync.desync, rules_torch.watchdog, rules_torch.watchdog_hung,
+    rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
     rules_gloo.stalled_transfers, rules_gdr.gpudirect_disabled, rules_job.dead_peer, rules_job.crashes,
     rules_launch.launcher_failures,
 ]

@@ -1,15 +1,20 @@
 """Causes torch.distributed reports itself: a collective timeout caught by ProcessGroupNCCL's watchdog
-(global ranks kept apart from process-group ranks), a watchdog that got stuck, and a rendezvous that
-not every rank joined.
+(global ranks kept apart from process-group ranks), a watchdog thread that hung (the heartbeat monitor ended
+the process: not a collective timing out), and a rendezvous that not every rank joined.
 
 Wording read (torch's ProcessGroupNCCL.cpp and c10d store across releases): `[Rank 3] Watchdog caught
 collective operation timeout: WorkNCCL(OpType=X, TensorShape=[..], Timeout(ms)=N) ran for N milliseconds`
 (1.8, no SeqNum), `WorkNCCL(SeqNum=N, OpType=X, NumelIn=..)` (1.10 on), `[PG 0 Rank 3]` (2.3, 2.4) and
 `[PG ID 1 PG GUID 1(name) Rank 3]` (2.5 on); pasted logs wrap the WorkNCCL part onto the next line and
-shorten `milliseconds` to `ms`. `ProcessGroupNCCL's watchdog got stuck for N seconds` and `Heartbeat
-monitor timed out!` (2.2 on). The store: `Timed out after N seconds waiting for clients. A/B clients
-joined.` (2.0 on) and `Timed out initializing process group in store based barrier on rank: R, for key:
-K (world_size=B, worker_count=A, timeout=T)` (1.x).
+shorten `milliseconds` to `ms`. The heartbeat monitor: `Heartbeat monitor timed out! Process will be
+terminated after dumping debug info. workMetaList_.size()=N` (2.2 to 2.5), `ProcessGroupNCCL's watchdog got
+stuck for N seconds without making progress in monitoring enqueued collectives` (2.2 on), `First PG on this
+rank that detected no heartbeat of its watchdog.` (2.4, 2.5), `Terminating the process after attempting to dump
+debug info, due to ProcessGroupNCCL watchdog hang.` (2.6 on) and `ProcessGroupNCCL monitor thread is disabled,
+but would have terminated the process ...` (monitoring off). Timeout progress lines (`Timeout at NCCL work:
+...`) are read in torch_status. The store: `Timed out after N seconds waiting for clients. A/B clients
+joined.` (2.0 on) and `Timed out initializing process group in store based barrier on rank: R, for key: K
+(world_size=B, worker_count=A, timeout=T)` (1.x).
 """
 
 from __future__ import annotations
@@ -19,10 +24,10 @@ import re
 from provisioner.explain.evidence import evidence, grep, hosts
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
+from provisioner.explain.torch_status import PG_RANK as _PG_RANK
+from provisioner.explain.torch_status import Status, behind, signallers, statuses, stuck_at
 from provisioner.parsers._text import unique
 
-# `[Rank 3]`, `[PG 0 Rank 3]`, `[PG ID 1 PG GUID 1(tp) Rank 3]`: the rank inside the process group.
-_PG_RANK = r"\[(?:PG (?:ID )?(?P<pg>[0-9]+)[^\]]*?)?Rank (?P<rank>[0-9]+)\]"
 WATCHDOG = re.compile(r"Watchdog caught collective operation timeout")
 _WHO = re.compile(_PG_RANK)
 # torch's own c10 prefix names the global rank: `[rank3]:` (parsed as the line's task) or `[rank3] ` in pastes.
@@ -34,7 +39,9 @@ _WORK = re.compile(r"WorkNCCL\((?:SeqNum=(?P<seq>[0-9]+),\s*)?OpType=(?P<op>\w+)
 _ALSO_TIMED_OUT = re.compile(r"Some NCCL operations have failed or timed out|To avoid data inconsistency, we are "
                              r"taking the entire process down|Exception \(either an error or timeout\) detected by "
                              r"watchdog|Timeout at NCCL work|watchdog got stuck for|Heartbeat monitor timed out")
-_STUCK = re.compile(r"watchdog got stuck for (?P<s>[0-9]+) seconds|Heartbeat monitor timed out", re.I)
+_HUNG = re.compile(r"watchdog got stuck for (?P<s>[0-9]+) seconds|Heartbeat monitor timed out|detected no heartbeat "
+                   r"of its watchdog|due to ProcessGroupNCCL watchdog hang|monitor thread is disabled, but would have",
+                   re.I)
 _GLOBAL_RANK = re.compile(_PG_RANK + r".*?\bglobal rank:?\s*(?P<global>[0-9]+)")
 _STORE_WAIT = re.compile(r"Timed out after (?P<s>[0-9.]+) seconds waiting for clients\.\s*(?P<have>[0-9]+)/"
                          r"(?P<want>[0-9]+) clients joined"
@@ -61,8 +68,9 @@ def _with_wrap(log: Log, line: LogLine) -> tuple[str, list[LogLine]]:
 
 def watchdog(logs: list[Log]) -> list[Cause]:
     found = [(log, line) for log in logs for line, _ in log.grep(WATCHDOG)]
+    progress = statuses(logs)
     if not found:
-        return _stuck(logs)
+        return _from_progress(logs, progress)
     mapping = _global_ranks(logs)
     pairs = []  # (global rank or None, process group, rank in the group or None)
     ops, times, lines = [], [], []
@@ -100,14 +108,50 @@ def watchdog(logs: list[Log]) -> list[Cause]:
     detail = f"{who_text}{waited} in {', '.join(unique(ops)) or 'a collective'} and gave up."
     if also:
         detail += f" Global ranks {', '.join(map(str, also))} timed out too (their watchdog reported it)."
-    absent = [r for r in seen if r not in known and r not in also]
+    # A rank whose progress line shows it enqueued the collective reached it, whatever else it printed.
+    at = stuck_at(progress)
+    reached = {s.glob for s in progress if s.pg in at and s.enqueued is not None and s.enqueued >= at[s.pg]}
+    absent = [r for r in seen if r not in known and r not in also and r not in reached]
     if absent:
         detail += f" Global ranks {', '.join(map(str, absent))} never reported it: they did not reach the collective."
     else:
         detail += (" Every rank in the log reached it and waited: data stopped flowing between them "
                    "(network path, a stalled peer, or a rank missing from this log).")
-    detail += _when(logs, lines)
+    detail += _when(logs, lines) + _progress_note(progress)
     return [_timeout_cause(detail, lines)]
+
+
+def _progress_note(items: list[Status]) -> str:
+    """Who saw the timeout first, and whether the ranks that reported their progress had all called the
+    collective (then it stalled inside NCCL or the network) or not (that is the desync rule's)."""
+    note = ""
+    if first := signallers(items):
+        note += f" The timeout was first detected on {', '.join(first)}, which signalled the others to dump."
+    at = stuck_at(items)
+    inside = [s for s in items if s.pg in at and s.enqueued is not None and s.completed is not None
+              and s.enqueued >= at[s.pg] > s.completed]
+    if inside and not behind(items):
+        groups = ", ".join(f"#{seq} of process group {pg or '?'}" for pg, seq in sorted(at.items(), key=str))
+        note += (f" Every rank that reported its progress ({', '.join(unique([s.who for s in inside]))}) had "
+                 f"enqueued collective {groups} and none had completed it: the collective started everywhere "
+                 "and stalled inside NCCL or the network, not in the application.")
+    return note
+
+
+def _from_progress(logs: list[Log], items: list[Status]) -> list[Cause]:
+    """A timeout known only from the progress lines (the `Watchdog caught` line is not in the log)."""
+    if not items:
+        return []
+    at = stuck_at(items)
+    timed = unique([s.who for s in items if s.seq is not None or s.local]) or signallers(items)
+    where = ", ".join(f"collective #{seq} of process group {pg or '?'}" for pg, seq in sorted(at.items(), key=str))
+    detail = (f"{', '.join(timed) or 'a rank'} timed out" + (f" in {where}" if where else "") + ".")
+    idle = [s for s in items if s.pg not in at and s.enqueued is not None and s.enqueued == s.completed]
+    if idle:
+        detail += (f" {', '.join(unique([s.who for s in idle]))} had completed every collective it had enqueued in "
+                   "its process group: it was not waiting there when the timeout was signalled.")
+    lines = [s.line for s in items]
+    return [_timeout_cause(detail + _progress_note(items), lines)]
 
 
 def _when(logs: list[Log], lines: list[LogLine]) -> str:
@@ -141,15 +185,45 @@ def _timeout_cause(detail: str, lines: list[LogLine]) -> Cause:
     )
 
 
-def _stuck(logs: list[Log]) -> list[Cause]:
-    hits = grep(logs, _STUCK)
+def _unwrapped(logs: list[Log], line: LogLine) -> LogLine:
+    if line.rank is not None or _WHO.search(line.text):
+        return line
+    log = next(log for log in logs if log.name == line.file)
+    before = log.line(line.number - 1)
+    return before if before is not None and before.rank is not None else line
+
+
+def watchdog_hung(logs: list[Log]) -> list[Cause]:
+    """The heartbeat monitor ended the process because the watchdog thread stopped making progress: the thread
+    that checks collectives was itself blocked (in a CUDA or NCCL call, or waiting for the GIL), which a
+    collective timeout does not do."""
+    hits = grep(logs, _HUNG)
     if not hits:
         return []
-    seconds = unique([m.group("s") for _, m in hits if m.group("s")])
-    return [_timeout_cause(
-        "ProcessGroupNCCL's watchdog itself stopped making progress"
-        + (f" for {', '.join(seconds)} s" if seconds else "") + ": a collective (or the CUDA call behind it) hung "
-        "so long that the heartbeat monitor ended the process.", [line for line, _ in hits])]
+    lines = [line for line, _ in hits]
+    seconds = unique([m["s"] for _, m in hits if m["s"]])
+    # A terminal that wrapped the message leaves its rank on the line before.
+    lines = [_unwrapped(logs, line) for line in lines]
+    ranks = unique([f"rank {line.rank}" for line in lines if line.rank is not None]
+                   or [f"rank {m['rank']} of process group {m['pg'] or '?'}" for line in lines
+                       if (m := _WHO.search(line.text))])
+    detail = (f"ProcessGroupNCCL's watchdog thread on {', '.join(ranks) or 'a rank'} stopped making progress"
+              + (f" for {', '.join(seconds)} s" if seconds else "") + " and its heartbeat monitor ended the process. "
+              "This is not a collective running past its timeout (that the watchdog would report): the watchdog "
+              "itself was blocked, typically in a CUDA or NCCL call on a GPU that stopped responding (a hung "
+              "kernel, an Xid error, a driver fault), or by another thread holding the GIL inside a CUDA call.")
+    if grep(logs, WATCHDOG):
+        detail += " A collective timeout is reported too: that came first, and the watchdog hung while handling it."
+    return [Cause(
+        id="watchdog-hung", title="the NCCL watchdog thread hung (heartbeat monitor)", detail=detail,
+        fix="On the hosts named, check the GPUs first: `dmesg` / journal for Xid errors, `nvidia-smi` answering, "
+            "processes stuck in D state; take the stuck process's stacks before it is killed (`py-spy dump "
+            "--native --pid PID`). Keep the flight recorder on (TORCH_NCCL_TRACE_BUFFER_SIZE) so the dump says "
+            "which collective was in flight; raise TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC only if the stacks show "
+            "the thread was making progress.",
+        score=58, hosts=hosts(lines), settings=["TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "TORCH_NCCL_TRACE_BUFFER_SIZE"],
+        evidence=evidence(lines),
+    )]
 
 
 def rendezvous_wait(logs: list[Log]) -> list[Cause]:

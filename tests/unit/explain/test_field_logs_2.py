@@ -19,7 +19,9 @@ LOGS = SAMPLES / "logs"
 CASES: dict[str, tuple[str, str, str]] = {
     "torch-watchdog-1x-single-node-2.txt": ("collective-timeout", "[Rank 1] Watchdog caught collective operation",
                                             "ALLREDUCE (SeqNum 469508)"),
-    "torch-watchdog-stuck-wrapped-3.txt": ("collective-timeout", "s watchdog got stuck for 480 seconds", "480 s"),
+    # The watchdog thread itself hung: the heartbeat monitor's cause, not a collective timeout.
+    "torch-watchdog-stuck-wrapped-3.txt": ("watchdog-hung", "[PG ID 0 PG GUID 0(default_pg) Rank 6] ProcessGroupNCCL",
+                                           "rank 6 stopped making progress for 480 s"),
     # The rank whose watchdog got stuck reached the collective too: not one that "never reported it".
     "torch-watchdog-stuck-and-caught-4.txt": ("collective-timeout", "[Rank 2] Watchdog caught",
                                               "Global ranks 7 timed out too"),

@@ -7,7 +7,8 @@ Where each wording comes from (file, release):
   OpType=..., NumelIn=..., NumelOut=..., Timeout(ms)=...)` (1.10 to 2.2), `[PG N Rank M]` (2.3, 2.4) and
   `[PG ID N PG GUID G(name) Rank M]` (2.5 on); the glog prefix `[E ProcessGroupNCCL.cpp:NNN]` (1.x) and
   `[rankN]:[E0612 10:00:00.123 ...]` (2.2 on); `ProcessGroupNCCL's watchdog got stuck for N seconds`
-  (2.2 on); `NCCL communicator was aborted on rank N.` (1.10 on).
+  (2.2 on, the watchdog thread hung: its own cause, not a collective timeout); `NCCL communicator was
+  aborted on rank N.` (1.10 on).
 - NCCL errors as torch quotes them: `NCCL error in: FILE:LINE, unhandled system error, NCCL version X`
   (1.x, NCCL <= 2.18), `torch.distributed.DistBackendError: NCCL error in: ..., unhandled system error (run
   with NCCL_DEBUG=INFO for details), NCCL version X` then `ncclSystemError: ...` and `Last error:` and the
@@ -65,7 +66,7 @@ CASES: dict[str, tuple[str, str, str, str | None, str]] = {
                        "out! Process will be terminated after dumping debug info. workMetaList_.size()=1\n"
                        "[rank0]:[E ProcessGroupNCCL.cpp:1153] [PG 0 Rank 0] ProcessGroupNCCL's watchdog got stuck "
                        "for 480 seconds without making progress in monitoring enqueued collectives.\n",
-                       "collective-timeout", None, ""),
+                       "watchdog-hung", None, "480 s"),
     "nccl-error-1.x": ("torch 1.10, NCCL 2.10", "RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch/work/"
                        "torch/lib/c10d/ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.10.3\n"
                        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
