@@ -1,0 +1,106 @@
+"""Values read from the real outputs of the fourth pass: RDMA devices of other vendors (AWS EFA, Intel
+irdma, Broadcom bnxt_re), nccl-tests tables of other releases and sizes, and nvidia-smi topo as pasted
+from narrow terminals and older drivers."""
+
+from __future__ import annotations
+
+from provisioner.parsers import parse
+from provisioner.parsers._text import is_prompt, split_lines
+
+from ._samples import read
+
+# ------------------------------------------------------------------------------------------------ AWS EFA
+
+
+def test_ibv_devinfo_efa_with_unspecified_transport_and_no_board_id() -> None:
+    facts = parse("ibv_devinfo", read("ibv_devinfo-8-efa-unspecified-transport.txt"))
+    assert facts["complete"] is True and facts["unplaced"] == []  # `$ ibv_devinfo ` is a prompt
+    (device,) = facts["devices"]
+    assert (device["name"], device["transport"], device["vendor_id"], device["vendor_part_id"]) == (
+        "efa_0", "unspecified (4)", "0x1d0f", 61344)
+    assert (device["fw_ver"], device["hw_ver"], device["board_id"]) == ("0.0.0.0", "0xEFA0", None)
+    (port,) = device["ports"]
+    assert (port["state"], port["active_mtu"], port["link_layer"]) == ("PORT_ACTIVE", 4096, "InfiniBand")
+    assert port["attributes"]["port_lmc"] == "0x01"
+
+
+def test_ibstat_efa_prints_empty_versions_which_are_unknown_not_empty_strings() -> None:
+    facts = parse("ibstat", read("ibstat-10-efa-empty-values.txt"))
+    assert facts["complete"] is True
+    # `ip-172-30-4-150:~ # ibstat`: SUSE's prompt, with no user@ and a blank before `#`.
+    assert facts["unplaced"] == [] and facts["errors"] == ["line 1: shell prompt line skipped: "
+                                                           "ip-172-30-4-150:~ # ibstat"]
+    (ca,) = facts["cas"]
+    assert (ca["name"], ca["type"], ca["firmware"], ca["hardware_version"]) == ("efa_0", None, None, None)
+    assert ca["attributes"]["Firmware version"] == ""  # kept as printed
+    (port,) = ca["ports"]
+    assert (port["state"], port["physical_state"], port["rate"], port["lmc"], port["link_layer"]) == (
+        "Active", "LinkUp", 100, 1, "Unknown")
+
+
+def test_suse_prompt_is_a_prompt_and_its_hash_is_not_a_note() -> None:
+    line = split_lines("gpu07:~ # show_gids mlx5_0")[0]
+    assert is_prompt(line) and line.text == "gpu07:~ # show_gids mlx5_0" and line.note == ""
+    assert is_prompt(split_lines("root@gpu07:/tmp # ibstat")[0])
+    # A host and port, or a device and port, before a person's note stay what they were.
+    assert not is_prompt(split_lines("mlx5_0:1 # the slow one")[0])
+    assert not is_prompt(split_lines("gpu07:1234:1234 [0] NCCL INFO Bootstrap")[0])
+
+
+# ------------------------------------------------------------------------------------------- Intel irdma
+
+
+def test_ibv_devinfo_irdma_two_devices_without_board_id() -> None:
+    facts = parse("ibv_devinfo", read("ibv_devinfo-9-irdma-e810.txt"))
+    assert facts["complete"] is True and facts["unplaced"] == []
+    assert [d["name"] for d in facts["devices"]] == ["irdma0", "irdma1"]
+    for device in facts["devices"]:
+        assert (device["vendor_id"], device["vendor_part_id"], device["fw_ver"], device["board_id"]) == (
+            "0x8086", 5531, "1.72", None)
+        (port,) = device["ports"]
+        assert (port["state"], port["max_mtu"], port["active_mtu"], port["port_lid"], port["link_layer"]) == (
+            "PORT_ACTIVE", 4096, 1024, 1, "Ethernet")
+
+
+def test_ibv_devinfo_verbose_irdma_empty_caps_and_sentences() -> None:
+    facts = parse("ibv_devinfo", read("ibv_devinfo-v-10-irdma-e810-verbose.txt"))
+    assert facts["complete"] is True and facts["unplaced"] == []
+    (device,) = facts["devices"]
+    assert device["flags"]["device_cap_flags"] == [
+        "RC_RNR_NAK_GEN", "MEM_WINDOW", "MEM_MGT_EXTENSIONS", "Unknown flags: 0x8000"]
+    assert device["flags"]["rc_odp_caps"] == ["NO SUPPORT"]
+    assert device["attributes"]["general_odp_caps"] == ""  # a heading with nothing under it
+    assert device["attributes"]["completion timestamp_mask"] == "0x000000000001ffff"
+    assert device["attributes"]["packet_pacing_caps.qp_rate_limit_max"] == "0kbps"
+    assert device["notes"] == ["core clock not supported", "tag matching not supported"]
+    (port,) = device["ports"]
+    assert (port["phys_state"], port["active_width"], port["active_speed"]) == (
+        "LINK_UP", "4X (2)", "25.0 Gbps (32)")
+    assert [(g["index"], g["gid_normal"], g["type"]) for g in port["gids"]] == [
+        (0, "fe80:0000:0000:0000:6efe:54ff:fe3d:8a39", "RoCE v2"),
+        (1, "0000:0000:0000:0000:0000:ffff:0a16:74dd", "RoCE v2")]
+
+
+def test_rdma_link_irdma_and_bnxt_re() -> None:
+    irdma = parse("rdma_link", read("rdma-link-7-irdma.txt"))
+    assert irdma["complete"] is True and irdma["unplaced"] == []
+    assert [(x["device"], x["port"], x["state"], x["netdev"]) for x in irdma["links"]] == [
+        ("irdma0", 1, "ACTIVE", "ens6f0"), ("irdma1", 1, "ACTIVE", "ens6f1")]
+    bnxt = parse("rdma_link", read("rdma-link-8-bnxt-re.txt"))
+    assert [(x["device"], x["state"], x["physical_state"], x["netdev"]) for x in bnxt["links"]] == [
+        ("bnxt_re0", "ACTIVE", "LINK_UP", "enp194s0f0np0"), ("bnxt_re1", "DOWN", "DISABLED", "enp194s0f1np1")]
+
+
+# ------------------------------------------------------------------------------------------ Broadcom
+
+
+def test_ibstat_bnxt_re_cut_before_link_layer() -> None:
+    facts = parse("ibstat", read("ibstat-11-bnxt-re-cut.txt"))
+    (ca,) = facts["cas"]
+    assert (ca["type"], ca["firmware"], ca["hardware_version"]) == (
+        "Broadcom NetXtreme-C/E RoCE Driver HCA", "231.0.154.0", "0x14e4")
+    (port,) = ca["ports"]
+    assert (port["state"], port["rate"], port["capability_mask"], port["link_layer"]) == (
+        "Active", 100, "0x001d0000", None)
+    assert facts["complete"] is False and facts["missing"] == ["CA 'bnxt_re0' port 1: Link layer"]
+    assert [u["line"] for u in facts["unplaced"]] == [1]  # the bare `ibstat` a script echoed
