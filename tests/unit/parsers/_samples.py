@@ -135,6 +135,11 @@ SAMPLE_KINDS: dict[str, str] = {
     "rdma-link-7-irdma.txt": "rdma_link",
     "rdma-link-8-bnxt-re.txt": "rdma_link",
     "ibstat-11-bnxt-re-cut.txt": "ibstat",
+    "all_reduce_perf-16-gb200-nvl72-integer-time.txt": "nccl_tests",
+    "reduce_scatter_perf-17-zero-size-rows-cut.txt": "nccl_tests",
+    "all_gather_perf-18-nixos-2.13.6-one-gpu-cut.txt": "nccl_tests",
+    "nvidia-smi-topo-14-wrapped-legend-and-p2p.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt": "nvidia_smi_topo",
 }
 
 

@@ -104,3 +104,77 @@ def test_ibstat_bnxt_re_cut_before_link_layer() -> None:
         "Active", 100, "0x001d0000", None)
     assert facts["complete"] is False and facts["missing"] == ["CA 'bnxt_re0' port 1: Link layer"]
     assert [u["line"] for u in facts["unplaced"]] == [1]  # the bare `ibstat` a script echoed
+
+
+# ------------------------------------------------------------------------------------------ nccl-tests
+
+
+def test_nccl_tests_gb200_rows_with_whole_microsecond_times() -> None:
+    facts = parse("nccl_tests", read("all_reduce_perf-16-gb200-nvl72-integer-time.txt"))
+    assert facts["complete"] is True and facts["verdict"] == "ok"
+    assert facts["avg_busbw"] == 745.53 and facts["out_of_bounds_ok"] is True
+    assert facts["devices"][0]["rank"] == 71 and facts["devices"][0]["host"] == "slurm-gb200-207-171"
+    by_size = {r["size"]: r for r in facts["rows"]}
+    assert len(by_size) == 5 and max(by_size) == 8589934592
+    # `10094` and `20299` (no decimals once a time passes 10 ms) are times like `1806.7`.
+    assert (by_size[4294967296]["oop_time_us"], by_size[4294967296]["ip_time_us"]) == (10094, 10141)
+    assert by_size[8589934592]["ip_busbw"] == 846.82
+
+
+def test_nccl_tests_reduce_scatter_repeats_zero_byte_rows() -> None:
+    facts = parse("nccl_tests", read("reduce_scatter_perf-17-zero-size-rows-cut.txt"))
+    rows = facts["rows"]
+    assert [r["size"] for r in rows] == [0, 0, 0, 0, 0, 128, 256]
+    assert [r["oop_time_us"] for r in rows[:5]] == [5.70, 5.92, 5.52, 5.53, 5.57]
+    assert all(r["oop_busbw"] == 0 and r["oop_wrong"] == 0 for r in rows[:5])
+    assert facts["complete"] is False and facts["verdict"] == "truncated: no footer"
+
+
+def test_nccl_tests_2_13_one_gpu_all_gather_header() -> None:
+    facts = parse("nccl_tests", read("all_gather_perf-18-nixos-2.13.6-one-gpu-cut.txt"))
+    assert facts["parameters"]["graph"] == "0" and facts["parameters"]["agg iters"] == "1"
+    assert facts["parameters"]["step"] == "1048576(bytes)"
+    (row,) = facts["rows"]
+    assert (row["redop"], row["oop_algbw"], row["ip_time_us"], row["ip_algbw"]) == ("none", 1816.16, 0.05, 619657.10)
+    assert facts["out_of_bounds_ok"] is True and facts["avg_busbw"] is None and facts["complete"] is False
+    assert [u["line"] for u in facts["unplaced"]] == [1]  # the Nix wrapper's `Running /nix/store/...`
+
+
+# ------------------------------------------------------------------------------------- nvidia-smi topo
+
+
+def test_topology_legend_wrapped_by_a_narrow_terminal_is_joined() -> None:
+    facts = parse("nvidia_smi_topo", read("nvidia-smi-topo-14-wrapped-legend-and-p2p.txt"))
+    assert facts["complete"] is True
+    assert facts["matrix"] == {"GPU0": {"GPU0": "X", "GPU1": "NODE"}, "GPU1": {"GPU0": "NODE", "GPU1": "X"}}
+    assert facts["cpu_affinity"] == {"GPU0": "0-15", "GPU1": "0-15"} and facts["gpu_numa_id"]["GPU0"] is None
+    assert facts["legend"]["SYS"] == ("Connection traversing PCIe as well as the SMP interconnect between "
+                                      "NUMA nodes (e.g., QPI/UPI)")
+    assert facts["legend"]["PHB"].endswith("(typically the CPU)")
+    assert facts["legend"]["PIX"] == "Connection traversing at most a single PCIe bridge"
+
+
+def test_topology_followed_by_a_p2p_matrix_keeps_the_p2p_legend_out() -> None:
+    facts = parse("nvidia_smi_topo", read("nvidia-smi-topo-14-wrapped-legend-and-p2p.txt"))
+    assert "NS" not in facts["legend"] and "OK" not in facts["legend"]
+    assert len(facts["legend"]) == 7
+    # From `GPU0 GPU1` of `topo -p2p rw` on: another view, every line of it named.
+    assert [u["line"] for u in facts["unplaced"]] == [19, 20, 21, 23, *range(25, 33)]
+
+
+def test_a_short_legend_line_followed_by_another_line_is_not_a_wrap() -> None:
+    text = "\tGPU0\tCPU Affinity\nGPU0\t X \t0-7\n\nLegend:\n\n  X    = Self\nsomething odd\n"
+    facts = parse("nvidia_smi_topo", text)
+    assert facts["legend"] == {"X": "Self"} and [u["line"] for u in facts["unplaced"]] == [7]
+
+
+def test_topology_of_16_gpus_with_nic_columns_named_by_device() -> None:
+    facts = parse("nvidia_smi_topo", read("nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt"))
+    assert len(facts["columns"]) == 26 and facts["columns"][16:18] == ["mlx5_0", "mlx5_1"]
+    assert facts["info_columns"] == ["CPU Affinity"]
+    assert facts["gpus"] == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    assert facts["matrix"]["GPU0"]["GPU15"] == "NV6"
+    assert [facts["matrix"]["GPU2"][f"mlx5_{i}"] for i in range(4)] == ["PXB", "PIX", "NODE", "NODE"]
+    assert facts["cpu_affinity"]["GPU3"] == "0-23,48-71"
+    (missing,) = facts["missing"]
+    assert facts["complete"] is False and missing.startswith("rows for GPU4, ") and missing.endswith(", mlx5_9")
