@@ -178,3 +178,16 @@ def test_topology_of_16_gpus_with_nic_columns_named_by_device() -> None:
     assert facts["cpu_affinity"]["GPU3"] == "0-23,48-71"
     (missing,) = facts["missing"]
     assert facts["complete"] is False and missing.startswith("rows for GPU4, ") and missing.endswith(", mlx5_9")
+
+
+# ----------------------------------------------------------------------------------------------- show_gids
+
+
+def test_show_gids_of_a_pod_from_index_4_with_blank_ipv4_cells() -> None:
+    facts = parse("show_gids", read("show_gids-9-k8s-net1-index4.txt"))
+    assert [(g["device"], g["index"], g["ipv4"], g["version"], g["netdev"]) for g in facts["gids"]] == [
+        ("mlx5_0", 4, "10.12.0.21", "v1", "net1"), ("mlx5_0", 5, "10.12.0.21", "v2", "net1"),
+        ("mlx5_0", 6, None, "v1", "net1"), ("mlx5_0", 7, None, "v2", "net1")]
+    assert facts["gids"][1]["gid_normal"] == "0000:0000:0000:0000:0000:ffff:0a0c:0015"
+    assert [u["line"] for u in facts["unplaced"]] == [1]  # the bare `show_gids` echoed before the header
+    assert facts["complete"] is False and facts["n_gids_found"] is None  # cut before its trailer
