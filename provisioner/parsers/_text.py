@@ -20,11 +20,13 @@ from provisioner.errors import ParseError
 # which would make our line numbers disagree with what an editor shows.
 _EOL = re.compile(r"\r\n|\r|\n")
 
-# An echoed shell command (`$ ibstat | grep mlx5`, `user@host:~$ cmd`, `[root@node ~]# cmd`), or the
-# next prompt with no command that a paste ends with (`root@host:~# `: `user@host` makes it a prompt).
+# An echoed shell command (`$ ibstat | grep mlx5`, `user@host:~$ cmd`, `[root@node ~]# cmd`, SUSE's
+# `host:~ # cmd` without a user), or the next prompt with no command that a paste ends with
+# (`root@host:~# `: `user@host` makes it a prompt; without a user, the `:~` or `:/` of a working directory).
 # A bare `# ...` is deliberately not a prompt: nccl-tests prints its own comments that way.
 _PROMPT = re.compile(
-    r"^\s*(?:\$\s+\S|(?:[\w.-]+@[\w.-]+(?::\S*)?\s*[$#]|\[[^\]\s]+@[^\]]+\]\s*[$#])(?:\s+\S|\s*$))",
+    r"^\s*(?:\$\s+\S|(?:[\w.-]+@[\w.-]+(?::\S*)?\s*[$#]|[\w.-]+:[~/]\S*\s*[$#]"
+    r"|\[[^\]\s]+@[^\]]+\]\s*[$#])(?:\s+\S|\s*$))",
     re.ASCII,
 )
 
@@ -189,7 +191,9 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
     cleaned = _strip_common(cleaned, _HOST_LABEL, 1.0, least=2)
     cleaned = [_strip_inner_timestamp(line) for line in cleaned]
-    return [_strip_note(line) if "#" in line.text and not line.text.lstrip().startswith("#") else line
+    # A prompt's own `#` (`host:~ # ibstat`) is not a person's note: taking it off would hide the prompt.
+    return [_strip_note(line) if "#" in line.text and not line.text.lstrip().startswith("#")
+            and not _PROMPT.match(line.text) else line
             for line in cleaned]
 
 

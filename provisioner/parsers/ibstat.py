@@ -142,12 +142,14 @@ def _build_ca(ca: _Ca, errors: list[str], found: Collector) -> IbstatCa:
         if count > len(ca.ports):
             found.lack(f"CA '{ca.name}': {count - len(ca.ports)} of its {count} port records")
     attrs = ca.attributes
+    # AWS EFA prints `CA type:`, `Firmware version:` and `Hardware version:` with nothing after them:
+    # unknown, like a port's empty `State:`, not a version that is the empty string.
     return IbstatCa(
         name=ca.name,
-        type=attrs.get("CA type"),
+        type=attrs.get("CA type") or None,
         number_of_ports=count,
-        firmware=attrs.get("Firmware version"),
-        hardware_version=attrs.get("Hardware version"),
+        firmware=attrs.get("Firmware version") or None,
+        hardware_version=attrs.get("Hardware version") or None,
         node_guid=attrs.get("Node GUID"),
         system_image_guid=attrs.get("System image GUID"),
         attributes=attrs,

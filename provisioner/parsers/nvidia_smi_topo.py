@@ -30,6 +30,8 @@ _LINK = re.compile(r"^(?:X|NV[0-9]+|[A-Z][A-Z0-9]{1,7}|N/A)$", re.ASCII)
 _LEGEND_TITLE = re.compile(r"^(?P<nic>NIC\s+)?Legend:$")
 _LEGEND_ENTRY = re.compile(r"^(?P<key>\S+)\s*=\s*(?P<text>\S.*)$")
 _LEGEND_OWN_HASH = re.compile(r"\s+#.*?(?=\s+#(?:\s|$)|$)")
+# Only a line that reached the edge of a terminal (or of a pager) can have been wrapped onto the next one.
+_WRAP_WIDTH = 60
 _NIC_ENTRY = re.compile(r"^(?P<nic>NIC[0-9]+)\s*:\s*(?P<device>\S+)$", re.ASCII)
 
 _KNOWN_INFO = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
@@ -115,6 +117,8 @@ class _Topo:
         self.nic_legend: dict[str, str] = {}
         self.in_nic_legend = False
         self.short_rows: list[str] = []
+        self.last_entry: tuple[str, int] | None = None  # the legend key just read, and its line number
+        self.other_view = False  # a second matrix header came after the legend (`topo -p2p rw`)
 
     def row(self, line: Line) -> bool:
         tokens = line.stripped.split()
@@ -141,6 +145,7 @@ class _Topo:
 
     def other(self, line: Line) -> None:
         body = line.stripped
+        last, self.last_entry = self.last_entry, None
         if m := _LEGEND_TITLE.match(body):
             self.in_nic_legend = bool(m.group("nic"))
         elif m := _NIC_ENTRY.match(body):
@@ -151,6 +156,12 @@ class _Topo:
             own = _LEGEND_OWN_HASH.match(line.note) if "#" in m.group("key") else None
             text = m.group("text") + (own.group(0) if own else "")
             self.legend[m.group("key")] = " ".join(text.split())  # prose: re-spacing is noise
+            if len(line.raw.expandtabs(8)) >= _WRAP_WIDTH:
+                self.last_entry = (m.group("key"), line.number)
+        elif last is not None and line.number == last[1] + 1 and not _DEVICE.match(body.split()[0]):
+            # A legend line as wide as the terminal goes on, on the next line, without a key: the same entry.
+            self.legend[last[0]] = " ".join(f"{self.legend[last[0]]} {line.text}{line.note}".split())
+            self.last_entry = (last[0], line.number) if len(line.raw.expandtabs(8)) >= _WRAP_WIDTH else None
         else:
             fail(KIND, "line fits no part of nvidia-smi topo output (header, matrix row, legend)", line)
 
@@ -165,8 +176,16 @@ def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
     ibstatus: list[IbStatusPort] = []
 
     def handle(line: Line) -> None:
+        if topo.other_view:
+            fail(KIND, "after a second matrix header: another nvidia-smi topo view (such as -p2p), "
+                       "not this topology", line)
         if not topo.devices and not topo.legend and not topo.nic_legend and (header := _header_cells(line)):
             topo.devices, topo.info = header
+        elif topo.devices and (topo.legend or topo.nic_legend) and _header_cells(line):
+            # Its legend (`OK = Status Ok`, `NS = Not supported`) would otherwise pass for this one's.
+            topo.other_view = True
+            fail(KIND, "a second matrix header after the legend: another nvidia-smi topo view "
+                       "(such as -p2p), not this topology", line)
         elif not topo.row(line):
             topo.other(line)
 

@@ -128,6 +128,19 @@ SAMPLE_KINDS: dict[str, str] = {
     "ofed_info-s-9-doca-25.10.txt": "ofed_info",
     "ofed_info-s-10-doca-24.10-five-part.txt": "ofed_info",
     "perfquery-x-4-data-only.txt": "perfquery",
+    "ibv_devinfo-8-efa-unspecified-transport.txt": "ibv_devinfo",
+    "ibstat-10-efa-empty-values.txt": "ibstat",
+    "ibv_devinfo-9-irdma-e810.txt": "ibv_devinfo",
+    "ibv_devinfo-v-10-irdma-e810-verbose.txt": "ibv_devinfo",
+    "rdma-link-7-irdma.txt": "rdma_link",
+    "rdma-link-8-bnxt-re.txt": "rdma_link",
+    "ibstat-11-bnxt-re-cut.txt": "ibstat",
+    "all_reduce_perf-16-gb200-nvl72-integer-time.txt": "nccl_tests",
+    "reduce_scatter_perf-17-zero-size-rows-cut.txt": "nccl_tests",
+    "all_gather_perf-18-nixos-2.13.6-one-gpu-cut.txt": "nccl_tests",
+    "nvidia-smi-topo-14-wrapped-legend-and-p2p.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt": "nvidia_smi_topo",
+    "show_gids-9-k8s-net1-index4.txt": "show_gids",
 }
 
 
