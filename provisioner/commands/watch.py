@@ -52,6 +52,9 @@ HISTORY_HELP = "History file (SQLite) [default: $FABNET_HISTORY, else $XDG_STATE
 @ssh_config_option
 @click.option("--history", "history_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help=HISTORY_HELP)
+@click.option("--keep", callback=duration, default="30d", show_default=True,
+              help="How long the history keeps watch cycles (30d, 12h, ...); older ones are deleted at the start "
+                   "and every hour. 0 keeps them all. Audit, apply and smoke records are always kept.")
 @click.option("--prom-port", type=click.IntRange(1, 65535), default=None,
               help="Serve Prometheus metrics on this port (/metrics).")
 @click.option("--prom-listen", default="127.0.0.1", show_default=True,
@@ -65,7 +68,7 @@ HISTORY_HELP = "History file (SQLite) [default: $FABNET_HISTORY, else $XDG_STATE
 @become_option
 def watch_command(inventory: Path, playbook: Path | None, limit: str | None, interval: float, run_for: float | None,
                   forks: int, connect_timeout: float, command_timeout: float, ssh_config: Path | None,
-                  history_file: Path | None, prom_port: int | None, prom_listen: str, prom: Path | None,
+                  history_file: Path | None, keep: float, prom_port: int | None, prom_listen: str, prom: Path | None,
                   as_json: bool, drain_failed: bool, ask_become_pass: bool) -> None:
     """Keep watching the fleet: each host is read again every interval over its kept SSH session (one
     exec: the playbook's facts and the RDMA port counters and link carrier changes), and only what
@@ -125,8 +128,9 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
 
         watcher = Watcher(plans, sessions, interval=interval, history=history, run=run, state=state,
                           on_changes=found,
-                          on_cycle=cycled if prom is not None else None, on_problem=report.warn)
+                          on_cycle=cycled if prom is not None else None, on_problem=report.warn, keep=keep)
         watcher.seed_busbw()
+        watcher.prune()
         until = time.monotonic() + run_for if run_for else None
         if not as_json:
             watch_report.started(len(plans), interval, str(target) if target else None,

@@ -22,7 +22,7 @@ from typing import Any
 from provisioner.errors import FabnetError
 from provisioner.output.files import OutputError, open_private
 
-SCHEMA_VERSION = 2  # 2: results.seconds (a watch cycle's duration)
+SCHEMA_VERSION = 3  # 2: results.seconds (a watch cycle's duration); 3: indexes by time and by run
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, command TEXT NOT NULL, started REAL NOT NULL, finished REAL,
@@ -36,7 +36,14 @@ CREATE TABLE IF NOT EXISTS changes (
     kind TEXT NOT NULL, subject TEXT NOT NULL, detail TEXT NOT NULL, delta REAL, rate REAL);
 CREATE INDEX IF NOT EXISTS results_host_at ON results(host, at);
 CREATE INDEX IF NOT EXISTS changes_host_at ON changes(host, at);
+CREATE INDEX IF NOT EXISTS results_at ON results(at);
+CREATE INDEX IF NOT EXISTS results_run ON results(run);
+CREATE INDEX IF NOT EXISTS changes_at ON changes(at);
 """
+# A watch writes a row per host per cycle (64 hosts every 30 s: about 180,000 a day). Reads ask by time,
+# by host or by run through the indexes above, never for everything; old watch cycles are pruned in
+# batches, each its own short transaction, so a running watch's writes never wait long.
+PRUNE_BATCH = 20_000
 
 
 class HistoryError(FabnetError):
@@ -229,6 +236,28 @@ class History:
             "ORDER BY r.at DESC, r.id DESC LIMIT 1", (host,))
         return next((Result(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]), r[7], r[8], r[9])
                      for r in rows), None)
+
+    def last_busbw(self) -> dict[str, float]:
+        """Each host's bus bandwidth from its most recent smoke result that has one."""
+        rows = self._query(
+            "SELECT host, busbw FROM results WHERE busbw IS NOT NULL AND run IN "
+            "(SELECT id FROM runs WHERE command = 'smoke') ORDER BY at, id", ())
+        return {str(host): float(busbw) for host, busbw in rows}  # oldest first: the last one wins
+
+    def prune(self, before: float, command: str = "watch") -> int:
+        """Delete the results and changes of `command`'s runs from before `before` (a time); the runs
+        themselves and every other command's rows stay. Returns how many rows went."""
+        gone = 0
+        for table in ("results", "changes"):
+            while True:
+                with self._tx() as db:
+                    count = db.execute(
+                        f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE at < ? AND run IN "
+                        "(SELECT id FROM runs WHERE command = ?) LIMIT ?)", (before, command, PRUNE_BATCH)).rowcount
+                gone += count
+                if count < PRUNE_BATCH:
+                    break
+        return gone
 
     def hosts(self) -> list[str]:
         return [r[0] for r in self._query("SELECT DISTINCT host FROM results ORDER BY host", ())]

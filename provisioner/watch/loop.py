@@ -13,6 +13,7 @@ would say "ok" alone and "drift" a cycle later, a change that never happened.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from provisioner.run.session import Sessions
 from provisioner.watch import links
 from provisioner.watch.changes import Change, HostTrack, Snapshot, snapshot
 
+PRUNE_EVERY = 3600.0  # seconds between two prunings of old watch cycles from the history
 BACKOFF_MAX = 60.0
 
 
@@ -77,8 +79,10 @@ class Watcher:
     def __init__(self, plans: Sequence[HostPlan], sessions: Sessions, *, interval: float,
                  on_changes: Callable[[Sequence[Change]], None], history: History | None = None, run: int = 0,
                  state: WatchState | None = None, on_cycle: Callable[[Cycle], None] | None = None,
-                 on_problem: Callable[[str], None] = lambda message: None) -> None:
+                 on_problem: Callable[[str], None] = lambda message: None, keep: float = 0.0) -> None:
         self.plans = list(plans)
+        self.keep = keep  # seconds of watch cycles the history keeps; 0: all
+        self._pruned = -math.inf
         self.sessions = sessions
         self.interval = interval
         self.on_changes = on_changes
@@ -170,6 +174,7 @@ class Watcher:
                                          [c.to_json() for c in cycle.changes])
             except HistoryError as exc:  # a full disk must not stop the watching; it is said, once a cycle
                 self.on_problem(str(exc))
+            self.prune()
         self.state.update(cycle.host, self._metrics(cycle, counts))
         if cycle.changes:
             self.on_changes(cycle.changes)
@@ -204,9 +209,24 @@ class Watcher:
         """Each host's busbw metric starts at its last smoke result in the history."""
         if self.history is None:
             return
-        for result in self.history.results():  # oldest first: the last smoke wins
-            if result.command == "smoke" and result.busbw is not None and result.host in self._hosts:
-                self.state.update(result.host, HostMetrics(busbw=result.busbw))
+        for host, busbw in self.history.last_busbw().items():
+            if host in self._hosts:
+                self.state.update(host, HostMetrics(busbw=busbw))
+
+    def prune(self, now: float | None = None) -> None:
+        """Drop watch cycles older than `keep` from the history: at the start, then at most once an hour
+        (from whichever host's thread comes first)."""
+        if self.history is None or not self.keep:
+            return
+        now = time.time() if now is None else now
+        with self._lock:
+            if now - self._pruned < PRUNE_EVERY:
+                return
+            self._pruned = now
+        try:
+            self.history.prune(now - self.keep)
+        except HistoryError as exc:
+            self.on_problem(str(exc))
 
     def run_until(self, stop: threading.Event, forks: int, until: float | None = None) -> None:
         self._forks = forks

@@ -140,7 +140,7 @@ def test_a_history_from_before_cycle_durations_opens_and_then_keeps_them(tmp_pat
         assert [(r.command, r.seconds) for r in history.results("gpu01")] == [("audit", None), ("watch", 0.25)]
         assert history.results()[1].to_json()["seconds"] == 0.25
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert db.execute("PRAGMA user_version").fetchone() == (3,)
     db.close()
 
 
@@ -164,6 +164,67 @@ def test_watch_records_each_cycle_with_the_time_it_took_from_its_start(tmp_path:
         (result,) = history.results("gpu01")
     assert result.at == started
     assert result.seconds is not None and 0.3 <= result.seconds < 30
+
+
+def _row(host: str, at: float, **extra: Any) -> dict[str, Any]:
+    return {"host": host, "at": at, "verdict": "in_sync", **extra}
+
+
+def test_the_last_smoke_bandwidth_per_host_comes_from_smoke_runs_only(tmp_path: Path) -> None:
+    with History(tmp_path / "h.sqlite") as history:
+        first, audit, second = history.start_run("smoke"), history.start_run("audit"), history.start_run("smoke")
+        history.add_results(first, [_row("gpu01", 10.0, busbw=40.0), _row("gpu02", 10.0, busbw=41.0)])
+        history.add_results(audit, [_row("gpu01", 30.0, busbw=99.0)])  # not a smoke: never a bandwidth
+        history.add_results(second, [_row("gpu01", 20.0, busbw=45.5), _row("gpu02", 20.0)])  # gpu02: none
+        assert history.last_busbw() == {"gpu01": 45.5, "gpu02": 41.0}
+
+
+def test_pruning_drops_only_old_watch_cycles_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.history import store
+
+    monkeypatch.setattr(store, "PRUNE_BATCH", 7)  # several batches, the last one short
+    with History(tmp_path / "h.sqlite") as history:
+        watch, audit = history.start_run("watch"), history.start_run("audit")
+        history.add_results(watch, [_row(f"gpu{i % 4}", float(i)) for i in range(30)],
+                            [{"host": "gpu0", "at": float(i), "kind": "drift_new", "subject": "s", "detail": "d"}
+                             for i in range(0, 30, 3)])
+        history.add_results(audit, [_row("gpu0", 1.0)])
+        assert history.prune(before=20.0) == 20 + 7  # results at 0..19, changes at 0, 3, ..., 18
+        assert sorted(r.at for r in history.results() if r.command == "watch") == [float(i) for i in range(20, 30)]
+        assert [r.at for r in history.results() if r.command == "audit"] == [1.0]
+        assert [e.at for e in history.events()] == [21.0, 24.0, 27.0]
+        assert [r.command for r in history.runs()] == ["watch", "audit"]  # the runs themselves stay
+        assert history.prune(before=20.0) == 0
+
+
+def test_watch_prunes_at_start_and_then_at_most_hourly(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from provisioner.load.hostplans import HostPlan
+    from provisioner.run.session import Sessions
+    from provisioner.watch.loop import PRUNE_EVERY, Watcher
+
+    plan = cast(HostPlan, SimpleNamespace(host=SimpleNamespace(name="gpu01")))
+    keep = 600.0
+    with History(tmp_path / "h.sqlite") as history:
+        run, smoke = history.start_run("watch"), history.start_run("smoke")
+        history.add_results(run, [_row("gpu01", at) for at in (0.0, 5000.0, 9000.0)])
+        history.add_results(smoke, [_row("gpu01", 0.0, busbw=33.0)])
+        watcher = Watcher([plan], cast(Sessions, None), interval=1.0, on_changes=lambda changes: None,
+                          history=history, run=run, keep=keep)
+        watcher.seed_busbw()
+        assert watcher.state.get("gpu01").busbw == 33.0
+        watcher.prune(now=5500.0)
+        assert [(r.command, r.at) for r in history.results()] == [("smoke", 0.0), ("watch", 5000.0), ("watch", 9000.0)]
+        watcher.prune(now=5500.0 + PRUNE_EVERY / 2)  # within the hour since the last: nothing goes
+        assert len(history.results()) == 3
+        watcher.prune(now=5500.0 + PRUNE_EVERY + 1)
+        assert [(r.command, r.at) for r in history.results()] == [("smoke", 0.0), ("watch", 9000.0)]
+        unpruned = Watcher([plan], cast(Sessions, None), interval=1.0, on_changes=lambda changes: None,
+                           history=history, run=run)  # keep 0: every cycle stays
+        unpruned.prune(now=10 * PRUNE_EVERY)
+        assert len(history.results()) == 2
 
 
 def _two_host_watcher() -> object:
