@@ -164,9 +164,11 @@ def missing_program(output: str, exit_code: int) -> tuple[str, list[str]] | None
 
 def tasks_failed_to_start(output: str, exit_code: int) -> list[str]:
     """Hosts whose task the launcher says ended as a program that could not be run does (srun: exit code
-    2 or 127), in a run that never printed nccl-tests' header. Where the launcher ends the step at once
-    (--kill-on-bad-exit), the task's own `execve(): ...` line can be lost; the hosts are worth a look."""
-    if exit_code == 0 or "# nThread" in output or "#  size" in output or "#       size" in output:
+    2 or 127). Where the launcher ends the step at once (--kill-on-bad-exit), the task's own `execve(): ...`
+    line can be lost, and the other ranks may have printed nccl-tests' header before they were killed
+    (seen on a loaded machine): the hosts are worth a look whatever else the output holds. The caller
+    names one only if it really lacks the program."""
+    if exit_code == 0:
         return []
     return list(dict.fromkeys(m["host"] for p in _FAILED_ON for m in p.finditer(output)))
 
