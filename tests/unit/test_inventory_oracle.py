@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.cli import main
-from provisioner.errors import ConfigError
+from provisioner.errors import ConfigError, ConfigErrors
 from provisioner.load.ansible_tags import hide_passwords
 from provisioner.load.inventory import load_inventory
 from provisioner.load.inventory_json import list_json
@@ -26,6 +26,10 @@ CORE = CORPUS / "ansible-core"
 KAYOBE = [CORPUS / "kayobe/ansible/inventory", CORPUS / "kayobe/etc/kayobe/inventory"]
 FGCI = CORPUS / "fgci-ansible"
 EXAMPLES = CORPUS / "inventory-file-examples"
+BLUEBANQUISE = CORPUS / "bluebanquise"
+MITOGEN = CORPUS / "mitogen/hosts"
+CEPH = CORPUS / "ceph-ansible"
+SONIC = CORPUS / "sonic-mgmt/ansible"
 CASES: dict[str, list[Path]] = {
     "deepops-config-example": [CORPUS / "deepops/config.example/inventory"],
     "deepops-virtual": [CORPUS / "deepops/virtual/virtual_inventory"],
@@ -75,6 +79,24 @@ CASES: dict[str, list[Path]] = {
     "examples-vars-dirs": [EXAMPLES / "static/vars_dirs/inv"],
     "examples-ordered": [EXAMPLES / "static/ordered/hosts"],
     "examples-yaml": [EXAMPLES / "yaml/ansible_example.yml"],
+    "bluebanquise-simple": [BLUEBANQUISE / "simple_cluster"],
+    "bluebanquise-icebergs": [BLUEBANQUISE / "multi_icebergs_cluster/inventory"],
+    # Every file of the directory but default.hosts, which fabnet refuses (lookup('pipe'), see below).
+    "mitogen": [MITOGEN / name for name in ("become_same_user.hosts", "connection_delegation.hosts", "issue340",
+                                            "k3.hosts.disabled", "localhost.hosts.disabled",
+                                            "osa-containers.hosts.disabled", "transport_config.hosts")],
+    "ceph-collocation": [CEPH / "collocation/hosts"],
+    "ceph-all-daemons-ipv6": [CEPH / "all_daemons_ipv6/hosts"],
+    "ceph-external-clients": [CEPH / "external_clients/inventory"],
+    "sonic-inventory": [SONIC / "inventory"],
+    "sonic-veos-vtb": [SONIC / "veos_vtb"],
+    "core-invalid-group": [CORE / "inventory-invalid-group/inventory.ini"],
+    "core-unicode-var": [CORE / "unicode/inventory"],
+    "core-numeric-host": [CORE / "hosts_field/inventory.hosts_field"],
+    "core-hostnames": [CORE / "lookup_inventory_hostnames/inventory"],
+    "core-delegate-to": [CORE / "delegate_to/inventory"],
+    "core-host-pinned": [CORE / "strategy_host_pinned/hosts"],
+    "core-vault-toml": [CORE / "ansible-vault/inventory.toml"],
 }
 
 # Patterns whose answer both tools must give identically.
@@ -124,6 +146,27 @@ PATTERNS: dict[str, list[str]] = {
     "examples-two": ["ungrouped", "southeast", "northeast", "all[1:]", "all:&ungrouped"],
     "examples-vars-dirs": ["southeast", "usa", "southeast:!raleigh", "usa[1]", "atlanta:&raleigh"],
     "core-order": ["incremental", "incremental[1:2]", "host?", "incremental[-1]", "~host[AB]"],
+    "bluebanquise-simple": [
+        "fn_compute", "fn_compute[0]", "fn_compute[-1]", "c00*", "~g00[12]", "hw_cpu_server_type_A:&os_ubuntu_24",
+        "all:!fn_compute", "os_ubuntu_24[2:4]", "fn_management,hw_gpu_server_type_B",
+    ],
+    "bluebanquise-icebergs": [
+        "iceberg3", "iceberg3:&gpu", "fn_compute:!iceberg2", "secondary_managements", "~^c00[246]$",
+        "iceberg2[-1]", "management*:!iceberg1", "fn_compute[4:]",
+        "gpu[001:002]",  # the group gpu, 001 read as 1
+    ],
+    "mitogen": [
+        "transport_config", "transport_config:!tc_password", "cd*", "k3-x10[-1]", "k3-x500[100:103]", "tc_*",
+        "~^tc-remote-addr-explicit-(ssh|host)$", "connection-delegation-test:connection-delegation-cycle",
+        "localhost-x100:!localhost-x90", "osa-all-containers", "issue340[1]", "transport_config_undiscover[0]",
+    ],
+    "ceph-collocation": ["rgws", "rgws:&mdss", "mdss:rbdmirrors", "all:!mons", "rgws[-1]", "~(rgw|mds)0"],
+    "sonic-veos-vtb": [
+        "lab:&sonic", "servers", "vms_1[10:20]", "VM01?0", "ptf:lab", "sonic:!lab", "all:!servers", "~vlab-0[1-3]",
+        "server_1[0]", "VM01[0-9]*",
+    ],
+    "sonic-inventory": ["sonic", "sonic[1:]", "leaf_topo_1:ptf", "switch*:!leaf_topo_1"],
+    "core-hostnames": ["group01", "group01[-1]", "group02:&group01", "ungrouped", "test2*", "all[2:4]"],
 }
 
 # Known groups without hosts: nothing selected, and no error (as in Ansible).
@@ -142,6 +185,9 @@ REFUSED = {
     "openshift-openstack": ["~node[0-9]"],
     "core-complex": ["test[2-4]"],
     "examples-two": ["host[13]"],  # Ansible reads [13] as a subscript of a group named 'host'
+    "bluebanquise-icebergs": ["c00[1:3]", "c[001:006]"],  # subscripts past the end of 'c00'/'gpu'
+    "sonic-veos-vtb": ["VM01[0-9]", "vms_1[40]"],
+    "mitogen": ["k3-[01:10]"],
 }
 
 # Patterns whose host ORDER is checked too (`ansible PATTERN --list-hosts` keeps Ansible's order). Only
@@ -155,6 +201,10 @@ ORDERED = {
     "fgci-examples": ["compute", "pxe_bootable_nodes", "pxe_bootable_nodes:!compute", "slurm_compute[1:3]"],
     "examples-vars-dirs": ["southeast", "usa", "usa[1]"],
     "core-order": ["incremental", "incremental[1:2]", "~host[AB]"],
+    "bluebanquise-icebergs": ["iceberg3", "fn_compute", "fn_compute:!iceberg2", "all"],
+    "mitogen": ["transport_config", "k3-x500[100:103]", "cd*"],
+    "sonic-veos-vtb": ["servers", "vms_1[10:20]", "eos:lab"],
+    "core-hostnames": ["group02", "all", "all[2:4]"],
 }
 
 LIMITS = {
@@ -164,11 +214,16 @@ LIMITS = {
     "ceph-all-daemons": ["mons,osds,!mon1", "~^(mon|osd)[02]$", "@retry", "mons,osds:!mon1"],
     "core-complex": ["parent_3:&test_group1", "test_group3[0:1]"],
     "fgci-examples": ["pxe_bootable_nodes:!compute", "@retry", "compute[0:1],login"],
+    "bluebanquise-icebergs": ["fn_compute:!gpu", "iceberg1,iceberg3[0]", "@retry", "~c00[1-3]"],
+    "mitogen": ["transport_config:&tc_password", "k3-x10[0:2],issue340", "@retry"],
+    "sonic-veos-vtb": ["lab:!~vlab-0[1-3]", "servers:&vms_1[0:4]", "@retry"],
 }
 RETRY_FILES = {
     "kolla-multinode": "control02\nnetwork01\n\n", "slurm-appliance-site": "hpc-gpu-0\nhpc-login-0\n",
     "openshift-example": "ose3-lb.test.example.com\nose3-node1.test.example.com\n",
     "ceph-all-daemons": "osd2\nclient1\n", "fgci-examples": "ph1\nphoenix\n",
+    "bluebanquise-icebergs": "gpu001\nc004\n", "mitogen": "k3-050\ntc-port-unset\n",
+    "sonic-veos-vtb": "VM0101\nptf-03\n",
 }
 
 
@@ -361,3 +416,22 @@ def test_yaml_timestamps_and_sets_print_as_ansible_prints_them(
                                         "      at: 2001-12-14t21:59:43.10-05:00\n      racks: !!set {a}\n")
     ours, theirs = _list(ansible, capsys, tmp_path / "hosts.yml")
     assert ours == theirs
+
+
+def test_a_directory_with_a_pipe_lookup_is_refused_at_each_file_line_and_key(ansible: Ansible) -> None:
+    # mitogen's test inventory asks the controller's shell for the user name: Ansible keeps the template
+    # unrendered in --list, fabnet has to render ansible_user and refuses to run commands to do it.
+    default = MITOGEN / "default.hosts"
+    assert ansible.inventory_list([MITOGEN])["_meta"]["hostvars"]["target"]["ansible_user"] == (
+        "{{ lookup('pipe', 'whoami') }}")
+    with pytest.raises(ConfigErrors) as raised:
+        load_inventory(MITOGEN)
+    located = {(error.file, error.line, error.key) for error in raised.value.errors}
+    assert located == {
+        (str(default), 8, "target.ansible_user"), (str(default), 18, "ssh-common-args.ansible_user"),
+        (str(default), 25, "wait-for-connection.ansible_user"),
+        (str(default), 35, "[tt_become_bare:vars].ansible_user"),
+        (str(default), 47, "[tt_become_by_inv:vars].ansible_user"),
+        (str(default), 54, "tt-private-key-file.ansible_private_key_file"),
+    }
+    assert all("lookup('pipe')" in str(error) or "git_basedir" in str(error) for error in raised.value.errors)
