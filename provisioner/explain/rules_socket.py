@@ -4,7 +4,8 @@ chosen, IB/RoCE devices not found or not selected, and TCP sockets used between 
 Wording read (learned from NCCL's release history): `Bootstrap : no socket interface found`,
 `NET/Socket : no interface found`, `NET/Socket : No usable listening interface found` and
 `NET/IB : No IP interface found.` (2.3 on), `Net : No interface found in the same subnet as remote
-address X`; connection failures `Call to connect failed : why` (2.0 to 2.2, include/socket.h, no peer
+address X`; connection failures `Call to connect failed : why` (2.0 to 2.2) and `Call to connect timeout :
+why` (2.3; include/socket.h, no peer
 named), `Connect to X<port> failed : why` (2.4 to 2.11), `Net : Connect to ...`
 (2.12), `socketStartConnect: Connect to ...` / `exceeded retries` (2.19), `ncclSocketConnect: connect to
 ... failed : why` (newest). An address a host cannot use: `Net : Socket creation failed : Address family not
