@@ -24,7 +24,8 @@ _HOST_LABEL = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-
 # A pdsh/clush label on a line the shared cleaning left (it takes labels off only when every line has one):
 # `gpu07: ...` or `10.0.0.7: ...`.
 _LINE_LABEL = re.compile(r"^(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):(?: |$)")
-_NCCL_PREFIX = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[[^\]]*\]")
+# A rank tag may be glued to it (`[15]worker-23:83:2526 [0]`, mpirun -prepend-rank in some pastes).
+_NCCL_PREFIX = re.compile(r"(?:^|\s|(?<=\]))(?P<host>[^\s:\[\]]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[[^\]]*\]")
 # The task a launcher's prefix names: torch `[rank3]:`, Open MPI `[1,3]<stdout>:`, srun `3: `, `[3] `.
 _PREFIX_RANK = re.compile(r"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|^\s*(?P<c>[0-9]+):|^\[(?P<d>[0-9]+)\]")
 # nccl-tests `#  Rank  3 Group 0 Pid 1234 on gpu02 device 3 ...`: which host each rank ran on.

@@ -32,7 +32,8 @@ _DEAD_PEER = re.compile(
     r"|Proxy Call to rank [0-9]+ failed|\[Proxy Service [0-9]+\] Failed to execute operation"
     r"|\[Service thread\] (?:Error encountered progressing|Could not receive type)"
     r"|NCCL communicator was aborted|Gloo connectFullMesh failed|Read error \[(?P<peer2>[0-9a-fA-F.:]+)\]"
-    r"|Timed out waiting [0-9]+ ?ms for (?:recv|send) operation|socketProgress(?=.*(?:closed|reset))",
+    r"|Timed out waiting [0-9]+ ?ms for (?:recv|send) operation|socketProgress(?=.*(?:closed|reset))"
+    r"|Call to recv from (?P<peer4>[0-9a-fA-F.:]*[0-9])<[0-9]+> failed\s*:\s*Connection timed out",
     re.I,
 )
 # A shell reports a child it lost to SIGKILL as `Killed` alone on a line, or `line 1: 1234 Killed  python ...`.
@@ -155,7 +156,8 @@ def dead_peer(logs: list[Log]) -> list[Cause]:
         return []
     # An earlier alternative (socketProgress...) can match first: read the peer from the whole line again.
     named = [m for line, _ in hits for m in _DEAD_PEER.finditer(line.text)]
-    peers = unique([p for m in named if (p := m.group("peer") or m.group("peer2") or m.group("peer3"))])
+    peers = unique([p for m in named if (p := m.group("peer") or m.group("peer2") or m.group("peer3")
+                                          or m.group("peer4"))])
     lines = [line for line, _ in hits]
     return [Cause(
         id="connection-lost", title="a peer process exited or its connection dropped",

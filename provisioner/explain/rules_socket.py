@@ -4,7 +4,8 @@ chosen, IB/RoCE devices not found or not selected, and TCP sockets used between 
 Wording read (learned from NCCL's release history): `Bootstrap : no socket interface found`,
 `NET/Socket : no interface found`, `NET/Socket : No usable listening interface found` and
 `NET/IB : No IP interface found.` (2.3 on), `Net : No interface found in the same subnet as remote
-address X`; connection failures `Call to connect failed : why` (2.0 to 2.2, include/socket.h, no peer
+address X`; connection failures `Call to connect failed : why` (2.0 to 2.2) and `Call to connect timeout :
+why` (2.3; include/socket.h, no peer
 named), `Connect to X<port> failed : why` (2.4 to 2.11), `Net : Connect to ...`
 (2.12), `socketStartConnect: Connect to ...` / `exceeded retries` (2.19), `ncclSocketConnect: connect to
 ... failed : why` (newest). An address a host cannot use: `Net : Socket creation failed : Address family not
@@ -28,18 +29,32 @@ _NO_INTERFACE = re.compile(
     r"|Unable to find address for:?\s*(?P<name>\S+)?",
     re.I,
 )
+_ADDR = r"[0-9a-fA-F.:]+(?:%[\w.-]+)?"  # IPv4 or IPv6, with the zone of a link-local one (`fe80::1%ib1`)
 _CONNECT_FAIL = re.compile(
-    r"(?:Connect to (?P<peer>[0-9a-fA-F.:]+)(?:<(?P<port>[0-9]+)>)? (?:failed|returned)\s*:?\s*(?P<why>.+)"
+    rf"(?:Connect to (?P<peer>{_ADDR})(?:<(?P<port>[0-9]+)>)? (?:failed|returned)\s*:?\s*(?P<why>.+)"
     r"|(?:timed out (?:after \S+ )?while trying|failed) to connect to (?:any network address of )?"
-    r"\((?P<peer2>[^,\s]+), (?P<port2>[0-9]+)\)"
+    r"(?:\((?P<peer2>[^,\s]+), (?P<port2>[0-9]+)\)|\[?(?P<peer5>[0-9a-fA-F.:]+|[A-Za-z][\w.-]*)\]?:(?P<port5>[0-9]+)\b)"
     r"|(?:connect|Connection) (?:to )?\[?(?P<peer3>[0-9]{1,3}(?:\.[0-9]{1,3}){3})\]?:(?P<port3>[0-9]+)"
     r".*?(?P<why3>Connection refused|No route to host|Network is unreachable|timed out|Connection reset by peer)"
     r"|Connect\w*: exceeded (?:retries|timeouts|error retry count)\s*\(?(?P<why4>[0-9]+)?"
-    r"|Call to connect failed\s*:\s*(?P<why5>.+))",
+    r"|Call to connect (?:failed|timeout)\s*:\s*(?P<why5>.+)"
+    # The reply to a connection still being set up (`Net : Call to recv from X<port> failed : Connection
+    # refused`, 2.12 to 2.18): nothing listened at the peer's address.
+    rf"|Call to recv from (?P<peer6>{_ADDR})<[0-9]+> failed\s*:\s*(?P<why6>Connection refused|No route to host"
+    r"|Network is unreachable)"
+    # torch's TCPStore client before 1.13 names no address: `connect() timed out. Original timeout was N ms.`
+    r"|(?P<why7>connect\(\) timed out)\. Original timeout)",
     re.I,
 )
+# The connection that failed was torch's rendezvous store (MASTER_ADDR:MASTER_PORT or --rdzv_endpoint), not
+# one of NCCL's: what to check is that address and port.
+_STORE = re.compile(r"\[c10d\]|TCPStore|connect\(\) timed out|RendezvousConnectionError|DistNetworkError", re.I)
+_LOOPBACK = re.compile(r"^(?:127\.|::1$|localhost$)")
 _IB_STATE_LINES = re.compile(r"Using (?:internal )?network|NET/IB\s*:|NET/Socket\s*:|Bootstrap\s*:|NET/Plugin|"
                              r"libibverbs|NCCL_IB_|via NET/", re.I)
+_STORE_FIX = ("Check that MASTER_ADDR (or --rdzv_endpoint) is the master node's address on the network every "
+              "node shares, that its launcher is up and listening on that port (`ss -ltnp` there), and that no "
+              "firewall or security group drops the port between the nodes.")
 _PEER_FIX = ("Pin the data interface (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME) to the network the nodes "
              "share, and check that interface's link state, addresses and firewall on the hosts named.")
 
@@ -73,9 +88,11 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
     if not hits:
         return []
     # torch also reports the unspecified address it tried to bind from (0.0.0.0, ::): not a peer.
-    peers = unique([p for _, m in hits if (p := m.group("peer") or m.group("peer2") or m.group("peer3"))
-                    and p not in ("0.0.0.0", "::")])
-    reasons = unique([why.strip() for _, m in hits if (why := m.group("why") or m.group("why3") or m.group("why5"))])
+    peers = unique([p for _, m in hits if (p := m.group("peer") or m.group("peer2") or m.group("peer3")
+                                           or m.group("peer5") or m.group("peer6")) and p not in ("0.0.0.0", "::")])
+    reasons = unique([why.strip() for _, m in hits
+                      if (why := m.group("why") or m.group("why3") or m.group("why5") or m.group("why6")
+                          or m.group("why7"))])
     if any(m.group("why4") is not None or "exceeded" in m.group(0) for _, m in hits):
         reasons.append("connection retries exceeded")
     lines = [line for line, _ in hits]
@@ -86,13 +103,21 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
     detail = f"connections to {', '.join(peers) or 'a peer'} failed ({'; '.join(reasons or ['timed out'])})"
     if chosen:
         detail += f"; the interface chosen looks wrong: {', '.join(unique(chosen))}"
+    if loopback := [p for p in peers if _LOOPBACK.match(p)]:
+        # A peer's address is what that peer published: a loopback one means it picked `lo`.
+        detail += (f"; {', '.join(loopback)} is a loopback address: the rank that published it chose the `lo` "
+                   "interface, which no other node can reach")
     value = env(logs, "NCCL_SOCKET_IFNAME")
+    store = all(_STORE.search(line.text) for line, _ in hits)
     return [Cause(
         id="peer-unreachable",
-        title="a host cannot reach its peers on the address it was given",
-        detail=detail + ". Either the interface chosen is not on the network the peers share, or the path "
-                        "is down or filtered.",
-        fix=_PEER_FIX, score=85, hosts=hosts(lines), addresses=peers,
+        title=("a host cannot reach the rendezvous store (MASTER_ADDR / --rdzv_endpoint)" if store
+               else "a host cannot reach its peers on the address it was given"),
+        detail=detail + (". Either nothing listens at that address and port yet (the master's launcher has not "
+                         "started or bound elsewhere), or the path to it is down or filtered." if store else
+                         ". Either the interface chosen is not on the network the peers share, or the path "
+                         "is down or filtered."),
+        fix=_STORE_FIX if store else _PEER_FIX, score=85, hosts=hosts(lines), addresses=peers,
         settings=[f"NCCL_SOCKET_IFNAME={value}"] if value else [], evidence=evidence(lines),
     )]
 

@@ -225,11 +225,36 @@ def watchdog_hung(logs: list[Log]) -> list[Cause]:
         evidence=evidence(lines),
     )]
 
+# A rank waiting in the store for the NCCL id rank 0 (or a group's root) posts when it creates the
+# communicator (torch 2.2 on): `[5] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via
+# c10d key-value store by key '0', but store->get('0') got error: Socket Timeout`.
+_UNIQUE_ID = re.compile(r"\[(?P<rank>[0-9]+)\] is setting up NCCL communicator and retrieving ncclUniqueId from "
+                        r"\[(?P<root>[0-9]+)\] via c10d key-value store.*?got error:\s*(?P<why>[^*]+)")
+
+
+def _unique_id_wait(logs: list[Log]) -> list[Cause]:
+    hits = grep(logs, _UNIQUE_ID)
+    if not hits:
+        return []
+    ranks = unique([m["rank"] for _, m in hits])
+    roots = unique([m["root"] for _, m in hits])
+    lines = [line for line, _ in hits]
+    return [Cause(
+        id="rendezvous-incomplete", title=f"rank {', '.join(roots)} never posted its NCCL id to the store",
+        detail=f"rank {', '.join(ranks)} waited in torch's store for the NCCL id of rank {', '.join(roots)} and "
+               f"gave up ({hits[0][1]['why'].strip()}): that rank never reached the same collective or group "
+               "creation (it failed or hung earlier, or took another code path), or lost its store connection.",
+        fix=f"Read rank {', '.join(roots)}'s own output for its first error; check that every rank creates the "
+            "same process groups in the same order, and that all reach the master address (MASTER_ADDR) "
+            "without drops.",
+        score=55, hosts=hosts(lines), evidence=evidence(lines),
+    )]
+
 
 def rendezvous_wait(logs: list[Log]) -> list[Cause]:
     hits = grep(logs, _STORE_WAIT)
     if not hits:
-        return []
+        return _unique_id_wait(logs)
     _, m = hits[0]
     have, want = m.group("have") or m.group("have2"), m.group("want") or m.group("want2")
     wait = f"{m.group('s')} s" if m.group("s") else (m.group("s2") or "").strip()

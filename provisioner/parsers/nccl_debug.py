@@ -204,6 +204,8 @@ class _Log:
         elif m := _NET_INTERFACE.match(message):
             kind = "oob_interfaces" if m.group("name") == "IB" else "socket_interfaces"
             self.lists[kind].append(_ADDRESS_TAIL.sub("", m.group("iface")))
+            # 2.1 to 2.3 list every interface they use this way, `lo` among them where nothing excluded it.
+            self._suspects(m.group("iface"), line, host)
         elif m := _NET_USING.match(message):
             self._net(m.group("name"), m.group("rest"))
             self._suspects(m.group("rest"), line, host)

@@ -9,6 +9,7 @@ import pytest
 
 from provisioner.explain import explain
 from provisioner.explain.model import Cause
+from tests.unit.explain.test_field_logs_3 import CASES as THIRD
 from tests.unit.parsers._samples import SAMPLES
 
 LOGS = SAMPLES / "logs"
@@ -81,7 +82,8 @@ def test_the_top_cause_of_each_field_log(name: str) -> None:
 def test_every_field_log_has_a_case() -> None:
     prefixes = ("nccl-shm-", "nccl-ipc-", "nccl-driver-", "nccl-create-", "nccl-completion-", "nccl-modify-qp-",
                 "nccl-socket-", "torch-last-error-", "torch-socket-", "torch-remote-", "torch-ofi-")
-    assert {p.name for p in LOGS.glob("*.txt") if p.name.startswith(prefixes)} == set(CASES)
+    later = set(THIRD)  # the third set's logs share some prefixes; its own module checks them
+    assert {p.name for p in LOGS.glob("*.txt") if p.name.startswith(prefixes)} - later == set(CASES)
 
 
 def test_shared_memory_outranks_the_cuda_failure_it_explains() -> None:
