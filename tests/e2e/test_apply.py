@@ -22,6 +22,7 @@ from provisioner.lab import manager
 from provisioner.lab.emulation.ofed_install import INSTALL_COMMAND
 from provisioner.lab.state import NodeRecord
 from tests.e2e.conftest import Lab, lab_name
+from tests.e2e.held import RELEASE, held_inventory, holding_the_lock
 from tests.e2e.terminal import at_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,29 +197,12 @@ def test_a_second_concurrent_apply_refuses_and_names_the_holder(alab: Lab, inven
                                                                 first_apply: dict, tmp_path: Path) -> None:
     node = alab.node("gpu04")
     alab.ssh(node, "sed -i 's/MLNX_OFED_LINUX-23.10-1.1.9.0/MLNX_OFED_LINUX-5.8-2.0.3.0/' /var/lib/fabnet-lab/hw.json")
-    slow = tmp_path / "slow"
-    (slow / "group_vars").mkdir(parents=True)
-    (slow / "group_vars" / "all.yml").write_text(
-        # The first run's OFED install waits until the test lets it go: no race on a busy machine.
-        yaml.safe_dump({"fabnet_ofed_install_command": "while [ ! -e /run/fabnet-test-release ]; do sleep 0.2; "
-                                                       "done; " + INSTALL_COMMAND}))
-    (slow / "hosts.yml").write_text(inventory.read_text())
-    args = ("apply", str(slow / "hosts.yml"), "-p", str(SITE), "--limit", "gpu04", "--yes", "--json",
-            "--journal", str(tmp_path / "j.jsonl"))
-    first = subprocess.Popen([sys.executable, "-m", "provisioner", *args], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 30
-        while alab.ssh(node, "test -d /run/fabnet.lock", check=False).returncode != 0:
-            assert time.monotonic() < deadline and first.poll() is None, "the first apply never took the lock"
-            time.sleep(0.2)
+    args = ("apply", str(held_inventory(inventory, tmp_path / "slow")), "-p", str(SITE), "--limit", "gpu04",
+            "--yes", "--json", "--journal", str(tmp_path / "j.jsonl"))
+    with holding_the_lock(alab, node, args, timeout=30) as first:
         second = fabnet(*args)
-        alab.ssh(node, "touch /run/fabnet-test-release")
+        alab.ssh(node, f"touch {RELEASE}")
         out, _ = first.communicate(timeout=120)
-    finally:
-        alab.ssh(node, "touch /run/fabnet-test-release", check=False)
-        if first.poll() is None:
-            first.kill()
     first_report = json.loads(out)
     assert first.returncode == 0 and first_report["hosts"][0]["status"] == "changed"
     assert second.returncode == 2

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,8 @@ import pytest
 import yaml
 
 from provisioner.lab import manager
-from provisioner.lab.emulation.ofed_install import INSTALL_COMMAND
 from tests.e2e.conftest import Lab, lab_name
+from tests.e2e.held import RELEASE, held_inventory, holding_the_lock
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -26,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 GUARD_LAB = lab_name("guards")
 NCCL_ENV = "/etc/fabnet-guards/nccl.env"
 WANTED = "NCCL_IB_HCA=mlx5_0\n"
-RELEASE = "/run/fabnet-test-release"
 
 
 def fabnet(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -55,21 +53,9 @@ def test_a_file_edited_while_the_ofed_install_runs_is_not_overwritten(lab: Lab, 
                   "sed -i 's/MLNX_OFED_LINUX-23.10-1.1.9.0/MLNX_OFED_LINUX-5.8-2.0.3.0/' /var/lib/fabnet-lab/hw.json")
     playbook = _playbook(tmp_path, {"ofed": {"version": ">=23.10"}},
                          {"file": {"path": NCCL_ENV, "content": WANTED, "mode": "0644"}})
-    slow = tmp_path / "slow"
-    (slow / "group_vars").mkdir(parents=True)
-    # The install waits until the test lets it go: the edit lands while it runs, on any machine's pace.
-    (slow / "group_vars" / "all.yml").write_text(yaml.safe_dump(
-        {"fabnet_ofed_install_command": f"while [ ! -e {RELEASE} ]; do sleep 0.2; done; {INSTALL_COMMAND}"}))
-    (slow / "hosts.yml").write_text(lab.state.inventory_path.read_text())
-    args = ("apply", str(slow / "hosts.yml"), "-p", str(playbook), "--limit", "gpu01", "--yes", "--json",
-            "--journal", str(tmp_path / "j.jsonl"))
-    first = subprocess.Popen([sys.executable, "-m", "provisioner", *args], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 60
-        while lab.ssh(node, "test -d /run/fabnet.lock", check=False).returncode != 0:
-            assert time.monotonic() < deadline and first.poll() is None, "the apply never took the lock"
-            time.sleep(0.2)
+    args = ("apply", str(held_inventory(lab.state.inventory_path, tmp_path / "slow")), "-p", str(playbook),
+            "--limit", "gpu01", "--yes", "--json", "--journal", str(tmp_path / "j.jsonl"))
+    with holding_the_lock(lab, node, args) as first:
         # The host's clock steps a day forward (the lock's recorded start moves a day back): the run
         # still works, so a second run must not take its lock over.
         lab.ssh(node, "sed -i \"s/^start=.*/start=$(( $(date +%s) - 86400 ))/\" /run/fabnet.lock/holder")
@@ -78,10 +64,6 @@ def test_a_file_edited_while_the_ofed_install_runs_is_not_overwritten(lab: Lab, 
         lab.ssh(node, f"echo 'NCCL_DEBUG=INFO  # by hand, during the install' >> {NCCL_ENV}")
         lab.ssh(node, f"touch {RELEASE}")
         out, err = first.communicate(timeout=120)
-    finally:
-        lab.ssh(node, f"touch {RELEASE}", check=False)
-        if first.poll() is None:
-            first.kill()
     assert second.returncode == 2, second.stdout[-2000:]
     refused = json.loads(second.stdout)["hosts"][0]
     assert refused["status"] == "failed" and "another fabnet run holds this host" in refused["error"], refused
