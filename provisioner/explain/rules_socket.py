@@ -83,13 +83,24 @@ def no_interface(logs: list[Log]) -> list[Cause]:
     )]
 
 
+def _tried(match: re.Match[str], asked: bool) -> str | None:
+    """A `host:port` peer, unless it is only one of the addresses a named host resolved to."""
+    if asked and not match.group(0).lower().startswith("timed out"):
+        return None
+    return match.group("peer5")
+
+
 def unreachable_peers(logs: list[Log]) -> list[Cause]:
     hits = grep(logs, _CONNECT_FAIL)
     if not hits:
         return []
-    # torch also reports the unspecified address it tried to bind from (0.0.0.0, ::): not a peer.
+    # torch also reports the unspecified address it tried to bind from (0.0.0.0, ::): not a peer. It prints
+    # each address it resolved and tried too (`failed to connect to [X]:port (errno ...)`), and a release
+    # may render those wrongly (seen on the lab: `[56a0:0:ff3::]:5327` for an IPv4 store): where a line
+    # also names the host as it was asked for (`any network address of (host, port)`), that is the peer.
+    asked = any(m.group("peer2") for _, m in hits)
     peers = unique([p for _, m in hits if (p := m.group("peer") or m.group("peer2") or m.group("peer3")
-                                           or m.group("peer5") or m.group("peer6")) and p not in ("0.0.0.0", "::")])
+                                           or m.group("peer6") or _tried(m, asked)) and p not in ("0.0.0.0", "::")])
     reasons = unique([why.strip() for _, m in hits
                       if (why := m.group("why") or m.group("why3") or m.group("why5") or m.group("why6")
                           or m.group("why7"))])

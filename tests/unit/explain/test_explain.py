@@ -230,3 +230,19 @@ def test_cli_maps_a_launcher_label_to_the_inventory_host(tmp_path: Path, refusin
     assert data["causes"][0]["hosts"] == ["gpu07.cluster.local"] and data["audit"][0]["host"] == "gpu07"
     code, out = _cli(["explain", str(log), "--inventory", str(inventory), "-p", str(playbook)], capsys)
     assert code == 2 and "     where: gpu07\n" in out
+
+
+def test_the_store_host_as_asked_is_the_peer_not_the_addresses_torch_printed_for_it() -> None:
+    """torch's per-address lines rendered the IPv4 store's address as IPv6 garbage (the lab's torch, a
+    data link down): the peer is the host torch was asked for."""
+    text = (
+        "gpu03: [W1126 10:43:58.667888412 socket.cpp:764] [c10d] The client socket has failed to connect to "
+        "[56a0:0:ff3::]:5327 (errno: 101 - Network is unreachable).\n"
+        "gpu03: [W1126 10:43:58.667913860 socket.cpp:764] [c10d] The client socket has failed to connect to "
+        "0.0.0.0:5327 (errno: 101 - Network is unreachable).\n"
+        "gpu03: [E1126 10:43:58.667916844 socket.cpp:818] [c10d] The client socket has failed to connect to any "
+        "network address of (198.19.4.1, 29511).\n")
+    [cause] = explain([("job.log", text)]).causes
+    assert cause.id == "peer-unreachable" and cause.addresses == ["198.19.4.1"] and cause.hosts == ["gpu03"]
+    alone = text.splitlines(keepends=True)[0]  # no line names the host as asked: the address tried is all
+    assert explain([("job.log", alone)]).causes[0].addresses == ["56a0:0:ff3::"]
