@@ -18,9 +18,7 @@ import pytest
 
 from provisioner.explain import explain
 from provisioner.explain.model import Cause
-from tests.unit.parsers._samples import SAMPLES
-
-LOGS = SAMPLES / "logs"
+from tests.unit.explain._field import LOGS, check_top_cause
 
 # file -> (the top cause's id, text of its first evidence line, text its title/detail/fix must hold)
 FIELD: dict[str, tuple[str, str, str]] = {
@@ -51,19 +49,9 @@ def _causes(text: str) -> list[Cause]:
     return explain([("job.log", text)]).causes
 
 
-def _text(cause: Cause) -> str:
-    return " ".join([cause.title, cause.detail, cause.fix, *cause.settings])
-
-
 @pytest.mark.parametrize("name", sorted(FIELD))
 def test_the_top_cause_of_each_field_log(name: str) -> None:
-    want, line, holds = FIELD[name]
-    causes = _causes((LOGS / name).read_text())
-    assert causes, f"{name}: no cause named"
-    top = causes[0]
-    assert top.id == want, (top.id, top.title)
-    assert line in top.evidence[0].text, top.evidence[0].text
-    assert holds in _text(top), _text(top)
+    check_top_cause(name, FIELD[name], addresses=False)
 
 
 def test_every_field_log_of_this_set_has_a_case() -> None:

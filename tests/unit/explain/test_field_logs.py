@@ -9,10 +9,8 @@ import pytest
 
 from provisioner.explain import explain
 from provisioner.explain.model import Cause
+from tests.unit.explain._field import LOGS, causes_of, check_top_cause
 from tests.unit.explain.test_field_logs_3 import CASES as THIRD
-from tests.unit.parsers._samples import SAMPLES
-
-LOGS = SAMPLES / "logs"
 
 # file -> (the top cause's id, text of its first evidence line, text its title/detail/fix/settings must hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -61,22 +59,14 @@ CASES: dict[str, tuple[str, str, str]] = {
 
 
 def _top(name: str) -> Cause:
-    causes = explain([(name, (LOGS / name).read_text())]).causes
+    causes = causes_of(name)
     assert causes, f"{name}: no cause named"
     return causes[0]
 
 
-def _text(cause: Cause) -> str:
-    return " ".join([cause.title, cause.detail, cause.fix, *cause.settings, *cause.addresses])
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_top_cause_of_each_field_log(name: str) -> None:
-    want, line, holds = CASES[name]
-    top = _top(name)
-    assert top.id == want, (top.id, top.title)
-    assert line in top.evidence[0].text, top.evidence[0].text
-    assert holds in _text(top), _text(top)
+    check_top_cause(name, CASES[name])
 
 
 def test_every_field_log_has_a_case() -> None:

@@ -8,12 +8,9 @@ from __future__ import annotations
 import pytest
 
 from provisioner.explain import explain
-from provisioner.explain.model import Cause
 from provisioner.parsers._text import split_lines
 from provisioner.parsers.nccl_line import label_host
-from tests.unit.parsers._samples import SAMPLES
-
-LOGS = SAMPLES / "logs"
+from tests.unit.explain._field import LOGS, causes_of, check_top_cause
 
 # file -> (the top cause's id, text of its first evidence line, text its title/detail/fix/settings must hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -51,23 +48,12 @@ CASES: dict[str, tuple[str, str, str]] = {
 }
 
 
-def _causes(name: str) -> list[Cause]:
-    return explain([(name, (LOGS / name).read_text())]).causes
-
-
-def _text(cause: Cause) -> str:
-    return " ".join([cause.title, cause.detail, cause.fix, *cause.settings, *cause.addresses])
+_causes = causes_of
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_top_cause_of_each_field_log(name: str) -> None:
-    want, line, holds = CASES[name]
-    causes = _causes(name)
-    assert causes, f"{name}: no cause named"
-    top = causes[0]
-    assert top.id == want, (top.id, top.title)
-    assert line in top.evidence[0].text, top.evidence[0].text
-    assert holds in _text(top), _text(top)
+    check_top_cause(name, CASES[name])
 
 
 def test_every_field_log_of_this_set_has_a_case() -> None:

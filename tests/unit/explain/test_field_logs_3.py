@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.explain import explain
-from provisioner.explain.model import Cause
-from tests.unit.parsers._samples import SAMPLES
-
-LOGS = SAMPLES / "logs"
+from tests.unit.explain._field import LOGS, causes_of, check_top_cause
 
 # file -> (the top cause's id, text its first evidence line starts with, text its title/detail/fix/settings hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -63,12 +59,7 @@ CASES: dict[str, tuple[str, str, str]] = {
 }
 
 
-def _causes(name: str) -> list[Cause]:
-    return explain([(name, (LOGS / name).read_text())]).causes
-
-
-def _text(cause: Cause) -> str:
-    return " ".join([cause.title, cause.detail, cause.fix, *cause.settings, *cause.addresses])
+_causes = causes_of
 
 
 def test_every_log_of_this_set_has_a_case() -> None:
@@ -77,13 +68,7 @@ def test_every_log_of_this_set_has_a_case() -> None:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_top_cause_of_each_field_log(name: str) -> None:
-    want, line, holds = CASES[name]
-    causes = _causes(name)
-    assert causes, f"{name}: no cause named"
-    top = causes[0]
-    assert top.id == want, (top.id, top.title)
-    assert top.evidence[0].text.startswith(line), top.evidence[0].text
-    assert holds in _text(top), _text(top)
+    check_top_cause(name, CASES[name], evidence_starts=True)
 
 
 def test_no_host_keeps_markdown_markup() -> None:
