@@ -130,7 +130,7 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
                           on_changes=found,
                           on_cycle=cycled if prom is not None else None, on_problem=report.warn, keep=keep)
         watcher.seed_busbw()
-        watcher.prune()
+        watcher.prune(on_batch=watch_report.pruning)  # a history never pruned before can take a while
         until = time.monotonic() + run_for if run_for else None
         if not as_json:
             watch_report.started(len(plans), interval, str(target) if target else None,

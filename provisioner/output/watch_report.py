@@ -51,6 +51,11 @@ def drained(actions: Sequence[Any], error: str | None) -> None:
         warn(f"slurm: {error} (tried again at the next failing cycle)")
 
 
+def pruning(gone: int) -> None:
+    """Progress of a long first prune (`watch --keep`), on stderr: standard output stays the changes."""
+    print(f"history: {gone:,} watch rows older than --keep deleted so far", file=sys.stderr, flush=True)
+
+
 def started(hosts: int, interval: float, history: str | None, prom: str | None) -> None:
     where = f"; history {history}" if history else ""
     served = f"; metrics on {prom}" if prom else ""

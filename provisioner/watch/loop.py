@@ -213,9 +213,9 @@ class Watcher:
             if host in self._hosts:
                 self.state.update(host, HostMetrics(busbw=busbw))
 
-    def prune(self, now: float | None = None) -> None:
+    def prune(self, now: float | None = None, on_batch: Callable[[int], None] | None = None) -> None:
         """Drop watch cycles older than `keep` from the history: at the start, then at most once an hour
-        (from whichever host's thread comes first)."""
+        (from whichever host's thread comes first). `on_batch` as History.prune's."""
         if self.history is None or not self.keep:
             return
         now = time.time() if now is None else now
@@ -224,7 +224,7 @@ class Watcher:
                 return
             self._pruned = now
         try:
-            self.history.prune(now - self.keep)
+            self.history.prune(now - self.keep, on_batch=on_batch)
         except HistoryError as exc:
             self.on_problem(str(exc))
 

@@ -189,7 +189,9 @@ def test_pruning_drops_only_old_watch_cycles_in_batches(tmp_path: Path, monkeypa
                             [{"host": "gpu0", "at": float(i), "kind": "drift_new", "subject": "s", "detail": "d"}
                              for i in range(0, 30, 3)])
         history.add_results(audit, [_row("gpu0", 1.0)])
-        assert history.prune(before=20.0) == 20 + 7  # results at 0..19, changes at 0, 3, ..., 18
+        batches: list[int] = []
+        assert history.prune(before=20.0, on_batch=batches.append) == 20 + 7  # results at 0..19, changes at 0..18
+        assert batches == [7, 14, 27]  # after each full batch: results 7, 14 (then 6), changes 7 (then 0)
         assert sorted(r.at for r in history.results() if r.command == "watch") == [float(i) for i in range(20, 30)]
         assert [r.at for r in history.results() if r.command == "audit"] == [1.0]
         assert [e.at for e in history.events()] == [21.0, 24.0, 27.0]
@@ -197,10 +199,11 @@ def test_pruning_drops_only_old_watch_cycles_in_batches(tmp_path: Path, monkeypa
         assert history.prune(before=20.0) == 0
 
 
-def test_watch_prunes_at_start_and_then_at_most_hourly(tmp_path: Path) -> None:
+def test_watch_prunes_at_start_and_then_at_most_hourly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
     from typing import cast
 
+    from provisioner.history import store
     from provisioner.load.hostplans import HostPlan
     from provisioner.run.session import Sessions
     from provisioner.watch.loop import PRUNE_EVERY, Watcher
@@ -215,8 +218,11 @@ def test_watch_prunes_at_start_and_then_at_most_hourly(tmp_path: Path) -> None:
                           history=history, run=run, keep=keep)
         watcher.seed_busbw()
         assert watcher.state.get("gpu01").busbw == 33.0
-        watcher.prune(now=5500.0)
+        monkeypatch.setattr(store, "PRUNE_BATCH", 1)
+        progress: list[int] = []
+        watcher.prune(now=5500.0, on_batch=progress.append)
         assert [(r.command, r.at) for r in history.results()] == [("smoke", 0.0), ("watch", 5000.0), ("watch", 9000.0)]
+        assert progress == [1]  # the command prints each full batch's count (watch_report.pruning)
         watcher.prune(now=5500.0 + PRUNE_EVERY / 2)  # within the hour since the last: nothing goes
         assert len(history.results()) == 3
         watcher.prune(now=5500.0 + PRUNE_EVERY + 1)
@@ -282,3 +288,16 @@ def test_an_empty_history_says_why_it_is_empty(capsys: pytest.CaptureFixture[str
         "nothing recorded in the last 90m",
         "nothing recorded",
     ]
+
+
+def test_hosts_are_every_host_with_a_result_in_order_found_through_the_index(tmp_path: Path) -> None:
+    names = ["gpu10", "gpu2", "GPU1", "gpu1", "gpu-a", "gpu\u00e9"]
+    with History(tmp_path / "h.sqlite") as history:
+        assert history.hosts() == []
+        run = history.start_run("watch")
+        history.add_results(run, [_row(name, float(at)) for at in range(3) for name in names])
+        assert history.hosts() == sorted(set(names))  # what SELECT DISTINCT ... ORDER BY gave
+    with sqlite3.connect(tmp_path / "h.sqlite") as db:
+        plan = " ".join(row[-1] for row in db.execute(
+            "EXPLAIN QUERY PLAN SELECT (SELECT MIN(host) FROM results WHERE host > 'gpu1')"))
+    assert "USING COVERING INDEX results_host_at" in plan, plan
