@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 class FabnetError(Exception):
@@ -67,6 +68,33 @@ class RenderError(ConfigError):
         self.detail = detail
         self.host = host
         super().__init__(f"{detail} (host {host})", file=file, line=line, key=key)
+
+
+def fold_errors(errors: Sequence[ConfigError], shown: int = 3) -> list[ConfigError]:
+    """One line per problem: the same template failing on many hosts is reported once, naming them."""
+    folded: dict[tuple[Any, ...], list[ConfigError]] = {}
+    for error in errors:
+        if isinstance(error, ConfigErrors):
+            for inner in error.errors:
+                folded.setdefault(_fold_key(inner), []).append(inner)
+        else:
+            folded.setdefault(_fold_key(error), []).append(error)
+    result: list[ConfigError] = []
+    for group in folded.values():
+        first = group[0]
+        if not isinstance(first, RenderError) or len(group) == 1:
+            result.append(first)
+            continue
+        hosts = list(dict.fromkeys(e.host for e in group if isinstance(e, RenderError)))
+        named = ", ".join(hosts[:shown]) + (f" and {len(hosts) - shown} more" if len(hosts) > shown else "")
+        result.append(ConfigError(f"{first.detail} (hosts {named})", file=first.file, line=first.line, key=first.key))
+    return result
+
+
+def _fold_key(error: ConfigError) -> tuple[Any, ...]:
+    if isinstance(error, RenderError):
+        return ("render", error.file, error.line, error.key, error.detail)
+    return ("plain", str(error))
 
 
 class ParseError(FabnetError):

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from provisioner.errors import ConfigError, ConfigErrors, RenderError
+from provisioner.errors import ConfigError, ConfigErrors, RenderError, fold_errors
 from provisioner.load.ansible_tags import secret_variable
 from provisioner.load.inventory import Host, Inventory, load_inventory, magic_vars
 from provisioner.load.playbook import (
@@ -24,7 +24,6 @@ from provisioner.load.playbook import (
     ResourceDecl,
     data_path,
     describe_error,
-    fold_errors,
     template_not_found,
 )
 from provisioner.load.sandbox import check_name as check_template_name

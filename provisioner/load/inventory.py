@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provisioner.errors import ConfigError, ConfigErrors, did_you_mean
+from provisioner.errors import ConfigError, ConfigErrors, did_you_mean, fold_errors
 from provisioner.load import (
     ansible_filters,
     ansible_tags,  # noqa: F401  (registers !vault and !unsafe with the YAML loader)
@@ -303,8 +303,7 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
         except ConfigError as exc:
             errors.extend(exc.errors if isinstance(exc, ConfigErrors) else [exc])
     if errors:
-        unique = {str(e): e for e in errors}  # a bad group var fails every host the same way
-        raise ConfigErrors(list(unique.values()))
+        raise ConfigErrors(fold_errors(errors))  # a bad group var fails each of its hosts: one line, naming them
     inventory = Inventory(
         source=first_file,
         hosts=hosts,

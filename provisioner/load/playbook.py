@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from provisioner.errors import ConfigError, ConfigErrors, RenderError, did_you_mean
+from provisioner.errors import ConfigError, ConfigErrors, did_you_mean, fold_errors
 from provisioner.load.sandbox import check_name as check_template_name
 from provisioner.load.sandbox import template_dirs
 from provisioner.load.specs import Int
@@ -365,30 +365,3 @@ def load_playbook(path: str | Path) -> Playbook:
 
 def template_not_found(name: str, dirs: tuple[Path, ...]) -> str:
     return f"template {name!r} not found in {' or '.join(str(d) for d in dirs)}"
-
-
-def fold_errors(errors: Sequence[ConfigError], shown: int = 3) -> list[ConfigError]:
-    """One line per problem: the same template failing on many hosts is reported once, naming them."""
-    folded: dict[tuple[Any, ...], list[ConfigError]] = {}
-    for error in errors:
-        if isinstance(error, ConfigErrors):
-            for inner in error.errors:
-                folded.setdefault(_fold_key(inner), []).append(inner)
-        else:
-            folded.setdefault(_fold_key(error), []).append(error)
-    result: list[ConfigError] = []
-    for group in folded.values():
-        first = group[0]
-        if not isinstance(first, RenderError) or len(group) == 1:
-            result.append(first)
-            continue
-        hosts = list(dict.fromkeys(e.host for e in group if isinstance(e, RenderError)))
-        named = ", ".join(hosts[:shown]) + (f" and {len(hosts) - shown} more" if len(hosts) > shown else "")
-        result.append(ConfigError(f"{first.detail} (hosts {named})", file=first.file, line=first.line, key=first.key))
-    return result
-
-
-def _fold_key(error: ConfigError) -> tuple[Any, ...]:
-    if isinstance(error, RenderError):
-        return ("render", error.file, error.line, error.key, error.detail)
-    return ("plain", str(error))

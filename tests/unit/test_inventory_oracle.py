@@ -435,3 +435,7 @@ def test_a_directory_with_a_pipe_lookup_is_refused_at_each_file_line_and_key(ans
         (str(default), 54, "tt-private-key-file.ansible_private_key_file"),
     }
     assert all("lookup('pipe')" in str(error) or "git_basedir" in str(error) for error in raised.value.errors)
+    # The group's variable fails each of its six hosts the same way: one line, naming them.
+    assert len(raised.value.errors) == len(located)
+    group = next(error for error in raised.value.errors if error.line == 47)
+    assert str(group).endswith("(hosts tt-become, tt-become-exe, tt-become-flags and 3 more)"), str(group)
