@@ -22,7 +22,8 @@ REASON_PREFIX = "fabnet:"
 # reason says who took it out and why (Slurm's node_state_string(), lower-cased by sinfo). Each word
 # hides the others: a drained node that also stops responding still reads `drained*`, one being
 # rebooted reads `reboot` or `reboot^` and one whose registration was refused reads `inval`, drained or
-# not. `drain` and `drng` are the short forms of `%t`, never printed for `%T`.
+# not (in every release from 20.02 on), so the DRAIN flag is read apart (NodeState.drain). `drain` and
+# `drng` are the short forms of `%t`, never printed for `%T`.
 DRAINED = frozenset({"drained", "draining"})
 OUT_OF_SERVICE = DRAINED | {"down", "fail", "failing", "inval", "reboot", "reboot_issued"}
 
@@ -43,10 +44,12 @@ class NodeState:
     # False where the scheduler says so (Slurm's `*`); a node shown with another flag may not respond either.
     responding: bool = True
     flag: str = ""  # the one mark Slurm puts after the word, if any: * ~ # ! % $ @ ^ - +
+    # Slurm's DRAIN flag, where the backend reads it apart from the word (a word may hide it, see above).
+    drain: bool = False
 
     @property
     def drained(self) -> bool:
-        return self.state in DRAINED
+        return self.state in DRAINED or self.drain
 
     @property
     def out_of_service(self) -> bool:
