@@ -26,6 +26,10 @@ REASON_PREFIX = "fabnet:"
 # `drng` are the short forms of `%t`, never printed for `%T`.
 DRAINED = frozenset({"drained", "draining"})
 OUT_OF_SERVICE = DRAINED | {"down", "fail", "failing", "inval", "reboot", "reboot_issued"}
+# A node whose reboot was asked for (`@`) or is under way (`^`, or the word `reboot` of an idle or down
+# node): Slurm's resume clears the reboot request along with the drain (node_mgr.c, update_node()).
+REBOOTING_STATES = frozenset({"reboot", "reboot_issued"})
+REBOOTING_FLAGS = frozenset({"@", "^"})
 
 
 class SchedulerError(FabnetError):
@@ -50,6 +54,11 @@ class NodeState:
     @property
     def drained(self) -> bool:
         return self.state in DRAINED or self.drain
+
+    @property
+    def rebooting(self) -> bool:
+        """A reboot is asked for or under way; resuming the node would cancel it."""
+        return self.state in REBOOTING_STATES or self.flag in REBOOTING_FLAGS
 
     @property
     def out_of_service(self) -> bool:

@@ -155,24 +155,25 @@ def test_a_reason_with_line_breaks_is_read_whole_and_cannot_pass_for_another_nod
     assert states["gpu02"].drained_by_fabnet
 
 
-# %T word, in sinfo's DRAIN list, drained: a reboot (every release) or a refused registration
+# %T word, in sinfo's DRAIN list, drained, rebooting: a reboot (every release) or a refused registration
 # (21.08 on) hides the DRAIN flag from %T; `sinfo --states=drain` still lists the node (src/sinfo/sinfo.c,
 # _filter_out(): "anything that has the drain flag set").
 HIDDEN_DRAIN = [
-    ("reboot", True, True),  # `scontrol reboot ASAP` of an idle node: REBOOT+DRAIN
-    ("reboot", False, False),
-    ("reboot*", True, True),  # 20.11: State=REBOOT*+DRAIN in scontrol while it boots
-    ("reboot^", True, True),
-    ("inval", True, True),
-    ("inval", False, False),
-    ("idle", False, False),
-    ("drained@", True, True),
+    ("reboot", True, True, True),  # `scontrol reboot ASAP` of an idle node: REBOOT+DRAIN
+    ("reboot", False, False, True),
+    ("reboot*", True, True, True),  # 20.11: State=REBOOT*+DRAIN in scontrol while it boots
+    ("reboot^", True, True, True),
+    ("inval", True, True, False),
+    ("inval", False, False, False),
+    ("idle", False, False, False),
+    ("drained@", True, True, True),
 ]
 
 
-@pytest.mark.parametrize(("word", "listed", "drained"), HIDDEN_DRAIN)
-def test_a_drain_flag_the_state_word_hides(tmp_path: Path, word: str, listed: bool, drained: bool) -> None:
+@pytest.mark.parametrize(("word", "listed", "drained", "rebooting"), HIDDEN_DRAIN)
+def test_a_drain_flag_the_state_word_hides(tmp_path: Path, word: str, listed: bool, drained: bool,
+                                           rebooting: bool) -> None:
     session = LocalSession(tmp_path, f"gpu01|{word}|root|fabnet: audit: drifted\n", drain="gpu01" if listed else "")
     state = Slurm(session).state(["gpu01"])["gpu01"]
-    assert (state.drained, state.drained_by_fabnet) == (drained, drained)
+    assert (state.drained, state.drained_by_fabnet, state.rebooting) == (drained, drained, rebooting)
     assert state.out_of_service is (word != "idle")

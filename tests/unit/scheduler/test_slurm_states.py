@@ -181,7 +181,9 @@ def test_a_drain_command_cannot_read_states_and_drains_as_told() -> None:
 RESUMES = [
     ("gpu01|drained|root|fabnet: audit: drifted: mtu", "resumed"),
     ("gpu01|drained*|root|fabnet: audit: unreachable", "resumed"),
-    ("gpu01|draining@|root|fabnet: apply: not converged", "resumed"),
+    # A reboot is asked for (@) or under way (^): Slurm's resume would cancel it.
+    ("gpu01|draining@|root|fabnet: apply: not converged", "left"),
+    ("gpu01|drained^|root|fabnet: audit: drifted", "left"),
     ("gpu01|drained~|root|fabnet: audit: drifted", "resumed"),
     ("gpu01|drained|alice|maintenance", "left"),
     ("gpu01|drained|root|fabnet: smoke: slow", "left"),
@@ -227,3 +229,14 @@ def test_sinfo_and_squeue_see_hidden_partitions() -> None:
                                              for i, word in enumerate(sinfo) if word == "sinfo")
     assert sinfo[:3] == ["sinfo", "--all", "--local"] and squeue[:2] == ["squeue", "--all"]
 
+
+@pytest.mark.parametrize("state", [NodeState("reboot", "fabnet: audit: drifted", "root", drain=True),
+                                   NodeState("reboot", "fabnet: audit: drifted", "root", False, "*", drain=True),
+                                   NodeState("drained", "fabnet: audit: drifted", "root", flag="^")])
+def test_a_drained_node_being_rebooted_is_not_resumed(state: NodeState) -> None:
+    """Slurm's resume clears REBOOT_REQUESTED and REBOOT_ISSUED with the drain (src/slurmctld/node_mgr.c,
+    update_node(), 20.02 to 25.11): resuming would cancel the reboot someone asked for."""
+    cluster = Cluster("")
+    cluster.states = {"gpu01": state}
+    [action] = resume_fixed(cluster, "audit", ["gpu01"], {"gpu01"})
+    assert action.action == "left" and "would cancel it" in action.detail and cluster.resumed == []
