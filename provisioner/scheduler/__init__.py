@@ -22,9 +22,14 @@ REASON_PREFIX = "fabnet:"
 # reason says who took it out and why (Slurm's node_state_string(), lower-cased by sinfo). Each word
 # hides the others: a drained node that also stops responding still reads `drained*`, one being
 # rebooted reads `reboot` or `reboot^` and one whose registration was refused reads `inval`, drained or
-# not. `drain` and `drng` are the short forms of `%t`, never printed for `%T`.
+# not (in every release from 20.02 on), so the DRAIN flag is read apart (NodeState.drain). `drain` and
+# `drng` are the short forms of `%t`, never printed for `%T`.
 DRAINED = frozenset({"drained", "draining"})
 OUT_OF_SERVICE = DRAINED | {"down", "fail", "failing", "inval", "reboot", "reboot_issued"}
+# A node whose reboot was asked for (`@`) or is under way (`^`, or the word `reboot` of an idle or down
+# node): Slurm's resume clears the reboot request along with the drain (node_mgr.c, update_node()).
+REBOOTING_STATES = frozenset({"reboot", "reboot_issued"})
+REBOOTING_FLAGS = frozenset({"@", "^"})
 
 
 class SchedulerError(FabnetError):
@@ -43,10 +48,17 @@ class NodeState:
     # False where the scheduler says so (Slurm's `*`); a node shown with another flag may not respond either.
     responding: bool = True
     flag: str = ""  # the one mark Slurm puts after the word, if any: * ~ # ! % $ @ ^ - +
+    # Slurm's DRAIN flag, where the backend reads it apart from the word (a word may hide it, see above).
+    drain: bool = False
 
     @property
     def drained(self) -> bool:
-        return self.state in DRAINED
+        return self.state in DRAINED or self.drain
+
+    @property
+    def rebooting(self) -> bool:
+        """A reboot is asked for or under way; resuming the node would cancel it."""
+        return self.state in REBOOTING_STATES or self.flag in REBOOTING_FLAGS
 
     @property
     def out_of_service(self) -> bool:

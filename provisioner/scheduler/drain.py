@@ -167,7 +167,12 @@ def resume_fixed(scheduler: Scheduler, source: str, checked: Sequence[str], pass
             continue
         origin = reason_source(state.reason)
         by = f" by {state.reason_user}" if state.reason_user else ""
-        if origin is None or (origin not in RESUMES and origin != "watch"):  # e.g. a --drain-cmd's own words
+        if state.rebooting and origin in RESUMES.get(source, ()):
+            # Slurm's resume clears the reboot request too: the reboot someone asked for would never happen.
+            actions.append(Action(host, "left", f"drained, {state.state}{state.flag}: a reboot is asked for or under "
+                                                f"way and a resume would cancel it; resumed once it is back and "
+                                                f"passes: {state.reason}"))
+        elif origin is None or (origin not in RESUMES and origin != "watch"):  # e.g. a --drain-cmd's own words
             actions.append(Action(host, "left", f"drained{by} for another reason: {state.reason or '(none)'}"))
         elif origin == "watch":  # watch drains and never resumes: a person decides when it is fixed
             actions.append(Action(host, "left", f"drained by fabnet {origin}, which resumes no host (resume it "

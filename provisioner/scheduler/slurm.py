@@ -4,8 +4,10 @@ fabnet's own host session (one exec per call, every value shell-quoted)."""
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from provisioner.run import transport
@@ -33,6 +35,8 @@ FLAGS: dict[str, str] = {
     "+": "completing",  # `allocated+` only
     "-": "planned",  # `mixed-` only, 21.08 on
 }
+# What follows this record in Slurm.state's answer is the list of drained nodes.
+DRAIN_LIST = "drain-flag"
 _STATE = re.compile(r"([a-z_]+|\?)(.?)")
 # Both ask beyond sinfo's and squeue's defaults: `--all` shows nodes and jobs of hidden partitions and of
 # partitions the controller's login may not use (else such a node reads as unknown to Slurm, and such a
@@ -104,10 +108,18 @@ class Slurm:
         names = [host for host in hosts if host and not _NOT_IN_NAME.search(host)]
         if not names:
             return {}
-        result = self._run(shlex.join([*SINFO, "--nodes", ",".join(names), "--format", "%N|%T|%u|%E"]))
+        # A reason is free text and may hold line breaks, which sinfo prints as they are: each record starts
+        # with a mark of this call's own, so a line that lacks it continues the reason above and a reason
+        # cannot pass for another node's record. The second sinfo lists the nodes whose DRAIN flag is set:
+        # %T hides it behind `reboot`, `reboot^` and `inval` (node_state_string(), every release).
+        mark = f"fabnet-{secrets.token_hex(6)}|"
+        nodes = ["--nodes", ",".join(names)]
+        result = self._run(shlex.join([*SINFO, *nodes, "--format", f"{mark}%N|%T|%u|%E"]) + " && printf '%s\\n' "
+                           + shlex.quote(mark + DRAIN_LIST) + " && "
+                           + shlex.join([*SINFO, *nodes, "--states=drain", "--format", f"{mark}%N"]))
         if result.exit_code != 0:
             raise SchedulerError(f"sinfo failed on the Slurm controller: {(result.stderr or result.stdout).strip()}")
-        return parse_sinfo(result.stdout, names)
+        return parse_sinfo(result.stdout, names, mark)
 
     def nodes_of_job(self, jobid: str) -> list[str]:
         if not _JOBID.fullmatch(jobid):
@@ -136,21 +148,47 @@ def parse_state(word: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
-def parse_sinfo(text: str, wanted: Sequence[str]) -> dict[str, NodeState]:
+def _records(text: str, mark: str) -> list[str]:
+    """The records of sinfo's answer: each line, or with a mark, each line that starts with it together with
+    the lines after it that do not (a reason's further lines), the mark taken off."""
+    if not mark:
+        return text.splitlines()
+    records: list[str] = []
+    for line in text.split("\n"):
+        if line.startswith(mark):
+            records.append(line[len(mark):])
+        elif records:
+            records[-1] += "\n" + line
+    return records
+
+
+def parse_sinfo(text: str, wanted: Sequence[str], mark: str = "") -> dict[str, NodeState]:
     """`sinfo -N -h -o '%N|%T|%u|%E'` -> host -> state. The reason is last, so a '|' in it is kept. sinfo
-    prints `none` for no reason and `Unknown` for no reason's user (`Unk(UID)` for a user it cannot name)."""
+    prints `none` for no reason and `Unknown` for no reason's user (`Unk(UID)` for a user it cannot name).
+    With `mark` (see Slurm.state), each record starts with it, a reason may span lines, and the records
+    after `DRAIN_LIST` name the nodes whose DRAIN flag is set."""
     states: dict[str, NodeState] = {}
-    for line in text.splitlines():
-        fields = line.split("|", 3)
+    drain: set[str] | None = None
+    for record in _records(text, mark):
+        if mark and record == DRAIN_LIST:
+            drain = set()
+            continue
+        if drain is not None:
+            drain.add(record.strip())
+            continue
+        fields = record.split("|", 3)
         if len(fields) != 4 or fields[0] not in wanted:
             continue
         name, word, user, reason = fields
         state, flag = parse_state(word)
+        reason = reason.strip()
         states[name] = NodeState(
             state=state,
-            reason="" if reason.strip() == "none" else reason.strip(),
+            reason="" if reason == "none" else reason,
             reason_user="" if user.strip() in ("Unknown", "N/A") else user.strip(),
             responding=flag != "*",
             flag=flag,
         )
+    if drain is not None:
+        states = {name: replace(state, drain=name in drain) for name, state in states.items()}
     return states

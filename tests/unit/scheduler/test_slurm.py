@@ -26,7 +26,15 @@ if name == "scontrol" and any(a == "NodeName=bad01" for a in sys.argv):
     print("slurm_update error: Invalid node name specified", file=sys.stderr)
     sys.exit(1)
 if name == "sinfo":
-    print(os.environ.get("FAKE_SINFO", ""), end="")
+    # Records as sinfo prints them: the --format's text before %N, then node|state|user|reason; records are
+    # lines, or split at \\x1e where a reason holds a line break. --states=drain: the FAKE_DRAIN nodes only.
+    form = sys.argv[sys.argv.index("--format") + 1]
+    mark = form[:form.index("%N")]
+    text = os.environ.get("FAKE_SINFO", "")
+    records = [r for r in (text.split("\\x1e") if "\\x1e" in text else text.splitlines()) if r]
+    if "--states=drain" in sys.argv:
+        records = [n for n in os.environ.get("FAKE_DRAIN", "").split(",") if n]
+    print("".join(mark + r + "\\n" for r in records), end="")
 if name == "squeue":
     if sys.argv[sys.argv.index("--jobs") + 1] == "404":
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
@@ -38,7 +46,7 @@ if name == "squeue":
 class LocalSession:
     """Runs the script in a local bash, as the controller's shell would."""
 
-    def __init__(self, tmp: Path, sinfo: str = "", env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp: Path, sinfo: str = "", env: dict[str, str] | None = None, drain: str = "") -> None:
         self.bin = tmp / "bin"
         self.bin.mkdir()
         for name in ("scontrol", "sinfo", "squeue"):
@@ -46,11 +54,13 @@ class LocalSession:
             (self.bin / name).chmod(0o755)
         self.log = tmp / "calls.jsonl"
         self.sinfo = sinfo
+        self.drain = drain
         self.cwd = tmp
         self.env = env or {}
 
     def exec(self, script: str, *, timeout: float | None = None) -> transport.ExecResult:
-        env = {"PATH": f"{self.bin}:/usr/bin:/bin", "FAKE_LOG": str(self.log), "FAKE_SINFO": self.sinfo, **self.env}
+        env = {"PATH": f"{self.bin}:/usr/bin:/bin", "FAKE_LOG": str(self.log), "FAKE_SINFO": self.sinfo,
+               "FAKE_DRAIN": self.drain, **self.env}
         proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=self.cwd,
                               timeout=timeout)
         return transport.ExecResult(proc.stdout, proc.stderr, proc.returncode, 0.0)
@@ -90,8 +100,11 @@ def test_state_reads_sinfo(tmp_path: Path) -> None:
              "gpu03|idle*|Unknown|none\ngpu03|idle*|Unknown|none\n")
     session = LocalSession(tmp_path, sinfo)
     states = Slurm(session).state(["gpu01", "gpu02", "gpu03", "gpu09"])
-    assert session.calls() == [["sinfo", "--all", "--local", "--noheader", "--Node",
-                                "--nodes", "gpu01,gpu02,gpu03,gpu09", "--format", "%N|%T|%u|%E"]]
+    [(first, form), (second, drain_form)] = [(call[:-2], call[-1]) for call in session.calls()]
+    assert first == ["sinfo", "--all", "--local", "--noheader", "--Node", "--nodes", "gpu01,gpu02,gpu03,gpu09"]
+    assert second == [*first, "--states=drain"]
+    # Each record starts with a mark of the call's own, the same for both.
+    assert form.endswith("|%N|%T|%u|%E") and drain_form == form.removesuffix("|%T|%u|%E")
     assert set(states) == {"gpu01", "gpu02", "gpu03"}
     assert states["gpu02"].drained_by_fabnet and states["gpu02"].reason == "fabnet: audit: drifted: mtu eth1|x"
     assert states["gpu02"].reason_user == "root"
@@ -127,4 +140,40 @@ def test_the_controllers_own_slurm_settings_do_not_reach_sinfo_squeue_or_scontro
     slurm.nodes_of_job("7")
     slurm.resume(["gpu01"])
     seen = [json.loads(line) for line in env_log.read_text().splitlines()]
-    assert seen == [["SLURM_CONF"]] * 3
+    assert seen == [["SLURM_CONF"]] * 4  # sinfo twice (states, then the DRAIN flag), squeue, scontrol
+
+
+def test_a_reason_with_line_breaks_is_read_whole_and_cannot_pass_for_another_node(tmp_path: Path) -> None:
+    """scontrol stores a reason as given, line breaks included, and sinfo prints it as it is: the lines after
+    the first continue the reason (before, they were dropped, and a line shaped like a record was read as
+    one: gpu02 read idle)."""
+    sinfo = ("gpu01|drained|alice|disk errors:\nsee ticket 42\ngpu02|idle|Unknown|none\x1e"
+             "gpu02|drained|root|fabnet: audit: drifted: mtu\x1e")
+    states = Slurm(LocalSession(tmp_path, sinfo, drain="gpu01,gpu02")).state(["gpu01", "gpu02"])
+    assert states["gpu01"].reason == "disk errors:\nsee ticket 42\ngpu02|idle|Unknown|none"
+    assert states["gpu01"].drained and not states["gpu01"].drained_by_fabnet
+    assert states["gpu02"].drained_by_fabnet
+
+
+# %T word, in sinfo's DRAIN list, drained, rebooting: a reboot (every release) or a refused registration
+# (21.08 on) hides the DRAIN flag from %T; `sinfo --states=drain` still lists the node (src/sinfo/sinfo.c,
+# _filter_out(): "anything that has the drain flag set").
+HIDDEN_DRAIN = [
+    ("reboot", True, True, True),  # `scontrol reboot ASAP` of an idle node: REBOOT+DRAIN
+    ("reboot", False, False, True),
+    ("reboot*", True, True, True),  # 20.11: State=REBOOT*+DRAIN in scontrol while it boots
+    ("reboot^", True, True, True),
+    ("inval", True, True, False),
+    ("inval", False, False, False),
+    ("idle", False, False, False),
+    ("drained@", True, True, True),
+]
+
+
+@pytest.mark.parametrize(("word", "listed", "drained", "rebooting"), HIDDEN_DRAIN)
+def test_a_drain_flag_the_state_word_hides(tmp_path: Path, word: str, listed: bool, drained: bool,
+                                           rebooting: bool) -> None:
+    session = LocalSession(tmp_path, f"gpu01|{word}|root|fabnet: audit: drifted\n", drain="gpu01" if listed else "")
+    state = Slurm(session).state(["gpu01"])["gpu01"]
+    assert (state.drained, state.drained_by_fabnet, state.rebooting) == (drained, drained, rebooting)
+    assert state.out_of_service is (word != "idle")

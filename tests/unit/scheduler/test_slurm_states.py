@@ -4,6 +4,7 @@ lower-cases (src/sinfo/print.c, _print_state_long()); each row names a release a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import pytest
@@ -180,7 +181,9 @@ def test_a_drain_command_cannot_read_states_and_drains_as_told() -> None:
 RESUMES = [
     ("gpu01|drained|root|fabnet: audit: drifted: mtu", "resumed"),
     ("gpu01|drained*|root|fabnet: audit: unreachable", "resumed"),
-    ("gpu01|draining@|root|fabnet: apply: not converged", "resumed"),
+    # A reboot is asked for (@) or under way (^): Slurm's resume would cancel it.
+    ("gpu01|draining@|root|fabnet: apply: not converged", "left"),
+    ("gpu01|drained^|root|fabnet: audit: drifted", "left"),
     ("gpu01|drained~|root|fabnet: audit: drifted", "resumed"),
     ("gpu01|drained|alice|maintenance", "left"),
     ("gpu01|drained|root|fabnet: smoke: slow", "left"),
@@ -202,21 +205,38 @@ def test_what_resume_fixed_resumes(sinfo: str, action: str | None) -> None:
 
 
 class Recording:
+    """Answers each exec with `stdout`, `{mark}` in it replaced by the record mark the script asks sinfo for."""
+
     def __init__(self, stdout: str) -> None:
         self.stdout = stdout
         self.scripts: list[str] = []
 
     def exec(self, script: str, *, timeout: float | None = None) -> transport.ExecResult:
         self.scripts.append(script)
-        return transport.ExecResult(self.stdout, "", 0, 0.0)
+        mark = re.search(r"fabnet-[0-9a-f]+\|", script)
+        return transport.ExecResult(self.stdout.replace("{mark}", mark.group(0) if mark else ""), "", 0, 0.0)
 
 
 def test_sinfo_and_squeue_see_hidden_partitions() -> None:
     # Without --all both skip what a hidden partition holds (src/sinfo/sinfo.c builds its rows per
     # partition; slurmctld's job_mgr.c skips a job whose partitions are all hidden unless SHOW_ALL).
-    session = Recording("gpu01|drained*|root|fabnet: smoke: slow\n")
+    session = Recording("{mark}gpu01|drained*|root|fabnet: smoke: slow\n")
     assert Slurm(session).state(["gpu01"])["gpu01"].drained_by_fabnet
     session.stdout = "gpu[01-02]\n"
     assert Slurm(session).nodes_of_job("7") == ["gpu01", "gpu02"]
     sinfo, squeue = (script.splitlines()[-1].split() for script in session.scripts)
+    assert sinfo.count("sinfo") == 2 and all(sinfo[i + 1:i + 3] == ["--all", "--local"]
+                                             for i, word in enumerate(sinfo) if word == "sinfo")
     assert sinfo[:3] == ["sinfo", "--all", "--local"] and squeue[:2] == ["squeue", "--all"]
+
+
+@pytest.mark.parametrize("state", [NodeState("reboot", "fabnet: audit: drifted", "root", drain=True),
+                                   NodeState("reboot", "fabnet: audit: drifted", "root", False, "*", drain=True),
+                                   NodeState("drained", "fabnet: audit: drifted", "root", flag="^")])
+def test_a_drained_node_being_rebooted_is_not_resumed(state: NodeState) -> None:
+    """Slurm's resume clears REBOOT_REQUESTED and REBOOT_ISSUED with the drain (src/slurmctld/node_mgr.c,
+    update_node(), 20.02 to 25.11): resuming would cancel the reboot someone asked for."""
+    cluster = Cluster("")
+    cluster.states = {"gpu01": state}
+    [action] = resume_fixed(cluster, "audit", ["gpu01"], {"gpu01"})
+    assert action.action == "left" and "would cancel it" in action.detail and cluster.resumed == []
