@@ -55,6 +55,11 @@ def ansi_wrapped(text: str) -> str:
     return "".join(f"\x1b[4m{line}\x1b[0m\n" if i == 0 else f"{line}\x1b[0m\n" for i, line in enumerate(lines))
 
 
+def ray_worker(text: str) -> str:
+    # Ray's driver prints each worker's lines behind its name, pid and node (a blank line keeps the prefix).
+    return "".join(f"(RayWorkerWrapper pid=92234, ip=10.0.0.7) {line}\n" for line in _lines(text))
+
+
 def label_and_timestamp(text: str) -> str:
     return srun_label(timestamps(text), task=0)
 
@@ -69,6 +74,7 @@ DECORATIONS = {
     "pdsh-host": host_label,
     "ansi": ansi_wrapped,
     "label-and-timestamp": label_and_timestamp,
+    "ray-worker": ray_worker,
 }
 
 
