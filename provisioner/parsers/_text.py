@@ -107,6 +107,9 @@ _TIMESTAMP = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\]?|\[\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\])(?:[ \t]|$)",
     re.ASCII,
 )
+# A CI console's clock alone (`19:34:56 ` before every line, as Jenkins' timestamper prints): without a date
+# it could be a tool's own column, so it goes only when most lines carry it.
+_CLOCK = re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: |$)", re.ASCII)
 _MPI_TAG = re.compile(r"^\[\d+,\d+\](?:<\w+>)?:", re.ASCII)  # Open MPI --tag-output: no blank after
 _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: the global rank
 # Ray's driver prints every worker's output behind the worker's name: `(RayWorkerWrapper pid=92234,
@@ -206,6 +209,7 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     for pattern in (_TIMESTAMP, _MPI_TAG, _TORCH_RANK):
         cleaned = [_strip(line, pattern) for line in cleaned]
     # Most lines of a labelled run carry the label; a wrapped line or a traceback may not.
+    cleaned = _strip_common(cleaned, _CLOCK, 0.6, least=2)
     cleaned = _strip_common(cleaned, _SRUN_LABEL, 0.6)
     cleaned = _strip_common(cleaned, _RANK_TAG, 0.6)
     # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
