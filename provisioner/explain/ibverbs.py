@@ -89,6 +89,12 @@ def status(code: int) -> Status:
     return Status(SYMBOLS.get(code, f"status {code}"), meaning, kind, _FIXES[kind], kind != "flush")
 
 
+def score(found: Status) -> int:
+    """How a completion error of this class ranks among causes: the ones that stop a job by themselves first."""
+    return {"fabric": 90, "peer": 85, "registration": 88, "peer-registration": 85, "config": 85,
+            "device": 90}.get(found.kind, 55)
+
+
 def describe(code: int) -> tuple[str, str]:
     """(symbol, meaning) for a work-completion status."""
     found = status(code)

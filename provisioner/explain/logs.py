@@ -28,6 +28,8 @@ _LINE_LABEL = re.compile(r"^(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[
 _NCCL_PREFIX = re.compile(r"(?:^|\s|(?<=\]))(?P<host>[^\s:\[\]]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[[^\]]*\]")
 # The task a launcher's prefix names: torch `[rank3]:`, Open MPI `[1,3]<stdout>:`, srun `3: `, `[3] `.
 _PREFIX_RANK = re.compile(r"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|^\s*(?P<c>[0-9]+):|^\[(?P<d>[0-9]+)\]")
+# Ray's prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
+_RAY_IP = re.compile(r"^\([^()]*\bip=(?P<host>[0-9A-Fa-f.:]+)[,)]")
 # nccl-tests `#  Rank  3 Group 0 Pid 1234 on gpu02 device 3 ...`: which host each rank ran on.
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(?P<rank>[0-9]+)\s.*?\bon\s+(?P<host>\S+)\s+device\b")
 
@@ -72,8 +74,11 @@ def _rank(prefix: str) -> int | None:
 def _host(prefix: str, text: str) -> str | None:
     if label := _HOST_LABEL.search(re.sub(r"\[[^\]]*\]:?|<\w+>:", " ", prefix)):
         return label.group("host")
-    nccl = _NCCL_PREFIX.search(text)
-    return nccl.group("host") if nccl else None
+    if nccl := _NCCL_PREFIX.search(text):
+        return nccl.group("host")
+    # A line NCCL printed names its host itself; any other line of a Ray worker, the node Ray names.
+    ray = _RAY_IP.match(prefix)
+    return ray.group("host") if ray else None
 
 
 def _labelled(lines: list[Line]) -> list[tuple[str, str | None]]:

@@ -1,6 +1,6 @@
 """The causes `explain` knows: one registry of rules, each a function from the logs to zero or more
-Causes with evidence, kept in one module per class (rules_socket, rules_verbs, rules_events, rules_cuda, rules_shm,
-rules_job, rules_torch, rules_desync, rules_gloo, rules_launch, rules_gdr).
+Causes with evidence, kept in one module per class (rules_socket, rules_verbs, rules_provider, rules_events,
+rules_cuda, rules_shm, rules_job, rules_torch, rules_desync, rules_gloo, rules_launch, rules_gdr).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -20,6 +20,7 @@ from provisioner.explain import (
     rules_gloo,
     rules_job,
     rules_launch,
+    rules_provider,
     rules_shm,
     rules_socket,
     rules_torch,
@@ -34,7 +35,8 @@ from provisioner.parsers._text import unique
 RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_socket.no_interface, rules_job.duplicate_gpu, rules_shm.shared_memory, rules_verbs.firmware_fault,
     rules_verbs.resource_failures,
-    rules_verbs.incompatible_devices, rules_verbs.completion_errors, rules_events.port_down,
+    rules_verbs.incompatible_devices, rules_verbs.completion_errors, rules_provider.provider_completion_errors,
+    rules_events.port_down,
     rules_events.queue_errors, rules_cuda.gpu_causes, rules_socket.message_truncated,
     rules_socket.unreachable_peers, rules_socket.address_family,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_job.version_mismatch,

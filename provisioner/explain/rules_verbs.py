@@ -30,6 +30,9 @@ _FIRMWARE = re.compile(
     r"assert_var\[|local catastrophic error|unrecoverable.*(?:firmware|hca)|pci_channel_io_perm_failure",
     re.I,
 )
+# A work completion's syndrome is the request's failure, not the device's: UCX's `Send completion with error on
+# qp 0x2a8af: remote invalid request error syndrome 0x8a`, `Remote QP on mlx5_0:1/IB (synd 0x14 vend 0x89 ...)`.
+_COMPLETION_SYNDROME = re.compile(r"completion with error|\bQP on \S+ \(synd\b", re.I)
 _KERNEL_DEVICE = re.compile(r"\b(?P<dev>mlx\d_core \S+?|mlx\d_\d+)[:\s]")
 
 
@@ -55,8 +58,7 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
         hint, gid_lines = gid_changes(logs)
         detail += hint
         lines += gid_lines
-        score = {"fabric": 90, "peer": 85, "registration": 88, "peer-registration": 85, "config": 85,
-                 "device": 90}.get(found.kind, 55)
+        score = ibverbs.score(found)
         causes.append(Cause(
             id="ib-completion-error",
             title=f"RDMA completion error {code} ({found.symbol}) on {where}",
@@ -190,7 +192,7 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
 
 
 def firmware_fault(logs: list[Log]) -> list[Cause]:
-    lines = [line for line, _ in grep(logs, _FIRMWARE)]
+    lines = [line for line, _ in grep(logs, _FIRMWARE) if not _COMPLETION_SYNDROME.search(line.text)]
     events = [(log, e) for log in logs for e in (log.nccl.async_events if log.nccl else []) if e.kind == "device"]
     lines += [line for log, e in events for line in _line_of(log, e.line)]
     if not lines:

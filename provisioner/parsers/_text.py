@@ -107,8 +107,19 @@ _TIMESTAMP = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\]?|\[\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\])(?:[ \t]|$)",
     re.ASCII,
 )
+# A CI console's clock alone (`19:34:56 ` before every line, as Jenkins' timestamper prints): without a date
+# it could be a tool's own column, so it goes only when most lines carry it.
+_CLOCK = re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: |$)", re.ASCII)
 _MPI_TAG = re.compile(r"^\[\d+,\d+\](?:<\w+>)?:", re.ASCII)  # Open MPI --tag-output: no blank after
 _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: the global rank
+# Ray's driver prints every worker's output behind the worker's name: `(RayWorkerWrapper pid=92234,
+# ip=172.19.24.110) `, `(pid=909597) `, `(raylet, ip=10.0.0.7) `, and names a line it folded from several
+# workers at its end: ` [repeated 2x across cluster]`. A pid, an address or a Ray daemon's name makes it
+# Ray's, so a sentence's `(1) ` stays.
+_RAY = re.compile(
+    r"^\((?:(?:[\w.:-]+ )?pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?|(?:raylet|gcs_server|autoscaler|monitor|dashboard\w*)"
+    r"(?:, ip=[0-9A-Fa-f.:]+)?|[\w.:-]+, ip=[0-9A-Fa-f.:]+)(?:, \w+=[^,()]*)*\)(?: |$)", re.ASCII)
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$", re.ASCII)
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
 _SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)        # srun --label pads the task id on the left
 _HOST_LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*:(?: |$)", re.ASCII)  # pdsh/clush: `gpu07: `
@@ -194,9 +205,11 @@ def clean_lines(lines: list[Line]) -> list[Line]:
         cleaned.append(Line(line.number, text.rstrip(), line.raw))
     cleaned = _strip_common(cleaned, _QUOTE, 0.6)
     cleaned = _unframe(cleaned)
+    cleaned = [_strip_ray(line) for line in cleaned]
     for pattern in (_TIMESTAMP, _MPI_TAG, _TORCH_RANK):
         cleaned = [_strip(line, pattern) for line in cleaned]
     # Most lines of a labelled run carry the label; a wrapped line or a traceback may not.
+    cleaned = _strip_common(cleaned, _CLOCK, 0.6, least=2)
     cleaned = _strip_common(cleaned, _SRUN_LABEL, 0.6)
     cleaned = _strip_common(cleaned, _RANK_TAG, 0.6)
     # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
@@ -206,6 +219,13 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     return [_strip_note(line) if "#" in line.text and not line.text.lstrip().startswith("#")
             and not _PROMPT.match(line.text) else line
             for line in cleaned]
+
+
+def _strip_ray(line: Line) -> Line:
+    stripped = _strip(line, _RAY)
+    if stripped is line:
+        return line
+    return Line(stripped.number, _RAY_REPEATED.sub("", stripped.text), stripped.raw, stripped.prefix)
 
 
 def _strip_note(line: Line) -> Line:

@@ -15,7 +15,9 @@ Env values are kept as NCCL applied them (`set by environment to 0.` is `0`).
 
 A framework's quote of NCCL's last WARN (torch: `Last error:` then the message on the next line, or both on
 one line when a paste flattened them) is read as that WARN when the log does not hold the WARN itself: often
-the only place a rank's completion error or failed call shows.
+the only place a rank's completion error or failed call shows. So is a network plugin's failure message alone
+on its line, without NCCL's prefix and level (`NET/IBP:Got completion from peer ... with status=12 ...`, as
+a report quotes it): `NET/<transport>` and a colon start only NCCL's network messages.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ _COMM = re.compile(r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>[0-9]+) nr?[R
 # Interface names and addresses that are almost never the path between GPU nodes.
 # torch's quote of ncclGetLastError(): `Last error:` and the message after it, or on the next line.
 _LAST_ERROR = re.compile(r"\bLast error:\s*(?P<message>.*)$")
+_BARE_NET = re.compile(r"^NET/\w+\s*:")
 _SUSPECT_NAME = re.compile(r"^(?:docker[0-9]*|veth\w*|br-\w+|virbr[0-9]*|cni[0-9]*|flannel\S*|lo)$")
 _SUSPECT_ADDRESS = (
     (re.compile(r"^fe80:", re.IGNORECASE), "link-local IPv6 address"),
@@ -312,6 +315,11 @@ def _continues(previous: Line, line: Line) -> bool:
     )
 
 
+def _is_failure(message: str) -> bool:
+    """Whether a message NCCL's network layer printed is a completion error, an HCA event or a failed call."""
+    return any(read(message, 0, None) is not None for read in (completion, async_event, call_failure))
+
+
 def parse_nccl_debug(text: str) -> NcclDebug:
     log = _Log()
     ranks: list[NcclTestRank] = []
@@ -360,6 +368,10 @@ def parse_nccl_debug(text: str) -> NcclDebug:
             log_lines += 1
             quote(message, line)
             quoted = last is not None and not message
+            continue
+        if _BARE_NET.match(body) and _is_failure(body):
+            log_lines += 1
+            quote(body, line)
             continue
         if body.startswith("NCCL version") and (version := split_nccl_version(body)):
             log_lines += 1

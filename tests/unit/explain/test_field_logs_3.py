@@ -24,7 +24,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     # The peer published 127.0.0.1: it chose `lo`, which the thread's NCCL_SOCKET_IFNAME fixed.
     "torch-flattened-srun-loopback-abort-1.txt": ("peer-unreachable", "File ",
                                                   "127.0.0.1 is a loopback address"),
-    "torch-ray-recv-refused-1.txt": ("peer-unreachable", "(LLMEngine pid=2347640, ip=10.58.226.15) Net : Call to recv",
+    "torch-ray-recv-refused-1.txt": ("peer-unreachable", "Net : Call to recv",
                                      "connections to 10.58.226.18 failed (Connection refused)"),
     # Set in markdown bold: the `**` is taken off.
     "torch-store-unique-id-timeout-bold-1.txt": ("rendezvous-incomplete", "torch.distributed.DistBackendError: [5]",
@@ -46,7 +46,8 @@ CASES: dict[str, tuple[str, str, str]] = {
     # Rank 3 ran out of GPU memory; rank 0 only saw its connection close.
     "nccl-cuda-oom-peer-closed-1.txt": ("cuda-failure", "ng30903:3063028:3066152 [3] include/alloc.h:178",
                                         "out of memory"),
-    "nccl-ray-timestamp-cuda-invalid-argument-1.txt": ("cuda-failure", "(train_rft pid=2657296)", "invalid argument"),
+    "nccl-ray-timestamp-cuda-invalid-argument-1.txt": ("cuda-failure", "n176-080-198:2657296:2658232 [0]",
+                                                       "invalid argument"),
     "torch-cuda-illegal-address-watchdog-ray-1.txt": ("cuda-failure", "[E ProcessGroupNCCL.cpp:916] [Rank 0]",
                                                       "illegal memory access"),
     "deepspeed-rank-shm-create-1.txt": ("shared-memory", "Error while creating shared memory segment", "/dev/shm"),
@@ -92,3 +93,12 @@ def test_a_store_connection_is_advised_as_the_rendezvous_not_the_nccl_interface(
 def test_the_oom_rank_outranks_the_peer_that_saw_it_leave() -> None:
     ids = [c.id for c in _causes("nccl-cuda-oom-peer-closed-1.txt")]
     assert ids.index("cuda-failure") < ids.index("connection-lost")
+
+
+def test_a_ray_worker_prefix_is_taken_off_and_names_the_node() -> None:
+    top = _causes("torch-ray-recv-refused-1.txt")[0]
+    assert top.evidence[0].text.startswith("Net : Call to recv"), top.evidence[0].text
+    # torch's lines carry no host of their own: the node is the address Ray's prefix names.
+    assert top.hosts == ["10.58.226.15"]
+    # A line NCCL printed keeps the host in its own prefix.
+    assert _causes("nccl-ipc-peer-access-1.txt")[0].hosts == ["z-pc"]

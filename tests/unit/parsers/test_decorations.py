@@ -55,6 +55,16 @@ def ansi_wrapped(text: str) -> str:
     return "".join(f"\x1b[4m{line}\x1b[0m\n" if i == 0 else f"{line}\x1b[0m\n" for i, line in enumerate(lines))
 
 
+def ci_clock(text: str) -> str:
+    # A CI console's timestamper: the time of day alone before every line.
+    return "".join(f"19:34:{i % 60:02d} {line}\n" for i, line in enumerate(_lines(text)))
+
+
+def ray_worker(text: str) -> str:
+    # Ray's driver prints each worker's lines behind its name, pid and node (a blank line keeps the prefix).
+    return "".join(f"(RayWorkerWrapper pid=92234, ip=10.0.0.7) {line}\n" for line in _lines(text))
+
+
 def label_and_timestamp(text: str) -> str:
     return srun_label(timestamps(text), task=0)
 
@@ -69,6 +79,8 @@ DECORATIONS = {
     "pdsh-host": host_label,
     "ansi": ansi_wrapped,
     "label-and-timestamp": label_and_timestamp,
+    "ray-worker": ray_worker,
+    "ci-clock": ci_clock,
 }
 
 
@@ -89,7 +101,7 @@ _ALREADY_DECORATED = {"all_reduce_perf-13-mpi-tag-cut.txt"}  # `[1,0]<stdout>:` 
 @pytest.mark.parametrize(("name", "kind"), sorted(SAMPLE_KINDS.items()))
 def test_decorated_sample_parses_to_the_same_facts(name: str, kind: str, decoration: str) -> None:
     text = read(name)
-    if decoration == "pdsh-host" and len(_lines(text)) < 2:
+    if decoration in ("pdsh-host", "ci-clock") and len(_lines(text)) < 2:
         pytest.skip("one line alone cannot tell a host label from a key")
     if name in _ALREADY_DECORATED:
         pytest.skip("the sample carries a launcher prefix already: a second one is another case")
