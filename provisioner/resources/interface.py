@@ -46,6 +46,7 @@ KIND = "interface"  # its ResourceType (RESOURCE) is in interface_fix, beside th
 IP_LINK = Probe(sh("ip", "-j", "-d", "link", "show"))
 RDMA_LINK = Probe(sh("rdma", "link", "show"))
 IBDEV2NETDEV = Probe(sh("ibdev2netdev"))
+NO_NETDEV = "no netdev"  # the `actual` of every check when the RDMA device has no netdev to set
 
 
 BOOT_CONFIG = files_probe(
@@ -67,30 +68,44 @@ def netdev_probes(name: str | None, rdma_device: str | None) -> list[Probe]:
     return [IP_LINK] if name is not None else [IP_LINK, RDMA_LINK, IBDEV2NETDEV]
 
 
-def _netdev_from_rdma_link(text: str, device: str) -> str | None:
-    links = require_complete(parse_rdma_link(text), "rdma_link").links
-    ports = [link for link in links if link.device == device and link.netdev]
+class NoNetdev(Exception):
+    """The RDMA device is on the host, but none of its ports has a netdev: an InfiniBand port while
+    IPoIB is not loaded, or a device that never has one (AWS EFA). Not a missing device."""
+
+
+# A finder gives the netdev of a device's port, or None, and the device's ports it saw without one.
+Found = tuple[str | None, list[str]]
+
+
+def _netdev_from_rdma_link(text: str, device: str) -> Found:
+    links = [link for link in require_complete(parse_rdma_link(text), "rdma_link").links if link.device == device]
+    ports = [link for link in links if link.netdev]
     ports.sort(key=lambda link: link.port != 1)  # port 1 first: the one RoCE uses on single-port NICs
-    return ports[0].netdev if ports else None
+    bare = [f"{link.device}/{link.port} (state {link.state}"
+            + (f", physical_state {link.physical_state})" if link.physical_state else ")")
+            for link in links if not link.netdev]
+    return (ports[0].netdev if ports else None), bare
 
 
-def _netdev_from_ibdev2netdev(text: str, device: str) -> str | None:
+def _netdev_from_ibdev2netdev(text: str, device: str) -> Found:
     ports = [link for link in require_complete(parse_ibdev2netdev(text), "ibdev2netdev").links if link.device == device]
     ports.sort(key=lambda link: link.port != 1)
-    return ports[0].netdev if ports else None
+    return (ports[0].netdev if ports else None), []
 
 
 def netdev_of(name: str | None, rdma_device: str | None, results: Results) -> str | None:
     """The netdev the spec is about; None when the RDMA device is not on the host.
 
-    ProbeFailed when neither `rdma link show` nor `ibdev2netdev` could be read.
+    ProbeFailed when neither `rdma link show` nor `ibdev2netdev` could be read; NoNetdev when the device
+    is listed but no source names a netdev for it.
     """
     if name is not None:
         return name
     assert rdma_device is not None  # the spec models require one of the two
     problems: list[str] = []
     answered = False
-    sources: list[tuple[Probe, str, Callable[[str, str], str | None]]] = [
+    bare: list[str] = []
+    sources: list[tuple[Probe, str, Callable[[str, str], Found]]] = [
         (RDMA_LINK, "rdma link show", _netdev_from_rdma_link),
         (IBDEV2NETDEV, "ibdev2netdev", _netdev_from_ibdev2netdev),
     ]
@@ -101,13 +116,20 @@ def netdev_of(name: str | None, rdma_device: str | None, results: Results) -> st
             problems.append(reason or what)
             continue
         try:
-            netdev = find(result.stdout, rdma_device)
+            netdev, without = find(result.stdout, rdma_device)
         except ParseError as exc:
             problems.append(str(exc))
             continue
         if netdev:
             return netdev
         answered = True
+        bare += [f"`{what}` lists {port}" for port in without]
+    if bare:
+        # `rdma link` lists every port of a device, netdev or not (an IB port without IPoIB reads
+        # `link mlx5_7/1 subnet_prefix ... state DOWN physical_state POLLING`): the device is there.
+        raise NoNetdev(f"RDMA device {rdma_device} has no netdev: " + "; ".join(bare)
+                       + " without one (an InfiniBand port without IPoIB, a device that has none such as EFA,"
+                       " or a kernel too old to name it)")
     if answered:
         return None
     raise ProbeFailed(f"cannot find the netdev of RDMA device {rdma_device}: " + "; ".join(problems))
@@ -192,6 +214,8 @@ def evaluate(spec: InterfaceSpec, results: Results, ctx: HostContext) -> list[Ch
         links = ip_links(results) if netdev is not None else {}
         link = links.get(netdev) if netdev is not None else None
         mtu = live_mtu(link) if link is not None else None
+    except NoNetdev as exc:
+        return [drift(attribute, desired, NO_NETDEV, str(exc)) for attribute, desired in attributes]
     except (ProbeFailed, ParseError) as exc:
         return errors_for(attributes, str(exc))
     if netdev is None or link is None:

@@ -41,7 +41,7 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
-from provisioner.resources.interface import BOOT_CONFIG, netdev_of
+from provisioner.resources.interface import BOOT_CONFIG, NoNetdev, netdev_of
 from provisioner.resources.steps import (
     PHASE_NETWORK,
     Expect,
@@ -315,7 +315,7 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
         return []
     try:
         netdev = netdev_of(spec.name, spec.rdma_device, results)
-    except ProbeFailed as exc:
+    except (ProbeFailed, NoNetdev) as exc:
         return [impossible(target, "find", str(exc), PHASE_NETWORK)]
     if netdev is None or any(c.actual == "absent" for c in drifted.values()):
         return [impossible(target, "find", f"no interface {netdev or spec.rdma_device} on this host", PHASE_NETWORK)]

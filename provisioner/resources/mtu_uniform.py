@@ -11,7 +11,7 @@ from collections import Counter
 from provisioner.errors import ParseError
 from provisioner.load.specs import MtuUniformSpec
 from provisioner.resources.base import Check, HostContext, Probe, ProbeFailed, ResourceType, Results, drift, error, ok
-from provisioner.resources.interface import ip_links, live_mtu, netdev_of, netdev_probes
+from provisioner.resources.interface import NoNetdev, ip_links, live_mtu, netdev_of, netdev_probes
 
 KIND = "mtu_uniform"
 
@@ -31,7 +31,7 @@ def evaluate(spec: MtuUniformSpec, results: Results, ctx: HostContext) -> list[C
         if link is None:
             return [error("mtu", desired, f"no interface {netdev}")]
         return [ok("mtu", desired, live_mtu(link))]
-    except (ProbeFailed, ParseError) as exc:
+    except (ProbeFailed, ParseError, NoNetdev) as exc:
         return [error("mtu", desired, str(exc))]
 
 

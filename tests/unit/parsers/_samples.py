@@ -141,6 +141,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "nvidia-smi-topo-14-wrapped-legend-and-p2p.txt": "nvidia_smi_topo",
     "nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt": "nvidia_smi_topo",
     "show_gids-9-k8s-net1-index4.txt": "show_gids",
+    "ibv_devinfo-10-efa-unspecified-link-layer.txt": "ibv_devinfo",
 }
 
 

@@ -19,7 +19,7 @@ from provisioner.resources.base import HostContext
 from provisioner.resources.interface_fix import ini_set, netplan_set_mtu, persist_edit
 from provisioner.resources.steps import Step
 
-from ._recorded import IP_LINK, listing
+from ._recorded import IP_LINK, NOT_FOUND, listing, sample
 from ._recorded import fix as fix_steps
 
 IP = "ip -j -d link show"
@@ -152,6 +152,13 @@ def test_in_sync_interface_needs_nothing() -> None:
 def test_absent_interface_cannot_be_fixed() -> None:
     steps = fix_steps("interface", {"name": "ens9", "mtu": 9000, "persistent": False}, {IP: IP_LINK})
     assert [s.action for s in steps] == ["find"] and "exit 3" in steps[0].command
+
+
+def test_rdma_device_without_a_netdev_cannot_be_fixed_and_says_why() -> None:
+    steps = fix_steps("interface", {"rdma_device": "mlx5_7", "mtu": 4092, "persistent": False},
+                      {IP: IP_LINK, "rdma link show": sample("rdma-link-5-ib-polling.txt"), "ibdev2netdev": NOT_FOUND})
+    assert [s.action for s in steps] == ["find"]
+    assert "has no netdev" in steps[0].command and "no interface" not in steps[0].command
 
 
 # `ip -o link show dev eth1` on a lab node, up at 9000 and down.

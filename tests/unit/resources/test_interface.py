@@ -88,6 +88,20 @@ CASES = [
         id="rdma-device-absent",
     ),
     pytest.param(
+        # An InfiniBand port without IPoIB: `rdma link` lists it with no netdev. The device is there.
+        {"rdma_device": "mlx5_7", "mtu": 4092, "persistent": False},
+        {IP: IP_LINK, RDMA: sample("rdma-link-5-ib-polling.txt"), IBDEV: NOT_FOUND},
+        [("mtu", "drift", "4092", "no netdev"), ("link", "drift", "up", "no netdev")],
+        id="ib-port-without-ipoib-has-no-netdev",
+    ),
+    pytest.param(
+        # Older kernels name no netdev in `rdma link`: ibdev2netdev still finds it.
+        {"rdma_device": "mlx5_0", "persistent": False},
+        {IP: IP_LINK, RDMA: sample("rdma-link-6-index-prefix.txt"), IBDEV: sample("ibdev2netdev-4.txt")},
+        [("link", "ok", "up", "up")],
+        id="rdma-link-without-netdevs-falls-back-to-ibdev2netdev",
+    ),
+    pytest.param(
         {"name": "eth1", "mtu": 9000},
         {IP: failed("Cannot open netlink socket: Permission denied", 2), CONFIG: ""},
         [("mtu", "error", "9000", None), ("link", "error", "up", None), ("mtu_persistent", "error", "9000", None)],
@@ -226,3 +240,11 @@ def test_persistent_mtu(files: dict[str, str], netdev: str, expected: tuple) -> 
 def test_persistent_mtu_refuses_broken_netplan() -> None:
     with pytest.raises(ParseError, match="netplan"):
         persistent_mtu({"/etc/netplan/01.yaml": "network:\n  ethernets: [\n"}, "eth1")
+
+
+def test_a_device_without_a_netdev_is_not_called_missing() -> None:
+    check = run("interface", {"rdma_device": "mlx5_7", "persistent": False},
+                {IP: IP_LINK, RDMA: sample("rdma-link-5-ib-polling.txt"), IBDEV: ""}).checks[0]
+    assert "not found" not in check.message
+    assert check.message.startswith(
+        "RDMA device mlx5_7 has no netdev: `rdma link show` lists mlx5_7/1 (state DOWN, physical_state POLLING)")

@@ -29,6 +29,13 @@ def test_host_without_the_interface_is_an_error() -> None:
     assert result.checks[0].message == "no interface eth9"
 
 
+def test_rdma_device_without_a_netdev_is_an_error_that_says_so() -> None:
+    result = run("mtu_uniform", {"rdma_device": "mlx5_7"},
+                 {"ip -j": IP_LINK, "rdma link show": sample("rdma-link-5-ib-polling.txt"), "ibdev2netdev": ""})
+    assert result.summary() == [("mtu", "error", "same on all hosts", None)]
+    assert result.checks[0].message.startswith("RDMA device mlx5_7 has no netdev")
+
+
 def test_failed_probe_is_an_error() -> None:
     result = run("mtu_uniform", {"interface": "eth1"}, {"ip -j": failed("ip: command failed")})
     assert result.checks[0].status == "error"

@@ -1,0 +1,41 @@
+"""interface and mtu_uniform on `ip -j [-d] link show` as real hosts printed it (tests/samples/ip-link/):
+IPoIB ports, a bond and its member, a VLAN, from iproute2 releases before `min_mtu`/`max_mtu`."""
+
+from __future__ import annotations
+
+import pytest
+
+from ._recorded import SAMPLES, run
+
+IP = "ip -j -d link show"
+
+
+def _ip(name: str) -> str:
+    return (SAMPLES / "ip-link" / name).read_bytes().decode("utf-8")
+
+
+CASES = [
+    # 8 HDR IPoIB ports in datagram mode (MTU 2044), `ip -json link show` with `vfinfo_list: []`.
+    ("ipoib-8x-1.json", "ibp141s0", 2044, [("mtu", "ok", "2044", "2044"), ("link", "ok", "up", "up")], ""),
+    ("ipoib-8x-1.json", "ibp204s0", 4092, [("mtu", "drift", "4092", "2044"), ("link", "ok", "up", "up")], ""),
+    # iproute2 4.14, pretty-printed: a bond member (`master`, `info_slave_kind`) up, the bond without carrier.
+    ("bond-802.3ad-4.14-2.json", "swp5", 1500, [("mtu", "ok", "1500", "1500"), ("link", "ok", "up", "up")], ""),
+    ("bond-802.3ad-4.14-2.json", "bond42", 9000, [("mtu", "drift", "9000", "1500"), ("link", "ok", "up", "up")],
+     "admin up, operstate DOWN (no carrier)"),
+    # A VLAN (`link`: its parent) created and never set up: no UP flag.
+    ("vlan-4.14-3.json", "eth0.42", 1500, [("mtu", "ok", "1500", "1500"), ("link", "drift", "up", "down")], ""),
+]
+
+
+@pytest.mark.parametrize(("sample", "netdev", "mtu", "expected", "message"), CASES,
+                         ids=[f"{case[0]}-{case[1]}" for case in CASES])
+def test_interface_reads_real_ip_link_json(sample: str, netdev: str, mtu: int, expected: list, message: str) -> None:
+    result = run("interface", {"name": netdev, "mtu": mtu, "persistent": False}, {IP: _ip(sample)})
+    assert result.summary() == expected
+    assert result.by_attribute()["link"].message == message
+
+
+def test_every_ipoib_port_reports_its_mtu_to_the_fleet_check() -> None:
+    for netdev in ("ibp12s0", "ibp18s0", "ibp75s0", "ibp84s0", "ibp141s0", "ibp148s0", "ibp186s0", "ibp204s0"):
+        result = run("mtu_uniform", {"interface": netdev}, {IP: _ip("ipoib-8x-1.json")})
+        assert result.summary() == [("mtu", "ok", "same on all hosts", "2044")]
