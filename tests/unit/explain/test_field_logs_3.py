@@ -2,7 +2,8 @@
 failures in every NCCL wording from 2.1 to 2.2x (a link-local IPv6 peer with its zone, a loopback address a
 peer published, `Call to connect timeout`, `Call to recv from X failed`), torch's rendezvous store unreachable
 (1.10 to 2.5 wordings) or never given rank 0's NCCL id, completion errors pasted through markdown inline code,
-and CUDA, shared-memory and OFI failures behind Ray, DeepSpeed, pdsh and rank-tag prefixes."""
+CUDA, shared-memory and OFI failures behind Ray, DeepSpeed, pdsh and rank-tag prefixes, a network plugin's
+failure quoted alone on its line, and the completion errors rdma-core's mlx5 provider prints itself."""
 
 from __future__ import annotations
 
@@ -57,6 +58,15 @@ CASES: dict[str, tuple[str, str, str]] = {
                                            "connections to 100.96.188.199"),
     "nccl-2.1-recv-reset-1.txt": ("connection-lost", "ml-gpu-ser015:2123:2230 [3] include/socket.h:194",
                                   "closed, reset or timed out mid-job"),
+    # A network plugin's failure alone on its line, and rdma-core's mlx5 provider's own completion errors.
+    "nccl-bare-net-plugin-completion-12-1.txt": ("ib-completion-error", "NET/IBP:Got completion from peer",
+                                                 "towards 7.6.13.83"),
+    # Only the provider's line names the failure; NCCL saw the peer go away and Ray saw the worker die.
+    "ray-mlx5-provider-completion-error-1.txt": ("ib-completion-error", "mlx5: host_unknown: got completion",
+                                                 "memory registration"),
+    # The CQE's syndrome 0x12 is a remote invalid request (vendor syndrome 0x8a), not an HCA fault.
+    "ucx-mlx5-provider-cqe-dump-1.txt": ("ib-completion-error", "mlx5: hpc-test-node2: got completion",
+                                         "error 9 (IBV_WC_REM_INV_REQ_ERR)"),
 }
 
 
