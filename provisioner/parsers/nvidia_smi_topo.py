@@ -39,7 +39,8 @@ _PHRASES = sorted(_KNOWN_INFO, key=lambda p: -len(p.split()))
 
 
 class NvidiaSmiTopo(Parsed):
-    """`matrix[row][column]` is the link type; affinity maps hold GPU rows only, None for `N/A`."""
+    """`matrix[row][column]` is the link type; affinity maps hold GPU rows only, None for `N/A`. `gpus` and
+    `nics` are every device the output names, in its header or its rows, whether or not its row is there."""
 
     columns: list[str] = Field(default_factory=list)
     info_columns: list[str] = Field(default_factory=list)
@@ -203,13 +204,15 @@ def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
     for short in topo.short_rows:
         found.lack(short)
     completeness = found.result("no topology matrix or legend found")
-    rows = list(topo.matrix)
+    # Every device the header or a row names: a cut output still says how many GPUs and NICs there are
+    # (the rows it lacks are in `missing`).
+    devices = list(dict.fromkeys([*topo.devices, *topo.matrix]))
     info_values = topo.info_values
     return NvidiaSmiTopo(
         columns=topo.devices,
         info_columns=topo.info,
-        gpus=[r for r in rows if r.startswith("GPU")],
-        nics=[r for r in rows if not r.startswith("GPU")],
+        gpus=[d for d in devices if d.startswith("GPU")],
+        nics=[d for d in devices if not d.startswith("GPU")],
         matrix=topo.matrix,
         cpu_affinity=info_values.get("CPU Affinity", {}),
         numa_affinity=info_values.get("NUMA Affinity", {}),

@@ -136,6 +136,7 @@ def test_topology_excerpts_name_the_rows_they_lack() -> None:
     old = parse("nvidia_smi_topo", read("nvidia-smi-topo-8-mlx4-column-cut.txt"))
     assert old["columns"][-1] == "mlx4_0" and old["matrix"]["GPU3"]["mlx4_0"] == "PHB"
     assert old["missing"] == ["rows for GPU4, GPU5, GPU6, GPU7, mlx4_0"]
+    assert old["gpus"] == [f"GPU{i}" for i in range(8)] and old["nics"] == ["mlx4_0"]  # named by the header
     wide = parse("nvidia_smi_topo", read("nvidia-smi-topo-10-18nics-cut.txt"))
     assert len(wide["columns"]) == 26 and wide["matrix"]["GPU2"]["NIC1"] == "PXB"
     assert wide["cpu_affinity"]["GPU3"] == "16-31,144-159" and wide["complete"] is False

@@ -172,7 +172,9 @@ def test_topology_of_16_gpus_with_nic_columns_named_by_device() -> None:
     facts = parse("nvidia_smi_topo", read("nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt"))
     assert len(facts["columns"]) == 26 and facts["columns"][16:18] == ["mlx5_0", "mlx5_1"]
     assert facts["info_columns"] == ["CPU Affinity"]
-    assert facts["gpus"] == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    # The header names all 16 GPUs and 10 NICs; only the first four rows survived the cut.
+    assert facts["gpus"] == [f"GPU{i}" for i in range(16)] and facts["nics"] == [f"mlx5_{i}" for i in range(10)]
+    assert list(facts["matrix"]) == ["GPU0", "GPU1", "GPU2", "GPU3"]
     assert facts["matrix"]["GPU0"]["GPU15"] == "NV6"
     assert [facts["matrix"]["GPU2"][f"mlx5_{i}"] for i in range(4)] == ["PXB", "PIX", "NODE", "NODE"]
     assert facts["cpu_affinity"]["GPU3"] == "0-23,48-71"
