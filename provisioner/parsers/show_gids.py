@@ -112,6 +112,9 @@ def parse_show_gids(text: str) -> ShowGids:
         if all(_SEPARATOR.match(t) for t in tokens):
             found.recognised -= 1  # a rule alone says nothing
             return
+        if (tokens[1:2] if tokens[0] == "sudo" else tokens[:1]) == ["show_gids"]:
+            found.recognised -= 1  # the command itself, pasted without a prompt: no device is named show_gids
+            return
         if m := _TRAILER.match(line.stripped):
             current = table(line)
             current.count, current.trailer = int(m.group("count")), line

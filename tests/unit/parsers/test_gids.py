@@ -31,6 +31,15 @@ def test_two_real_tables_back_to_back_keep_every_row() -> None:
     assert result.gids == parse_show_gids(first).gids + parse_show_gids(second).gids
 
 
+@pytest.mark.parametrize("command", ["show_gids", "show_gids mlx5_0", "sudo show_gids mlx5_0 1"])
+def test_the_command_pasted_without_its_prompt_is_no_row(command: str) -> None:
+    # A real table after its command line, as a terminal shows it once the prompt is cut off.
+    table = read("show_gids-6-prompt.txt").split("\n", 1)[1]
+    with_prompt, bare = parse_show_gids(read("show_gids-6-prompt.txt")), parse_show_gids(f"{command}\n{table}")
+    assert (bare.complete, bare.unplaced) == (True, [])
+    assert bare.gids == with_prompt.gids
+
+
 def test_each_table_is_checked_against_its_own_trailer() -> None:
     lines = read("show_gids-6-prompt.txt").splitlines(keepends=True)
     del lines[5]  # one row of the first table lost; the totals alone would hide which table lacks it
