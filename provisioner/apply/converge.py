@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from provisioner.apply import changes, recovery
+from provisioner.apply import changes, confirmation, recovery
 from provisioner.evaluate import engine
-from provisioner.evaluate.engine import Options, ResourceOutcome
+from provisioner.evaluate.engine import ResourceOutcome
 from provisioner.facts import batch
 from provisioner.plan.planner import HostPlanned, make_plan
 from provisioner.resources.base import Check, shown_actual
 from provisioner.resources.steps import Step
 from provisioner.run import runner, transport
-from provisioner.run.session import HostSession, Sessions, open_session
+from provisioner.run.session import HostSession, Sessions
 from provisioner.run.sockets import interrupted
 
 __all__ = ["ApplyOutcome", "HostApplied", "HostPlanned", "apply", "make_plan", "unchanged_host"]
@@ -129,62 +129,12 @@ def _states(planned: HostPlanned) -> dict[str, tuple[str | None, str | None]]:
     return states
 
 
-REVERT_MARGIN = 3.0  # seconds past the timer's time: its 1 s accuracy, and the undo itself
-
-
-def confirm(planned: HostPlanned, options: Options, run_id: str, revert_seconds: int,
-            armed_at: float) -> tuple[str, int, float | None]:
-    """"Commit confirmed": a FRESH connection disarms the revert armed before a management-path change.
-
-    Returns ("confirmed" | "reverted" | "unreachable", execs, seconds from arming to the revert as the
-    host measured them, when it reverted). `armed_at` (time.monotonic()) is when the host armed its
-    timer. When no fresh connection gets through, the host reverts on its own once its timer fires, at
-    `armed_at + revert_seconds`; fabnet waits for that (plus a small margin) and checks again.
-    """
-    host = planned.plan.host
-    unit = changes.revert_unit(run_id)
-    flag = changes.reverted_flag(run_id)
-    command = (f"systemctl stop {unit}.timer >/dev/null 2>&1; "
-               f"if [ -e {flag} ]; then echo \"reverted $(cat {flag})\"; else echo confirmed; fi")
-
-    def attempt(connect_timeout: float) -> tuple[str, float | None] | None:
-        # A session of its own: only a fresh login proves the management path still carries SSH.
-        fresh = Options(connect_timeout=connect_timeout, ssh_config=options.ssh_config,
-                        become_password=options.become_password)
-        with open_session(host, fresh) as session:
-            try:
-                result = session.exec(command, timeout=30)
-            except (transport.HostUnreachable, transport.CommandFailed):
-                return None
-        words = (result.stdout.strip().splitlines() or [""])[-1].split()
-        if not words:
-            return None
-        took = None
-        if words[0] == "reverted" and len(words) == 3 and words[1].isdigit() and words[2].isdigit():
-            took = float(int(words[2]) - int(words[1]))  # the host's own clock, both ends
-        return words[0], took
-
-    answer = attempt(min(options.connect_timeout, 5.0))
-    if answer is not None:
-        return answer[0], 1, answer[1]
-    # No way in: the host reverts on its own when its timer fires. Wait for that, then keep trying for
-    # as long again (at least a minute): a link that comes back takes a moment to carry SSH again.
-    time.sleep(max(0.0, armed_at + revert_seconds + REVERT_MARGIN - time.monotonic()))
-    give_up = time.monotonic() + max(60.0, revert_seconds)
-    while time.monotonic() < give_up:
-        answer = attempt(5.0)
-        if answer is not None:
-            return answer[0], 1, answer[1]
-        time.sleep(1)
-    return "unreachable", 0, None
-
-
 def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: changes.Holder,
                journal: Journal | None = None, revert_seconds: int = 60, break_lock: bool = False) -> HostApplied:
     """Change one host in one exec, then re-read it in one more, both over the session that gathered it.
     Only for a host that has steps.
 
-    A change to the management path adds a confirming exec on a fresh connection (see `confirm`).
+    A change to the management path adds a confirming exec on a fresh connection (see confirmation.py).
     """
     started = time.monotonic()
     options = session.options
@@ -243,14 +193,15 @@ def apply_host(planned: HostPlanned, session: HostSession, run_id: str, holder: 
     if parsed.armed:
         # A cut session ends its exec half the revert time after the `armed` marker came (shorten above).
         armed_at = time.monotonic() - (revert_seconds / 2 if result.cut else 0.0)
-        answer, execs, took = confirm(planned, options, run_id, revert_seconds, armed_at)
+        answer, execs, took = confirmation.confirm(planned.plan.host, options, run_id, revert_seconds, armed_at)
         applied.execs += execs
         if journal:
             journal([{"run": run_id, "host": host.name, "resource": "management path", "action": "confirm",
                       "outcome": answer}])
         if answer != "confirmed":
             applied.status = "failed" if answer == "reverted" else "unreachable"
-            lost = "the management path was lost" if result.cut else "the change could not be confirmed"
+            lost = ("the management path was lost" if confirmation.path_lost(result, revert_seconds)
+                    else "the change could not be confirmed")
             took_text = f"{took:g} s" if took is not None else f"its revert time ({revert_seconds} s)"
             applied.error = (f"{lost}; the host reverted the change on its own after {took_text}"
                              if answer == "reverted" else

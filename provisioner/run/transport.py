@@ -74,6 +74,7 @@ class ExecResult:
     seconds: float
     ended: Ended = "exited"
     cut: bool = False  # run gave up waiting after its `shorten_after` marker (the output is partial)
+    marked_at: float | None = None  # seconds from the start to the `shorten_after` marker's arrival, if it came
 
 
 def _known_hosts_files(host: Host, conn: Connection) -> list[Path]:
@@ -339,7 +340,7 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
     channel.settimeout(POLL)
     ended: Ended | None = None
     mark = shorten_after[0].encode() if shorten_after else b""
-    shortened = False
+    shortened, marked_at = False, None
     every = ticks or math.inf  # no ticks: the first is never due
     next_tick = started + every
     while ended is None:
@@ -367,6 +368,7 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
         out += data
         if shorten_after and not shortened and out.find(mark, max(0, len(out) - len(data) - len(mark))) >= 0:
             deadline, shortened = min(deadline, time.monotonic() + shorten_after[1]), True
+            marked_at = time.monotonic() - started
     code = -1
     if ended is None:
         while not channel.exit_status_ready() and not channel.closed:
@@ -386,4 +388,4 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
         else:
             ended = "timeout"
     return ExecResult(out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"), code,
-                      time.monotonic() - started, ended, cut=shortened and ended == "timeout")
+                      time.monotonic() - started, ended, cut=shortened and ended == "timeout", marked_at=marked_at)

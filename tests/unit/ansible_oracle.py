@@ -60,6 +60,21 @@ class Ansible:
             data["_meta"]["hostvars"][name] = hide_passwords(variables)
         return data
 
+    def rendered(self, sources: Sequence[Path], names: Sequence[str]) -> dict[str, dict[str, object]]:
+        """Each host's variables `names`, rendered as Ansible renders them for a task (None where unset):
+        an ad hoc `debug`, an action that runs on the controller and never connects, one line a host."""
+        values = ", ".join(f"'{name}': {name} | default(none)" for name in names)
+        done = self.run("ansible", *self._sources(sources), "all", "-o", "-m", "ansible.builtin.debug",
+                        "-a", f'msg="{{{{ {{{values}}} | to_json }}}}"')
+        found: dict[str, dict[str, object]] = {}
+        for line in done.stdout.splitlines():
+            host, sep, result = line.partition(" | SUCCESS => ")
+            if sep:
+                msg = json.loads(result)["msg"]
+                found[host] = msg if isinstance(msg, dict) else json.loads(msg)
+        assert found, done.stdout + done.stderr
+        return found
+
     def list_hosts(self, sources: Sequence[Path], patterns: Sequence[str]) -> list[set[str] | None]:
         """Hosts each pattern selects, as `ansible-playbook --list-hosts` prints them for plays with
         `hosts: PATTERN` (a set: ansible-playbook prints them in no particular order); None where Ansible

@@ -439,3 +439,37 @@ def test_a_directory_with_a_pipe_lookup_is_refused_at_each_file_line_and_key(ans
     assert len(raised.value.errors) == len(located)
     group = next(error for error in raised.value.errors if error.line == 47)
     assert str(group).endswith("(hosts tt-become, tt-become-exe, tt-become-flags and 3 more)"), str(group)
+
+
+# Connection settings written as templates or through Ansible's older aliases (ansible_ssh_host...): the
+# address, user and port fabnet will connect with are the ones Ansible's tasks see.
+_RENDERED = ("ansible_host", "ansible_user", "ansible_port")
+_ALIASES = ("ansible_ssh_host", "ansible_ssh_user", "ansible_ssh_port")
+
+
+def _needs_rendering(host: object) -> bool:
+    values = getattr(host, "vars", {})
+    return any(name in values for name in _ALIASES) or any(
+        isinstance(values.get(name), str) and "{{" in values[name] for name in (*_RENDERED, *_ALIASES))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_templated_and_aliased_connection_settings_are_what_ansible_tasks_see(ansible: Ansible, case: str) -> None:
+    try:
+        inventory = load_inventory(CASES[case])
+    except ConfigError:
+        pytest.skip("fabnet refuses this inventory (its own tests say where)")
+    hosts = {name: host for name, host in inventory.hosts.items() if _needs_rendering(host)}
+    if not hosts:
+        pytest.skip("no templated or aliased connection setting")
+    theirs = ansible.rendered(CASES[case], _RENDERED)
+    compared = sorted(hosts.keys() & theirs.keys())
+    assert compared, f"Ansible rendered none of {sorted(hosts)}"
+    for name in compared:
+        host, seen = hosts[name], theirs[name]
+        assert host.address == seen["ansible_host"], name
+        if seen["ansible_user"] is not None:
+            assert host.user == seen["ansible_user"], name
+        if seen["ansible_port"] is not None:
+            assert host.port == int(str(seen["ansible_port"])), name
+
