@@ -1,11 +1,12 @@
-"""`fabnet watch --every 5s --for 2m` on 8 healthy nodes, with the faults an operator meets, in one run:
+"""`fabnet watch --every 5s --for 80s` on 8 healthy nodes, with the faults an operator meets, in one run:
 a sysctl changed by hand, a port counter raised (a failing cable), a switch port flapped, sshd killed
 and restarted with its sessions, a management link cut for 20 s. Each fault is reported once with its
 host (and port); nothing else is reported about any node; the other nodes keep their 5 s schedule
-throughout; the watch ends by itself after 2 minutes, cleanly.
+throughout; the watch ends by itself after its 80 s, cleanly. The faults are over within its first 45 s;
+the rest shows the schedule held after them.
 
 Faults are made without fabnet, as in test_watch.py. test_watch.py checks each behaviour apart, on 3
-nodes at 2 s; this is the scale and length an operator would leave it running at.
+nodes at 2 s; this is the scale an operator runs it at.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tests.e2e.test_watch import PLAYBOOK, SYSCTL, SYSFS, Watch
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 EVERY = 5.0
-RUN_FOR = 120.0
+RUN_FOR = 80.0
 NODES = [f"gpu0{i}" for i in range(1, 9)]
 FLAPPED, COUNTED, DRIFTED, RESTARTED, CUT = "gpu01", "gpu02", "gpu03", "gpu04", "gpu05"
 QUIET = ["gpu06", "gpu07", "gpu08"]
@@ -42,7 +43,7 @@ def lab8(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         manager.down(name)
 
 
-def test_eight_nodes_for_two_minutes_each_fault_once_and_nothing_else(lab8: Lab, tmp_path: Path) -> None:
+def test_eight_nodes_for_80_seconds_each_fault_once_and_nothing_else(lab8: Lab, tmp_path: Path) -> None:
     node = {name: lab8.node(name) for name in NODES}
     mgmt = lab8.state.names.mgmt_port(node[CUT].index)
     data = lab8.state.names.data_port(node[FLAPPED].index)
@@ -70,7 +71,7 @@ def test_eight_nodes_for_two_minutes_each_fault_once_and_nothing_else(lab8: Lab,
         time.sleep(max(0.0, 20 - (time.monotonic() - cut)))
         subprocess.run(["ip", "link", "set", mgmt, "up"], check=True)
         watch.wait_for(lambda c: c["host"] == CUT and c["kind"] == "host_back", timeout=60)
-        # The watch ends by itself when its 2 minutes are up.
+        # The watch ends by itself when its time is up.
         code = watch.proc.wait(timeout=max(5.0, RUN_FOR - (time.monotonic() - started) + 30))
         watch._reader.join(timeout=5)
     finally:

@@ -64,7 +64,10 @@ class Ansible:
         """Each host's variables `names`, rendered as Ansible renders them for a task (None where unset):
         an ad hoc `debug`, an action that runs on the controller and never connects, one line a host."""
         values = ", ".join(f"'{name}': {name} | default(none)" for name in names)
+        # A task renders the become password too: one the inventory keeps in a vault (no secret here) is
+        # replaced by an extra var, which outranks it and leaves the connection settings alone.
         done = self.run("ansible", *self._sources(sources), "all", "-o", "-m", "ansible.builtin.debug",
+                        "-e", "ansible_become_pass=unused", "-e", "ansible_become_password=unused",
                         "-a", f'msg="{{{{ {{{values}}} | to_json }}}}"')
         found: dict[str, dict[str, object]] = {}
         for line in done.stdout.splitlines():
