@@ -3,13 +3,18 @@ evaluated from recorded outputs, and the spec's refusals."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from provisioner.errors import did_you_mean
 from provisioner.load.specs import PortCountersSpec
 from provisioner.resources import port_counters
-from provisioner.resources.base import HostContext
+from provisioner.resources.base import HostContext, ProbeResult, Results
 
 from ._recorded import NOT_FOUND, failed, run, sample
 
@@ -143,3 +148,31 @@ def test_did_you_mean_lists_up_to_n_names() -> None:
     assert did_you_mean("rx_prio3_paus", names, n=3) == (
         " (did you mean 'rx_prio3_pause', 'tx_prio3_pause' or 'rx_prio0_pause'?)")
     assert did_you_mean("zzz", names, n=3) == ""
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_probe_runs_with_a_stand_in_ethtool(tmp_path: Path) -> None:
+    # A stand-in that prints the recorded mlx5 output, one more discard on each call, and the arguments it got.
+    (tmp_path / "sample.txt").write_text(MLX5)
+    (tmp_path / "calls").write_text("")
+    stand_in = tmp_path / "ethtool"
+    stand_in.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s|" "$@" >> "{tmp_path}/calls"; echo >> "{tmp_path}/calls"\n'
+        f'n=$(wc -l < "{tmp_path}/calls")\n'
+        f'sed "s/rx_discards_phy: 58591428329/rx_discards_phy: $((58591428329 + n))/" "{tmp_path}/sample.txt"\n'
+    )
+    stand_in.chmod(0o755)
+    ctx = HostContext("gpu01")
+    spec = PortCountersSpec.model_validate({"source": "ethtool", "interface": "eth1.100", "interval": 0.1,
+                                            "max": {"tx_errors_phy": 0}, "max_rate": {"rx_discards_phy": 0}})
+    [probe] = port_counters.probes(spec, ctx)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, timeout=10, env=env)
+    assert (tmp_path / "calls").read_text() == "-S|eth1.100|\n-S|eth1.100|\n"
+    checks = port_counters.evaluate(spec, Results({probe.key: ProbeResult(done.stdout, done.stderr,
+                                                                          done.returncode)}), ctx)
+    assert [(c.attribute, c.status, c.actual, c.message) for c in checks] == [
+        ("eth1.100 tx_errors_phy", "ok", "0", ""),
+        ("eth1.100 rx_discards_phy rate", "drift", "10/s", "1 in 0.1 s"),
+    ]
