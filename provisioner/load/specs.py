@@ -375,7 +375,8 @@ class PortCountersSpec(Spec):
         if self.source == "ethtool":
             given = [key for key in ("device", "port") if getattr(self, key) is not None]
             if given:
-                raise ValueError(f"{' and '.join(given)} do not apply to source ethtool, which reads the "
+                verb = "do" if len(given) > 1 else "does"
+                raise ValueError(f"{' and '.join(given)} {verb} not apply to source ethtool, which reads the "
                                  "statistics of one netdev: name it in interface")
             if self.interface is None:
                 raise ValueError("source ethtool needs interface (the netdev, e.g. ens1f0np0)")

@@ -115,7 +115,7 @@ def test_probe_is_one_quoted_ethtool_exec_reading_twice_for_rates() -> None:
 @pytest.mark.parametrize(("spec", "words"), [
     ({"source": "ethtool", "max": {"rx_discards_phy": 0}}, "source ethtool needs interface"),
     ({"source": "ethtool", "interface": "eth1", "device": "mlx5_0", "max": {"rx_discards_phy": 0}},
-     "device do not apply to source ethtool"),
+     "device does not apply to source ethtool"),
     ({"source": "ethtool", "interface": "eth1", "device": "mlx5_0", "port": 1, "max": {"x": 0}},
      "device and port do not apply to source ethtool"),
     ({"interface": "eth1", "max": {"symbol_error": 0}}, "interface applies to source ethtool only"),
