@@ -117,7 +117,9 @@ class LabError(FabnetError):
     """The local lab could not be built, inspected or torn down."""
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """A hint to append to a message about an unknown name: the closest of `choices`, or ""."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+def did_you_mean(word: str, choices: Iterable[str], n: int = 1) -> str:
+    """A hint to append to a message about an unknown name: the closest (up to `n`) of `choices`, or ""."""
+    close = [repr(name) for name in difflib.get_close_matches(word, list(choices), n=n)]
+    if not close:
+        return ""
+    return f" (did you mean {close[0] if len(close) == 1 else ', '.join(close[:-1]) + ' or ' + close[-1]}?)"

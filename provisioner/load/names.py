@@ -208,3 +208,17 @@ def user(value: str) -> str:
     if not _USER.fullmatch(value):
         raise _refuse("a user or group name", value, allowed)
     return value
+
+
+# ethtool prints a driver's counter name as it is: spaces, brackets, dots and colons occur (`[0]: rx_discards`,
+# `rx_crc_errors.nic`). Such a name is only compared with what a host printed, never sent to one; a sysfs
+# counter is a file, so NAME_MAX bounds both.
+_COUNTER = re.compile(rf"\S(?:[^\x00-\x1f\x7f]{{0,{NAME_MAX - 2}}}\S)?")
+
+
+def counter_name(value: str) -> str:
+    """A port counter's name as sysfs, perfquery or `ethtool -S` print it."""
+    if not _COUNTER.fullmatch(value):
+        raise ValueError(f"a counter name is 1..{NAME_MAX} printable characters, not starting or "
+                         "ending with a blank")
+    return value

@@ -8,6 +8,7 @@ what is allowed. Numbers also arrive as strings (a rendered "{{ mtu }}" is text)
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -333,11 +334,14 @@ class FileSpec(Spec):
         return f"file[{self.path}]"
 
 
-_COUNTER_NAME = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
+# sysfs file names (and perfquery's, mapped to them): what the kernel names a counter file.
+_SYSFS_COUNTER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_COUNTER_NAME = Annotated[str, AfterValidator(names.counter_name)]
 
 
 class PortCountersSpec(Spec):
-    """Limits on RDMA port error counters (sysfs `counters`/`hw_counters`, or `perfquery -x`)."""
+    """Limits on port error counters: RDMA (sysfs `counters`/`hw_counters`, `perfquery -x`) or a NIC driver's
+    (`ethtool -S`, where RoCE's lossless health shows: discards for lack of buffer, pause storms)."""
 
     kind: ClassVar[str] = "port_counters"
 
@@ -345,28 +349,53 @@ class PortCountersSpec(Spec):
     # (a '..' would leave it) and perfquery's -C argument.
     device: RdmaDevice | None = Field(None, description="RDMA device such as mlx5_0; every device when unset")
     port: Int | None = Field(None, ge=1, le=255, description="port number; every port when unset")
+    interface: NetDev | None = Field(
+        None, description="netdev whose driver statistics source ethtool reads, e.g. ens1f0np0 (ethtool only)"
+    )
     max: dict[_COUNTER_NAME, Int] = Field(
         default_factory=dict,
-        description="counter -> highest allowed value, e.g. {symbol_error: 0, link_downed: 0} (sysfs names)",
+        description="counter -> highest allowed value, e.g. {symbol_error: 0, link_downed: 0} (sysfs names; "
+        "with source ethtool, names as ethtool -S prints them)",
     )
     max_rate: dict[_COUNTER_NAME, float] = Field(
         default_factory=dict,
         description="counter -> highest allowed increase per second, measured over `interval` in the same read",
     )
     interval: float = Field(2.0, gt=0, le=30, description="seconds between the two readings of a rate check")
-    source: Literal["sysfs", "perfquery"] = Field(
-        "sysfs", description="sysfs (under fabnet_sysfs_root) or perfquery -x (needs device and port)"
+    source: Literal["sysfs", "perfquery", "ethtool"] = Field(
+        "sysfs",
+        description="sysfs (under fabnet_sysfs_root), perfquery -x (needs device and port) or ethtool -S "
+        "(needs interface)",
     )
 
     @model_validator(mode="after")
     def _something_to_check(self) -> PortCountersSpec:
         if not self.max and not self.max_rate:
             raise ValueError("set max or max_rate (or both)")
+        if self.source == "ethtool":
+            given = [key for key in ("device", "port") if getattr(self, key) is not None]
+            if given:
+                verb = "do" if len(given) > 1 else "does"
+                raise ValueError(f"{' and '.join(given)} {verb} not apply to source ethtool, which reads the "
+                                 "statistics of one netdev: name it in interface")
+            if self.interface is None:
+                raise ValueError("source ethtool needs interface (the netdev, e.g. ens1f0np0)")
+            return self
+        if self.interface is not None:
+            raise ValueError(f"interface applies to source ethtool only; source {self.source} reads RDMA "
+                             "devices (use device and port)")
+        for key in ("max", "max_rate"):
+            for name in getattr(self, key):
+                if not _SYSFS_COUNTER.match(name):
+                    raise ValueError(f"{key}: {name!r} is not a {self.source} counter name (letters, digits "
+                                     "and _, as the kernel names the files); names as ethtool prints them "
+                                     "need source ethtool")
         if self.source == "perfquery" and (self.device is None or self.port is None):
             raise ValueError("source perfquery needs device and port")
         return self
 
     def target(self) -> str:
+        if self.source == "ethtool":
+            return f"port_counters[{self.interface}]"
         where = self.device or "*"
         return f"port_counters[{where}/{self.port}]" if self.port is not None else f"port_counters[{where}]"
-

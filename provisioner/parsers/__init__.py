@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 # `fabnet parse KIND` then loads one parser, not all of them.
 _WHERE: dict[str, tuple[str, str]] = {
     "dcb": ("dcb", "parse_dcb"),
+    "ethtool_stats": ("ethtool_stats", "parse_ethtool_stats"),
     "ibdev2netdev": ("ibdev2netdev", "parse_ibdev2netdev"),
     "ibstat": ("ibstat", "parse_ibstat"),
     "ibstatus": ("ibstatus", "parse_ibstatus"),

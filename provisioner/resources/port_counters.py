@@ -5,13 +5,21 @@ Counters are read in the host's one exec: from sysfs (`class/infiniband/*/ports/
 `max_rate` limit reads twice within the same exec, `interval` seconds apart, and compares the increase
 per second: a counter that is high but no longer growing is old damage, one that grows is a live fault.
 Each check names the port and the counter (`mlx5_0/1 symbol_error`).
+
+On RoCE the counters that say whether lossless Ethernet works live only in the NIC driver's statistics
+(`rx_discards_phy`, `tx_pause_storm_error_events`, `rx_prio3_pause` on mlx5; other drivers name theirs
+differently): `source: ethtool` reads `ethtool -S IFACE` and checks them by the names ethtool prints
+(`eth1 rx_discards_phy`). A name the driver does not print is an error that lists the closest ones it does.
 """
 
 from __future__ import annotations
 
-from provisioner.errors import ParseError
+import re
+
+from provisioner.errors import ParseError, did_you_mean
 from provisioner.load.specs import PortCountersSpec
 from provisioner.parsers._text import require_complete
+from provisioner.parsers.ethtool_stats import EthtoolStats, parse_ethtool_stats
 from provisioner.parsers.port_counters import PortCounters, PortCounterSet, parse_perfquery, parse_port_counters
 from provisioner.resources.base import (
     Check,
@@ -28,6 +36,8 @@ from provisioner.resources.base import (
 )
 
 KIND = "port_counters"
+# The ring or queue number in a driver's per-queue counter: `[3]: rx_discards` (bnxt_en), `rx_queue_3_packets`.
+_PER_QUEUE = re.compile(r"^\[[0-9]+\]|(?<=_queue_)[0-9]+(?=_)")
 
 def _read(spec: PortCountersSpec) -> str:
     # Globs stay unquoted so the remote shell expands them; the device name is quoted inside the path.
@@ -40,8 +50,9 @@ def _read(spec: PortCountersSpec) -> str:
 
 def _probe(spec: PortCountersSpec, ctx: HostContext) -> Probe:
     interval = f"{spec.interval:g}"
-    if spec.source == "perfquery":
-        read = sh("perfquery", "-x", "-C", spec.device or "", "-P", str(spec.port))
+    if spec.source in ("perfquery", "ethtool"):
+        read = (sh("ethtool", "-S", spec.interface or "") if spec.source == "ethtool"
+                else sh("perfquery", "-x", "-C", spec.device or "", "-P", str(spec.port)))
         if spec.max_rate:
             return Probe(f"{read} && echo {sh('@@interval ' + interval)} && sleep {sh(interval)} && {read}",
                          timeout=30 + spec.interval)
@@ -109,8 +120,55 @@ def _attributes(spec: PortCountersSpec) -> list[tuple[str, str]]:
             + [(f"{c} rate", f"<= {v:g}/s") for c, v in spec.max_rate.items()])
 
 
+def _ethtool_checks(spec: PortCountersSpec, stats: EthtoolStats) -> list[Check]:
+    where = spec.interface or ""
+    checks: list[Check] = []
+
+    def absent(counter: str, reading: dict[str, int]) -> str:
+        # Drivers name the same fault differently (mlx5 rx_discards_phy, bnxt_en rx_stat_discard): say what is
+        # there. Per-ring and per-queue copies of one counter would fill the hint, so one of each is offered.
+        shapes: dict[str, str] = {}
+        for name in reading:
+            shapes.setdefault(_PER_QUEUE.sub("#", name), name)
+        return f"{where} has no counter {counter}" + did_you_mean(counter, shapes.values(), n=3)
+
+    limit: float
+    for counter, limit in spec.max.items():
+        attribute, value = f"{where} {counter}", stats.counters.get(counter)
+        if value is None:
+            checks.append(error(attribute, f"<= {limit}", absent(counter, stats.counters)))
+        elif counter in stats.repeated:
+            checks.append(error(attribute, f"<= {limit}", f"{where} prints {counter} more than once"))
+        else:
+            checks.append((ok if value <= limit else drift)(attribute, f"<= {limit}", value))
+    for counter, limit in spec.max_rate.items():
+        attribute, desired = f"{where} {counter} rate", f"<= {limit:g}/s"
+        before, after, interval = stats.counters.get(counter), stats.later.get(counter), stats.interval_s
+        if before is None or after is None or not interval:
+            checks.append(error(attribute, desired, absent(counter, stats.counters if before is None else stats.later)))
+        elif counter in stats.repeated:
+            checks.append(error(attribute, desired, f"{where} prints {counter} more than once"))
+        elif after < before:
+            # A driver reload or a port reset zeroes the statistics: the difference says nothing about the link.
+            checks.append(error(attribute, desired, f"{where} {counter} went down from {before} to {after} between "
+                                "the readings: the statistics were reset; check again"))
+        else:
+            rate = (after - before) / interval
+            checks.append((ok if rate <= limit else drift)(attribute, desired, f"{rate:g}/s",
+                                                           f"{after - before} in {interval:g} s"))
+    return checks
+
+
 def evaluate(spec: PortCountersSpec, results: Results, ctx: HostContext) -> list[Check]:
     probe = _probe(spec, ctx)
+    if spec.source == "ethtool":
+        try:
+            stats = require_complete(parse_ethtool_stats(stdout_of(results, probe, "reading ethtool -S")),
+                                     "ethtool_stats")
+        except (ProbeFailed, ParseError) as exc:
+            return [error(f"{spec.interface} {attribute}", desired, str(exc))
+                    for attribute, desired in _attributes(spec)]
+        return _ethtool_checks(spec, stats)
     try:
         text = stdout_of(results, probe, "reading port counters")
         parsed = _split_perfquery(text) if spec.source == "perfquery" else parse_port_counters(text)
@@ -136,4 +194,10 @@ def evaluate(spec: PortCountersSpec, results: Results, ctx: HostContext) -> list
 RESOURCE = ResourceType(KIND, PortCountersSpec, probes, evaluate, examples=(
     {"device": "mlx5_0", "port": 1, "max": {"symbol_error": 0, "link_downed": 0},
      "max_rate": {"port_rcv_errors": 0.5}, "interval": 2.0, "source": "sysfs"},
+    # RoCE lossless health on mlx5: nothing dropped for lack of buffer (PFC holds), no pause storm, a clean
+    # link; and no drop while the check watches.
+    {"source": "ethtool", "interface": "ens1f0np0",
+     "max": {"rx_discards_phy": 0, "tx_pause_storm_error_events": 0, "tx_pause_storm_warning_events": 0,
+             "rx_crc_errors_phy": 0, "rx_symbol_err_phy": 0, "link_down_events_phy": 0},
+     "max_rate": {"rx_discards_phy": 0}, "interval": 2.0},
 ))

@@ -142,6 +142,10 @@ SAMPLE_KINDS: dict[str, str] = {
     "nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt": "nvidia_smi_topo",
     "show_gids-9-k8s-net1-index4.txt": "show_gids",
     "ibv_devinfo-10-efa-unspecified-link-layer.txt": "ibv_devinfo",
+    "ethtool-S-1-mlx5-discards-phy-cut.txt": "ethtool_stats",
+    "ethtool-S-2-bnxt_en-rings-tabs.txt": "ethtool_stats",
+    "ethtool-S-3-ice-dot-nic.txt": "ethtool_stats",
+    "ethtool-S-4-bnx2x-queues-spaces-no-header.txt": "ethtool_stats",
 }
 
 

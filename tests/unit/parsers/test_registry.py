@@ -19,12 +19,12 @@ def test_kinds_are_sorted_and_match_parsers() -> None:
     assert {
         "ofed_info", "mlnx_qos", "rdma_qos_script", "ibv_devinfo", "ibstat", "ibstatus", "ibdev2netdev",
         "show_gids", "rdma_link", "nvidia_smi_topo", "nccl_tests", "nccl_debug", "traffic_class",
-        "perfquery", "port_counters", "dcb",
+        "perfquery", "port_counters", "dcb", "ethtool_stats",
     } == set(KINDS)
 
 
 def test_unknown_kind_lists_known_kinds() -> None:
-    with pytest.raises(ParseError, match="unknown kind; known kinds: dcb, ibdev2netdev, ibstat") as err:
+    with pytest.raises(ParseError, match="unknown kind; known kinds: dcb, ethtool_stats, ibdev2netdev, ibstat") as err:
         parse("ethtool", "")
     assert err.value.kind == "ethtool"
     assert "traffic_class" in str(err.value)
