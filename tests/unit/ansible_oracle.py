@@ -60,13 +60,16 @@ class Ansible:
             data["_meta"]["hostvars"][name] = hide_passwords(variables)
         return data
 
-    def rendered(self, sources: Sequence[Path], names: Sequence[str]) -> dict[str, dict[str, object]]:
-        """Each host's variables `names`, rendered as Ansible renders them for a task (None where unset):
-        an ad hoc `debug`, an action that runs on the controller and never connects, one line a host."""
+    def rendered(self, sources: Sequence[Path], names: Sequence[str],
+                 hosts: Sequence[str] = ()) -> dict[str, dict[str, object]]:
+        """Each host's variables `names` (of `hosts`, or all), rendered as Ansible renders them for a task
+        (None where unset): an ad hoc `debug`, an action that runs on the controller and never connects,
+        one line a host."""
         values = ", ".join(f"'{name}': {name} | default(none)" for name in names)
         # A task renders the become password too: one the inventory keeps in a vault (no secret here) is
         # replaced by an extra var, which outranks it and leaves the connection settings alone.
-        done = self.run("ansible", *self._sources(sources), "all", "-o", "-m", "ansible.builtin.debug",
+        done = self.run("ansible", *self._sources(sources), ",".join(hosts) or "all", "-o", "-f", "50",
+                        "-m", "ansible.builtin.debug",
                         "-e", "ansible_become_pass=unused", "-e", "ansible_become_password=unused",
                         "-a", f'msg="{{{{ {{{values}}} | to_json }}}}"')
         found: dict[str, dict[str, object]] = {}
