@@ -78,8 +78,11 @@ class Lab:
     def host(self, record: NodeRecord) -> testinfra.host.Host:
         extra = (f"-o UserKnownHostsFile={self.state.known_hosts_path} -o StrictHostKeyChecking=yes "
                  "-o BatchMode=yes")
+        # One SSH connection per node carries all of a test's commands (testinfra logs in anew for each one
+        # without a ControlPath): a converged-node check is tens of commands on every node.
         return testinfra.get_host(
-            f"ssh://root@{record.mgmt_ip}", ssh_identity_file=str(self.state.key_path), ssh_extra_args=extra
+            f"ssh://root@{record.mgmt_ip}", ssh_identity_file=str(self.state.key_path), ssh_extra_args=extra,
+            controlpath=str(self.state.key_path.parent / "cm-%%C"), controlpersist=30,  # testinfra %-formats it
         )
 
     def node(self, name: str) -> NodeRecord:
