@@ -84,6 +84,7 @@ def prepare_root(root: Path, record: NodeRecord, state: NodeState, public_key: s
 
     _install_emulation(root, state, record.index)
     _write_port_counters(root / HW_ROOT_IN_NODE.lstrip("/") / "sys", state.port_counters)
+    _write_nic_stats(root / HW_ROOT_IN_NODE.lstrip("/") / "sys", state.nic_stats, record.data_iface)
     _set_services(root, state.services)
     _write_network_config(root, record, state, names)
     for path, content in state.files.items():
@@ -171,6 +172,22 @@ def _write_port_counters(sys_root: Path, values: dict[str, int], device: str = "
     for name in set(values) - set(PORT_COUNTERS) - set(HW_COUNTERS):
         # A counter this list does not know still exists on some NIC: the profile decides.
         write_atomic(base / "hw_counters" / name, f"{values[name]}\n")
+
+
+# What an mlx5 port's `ethtool -S` says about lossless Ethernet: buffer drops, pause storms, per-priority pause
+# frames, physical errors, link drops, and the totals beside them.
+NIC_STATS = (
+    "rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "rx_discards_phy", "tx_discards_phy", "rx_crc_errors_phy",
+    "rx_symbol_err_phy", "link_down_events_phy", "tx_pause_storm_warning_events", "tx_pause_storm_error_events",
+    *(f"{way}_prio{prio}_pause" for prio in range(8) for way in ("rx", "tx")),
+)
+
+
+def _write_nic_stats(sys_root: Path, values: dict[str, int], netdev: str) -> None:
+    """The data interface's driver statistics, a file per counter (labhw's `ethtool -S` reads them)."""
+    base = sys_root / "class/net" / netdev / "ethtool_stats"
+    for name in dict.fromkeys([*NIC_STATS, *values]):
+        write_atomic(base / name, f"{values.get(name, 0)}\n")
 
 
 def _set_services(root: Path, services: dict[str, bool]) -> None:

@@ -55,6 +55,11 @@ class NodeState(BaseModel):
         description="RDMA port counter -> value on mlx5_0 port 1 (sysfs names, e.g. symbol_error: 12); "
                     "the others read 0",
     )
+    nic_stats: dict[str, int] = Field(
+        default_factory=dict,
+        description="`ethtool -S` counter -> value on the data interface (mlx5 names, e.g. rx_discards_phy: 40); "
+                    "the others read 0",
+    )
     gpus: int = 8
     gpu_model: str = "NVIDIA H100 80GB HBM3"
     mgmt_rtt_ms: float | None = Field(

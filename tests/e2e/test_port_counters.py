@@ -31,6 +31,18 @@ PLAYBOOK = """\
         device: mlx5_0
         max: {symbol_error: 0, link_downed: 0, out_of_buffer: 1000}
 """
+ETHTOOL_PLAYBOOK = """\
+- name: RoCE lossless health
+  hosts: all
+  resources:
+    - port_counters:
+        source: ethtool
+        interface: eth1
+        max: {rx_discards_phy: 0, tx_pause_storm_error_events: 0}
+        max_rate: {rx_prio3_pause: 0}
+        interval: 3
+"""
+NIC_STATS = "/var/lib/fabnet-lab/sys/class/net/eth1/ethtool_stats"
 RATE_PLAYBOOK = """\
 - name: RDMA port health over time
   hosts: all
@@ -47,7 +59,8 @@ RATE_PLAYBOOK = """\
 def counters_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     name = lab_name("pc")
     profile = tmp_path_factory.mktemp("profile") / "profile.yml"
-    profile.write_text("nodes_default: 3\nnodes: {gpu02: {port_counters: {symbol_error: 12, out_of_buffer: 7}}}\n")
+    profile.write_text("nodes_default: 3\nnodes: {gpu02: {port_counters: {symbol_error: 12, out_of_buffer: 7}},\n"
+                       "  gpu03: {nic_stats: {rx_discards_phy: 40}}}\n")
     manager.down(name)
     try:
         yield Lab(manager.up(name, profile_path=profile))
@@ -84,23 +97,27 @@ def test_symbol_errors_drift_naming_port_and_counter(counters_lab: Lab, tmp_path
     assert all(h["execs"] == 1 for h in report["hosts"])
 
 
-def test_counter_growing_during_the_interval_fails_the_rate(counters_lab: Lab, tmp_path: Path) -> None:
-    playbook = tmp_path / "rate.yml"
-    playbook.write_text(RATE_PLAYBOOK)
-    path = COUNTER.replace("symbol_error", "link_error_recovery")
-    gpu03 = counters_lab.node("gpu03")
+def _bump_between_readings(lab: Lab, node: str, path: str, value: int) -> threading.Thread:
+    """Set a counter file once fabnet's exec is in its `sleep 3` between the two readings, not before."""
+    record = lab.node(node)
 
-    def flap() -> None:
-        # Bump the counter once fabnet's exec is in its `sleep 3` between the two readings, not before.
+    def bump() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if counters_lab.ssh(gpu03, "pgrep -x -f 'sleep 3'", check=False).returncode == 0:
-                counters_lab.ssh(gpu03, f"echo 9 > {path}")
+            if lab.ssh(record, "pgrep -x -f 'sleep 3'", check=False).returncode == 0:
+                lab.ssh(record, f"echo {value} > {path}")
                 return
             time.sleep(0.05)
 
-    bumper = threading.Thread(target=flap)
+    bumper = threading.Thread(target=bump)
     bumper.start()
+    return bumper
+
+
+def test_counter_growing_during_the_interval_fails_the_rate(counters_lab: Lab, tmp_path: Path) -> None:
+    playbook = tmp_path / "rate.yml"
+    playbook.write_text(RATE_PLAYBOOK)
+    bumper = _bump_between_readings(counters_lab, "gpu03", COUNTER.replace("symbol_error", "link_error_recovery"), 9)
     try:
         code, report = audit(counters_lab, playbook)
     finally:
@@ -113,3 +130,23 @@ def test_counter_growing_during_the_interval_fails_the_rate(counters_lab: Lab, t
     code, report = audit(counters_lab, playbook)
     assert checks_of(report)["gpu03"] == [("mlx5_0/1 link_error_recovery rate", "ok", "0/s")]
     assert code == 0
+
+
+def test_nic_driver_statistics_catch_buffer_drops_and_pause_frames_still_coming(counters_lab: Lab,
+                                                                                 tmp_path: Path) -> None:
+    playbook = tmp_path / "ethtool.yml"
+    playbook.write_text(ETHTOOL_PLAYBOOK)
+    # Oracle: the node's own `ethtool -S` (the lab's emulation of the driver), over the system ssh client.
+    assert "     rx_discards_phy: 40" in counters_lab.host(counters_lab.node("gpu03")).check_output("ethtool -S eth1")
+    bumper = _bump_between_readings(counters_lab, "gpu01", f"{NIC_STATS}/rx_prio3_pause", 30)
+    try:
+        code, report = audit(counters_lab, playbook)
+    finally:
+        bumper.join()
+        counters_lab.ssh(counters_lab.node("gpu01"), f"echo 0 > {NIC_STATS}/rx_prio3_pause", check=False)
+    checks = checks_of(report)
+    assert checks["gpu03"] == [("eth1 rx_discards_phy", "drift", "40"), ("eth1 tx_pause_storm_error_events", "ok", "0"),
+                               ("eth1 rx_prio3_pause rate", "ok", "0/s")], checks["gpu03"]
+    assert checks["gpu01"][-1] == ("eth1 rx_prio3_pause rate", "drift", "10/s"), checks["gpu01"]
+    assert all(status == "ok" for _, status, _ in checks["gpu02"]), checks["gpu02"]
+    assert code == 2 and all(h["execs"] == 1 for h in report["hosts"])

@@ -46,6 +46,7 @@ COMMANDS: tuple[str, ...] = (
     "cma_roce_tos",
     "lsmod",
     "modprobe",
+    "ethtool",
 )
 INIT_COMMAND = "fabnet-lab-init"
 # nccl-tests' all_reduce_perf, emulated with a real gloo all-reduce (all_reduce_perf.py next to this file).

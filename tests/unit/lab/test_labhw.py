@@ -583,3 +583,25 @@ def test_round_trip_topo_and_ofed(node: Node, parse: Any) -> None:
     assert topo["cpu_affinity"]["GPU4"] == "52-103,156-207"
     ofed = parse("ofed_info", node.out("ofed_info", "-s"))
     assert ofed["package"] == "MLNX_OFED_LINUX-23.10-1.1.9.0" and ofed["version"] == "23.10-1.1.9.0"
+
+
+# --- ethtool -S ----------------------------------------------------------------------------------------
+
+
+def test_ethtool_statistics_are_the_counter_files_and_fail_as_ethtool_does(node: Node) -> None:
+    from provisioner.parsers.ethtool_stats import parse_ethtool_stats
+
+    stats = node.root / "sys/class/net/eth1/ethtool_stats"
+    stats.mkdir(parents=True)
+    for name, value in (("rx_discards_phy", 40), ("rx_prio3_pause", 7), ("tx_pause_storm_error_events", 0)):
+        (stats / name).write_text(f"{value}\n")
+    out = node.out("ethtool", "-S", "eth1")
+    assert out.splitlines() == ["NIC statistics:", "     rx_discards_phy: 40", "     rx_prio3_pause: 7",
+                                "     tx_pause_storm_error_events: 0"]
+    assert parse_ethtool_stats(out).counters == {"rx_discards_phy": 40, "rx_prio3_pause": 7,
+                                                 "tx_pause_storm_error_events": 0}
+    # ethtool 6.1's words and exit statuses: a netdev that does not exist, and one whose driver has none.
+    missing = node.run("ethtool", "-S", "eth9", ok=False)
+    assert (missing.returncode, missing.stderr.strip()) == (96, "Cannot get stats strings information: No such device")
+    bare = node.run("ethtool", "-S", "eth0", ok=False)
+    assert (bare.returncode, bare.stderr.strip()) == (94, "no stats available")

@@ -108,6 +108,11 @@ class Env:
         return (self.sys / "class/net" / netdev / "device/infiniband" / dev,
                 self.sys / "class/infiniband" / dev / "device/net" / netdev)
 
+    def nic_stats_dir(self, netdev: str) -> Path:
+        """The lab's stand-in for the driver's statistics (`ethtool -S`): a file per counter. Real sysfs has
+        no such directory; the driver answers an ioctl."""
+        return self.sys / "class/net" / netdev / "ethtool_stats"
+
     def traffic_class_file(self, dev: str, port: int) -> Path:
         return self.sys / "class/infiniband" / dev / "tc" / str(port) / "traffic_class"
 

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cma_roce_tos": ("cma_roce_tos", "cmd_cma_roce_tos"),
     "lsmod": ("lsmod", "cmd_lsmod"),
     "modprobe": ("lsmod", "cmd_modprobe"),
+    "ethtool": ("ethtool", "cmd_ethtool"),
     INIT_COMMAND: ("init", "cmd_init"),
 }
 
