@@ -149,12 +149,21 @@ def test_mtu_blackhole_on_one_node(lab4: Lab, tmp_path: Path) -> None:
     assert json.loads(report.read_text())["verdict"] == "failed"
     code, result = explain(lab4, report)
     assert code == 2 and named(result, "smoke-preflight-path_mtu") == {victim.name}, result["causes"]
-    # The ranks' own lines: transfers timed out after the rendezvous, no peer named. The MTU cause is
-    # named first; which node's path drops full-size frames takes the fabric check the smoke JSON
-    # carries, and the log's cause names none rather than guess.
     code, result = explain(lab4, log)
-    assert code == 2 and result["causes"][0]["id"] == "mtu-blackhole", (result["causes"], log.read_text())
-    assert named(result, "mtu-blackhole") == set(), result["causes"]
+    text = log.read_text()
+    if "Timed out waiting" in text:
+        # The ranks' own lines: transfers timed out after the rendezvous, no peer named. The MTU cause is
+        # named first; which node's path drops full-size frames takes the fabric check the smoke JSON
+        # carries, and the log's cause names none rather than guess.
+        assert code == 2 and result["causes"][0]["id"] == "mtu-blackhole", (result["causes"], text)
+        assert named(result, "mtu-blackhole") == set(), result["causes"]
+    else:
+        # About one run in five on a loaded machine, the victim's rank (and another) end before any rank's
+        # own timeout with no line of their own: the others only saw their connections closed or reset, by
+        # the victim among others. The log then says no more than that, and explain says exactly that.
+        first = result["causes"][0]
+        assert code == 2 and first["id"] == "connection-lost" and victim.data_ip in first["detail"], (
+            result["causes"], text)
 
 
 def test_mtu_blackhole_found_by_tcp_names_the_pair_with_the_node(lab4: Lab, tmp_path: Path) -> None:
