@@ -19,6 +19,10 @@ from provisioner.smoke.targets import Target
 
 SessionOf = Callable[[Target], HostSession]  # the run's kept-open session of a target's host
 KILL_TIMEOUT = 20.0
+# Once one host has failed, how long the others get to end by themselves before the job is killed: the
+# rank whose fault it was may be a moment behind the one that saw it (it reset a connection and is still
+# writing its error), and a kill at once loses the first error from the job's log.
+FAILED_GRACE = 2.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ def run_job(job: plan.Job, session_of: SessionOf, deadline: float) -> diagnose.J
 
     ended = launched.wait(started + deadline, stop=one_failed)
     timed_out = not ended and not failed
+    if failed and not ended:
+        ended = launched.wait(min(started + deadline, time.monotonic() + FAILED_GRACE))
     killed: dict[str, Exec] = {}
     if not ended or failed:
         # A failed or late job is killed everywhere; a finished one has already removed its files.
