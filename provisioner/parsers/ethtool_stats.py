@@ -22,11 +22,11 @@ import re
 from pydantic import Field
 
 from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_prompt
+from provisioner.parsers.port_counters import INTERVAL
 
 KIND = "ethtool_stats"
 
 _HEADER = re.compile(r"^NIC statistics:$")
-_INTERVAL = re.compile(r"^@@interval\s+(?P<seconds>[0-9.]+)$")
 _VALUE = re.compile(r"[0-9]+", re.ASCII)
 # ethtool's own complaints (ethtool.c and netlink/*.c print these instead of statistics).
 _ETHTOOL_ERROR = re.compile(r"^(?:Cannot [a-z].*|no stats available|netlink error:.*|No data available)$")
@@ -62,7 +62,7 @@ def parse_ethtool_stats(text: str) -> EthtoolStats:
     def handle(line: Line) -> None:
         nonlocal interval
         body = line.stripped
-        if m := _INTERVAL.match(body):
+        if m := INTERVAL.match(body):
             if interval is not None:
                 fail(KIND, "a second @@interval line", line)
             interval = float(m.group("seconds"))

@@ -40,7 +40,8 @@ _COUNTER_PATH = re.compile(
 # The start of a counter line the output stopped inside (before its `:VALUE`, or right after the colon).
 _SYSFS_CUT = re.compile(r"^(?:.*/)?[^/\s:]+/ports(?:/[0-9]*(?:/\w*(?:/[\w.-]*:?)?)?)?$")
 _NOT_AVAILABLE = re.compile(r"^N/A\b", re.IGNORECASE)
-_INTERVAL = re.compile(r"^@@interval\s+(?P<seconds>[0-9.]+)$")
+# The line resources/port_counters.py puts between a rate check's two readings (every source's).
+INTERVAL = re.compile(r"^@@interval\s+(?P<seconds>[0-9.]+)$")
 _PERF_HEADER = re.compile(
     r"^#\s*Port (?:extended )?counters:\s*Lid\s+(?P<lid>[0-9]+)\s+port\s+(?P<port>[0-9]+)", re.IGNORECASE
 )
@@ -160,7 +161,7 @@ def parse_port_counters(text: str) -> PortCounters:
     def handle(line: Line) -> None:
         nonlocal interval
         body = line.stripped
-        if m := _INTERVAL.match(body):
+        if m := INTERVAL.match(body):
             if interval is not None:
                 fail(kind, "a second @@interval line", line)
             interval = float(m.group("seconds"))
