@@ -321,7 +321,9 @@ def test_mtu_hang_after_preflight_is_bounded_and_explained(lab8: Lab) -> None:
     alike, checks the fabric again to name the nodes."""
     nodes = lab8.nodes[:4]
     ports = [data_port(lab8, r) for r in nodes[:2]]
-    timeout = 25
+    # Also the rendezvous' limit: on a loaded machine the last rank's torch import can lag the first's by
+    # many seconds, and a rendezvous cut short is another fault than the one under test.
+    timeout = 40
 
     def shrink() -> None:
         for port in ports:
@@ -344,7 +346,7 @@ def test_mtu_hang_after_preflight_is_bounded_and_explained(lab8: Lab) -> None:
     assert outcome.verdict == "failed" and outcome.exit_code == 2
     assert outcome.job is not None and not outcome.job.ok
     # The rendezvous itself worked; then every rank waited in the collective until its own timeout.
-    assert all(p.stage == "joined" and p.sizes_done == 0 for p in outcome.job.progress)
+    assert all(p.stage == "joined" and p.sizes_done == 0 for p in outcome.job.progress), outcome.job.progress
     assert elapsed < timeout + outcome.preflight_seconds * 2 + 15, elapsed
     assert sorted(outcome.failed_hosts) == ["gpu01", "gpu02"], outcome.reason
     assert "1500" in outcome.reason and "checked again after the failure" in outcome.reason
