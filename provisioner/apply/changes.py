@@ -184,6 +184,19 @@ def _journal_prefix(step: Step, index: int, run_id: str, host: str, before: str 
     return text[:-1] + ',"time":"'  # the script appends the time and the outcome
 
 
+def ack_seconds(revert_seconds: int) -> int:
+    """How long an armed script waits for fabnet's acknowledgement of its marker: one round trip on a path
+    that works, with room for a loaded controller, and well inside the revert time, so the timer never
+    fires before the change it guards."""
+    return max(2, min(10, revert_seconds // 3))
+
+
+def ack_wait(seconds: int) -> str:
+    """The wait itself. It reads the exec's own standard input, kept as fd 3 by the script's first line:
+    every other command of the script reads /dev/null, so none can take the line or block on the input."""
+    return f"timeout {seconds} sh -c 'read -r __fn_x' <&3 2>/dev/null"
+
+
 def revert_unit(run_id: str) -> str:
     return f"fabnet-revert-{run_id}"
 
@@ -236,8 +249,11 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
     states = states or {}
     tag = f"@@fabnet:{nonce}"
     guard_find, arm = _guard_lines(steps, run_id, revert_seconds, host)
+    ack_in = ack_seconds(revert_seconds)
+    acked = ack_wait(ack_in)
     guards = Guards(steps)
     lines = [
+        "exec 3<&0 </dev/null",
         "trap '' PIPE HUP",
         "umask 022",
         f"FABNET_RUN={shlex.quote(run_id)}; FABNET_BACKUP_DIR={shlex.quote(f'{BACKUP_ROOT}/{run_id}')}",
@@ -272,10 +288,18 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         run = f"__fn_o=$( (set -e; eval {shlex.quote(step.command)}) 2>&1 </dev/null); __fn_rc=$?"
         if step.netdev is not None or step.lockout:
             carries = f'[ "$__fn_mgmt" = {shlex.quote(step.netdev or "")} ]' + (" || true" if step.lockout else "")
-            run = (f"__fn_g=; if {{ {carries}; }} && [ -z \"$__fn_armed\" ]; then "
-                   f"if {arm}; then __fn_armed=1; printf '%s\\n' '{tag}:armed:{i}@@'; else __fn_g=failed; fi; fi; "
+            # Armed, the script waits for fabnet to acknowledge the marker (transport.run) before the
+            # change: a change that cuts the path at once could otherwise hold the marker back, and fabnet
+            # would not know to stop waiting on this session. Unacknowledged, it disarms and refuses.
+            run = (f"__fn_g=; if {{ {carries}; }}; then if [ -n \"$__fn_unacked\" ]; then __fn_g=unacked; "
+                   f"elif [ -z \"$__fn_armed\" ]; then if {arm}; then __fn_armed=1; "
+                   f"printf '%s\\n' '{tag}:armed:{i}@@'; if ! {acked}; then __fn_g=unacked; __fn_unacked=1; "
+                   f"systemctl stop {shlex.quote(revert_unit(run_id) + '.timer')} >/dev/null 2>&1; fi; "
+                   "else __fn_g=failed; fi; fi; fi; "
                    'if [ "$__fn_g" = failed ]; then __fn_rc=90; __fn_o="refused: this changes the interface the '
                    'SSH session arrives on and no automatic revert could be armed (systemd-run)"; '
+                   'elif [ "$__fn_g" = unacked ]; then __fn_rc=92; __fn_o="refused: this changes the interface '
+                   f'the SSH session arrives on, and fabnet did not acknowledge the armed revert within {ack_in} s"; '
                    f"else {run}; fi")
         # The step's undo is kept on the host for `fabnet rollback` BEFORE the step runs (a kill mid-step
         # leaves it there), its outcome after. Every undo is safe where its step did not happen: a

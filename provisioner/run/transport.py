@@ -270,7 +270,9 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
     arrived so far and `ended` says why; without, they raise CommandFailed with a one-line reason.
     Once the text `shorten_after[0]` shows in stdout, at most `shorten_after[1]` more seconds are waited;
     past that the output so far comes back with `cut` set (a change that cut the session's own path
-    never ends the exec by itself).
+    never ends the exec by itself). Until then standard input stays open; the marker's arrival is
+    acknowledged with a newline on it, then it is closed. A script can wait for that line before a
+    change that may cut its path, so the marker has surely arrived by then (changes.py).
 
     With `ticks` (seconds), standard input stays open after the script and a newline goes on it every
     `ticks` seconds: the clock of the script's watchdog (batch.py), whose end tells it the connection
@@ -290,10 +292,8 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
         channel.settimeout(max(1.0, min(timeout, 30.0)))
         channel.exec_command(become.command() if become else "sh -s")
         prefix = become.stdin_prefix() if become else b""
-        # Every script runs in the C locale: the parsers read tools' output in its words (`stat %F` prints
-        # "regular file", not a translation, on a node whose login sets another language).
-        channel.sendall(prefix + ("{\nLC_ALL=C; export LC_ALL\n" + script.rstrip("\n") + "\n}\n").encode())
-        if ticks is None:
+        channel.sendall(prefix + framed(script).encode())
+        if ticks is None and shorten_after is None:
             channel.shutdown_write()
     except (paramiko.SSHException, OSError, EOFError) as exc:
         if interrupted.is_set():
@@ -322,6 +322,23 @@ def _tick(channel: paramiko.Channel, due: float, every: float) -> float:
     except (paramiko.SSHException, OSError, EOFError):
         pass
     return max(due + every, time.monotonic())
+
+
+def framed(script: str) -> str:
+    """The text `sh -s` gets: one brace group, read whole before any of it runs (a script may then point
+    its own standard input elsewhere), in the C locale: the parsers read tools' output in its words
+    (`stat %F` prints "regular file", not a translation, on a node whose login sets another language)."""
+    return "{\nLC_ALL=C; export LC_ALL\n" + script.rstrip("\n") + "\n}\n"
+
+
+def _acknowledge(channel: paramiko.Channel) -> None:
+    """The marker arrived: say so on the script's standard input, then end that input. A lost channel
+    loses the line, and the script, waiting for it, goes no further (which is why it waits)."""
+    try:
+        channel.sendall(b"\n")
+        channel.shutdown_write()
+    except (paramiko.SSHException, OSError, EOFError):
+        pass
 
 
 def _drain(channel: paramiko.Channel, out: bytearray, cap: int) -> None:
@@ -369,6 +386,7 @@ def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, st
         if shorten_after and not shortened and out.find(mark, max(0, len(out) - len(data) - len(mark))) >= 0:
             deadline, shortened = min(deadline, time.monotonic() + shorten_after[1]), True
             marked_at = time.monotonic() - started
+            _acknowledge(channel)
     code = -1
     if ended is None:
         while not channel.exit_status_ready() and not channel.closed:

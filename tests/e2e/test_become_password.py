@@ -229,3 +229,22 @@ def test_scripts_and_sudo_run_in_the_c_locale_whatever_the_login_sets(slab: Lab,
         assert "sudo refused the password" in host_errors(wrong).get("gpu01", ""), wrong.stdout[-2000:]
     finally:
         slab.ssh(node, "mv /etc/environment.fabnet-test /etc/environment")
+
+
+def test_a_management_path_change_through_sudo_is_acknowledged_and_confirmed(slab: Lab, inventory: Path,
+                                                                             converged: dict, tmp_path: Path) -> None:
+    """An armed change waits for fabnet to acknowledge its marker on the script's standard input, which here
+    only sudo relays: acknowledged, the change runs and a fresh connection confirms it."""
+    playbook = tmp_path / "mgmt-mtu.yml"
+    playbook.write_text("- name: management MTU\n  hosts: gpu\n  resources:\n"
+                        "    - interface: {name: eth0, state: up, mtu: 1500, persistent: false}\n")
+    node = slab.node("gpu01")
+    slab.ssh(node, "ip link set dev eth0 mtu 1400")
+    proc = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu01", "--yes", "--json",
+                  "--revert-after", "10", "--journal", str(tmp_path / "j.jsonl"), password=PASSWORD)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["hosts"][0]["status"] == "changed", report["hosts"][0]
+    confirm = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
+    assert any(j.get("action") == "confirm" and j["outcome"] == "confirmed" for j in confirm)
+    assert json.loads(slab.host(node).check_output("ip -j link show eth0"))[0]["mtu"] == 1500

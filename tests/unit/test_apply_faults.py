@@ -17,6 +17,7 @@ from provisioner.apply import changes, rollback
 from provisioner.evaluate.engine import ResourceOutcome
 from provisioner.plan import planner as plan
 from provisioner.resources.steps import Expect, Step, file_step
+from provisioner.run.transport import framed
 from tests.unit.resources._recorded import fix, listing
 from tests.unit.test_changes import HOLDER, run_script, step
 
@@ -139,7 +140,7 @@ def _kill_script_step(resource: str) -> Step:
 def _rollback(nonce: str = "rb", **kw: object) -> tuple[subprocess.CompletedProcess[str], tuple]:
     holder = changes.Holder("20261123T000100Z-def", "ops@control", "2026-11-23T00:01:00Z")
     script = rollback.build_script(HOLDER.run_id, nonce, holder, **kw)  # type: ignore[arg-type]
-    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(["sh", "-s"], input=framed(script), capture_output=True, text=True, timeout=30)
     return proc, rollback.parse(proc.stdout, nonce)
 
 
@@ -238,7 +239,7 @@ def test_break_lock_removes_a_live_holders_lock_and_journals_it(host_dirs: Path)
         _lock(f"run=stuck control=x since=y\npid={alive.pid}\n")
         script = changes.build_script([step("x[a]", "a", "true")], "n", HOLDER.run_id, "gpu01", HOLDER,
                                       break_lock=True)
-        proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(["sh", "-s"], input=framed(script), capture_output=True, text=True, timeout=30)
         result = changes.parse_output(proc.stdout, "n", 1)
         assert result.broke == "run=stuck control=x since=y" and result.steps[0].status == "ok"
         records = [json.loads(line) for line in (host_dirs / "log/journal.jsonl").read_text().splitlines()]

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from provisioner.apply import changes
 from provisioner.resources.steps import PHASE_FILES, PHASE_MODULES, PHASE_SERVICES, Step, file_step
+from provisioner.run.transport import framed
 
 HOLDER = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00:00Z")
 
@@ -19,7 +21,7 @@ HOLDER = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00
 def run_script(steps: list[Step], nonce: str = "n0nce"
                ) -> tuple[subprocess.CompletedProcess[str], changes.ScriptResult]:
     script = changes.build_script(steps, nonce, HOLDER.run_id, "gpu01", HOLDER)
-    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(["sh", "-s"], input=framed(script), capture_output=True, text=True, timeout=30)
     return proc, changes.parse_output(proc.stdout, nonce, len(steps))
 
 
@@ -148,7 +150,7 @@ def test_the_revert_timer_is_accurate_to_a_second_and_the_revert_journals_itself
     cut = Step("interface[eth0]", "down", "true", "ip link set eth0 down", undo=f": > {undone}", netdev="eth0",
                lockout=True)
     script = changes.build_script([cut], "n0nce", HOLDER.run_id, "gpu01", HOLDER, revert_seconds=15)
-    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(["sh", "-s"], input=framed(script), capture_output=True, text=True, timeout=30)
     assert changes.parse_output(proc.stdout, "n0nce", 1).armed, proc.stdout + proc.stderr
     args = (host_dirs / "args").read_text().splitlines()
     assert "--on-active=15s" in args and "--timer-property=AccuracySec=1s" in args
@@ -159,3 +161,64 @@ def test_the_revert_timer_is_accurate_to_a_second_and_the_revert_journals_itself
     revert = next(r for r in records if r["action"] == "revert")
     assert revert["run"] == HOLDER.run_id and revert["host"] == "gpu01" and revert["armed"] == armed
     assert revert["after_s"] == fired - armed and revert["command"] == f": > {undone}"
+
+
+def _stand_ins(host_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """systemd-run that arms (records its arguments, never fires) and systemctl that records its own."""
+    bin_dir = host_dirs / "bin"
+    bin_dir.mkdir()
+    for name in ("systemd-run", "systemctl"):
+        tool = bin_dir / name
+        tool.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {host_dirs}/{name}.calls\n")
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return host_dirs
+
+
+def _cuts(host_dirs: Path) -> list[Step]:
+    return [Step(f"link[{n}]", "down", f": > {host_dirs}/cut-{n}", f"ip link set eth0 mtu {n}",
+                 undo="true", netdev="eth0", lockout=True) for n in (1, 2)]
+
+
+def test_an_armed_change_runs_only_once_fabnet_acknowledged_the_marker(
+        host_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker goes out, then the script waits on its standard input: a change that cuts the path at
+    once can no longer hold the marker back from fabnet."""
+    _stand_ins(host_dirs, monkeypatch)
+    script = changes.build_script(_cuts(host_dirs), "n0nce", HOLDER.run_id, "gpu01", HOLDER, revert_seconds=30)
+    proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(framed(script))
+    proc.stdin.flush()
+    seen = []
+    while not (line := proc.stdout.readline()).startswith("@@fabnet:n0nce:armed:"):
+        assert line, "".join(seen)
+        seen.append(line)
+    time.sleep(0.5)
+    assert not (host_dirs / "cut-1").exists()  # armed and waiting: nothing changed yet
+    proc.stdin.write("\n")
+    proc.stdin.close()
+    out = "".join(seen) + line + proc.stdout.read()
+    assert proc.wait(timeout=30) == 0
+    result = changes.parse_output(out, "n0nce", 2)
+    assert result.armed and [s.status for s in result.steps] == ["ok", "ok"], out
+    assert (host_dirs / "cut-1").exists() and (host_dirs / "cut-2").exists()
+    assert not (host_dirs / "systemctl.calls").exists()  # the revert stays armed for the confirmation
+
+
+def test_no_acknowledgement_disarms_and_refuses_every_change_to_the_path(
+        host_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _stand_ins(host_dirs, monkeypatch)
+    script = changes.build_script(_cuts(host_dirs), "n0nce", HOLDER.run_id, "gpu01", HOLDER, revert_seconds=10)
+    started = time.monotonic()
+    # The input ends with the script, as when fabnet's side of the channel is gone: no line ever comes.
+    proc = subprocess.run(["sh", "-s"], input=framed(script), capture_output=True, text=True, timeout=30)
+    result = changes.parse_output(proc.stdout, "n0nce", 2)
+    assert result.armed and [(s.status, s.exit_code) for s in result.steps] == [("failed", 92), ("failed", 92)]
+    assert "did not acknowledge the armed revert within 3 s" in result.steps[0].output
+    assert not (host_dirs / "cut-1").exists() and not (host_dirs / "cut-2").exists()
+    stopped = (host_dirs / "systemctl.calls").read_text().split()
+    assert stopped == ["stop", f"{changes.revert_unit(HOLDER.run_id)}.timer"]
+    assert time.monotonic() - started < 10  # an input at its end answers at once, without the wait
+    assert changes.ack_seconds(10) == 3 and changes.ack_seconds(60) == 10 and changes.ack_seconds(3600) == 10

@@ -15,6 +15,7 @@ from provisioner.apply import changes, rollback
 from provisioner.resources import nccl
 from provisioner.resources.base import HostContext
 from provisioner.resources.steps import Step, file_step
+from provisioner.run.transport import framed
 from tests.unit.resources._recorded import fix
 
 HOLDER = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00:00Z")
@@ -23,7 +24,7 @@ HOLDER = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00
 def apply_write(target: Path, data: bytes, env: dict[str, str] | None = None) -> changes.StepResult:
     step = file_step(f"file[{target}]", "write", str(target), data)
     script = changes.build_script([step], "n0nce", HOLDER.run_id, "gpu01", HOLDER)
-    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30,
+    proc = subprocess.run(["sh", "-s"], input=framed(script), capture_output=True, text=True, timeout=30,
                           env={**os.environ, **(env or {})})
     return changes.parse_output(proc.stdout, "n0nce", 1).steps[0]
 
@@ -121,7 +122,7 @@ def test_a_failed_undo_is_kept_and_a_second_rollback_retries_only_it(host_dirs: 
     steps = [file_step("file[kept]", "write", str(kept), b"NEW=1\n"),
              file_step("file[other]", "write", str(other), b"OTHER=2\n")]
     script = changes.build_script(steps, "n1", HOLDER.run_id, "gpu01", HOLDER)
-    subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30, check=True)
+    subprocess.run(["sh", "-s"], input=framed(script), capture_output=True, text=True, timeout=30, check=True)
     assert kept.read_text() == "NEW=1\n" and other.read_text() == "OTHER=2\n"
     kept.write_text("NEW=1\nBY_HAND=1\n")
 
@@ -170,7 +171,7 @@ def _nccl_step(monkeypatch: pytest.MonkeyPatch, pins: Path, probe: str) -> Step:
 
 def _run(step: Step, env: dict[str, str]) -> changes.StepResult:
     script = changes.build_script([step], "n0nce", HOLDER.run_id, "gpu01", HOLDER)
-    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30,
+    proc = subprocess.run(["sh", "-s"], input=framed(script), capture_output=True, text=True, timeout=30,
                           env={**os.environ, **env})
     return changes.parse_output(proc.stdout, "n0nce", 1).steps[0]
 

@@ -15,6 +15,7 @@ import pytest
 
 from provisioner.apply import changes, rollback
 from provisioner.resources.steps import Expect, Step, file_step, setting_undo
+from tests.unit.acked import run_acked
 from tests.unit.resources._recorded import IP_LINK
 from tests.unit.resources._recorded import fix as fix_steps
 from tests.unit.test_changes import HOLDER, run_script, step
@@ -244,7 +245,7 @@ def test_a_refused_undo_leaves_the_revert_timer_the_others(host_dirs: Path, monk
              Step("interface[eth0]", "link", f"echo 1 > {b}", "link b", netdev="eth0", lockout=True,
                   undo=setting_undo("b", f"cat {b}", "1", "0", f"echo 0 > {b}"))]
     script = changes.build_script(steps, "n0nce", HOLDER.run_id, "gpu01", HOLDER, revert_seconds=15)
-    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
+    proc = run_acked(script)
     assert [r.status for r in changes.parse_output(proc.stdout, "n0nce", 2).steps] == ["ok", "ok"]
     a.write_text("7\n")  # set by hand before the timer fires
     fired = subprocess.run(timer.read_text().split("\0")[:-1], capture_output=True, text=True, timeout=30)

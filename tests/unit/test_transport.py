@@ -349,9 +349,16 @@ def test_after_the_shorten_marker_the_exec_is_cut_soon_and_returns_what_came() -
         return next(sent, None)  # then silence: the session's own path was cut
 
     started = time.monotonic()
-    result = transport.run(fake_conn(FakeChannel(feed)), "x", timeout=60, shorten_after=("@@fabnet:n:armed:", 0.5))
+    channel = FakeChannel(feed)
+    conn = fake_conn(channel)
+    ends: list[bytes] = []
+    channel.shutdown_write = lambda: ends.append(channel.sent)
+    result = transport.run(conn, "x", timeout=60, shorten_after=("@@fabnet:n:armed:", 0.5))
     assert result.cut and result.exit_code == -1 and result.stdout.endswith("step 2\n")
     assert time.monotonic() - started < 5  # not the 60 s timeout
+    # Standard input stayed open after the script until the marker came, then got the one line that
+    # acknowledges it, and ended.
+    assert ends == [transport.framed("x").encode() + b"\n"]
     # Without the marker the deadline is the timeout, and running past it is an error.
     with pytest.raises(transport.CommandFailed, match="no result in time"):
         transport.run(fake_conn(FakeChannel(lambda: None)), "x", timeout=0.5, shorten_after=("@@never", 0.1))

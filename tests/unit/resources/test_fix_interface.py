@@ -18,6 +18,7 @@ from provisioner.parsers.boot_mtu import persistent_mtu
 from provisioner.resources.base import HostContext
 from provisioner.resources.interface_fix import ini_set, netplan_set_mtu, persist_edit
 from provisioner.resources.steps import Step
+from provisioner.run.transport import framed
 
 from ._recorded import IP_LINK, NOT_FOUND, listing, sample
 from ._recorded import fix as fix_steps
@@ -179,7 +180,7 @@ def _run_with_ip(steps: list[Step], shown: str, tmp_path: Path) -> tuple[list[st
     (bin_dir / "ip").chmod(0o755)
     holder = changes.Holder("20261123T000000Z-abc", "ops@control", "2026-11-23T00:00:00Z")
     script = changes.build_script(steps, "n0nce", holder.run_id, "gpu01", holder)
-    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30,
+    proc = subprocess.run(["sh", "-s"], input=framed(script), capture_output=True, text=True, timeout=30,
                           env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     parsed = changes.parse_output(proc.stdout, "n0nce", len(steps))
     return [r.status for r in parsed.steps], (log.read_text().splitlines() if log.exists() else [])
