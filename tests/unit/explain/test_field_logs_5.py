@@ -1,6 +1,6 @@
 """`explain` on a fifth set of field logs (tests/samples/logs/, sources in tests/samples/INDEX.md): what a job
 prints as it ends rather than as it fails, such as torchelastic's exit barrier, where the nodes did not end
-together."""
+together; and a collective that hangs between the GPUs of one node, which no network carries."""
 
 from __future__ import annotations
 
@@ -59,3 +59,24 @@ def test_the_exit_barrier_in_torch_2_wording(text: str, holds: str, last: str) -
     assert top.id == "exit-barrier"
     assert holds in top.detail, top.detail
     assert top.evidence[-1].text.endswith(last)  # the traceback's error line is evidence too
+
+
+# NCCL's connection lines (`Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM`, 2.19 on, as in NVIDIA/nccl#1538; `via
+# P2P/IPC` before) and torch 2.x's watchdog line; hosts and numbers changed.
+_WATCHDOG = ("[rank{r}]:[E0612 10:41:07.512331 7812{r} ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+             "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+             "ran for 60004{r} milliseconds before timing out.\n")
+_P2P = ("gpu01:5664:5812 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM\n"
+        "gpu01:5663:5809 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
+        + _WATCHDOG.format(r=0) + _WATCHDOG.format(r=1))
+
+
+def test_a_hang_between_gpus_of_one_node_is_named_p2p_not_the_network() -> None:
+    top = explain([("job.log", _P2P)]).causes[0]
+    assert top.id == "collective-timeout"
+    assert "connected GPU to GPU (via P2P)" in top.detail and "PCIe ACS" in top.detail
+    assert "NCCL_SOCKET_IFNAME" not in top.detail  # the first collective's note speaks of P2P too
+    assert "NCCL_P2P_DISABLE=1" in top.fix and top.settings == ["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"]
+    # Ranks on two nodes, or connected through the network, keep the network advice.
+    across = _P2P + "gpu02:7001:7010 [0] NCCL INFO Channel 00/0 : 2[0] -> 0[0] [receive] via NET/IB/0\n"
+    assert "PCIe ACS" not in explain([("job.log", across)]).causes[0].detail
