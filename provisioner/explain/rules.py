@@ -1,6 +1,6 @@
 """The causes `explain` knows: one registry of rules, each a function from the logs to zero or more
 Causes with evidence, kept in one module per class (rules_socket, rules_verbs, rules_provider, rules_events,
-rules_cuda, rules_shm, rules_job, rules_torch, rules_desync, rules_gloo, rules_launch, rules_gdr).
+rules_cuda, rules_shm, rules_job, rules_torch, rules_desync, rules_gloo, rules_launch, rules_elastic, rules_gdr).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from provisioner.explain import (
     rules_cuda,
     rules_desync,
+    rules_elastic,
     rules_events,
     rules_gdr,
     rules_gloo,
@@ -43,7 +44,7 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_desync.desync, rules_torch.watchdog, rules_torch.watchdog_hung,
     rules_torch.rendezvous_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
     rules_gloo.stalled_transfers, rules_gdr.gpudirect_disabled, rules_job.dead_peer, rules_job.crashes,
-    rules_launch.launcher_failures,
+    rules_launch.launcher_failures, rules_elastic.exit_barrier,
 ]
 # A rank the launcher or scheduler saw die explains what the generic crash rule and the stalled-path rules
 # would otherwise blame: with one, those are dropped.

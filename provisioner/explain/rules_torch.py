@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import evidence, grep, hosts
+from provisioner.explain.evidence import evidence, grep, hosts, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.torch_status import PG_RANK as _PG_RANK
@@ -112,13 +112,19 @@ def watchdog(logs: list[Log]) -> list[Cause]:
     at = stuck_at(progress)
     reached = {s.glob for s in progress if s.pg in at and s.enqueued is not None and s.enqueued >= at[s.pg]}
     absent = [r for r in seen if r not in known and r not in also and r not in reached]
+    p2p = not absent and _p2p_only(logs)
     if absent:
         detail += f" Global ranks {', '.join(map(str, absent))} never reported it: they did not reach the collective."
+    elif p2p:
+        detail += (" Every rank in the log reached it and waited, and they are on one node, connected GPU to GPU "
+                   "(via P2P): no network carries this collective. A peer-to-peer path that does not deliver "
+                   "(PCIe ACS or the IOMMU redirecting peer traffic, GPUs or a driver without working P2P) hangs "
+                   "it without an error.")
     else:
         detail += (" Every rank in the log reached it and waited: data stopped flowing between them "
                    "(network path, a stalled peer, or a rank missing from this log).")
-    detail += _when(logs, lines) + _progress_note(progress)
-    return [_timeout_cause(detail, lines)]
+    detail += _when(logs, lines, p2p) + _progress_note(progress)
+    return [_timeout_cause(detail, lines, p2p=p2p)]
 
 
 def _progress_note(items: list[Status]) -> str:
@@ -154,7 +160,7 @@ def _from_progress(logs: list[Log], items: list[Status]) -> list[Cause]:
     return [_timeout_cause(detail + _progress_note(items), lines)]
 
 
-def _when(logs: list[Log], lines: list[LogLine]) -> str:
+def _when(logs: list[Log], lines: list[LogLine], p2p: bool = False) -> str:
     """What the sequence number and the time waited say: a job's first collective is also where NCCL
     connects the ranks (torch creates the communicator lazily), so a timeout there is a connection that
     never came up, not a stall mid-training; a wait far past the timeout means the watchdog itself was
@@ -163,7 +169,9 @@ def _when(logs: list[Log], lines: list[LogLine]) -> str:
     works += [m for log in logs for line in log.lines if line not in lines and (m := _WORK.search(line.text))]
     note = ""
     if works and all(m.group("seq") == "1" for m in works if m.group("seq")) and any(m.group("seq") for m in works):
-        note += (" It was the job's first collective (SeqNum 1), where NCCL also connects the ranks: they "
+        note += (" It was the job's first collective (SeqNum 1): the ranks set up their P2P channels, and the "
+                 "first data over them never arrived." if p2p else
+                 " It was the job's first collective (SeqNum 1), where NCCL also connects the ranks: they "
                  "never got a working connection (data-network reachability, NCCL_SOCKET_IFNAME, the IB/RoCE "
                  "setup) or a rank never started.")
     late = [m for m in works if m.group("limit") and int(m.group("ms")) > 2 * int(m.group("limit"))]
@@ -175,13 +183,30 @@ def _when(logs: list[Log], lines: list[LogLine]) -> str:
     return note
 
 
-def _timeout_cause(detail: str, lines: list[LogLine]) -> Cause:
+_P2P_FIX = ("Rerun with NCCL_P2P_DISABLE=1: if the hang goes, P2P between the GPUs is broken on this node. Check "
+            "`nvidia-smi topo -p2p r` and `lspci -vvv | grep ACSCtl` (ACS on the PCIe bridges redirects peer "
+            "traffic: disable it, or boot with iommu=pt / VT-d off), and the driver's P2P support for these GPUs; "
+            "NCCL_P2P_LEVEL limits P2P to the paths that work meanwhile.")
+# NCCL's connection lines (`Channel 00/0 : 0[0] -> 1[1] via P2P/IPC`, `P2P/CUMEM`, `P2P/direct pointer`; `Ring 00 :
+# 0[0] -> 1[1] via P2P/IPC` before 2.7) and one through the network (`via NET/...`).
+_VIA_P2P = re.compile(r"\bvia P2P/")
+_VIA_NET = re.compile(r"\bvia NET/")
+
+
+def _p2p_only(logs: list[Log]) -> bool:
+    """Whether the ranks were connected on one node through GPU peer-to-peer paths only."""
+    return bool(grep(logs, _VIA_P2P)) and not grep(logs, _VIA_NET) and not multi_node(logs)
+
+
+def _timeout_cause(detail: str, lines: list[LogLine], p2p: bool = False) -> Cause:
     return Cause(
         id="collective-timeout", title="a collective timed out (watchdog)", detail=detail,
-        fix="Look for the first error before the timeout on every rank; audit the hosts' data path "
+        fix=_P2P_FIX if p2p else (
+            "Look for the first error before the timeout on every rank; audit the hosts' data path "
             "(link, MTU, PFC/ECN, port counters). Set TORCH_NCCL_TRACE_BUFFER_SIZE to record the stuck "
-            "collective next time.",
-        score=60, hosts=hosts(lines), evidence=evidence(lines),
+            "collective next time."),
+        score=60, hosts=hosts(lines), settings=["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] if p2p else [],
+        evidence=evidence(lines),
     )
 
 
