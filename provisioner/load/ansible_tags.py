@@ -82,6 +82,11 @@ def _vaulted(value: Any) -> bool:  # loaded, or as ansible-inventory prints it
     return isinstance(value, VaultedValue) or (isinstance(value, dict) and "__ansible_vault" in value)
 
 
+def vault_file(text: str) -> bool:
+    """Whether a whole file is encrypted with ansible-vault: Ansible's test is this header, first thing."""
+    return text.startswith("$ANSIBLE_VAULT")
+
+
 class UnsafeText(str):
     """An `!unsafe` string: Ansible never renders it as a template."""
 
@@ -126,4 +131,4 @@ yaml.add_constructor("!vault", _vault, Loader=yaml.SafeLoader)
 yaml.add_constructor("!unsafe", _unsafe, Loader=yaml.SafeLoader)
 
 __all__ = ["HIDDEN", "PASSWORD_VARS", "UnsafeText", "VaultedValue", "VaultedValueError", "hide_passwords",
-           "secret_variable", "to_json_value"]
+           "secret_variable", "to_json_value", "vault_file"]

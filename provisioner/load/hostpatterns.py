@@ -33,6 +33,9 @@ _IPV4_PART = r"(?:[01]?[0-9]{1,2}|2[0-4][0-9]|25[0-5]|\[[0-9]+:[0-9]+(?::[0-9]+)
 _ADDRESS = re.compile(
     rf"^(?:{_LABEL}(?:\.{_LABEL})*|{_IPV4_PART}(?:\.{_IPV4_PART}){{3}}|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?$", re.ASCII
 )
+# Names of localhost: where no host or non-empty group has the name, Ansible answers with the first of them that
+# is an inventory host, or else with its implicit localhost (the controller itself, over a local connection).
+_LOCALHOST = ("127.0.0.1", "localhost", "::1")
 _TERMS = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
 
@@ -111,6 +114,7 @@ class _Matcher:
         self.unmatched: list[str] = []
         self.notes: list[str] = []
         self.matched_groups: list[str] = []
+        self.controller: list[str] = []
 
     def evaluate(self, terms: Sequence[str]) -> list[str]:
         regular = [t for t in terms if t and t[0] not in "!&"]
@@ -144,6 +148,8 @@ class _Matcher:
                 raise self.fail(f"{pattern!r}: use the inclusive [x:y] form; Ansible removed [x-y]")
             subscript = (int(index), None) if index else (int(start), int(end) if end else -1)
         hosts = self.enumerate(expr)
+        if not hosts and expr in _LOCALHOST and term[0] not in "!&":
+            self.controller.append(term)
         if not hosts or subscript is None:
             return hosts
         loose: set[str] = getattr(self.target, "unordered_groups", set()) & set(self.matched_groups)
@@ -173,6 +179,8 @@ class _Matcher:
         results = [h for g in groups for h in self.target.group_order[g]]
         if not groups or pattern[0] == "~" or any(c in pattern for c in ".?*["):
             results.extend(h for h in self.target.hosts if regex.match(h))
+        if not results and pattern in _LOCALHOST:  # Ansible: another of its names for the inventory's localhost
+            results = [h for h in self.target.hosts if h in _LOCALHOST][:1]
         if not results and not groups and pattern != "all":
             self.unmatched.append(pattern)
         return results
@@ -185,12 +193,15 @@ def match_hosts(
     origin: Origin | None = None,
     warnings: list[str] | None = None,
     terms: Sequence[str] | None = None,
+    limit: bool = False,
 ) -> list[str]:
     """Hosts matching an Ansible host pattern, in the order Ansible gives them.
 
     A term that matches nothing is a warning appended to `warnings` (Ansible: "Could not match supplied
     host pattern, ignoring"); when such a term leaves the pattern with no host at all it is a ConfigError,
     as are a broken regex and an out-of-range subscript. `terms`: terms already split (from `limit_terms`).
+    A play's pattern (not a `limit`) naming localhost where the inventory has no such host is an error:
+    Ansible would add the controller itself, which fabnet, reaching hosts over SSH only, does not manage.
     """
     if pattern is None and terms is None:
         return list(target.hosts)
@@ -204,6 +215,12 @@ def match_hosts(
         raise fail("empty host pattern")
     matcher = _Matcher(target, fail, warnings)
     hosts = matcher.evaluate(terms)
+    if matcher.controller and not limit:
+        term = matcher.controller[0]
+        raise fail(f"host pattern {term!r}: the inventory has no host {term.split('[')[0]!r}, so Ansible would run "
+                   "this play on the controller itself (its implicit localhost, a local connection); fabnet "
+                   "reaches hosts over SSH only: add the host to the inventory (with ansible_host) to manage it, "
+                   "or leave it out of the pattern")
     names = sorted(set(target.group_order) | set(target.hosts))
     if not hosts and matcher.unmatched:  # a known but empty group is not an error, as in Ansible
         term = matcher.unmatched[0]

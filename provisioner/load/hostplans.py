@@ -81,7 +81,8 @@ def _resolve(
     limited: set[str] | None = None
     if limit is not None:  # an empty limit is an error, never "every host"
         try:
-            limited = set(inventory.select_limit(limit) if isinstance(limit, str) else inventory.select(limit))
+            limited = set(inventory.select_limit(limit) if isinstance(limit, str)
+                          else inventory.select(limit, limit=True))
         except ConfigError as exc:
             errors.append(exc)
             return []

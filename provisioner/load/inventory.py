@@ -19,6 +19,7 @@ from provisioner.load import (
     ansible_filters,
     ansible_tags,  # noqa: F401  (registers !vault and !unsafe with the YAML loader)
 )
+from provisioner.load.ansible_tags import vault_file
 from provisioner.load.connvars import (
     CONNECTION_VARS,
     check_address,
@@ -98,13 +99,15 @@ class Inventory:
     unordered_groups: set[str] = field(default_factory=set)  # Ansible's host order undefined (see invgraph)
 
     def select(self, pattern: str | Sequence[str] | None, *, origin: Origin | None = None,
-               warnings: list[str] | None = None) -> list[str]:
-        """Host names matching an Ansible host pattern. See `hostpatterns.match_hosts`."""
-        return match_hosts(self, pattern, origin=origin, warnings=self.warnings if warnings is None else warnings)
+               warnings: list[str] | None = None, limit: bool = False) -> list[str]:
+        """Host names matching an Ansible host pattern (a play's, or with `limit` a limit's).
+        See `hostpatterns.match_hosts`."""
+        return match_hosts(self, pattern, origin=origin, warnings=self.warnings if warnings is None else warnings,
+                           limit=limit)
 
     def select_limit(self, limit: str, *, base: Path | None = None) -> list[str]:
         """Hosts a `--limit` selects: a pattern, `@FILE` of names included. Empty is an error, not "all"."""
-        return match_hosts(self, None, terms=limit_terms(limit, base), warnings=self.warnings)
+        return match_hosts(self, None, terms=limit_terms(limit, base), warnings=self.warnings, limit=True)
 
     def shared_vars(self) -> tuple[dict[str, list[str]], dict[str, Mapping[str, Any]]]:
         """Every group's hosts and every host's vars (`groups` and `hostvars` in templates)."""
@@ -139,7 +142,14 @@ class _VarFiles:
         if key not in self.cache:
             merged = VarSet()
             for path in vars_files(base, kind, name, self.warnings):
-                src = parse_yaml_text(read_text(path), str(path), self.warnings)
+                text = read_text(path)
+                if vault_file(text):
+                    # Ansible's usual place for secrets (group_vars/all/vault.yml): fabnet never decrypts, so
+                    # the inventory still loads, and a template that uses one of its variables fails, naming it.
+                    self.warnings.append(f"{path}: encrypted with ansible-vault as a whole file; fabnet does not "
+                                         "decrypt vault files, so none of its variables are set")
+                    continue
+                src = parse_yaml_text(text, str(path), self.warnings)
                 if src.data is None:
                     continue
                 if not isinstance(src.data, dict):
@@ -257,7 +267,8 @@ def _warn_unknown_files(graph: InventoryGraph, bases: list[Path]) -> None:
             graph.warnings.append(f"{entry}: no group named {stem!r} in the inventory, not used"
                                   + did_you_mean(stem, graph.groups))
         for entry in unknown_vars_files(base, "host_vars", set(graph.hosts)):
-            graph.warnings.append(f"{entry}: no host named {entry.name!r} in the inventory, not used")
+            stem = entry.name.rsplit(".", 1)[0] if not entry.is_dir() and "." in entry.name else entry.name
+            graph.warnings.append(f"{entry}: no host named {stem!r} in the inventory, not used")
 
 
 def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: str | Path | None = None) -> Inventory:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from provisioner.errors import ConfigError
 from provisioner.load import yamlsrc
+from provisioner.load.ansible_tags import vault_file
 from provisioner.load.hostrange import split_host_port
 from provisioner.load.ini_or_yaml import read_inventory_text
 from provisioner.load.inventory_yaml import save_as_static
@@ -109,6 +110,12 @@ def read_source(graph: InventoryGraph, source: Path) -> list[Path]:
     files = source_files(source)
     for path in files:
         text = read_text(path)
+        if vault_file(text):
+            # Read as INI, each line of ciphertext would be a host. The hosts and groups cannot be skipped as
+            # a vars file's secrets are: fabnet needs them, and never decrypts.
+            raise ConfigError("encrypted with ansible-vault as a whole file; fabnet does not decrypt vault files: "
+                              "keep hosts and groups in a plain inventory file, and secrets in vaulted values "
+                              "(!vault) or vault-encrypted group_vars/host_vars files", file=str(path), line=1)
         if text.startswith("#!") and os.access(path, os.X_OK):
             # Ansible's script plugin runs it and reads the JSON it prints; running it here would run any
             # program an inventory directory holds, so say what to do instead of misreading it as INI.
