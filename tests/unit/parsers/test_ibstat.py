@@ -136,3 +136,35 @@ def test_malformed_ibstatus(text: str, line: int | None, message: str) -> None:
 
 def test_ibstatus_empty_is_no_ports() -> None:
     assert parse_ibstatus("").ports == []
+
+
+def test_ibstat_12_bluefield3_link_up_without_a_subnet_manager() -> None:
+    result = parse_ibstat(read("ibstat-12-bluefield3-linkup-down-divider.txt"))
+    assert (result.complete, result.unplaced) == (True, [])
+    assert [(ca.name, ca.type, ca.firmware, ca.number_of_ports) for ca in result.cas] == [
+        ("mlx5_0", "MT41692", "32.47.1088", 1), ("mlx5_1", "MT41692", "32.47.1088", 1),
+    ]
+    # Trained but never made Active: no SM gave the port a LID.
+    for ca in result.cas:
+        port = ca.ports[0]
+        assert (port.state, port.physical_state, port.rate, port.base_lid, port.sm_lid, port.link_layer) == (
+            "Down", "LinkUp", 100, 65535, 0, "InfiniBand")
+    assert result.cas[1].system_image_guid == result.cas[0].node_guid == "0xc470bd0300b8638a"
+    assert result.errors == ["line 18: a script's divider skipped: ---- mlx5_1 ----"]
+
+
+@pytest.mark.parametrize("divider", ["---- mlx5_1 ----", "==== mlx5_1 =====", "### host gpu07 ###"])
+def test_a_divider_between_adapters_is_not_a_stray_line(divider: str) -> None:
+    text = read("ibstat-1.txt")
+    second = text.index("CA 'mlx4_1'")
+    result = parse_ibstat(text[:second] + divider + "\n" + text[second:])
+    assert result.unplaced == [] and [ca.name for ca in result.cas] == ["mlx4_0", "mlx4_1"]
+    assert any("divider" in error for error in result.errors)
+
+
+@pytest.mark.parametrize("line", ["----", "--- mlx5_1", "-- mlx5_1 --", "---- mlx5_1 ===="])
+def test_what_is_not_a_divider_stays_unplaced(line: str) -> None:
+    text = read("ibstat-1.txt")
+    second = text.index("CA 'mlx4_1'")
+    result = parse_ibstat(text[:second] + line + "\n" + text[second:])
+    assert [u.text.strip() for u in result.unplaced] == [line]
