@@ -148,6 +148,8 @@ SAMPLE_KINDS: dict[str, str] = {
     "ethtool-S-4-bnx2x-queues-spaces-no-header.txt": "ethtool_stats",
     "ibstat-12-bluefield3-linkup-down-divider.txt": "ibstat",
     "ethtool-S-5-mlx5-cx4lx-4.15-no-indent.txt": "ethtool_stats",
+    "ibv_devinfo-11-cx7-two-pci-domains.txt": "ibv_devinfo",
+    "ibdev2netdev-8-cx7-two-pci-domains.txt": "ibdev2netdev",
 }
 
 

@@ -144,3 +144,14 @@ def test_truncated_mid_port_keeps_the_fields_printed() -> None:
         (1, "PORT_ACTIVE", 4096),
         (2, "PORT_DOWN", None),
     ]
+
+
+def test_ibv_devinfo_11_one_cx7_over_two_pci_domains() -> None:
+    result = parse_ibv_devinfo(read("ibv_devinfo-11-cx7-two-pci-domains.txt"))
+    assert (result.complete, result.unplaced) == (True, [])
+    assert [d.name for d in result.devices] == ["rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1"]
+    assert {(d.vendor_part_id, d.fw_ver, d.board_id, d.sys_image_guid) for d in result.devices} == {
+        (4129, "28.45.4028", "NVD0000000087", "4cbb:4703:002d:1a16")}
+    ports = [(d.ports[0].state, d.ports[0].state_code, d.ports[0].active_mtu, d.ports[0].link_layer)
+             for d in result.devices]
+    assert ports == [("PORT_DOWN", 1, 1024, "Ethernet"), ("PORT_ACTIVE", 4, 4096, "Ethernet")] * 2

@@ -183,3 +183,11 @@ def test_malformed_show_gids(text: str, line: int | None, message: str) -> None:
     found_line, reason = rejected(parse_show_gids, text)
     assert re.search(message, reason)
     assert found_line == line
+
+
+def test_ibdev2netdev_8_pci_domain_in_the_names() -> None:
+    links = parse_ibdev2netdev(read("ibdev2netdev-8-cx7-two-pci-domains.txt")).links
+    assert [(x.device, x.port, x.netdev, x.state) for x in links] == [
+        ("rocep1s0f0", 1, "enp1s0f0np0", "Down"), ("rocep1s0f1", 1, "enp1s0f1np1", "Up"),
+        ("roceP2p1s0f0", 1, "enP2p1s0f0np0", "Down"), ("roceP2p1s0f1", 1, "enP2p1s0f1np1", "Up"),
+    ]
