@@ -3,7 +3,8 @@
 `CA 'name'` starts an adapter and `Port N:` one of its ports; every other line is `key: value`.
 Incomplete records are facts too (`ibstat | grep mlx5` leaves only the CA names): they are returned
 with None fields and described in `errors` (and `missing`: the result is then incomplete), as are echoed
-shell prompt lines. Lines of any other shape, or key lines before the first CA, are listed in `unplaced`;
+shell prompt lines and the divider a script prints between adapters it asks about one at a time
+(`---- mlx5_1 ----`). Lines of any other shape, or key lines before the first CA, are listed in `unplaced`;
 only output without any recognisable line raises ParseError.
 """
 
@@ -34,6 +35,9 @@ _CA = re.compile(r"^CA\s+'(?P<name>[^']+)'$")
 _PORT = re.compile(r"^Port\s+(?P<port>\S+?)\s*:$")
 _KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][\w /-]*?)\s*:\s*(?P<value>.*)$")
 _NO_DEVICES = re.compile(r"^No IB devices found\.?$", re.IGNORECASE)
+# A loop's `echo "---- $dev ----"` between two `ibstat $dev`: a title between two runs of one of `-`, `=`, `#`
+# or `*`, three or more each. Its title is not read as a CA name: only `CA 'name'` starts an adapter.
+_DIVIDER = re.compile(r"^(?P<c>[-=#*])(?P=c){2,}\s*[^-=#*\s](?:.*[^-=#*\s])?\s*(?P=c){3,}$")
 # infiniband-diags' own messages (`ibpanic: [pid] main: stat of IB device 'mlx5_8' failed: ...`): a panic or
 # an error ends ibstat before the adapters it had not printed yet; a warning changes nothing.
 _DIAGNOSTIC = re.compile(r"^(?:[\w.-]+:\s+)?(?P<level>ibpanic|iberror|ibwarn|ibdebug):\s*(?P<message>.*)$")
@@ -195,6 +199,9 @@ def parse_ibstat(text: str) -> Ibstat:
             continue
         if _NO_DEVICES.match(body):
             found.recognised += 1
+            continue
+        if _DIVIDER.match(body):
+            errors.append(f"line {line.number}: a script's divider skipped: {body}")
             continue
         if m := _DIAGNOSTIC.match(body):
             found.recognised += 1

@@ -29,6 +29,11 @@ SAMPLES = [
     ("ethtool-S-4-bnx2x-queues-spaces-no-header.txt", 189, {
         "[0]: rx_bytes": 209487403324, "[1]: rx_bytes": 207561754146, "Tx LPI entry count": 0,
     }),
+    ("ethtool-S-5-mlx5-cx4lx-4.15-no-indent.txt", 751, {
+        "rx_discards_phy": 0, "rx_out_of_buffer": 0, "tx_pci_signal_integrity": 34,
+        "rx_prio0_packets": 845715962, "tx_prio0_bytes": 2662454044895, "rx_prio7_packets": 0,
+        "rx_global_pause_transition": 0, "rx_8192_to_10239_bytes_phy": 141701654, "tx15_xmit_more": 5530,
+    }),
 ]
 
 
@@ -119,3 +124,12 @@ def test_a_name_printed_twice_is_listed() -> None:
 def test_a_pasted_prompt_is_not_a_counter() -> None:
     text = "$ ethtool -S eth0\n" + read("ethtool-S-3-ice-dot-nic.txt")
     assert parse("ethtool_stats", text)["counters"]["rx_unicast"] == 12117448
+
+
+def test_mlx5_lines_with_no_indentation_and_no_header_read_whole() -> None:
+    # A capture kept without ethtool's header and indentation: every line is still a counter, the per-priority
+    # ones for all eight priorities (mlx5 prints rx_prioN_pause only for priorities with PFC on).
+    counters = parse_ethtool_stats(read("ethtool-S-5-mlx5-cx4lx-4.15-no-indent.txt")).counters
+    assert {f"rx_prio{p}_bytes" for p in range(8)} <= set(counters)
+    assert not any(name.endswith("_pause") and name.startswith("rx_prio") for name in counters)
+    assert counters["rx_bytes_phy"] == 2202570777997 and counters["rx_packets_phy"] == 845715962

@@ -136,3 +136,20 @@ def test_malformed_ibstatus(text: str, line: int | None, message: str) -> None:
 
 def test_ibstatus_empty_is_no_ports() -> None:
     assert parse_ibstatus("").ports == []
+
+
+@pytest.mark.parametrize("divider", ["---- mlx5_1 ----", "==== mlx5_1 =====", "### host gpu07 ###"])
+def test_a_divider_between_adapters_is_not_a_stray_line(divider: str) -> None:
+    text = read("ibstat-1.txt")
+    second = text.index("CA 'mlx4_1'")
+    result = parse_ibstat(text[:second] + divider + "\n" + text[second:])
+    assert result.unplaced == [] and [ca.name for ca in result.cas] == ["mlx4_0", "mlx4_1"]
+    assert any("divider" in error for error in result.errors)
+
+
+@pytest.mark.parametrize("line", ["----", "--- mlx5_1", "-- mlx5_1 --", "---- mlx5_1 ===="])
+def test_what_is_not_a_divider_stays_unplaced(line: str) -> None:
+    text = read("ibstat-1.txt")
+    second = text.index("CA 'mlx4_1'")
+    result = parse_ibstat(text[:second] + line + "\n" + text[second:])
+    assert [u.text.strip() for u in result.unplaced] == [line]
