@@ -1,6 +1,7 @@
 """`explain` on a fifth set of field logs (tests/samples/logs/, sources in tests/samples/INDEX.md): what a job
 prints as it ends rather than as it fails, such as torchelastic's exit barrier, where the nodes did not end
-together; and a collective that hangs between the GPUs of one node, which no network carries."""
+together; a collective that hangs between the GPUs of one node, which no network carries; and NCCL's
+bootstrap root refusing a rank that checked in twice."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ CASES: dict[str, tuple[str, str, str]] = {
     "torchelastic-exit-barrier-timeout-cloudwatch-1.txt": (
         "exit-barrier", "ERROR:torch.distributed.elastic.agent.server.api:Error waiting on exit barrier",
         "waited 316 s in the exit barrier"),
+    # RCCL (NCCL's bootstrap, same wording) on one workstation: the root was reached twice for rank 1. The CUDA
+    # failure above it is named too, below the bootstrap, which stops init by itself.
+    "rccl-bootstrap-rank-checked-in-twice-1.txt": (
+        "bootstrap-rank-claimed-twice", "/long_pathname_so_that_rpms_can_package_the_debug_info/src/extlibs/rccl/"
+        "build/src/bootstrap.cpp:132 NCCL WARN Bootstrap Root : rank 1 of 2", "rank 1 of 2"),
 }
 
 
