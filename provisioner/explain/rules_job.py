@@ -44,6 +44,7 @@ CRASH = re.compile(r"Segmentation fault|core dumped|SIGSEGV|SIGBUS|SIGABRT|Bus e
 # failure`).
 _NCCL_ERROR = re.compile(r"NCCL[ _]?(?:error|failure).*?(?P<what>unhandled system error|unhandled cuda error|"
                          r"internal error|invalid usage|invalid argument)|ncclSystemError|ncclInternalError", re.I)
+_BOOTSTRAP_TRACE = re.compile(r"\bbootstrap\.cc:[0-9]+ -> [0-9]+")
 _INIT_DONE = re.compile(r"Init COMPLETE|Connected all (?:rings|trees)|via NET/", re.I)
 _MTU_FIX = ("Check the MTU end to end between these hosts: the interfaces (`ip link`), the RDMA port's "
             "active_mtu (`ibv_devinfo`) and every switch port must agree; test with `ping -M do -s 8972 PEER` "
@@ -150,6 +151,19 @@ def version_mismatch(logs: list[Log]) -> list[Cause]:
     )]
 
 
+def _in_bootstrap(logs: list[Log], lines: list[LogLine]) -> bool:
+    """Whether a closed connection unwound through NCCL's bootstrap (its `bootstrap.cc:N -> 6` trace follows
+    within a few lines) in a log where no communicator had finished init."""
+    for log in logs:
+        if any(True for _ in log.grep(_INIT_DONE)):
+            continue
+        for line in (ln for ln in lines if ln.file == log.name):
+            after = [log.line(line.number + k) for k in range(1, 8)]
+            if any(a is not None and _BOOTSTRAP_TRACE.search(a.text) for a in after):
+                return True
+    return False
+
+
 def dead_peer(logs: list[Log]) -> list[Cause]:
     hits = grep(logs, _DEAD_PEER)
     if not hits:
@@ -159,11 +173,15 @@ def dead_peer(logs: list[Log]) -> list[Cause]:
     peers = unique([p for m in named if (p := m.group("peer") or m.group("peer2") or m.group("peer3")
                                           or m.group("peer4"))])
     lines = [line for line, _ in hits]
+    when = ("closed, reset or timed out mid-job: the other end's process died (its own log has the first error) or "
+            "the path dropped the connection.")
+    if _in_bootstrap(logs, lines):
+        when = ("closed during NCCL's bootstrap, before the communicator was up: a rank died in init (its own log "
+                "has the first error), or, before NCCL 2.27.3, any connection to the bootstrap port that closes "
+                "before its handshake (a port scanner, a load balancer's health check) aborts init.")
     return [Cause(
         id="connection-lost", title="a peer process exited or its connection dropped",
-        detail=(f"connections to {', '.join(peers)} " if peers else "a peer connection ")
-        + "closed, reset or timed out mid-job: the other end's process died (its own log has the first "
-          "error) or the path dropped the connection.",
+        detail=(f"connections to {', '.join(peers)} " if peers else "a peer connection ") + when,
         fix="Find the first failing rank (the peer named here; its log usually has the real error: OOM, "
             "a crash, a completion error); then check the path with the hosts' link state and port counters.",
         score=50, hosts=hosts(lines), addresses=peers, evidence=evidence(lines),

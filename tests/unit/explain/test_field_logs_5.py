@@ -1,7 +1,7 @@
 """`explain` on a fifth set of field logs (tests/samples/logs/, sources in tests/samples/INDEX.md): what a job
 prints as it ends rather than as it fails, such as torchelastic's exit barrier, where the nodes did not end
 together; a collective that hangs between the GPUs of one node, which no network carries; and NCCL's
-bootstrap root refusing a rank that checked in twice."""
+bootstrap root refusing a rank that checked in twice, or a connection closing before its handshake."""
 
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ CASES: dict[str, tuple[str, str, str]] = {
     "rccl-bootstrap-rank-checked-in-twice-1.txt": (
         "bootstrap-rank-claimed-twice", "/long_pathname_so_that_rpms_can_package_the_debug_info/src/extlibs/rccl/"
         "build/src/bootstrap.cpp:132 NCCL WARN Bootstrap Root : rank 1 of 2", "rank 1 of 2"),
+    # A connection closed before its handshake, and the trace unwinds through bootstrap.cc: init failed, not a
+    # running job (NCCL before 2.27.3 aborts on such a connection, a port scanner's for one).
+    "nccl-bootstrap-closed-before-handshake-1.txt": (
+        "connection-lost", "misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer",
+        "during NCCL's bootstrap"),
 }
 
 
@@ -86,3 +91,14 @@ def test_a_hang_between_gpus_of_one_node_is_named_p2p_not_the_network() -> None:
     # Ranks on two nodes, or connected through the network, keep the network advice.
     across = _P2P + "gpu02:7001:7010 [0] NCCL INFO Channel 00/0 : 2[0] -> 0[0] [receive] via NET/IB/0\n"
     assert "PCIe ACS" not in explain([("job.log", across)]).causes[0].detail
+
+
+def test_a_connection_closed_after_init_is_still_read_as_mid_job() -> None:
+    # The same close with the trace of a running communicator (Init COMPLETE first, proxy trace after).
+    text = ("gpu07:4117:4190 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+            "gpu07:4117:4201 [0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer "
+            "10.10.1.3<36138>\n"
+            "gpu07:4117:4201 [0] NCCL INFO misc/socket.cc:80 -> 6\n"
+            "gpu07:4117:4201 [0] NCCL INFO bootstrap.cc:701 -> 6\n")
+    cause = next(c for c in explain([("job.log", text)]).causes if c.id == "connection-lost")
+    assert "mid-job" in cause.detail and "bootstrap" not in cause.detail
