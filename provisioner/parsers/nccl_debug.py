@@ -69,6 +69,9 @@ _NET_ENTRY = re.compile(r"\[[0-9]+\](?P<entry>\S+)")
 _OOB = re.compile(r"\bOOB\s+(?P<iface>\S+)")
 _DRIVER = re.compile(r"^cudaDriverVersion\s+(?P<version>[0-9]+)", re.ASCII)
 _BOOTSTRAP = re.compile(r"^Bootstrap\s*:\s*Using\s+(?P<rest>.*)$")
+# 2.23+ with an out-of-band network (NCCL_OOB_NET_ENABLE): `Bootstrap: Using mlx5_0:1`, a net device and its
+# port (`N/A:-1` when its properties could not be read), not an IP interface.
+_BOOTSTRAP_DEVICE = re.compile(r"^(?P<device>[^\s:\[]+):(?P<port>-?[0-9]+)$")
 _ENV = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*) set (?:by (?P<source>.+?) )?to (?P<value>.*)$")
 _PLUGIN = re.compile(r"plugin", re.IGNORECASE)
 _ADDRESS_TAIL = re.compile(r"<[0-9]+>$")
@@ -126,7 +129,8 @@ class NcclDebug(Parsed):
     ib_relaxed_ordering: bool | None = None
     oob_interfaces: list[str] = Field(default_factory=list)
     socket_interfaces: list[str] = Field(default_factory=list)
-    bootstrap: list[str] = Field(default_factory=list)
+    bootstrap: list[str] = Field(default_factory=list)  # the interfaces (name:address) the bootstrap used
+    bootstrap_devices: list[str] = Field(default_factory=list)  # the out-of-band net devices (name:port) it used
     env: dict[str, str] = Field(default_factory=dict)
     plugins: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
@@ -164,7 +168,7 @@ class _Log:
         self.last_net: str | None = None
         self.lists: dict[str, list[str]] = {
             name: [] for name in ("net_transports", "ib_devices", "oob_interfaces", "socket_interfaces",
-                                  "bootstrap", "plugins", "hosts", "net_paths")
+                                  "bootstrap", "bootstrap_devices", "plugins", "hosts", "net_paths")
         }
         self.env: dict[str, str] = {}
         self.warnings: list[str] = []
@@ -218,6 +222,8 @@ class _Log:
             self.ib_unavailable.append(message)
         elif m := _DRIVER.match(message):
             self.fields["cuda_driver_version"] = int(m.group("version"))
+        elif (m := _BOOTSTRAP.match(message)) and _BOOTSTRAP_DEVICE.match(m.group("rest").strip()):
+            self.lists["bootstrap_devices"].append(m.group("rest").strip())
         elif m := _BOOTSTRAP.match(message):
             self.lists["bootstrap"] += _bootstrap(m.group("rest"))
             self._suspects(m.group("rest"), line, host)

@@ -122,3 +122,17 @@ def test_input_without_any_nccl_line_is_an_error(text: str, line: int | None) ->
         parse_nccl_debug(text)
     assert err.value.line == line
     assert err.value.kind == "nccl_debug"
+
+
+@pytest.mark.parametrize(("line", "interfaces", "devices"), [
+    # 2.23+ with an out-of-band network: the net device and its port (bootstrap.cc's `Bootstrap: Using %s:%d`).
+    ("gpu01:2811:2811 [0] NCCL INFO Bootstrap: Using mlx5_0:1", [], ["mlx5_0:1"]),
+    ("gpu01:2811:2811 [0] NCCL INFO Bootstrap: Using N/A:-1", [], ["N/A:-1"]),
+    # The socket bootstrap, old and new spacing, IPv4 and IPv6.
+    ("gpu01:2811:2811 [0] NCCL INFO Bootstrap: Using ens7:10.128.0.33<0>", ["ens7:10.128.0.33"], []),
+    ("gpu01:2811:2811 [0] NCCL INFO Bootstrap : Using [0]ib0:fe80::1%ib0<0>", ["ib0:fe80::1%ib0"], []),
+])
+def test_the_bootstrap_line_tells_an_interface_from_an_out_of_band_device(line: str, interfaces: list[str],
+                                                                         devices: list[str]) -> None:
+    parsed = parse_nccl_debug(line + "\n")
+    assert (parsed.bootstrap, parsed.bootstrap_devices) == (interfaces, devices)
