@@ -3,8 +3,9 @@
 A log may be one rank's output, several ranks interleaved, or a launcher's collection where every line
 carries its host (`gpu07: ...`, pdsh/clush style) or its task (`srun --label`: `3: ...`, Open MPI
 `--tag-output`: `[1,3]<stdout>:`, torch: `[rank3]:`); NCCL's own prefix `host:pid:tid [dev]` names the
-host too. The parsers' line cleaning (pane borders, escapes, timestamps, labels) is shared, so a framed
-or labelled paste reads like the plain log. Lines keep their numbers in the file so evidence can be
+host too, and so do a syslog line's host and a Kubernetes pod's name (`kubectl logs --prefix`, stern).
+The parsers' line cleaning (pane borders, escapes, timestamps, labels, framework loggers) is shared, so a
+framed or labelled paste reads like the plain log. Lines keep their numbers in the file so evidence can be
 found again.
 """
 
