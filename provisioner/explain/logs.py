@@ -3,8 +3,9 @@
 A log may be one rank's output, several ranks interleaved, or a launcher's collection where every line
 carries its host (`gpu07: ...`, pdsh/clush style) or its task (`srun --label`: `3: ...`, Open MPI
 `--tag-output`: `[1,3]<stdout>:`, torch: `[rank3]:`); NCCL's own prefix `host:pid:tid [dev]` names the
-host too. The parsers' line cleaning (pane borders, escapes, timestamps, labels) is shared, so a framed
-or labelled paste reads like the plain log. Lines keep their numbers in the file so evidence can be
+host too, and so do a syslog line's host and a Kubernetes pod's name (`kubectl logs --prefix`, stern).
+The parsers' line cleaning (pane borders, escapes, timestamps, labels, framework loggers) is shared, so a
+framed or labelled paste reads like the plain log. Lines keep their numbers in the file so evidence can be
 found again.
 """
 
@@ -15,7 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Line, split_lines
+from provisioner.parsers._loggers import prefix_host
+from provisioner.parsers._text import Line, split_lines, strip_prefixes
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
 from provisioner.parsers.nccl_line import label_host, nccl_log
 from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
@@ -25,7 +27,9 @@ _HOST_LABEL = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-
 # `gpu07: ...` or `10.0.0.7: ...`.
 _LINE_LABEL = re.compile(r"^(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):(?: |$)")
 # A rank tag may be glued to it (`[15]worker-23:83:2526 [0]`, mpirun -prepend-rank in some pastes).
-_NCCL_PREFIX = re.compile(r"(?:^|\s|(?<=\]))(?P<host>[^\s:\[\]]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[[^\]]*\]")
+# Never all digits, and no pid or thread id 0: a time before a bracket (`10:00:00 [file.py:12]`) is not one.
+_NCCL_PREFIX = re.compile(
+    r"(?:^|\s|(?<=\]))(?P<host>(?![0-9]+:)[^\s:\[\]]+):(?P<pid>[1-9][0-9]*):(?P<tid>[1-9][0-9]*)\s+\[[^\]]*\]")
 # The task a launcher's prefix names: torch `[rank3]:`, Open MPI `[1,3]<stdout>:`, srun `3: `, `[3] `.
 _PREFIX_RANK = re.compile(r"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|^\s*(?P<c>[0-9]+):|^\[(?P<d>[0-9]+)\]")
 # Ray's prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
@@ -76,24 +80,32 @@ def _host(prefix: str, text: str) -> str | None:
         return label.group("host")
     if nccl := _NCCL_PREFIX.search(text):
         return nccl.group("host")
+    # A syslog line's host, a Kubernetes pod: where any other line was logged.
+    if named := prefix_host(prefix):
+        return named
     # A line NCCL printed names its host itself; any other line of a Ray worker, the node Ray names.
     ray = _RAY_IP.match(prefix)
     return ray.group("host") if ray else None
 
 
-def _labelled(lines: list[Line]) -> list[tuple[str, str | None]]:
-    """Each line's text and the host a label left on it names. Most lines of a pdsh/clush collection carry
-    the label (a wrapped line or a traceback may not); in any log, a label alone before an NCCL line's level
-    (`gpu07: NCCL WARN ...`) names the host too."""
+def _labelled(lines: list[Line]) -> list[tuple[Line, str | None]]:
+    """Each line without the label a pdsh/clush collection left on it, and the host that label names. Most
+    lines of such a collection carry the label (a wrapped line or a traceback, a launcher's own lines may
+    not); in any log, a label alone before an NCCL line's level (`gpu07: NCCL WARN ...`) names the host too.
+    What the label stood before (DeepSpeed's `worker-1: [2024-...] [INFO] [engine.py:12:...] `) goes too."""
     body = [line for line in lines if line.text.strip()]
     common = len(body) >= 2 and sum(1 for line in body if _LINE_LABEL.match(line.text)) >= 0.6 * len(body)
-    out: list[tuple[str, str | None]] = []
+    out: list[tuple[Line, str | None]] = []
     for line in lines:
         text = line.text.strip()
         m = _LINE_LABEL.match(text) if common else None
         if m is None and (log := nccl_log(text)) is not None and label_host(log.prefix):
             m = re.match(r"(?P<host>[^:\s]+):\s*", text)
-        out.append((text[m.end():].strip(), m.group("host")) if m else (text, None))
+        if m is None:
+            out.append((Line(line.number, text, line.raw, line.prefix), None))
+            continue
+        rest = strip_prefixes(Line(line.number, text[m.end():].strip(), line.raw))
+        out.append((Line(line.number, rest.text.strip(), line.raw, rest.prefix), m.group("host")))
     return out
 
 
@@ -101,7 +113,7 @@ def read_log(name: str, text: str, host: str | None = None) -> Log:
     """`host`: where the whole log came from, when that is known apart from its lines (one rank's output
     that `fabnet smoke` kept with its host); a line's own label still wins."""
     split = [line for line in split_lines(text) if line.text.strip()]
-    lines = [LogLine(name, line.number, body, _host(line.prefix, body) or label or host, _rank(line.prefix))
+    lines = [LogLine(name, line.number, body.text, _host(body.prefix, body.text) or label or host, _rank(line.prefix))
              for line, (body, label) in zip(split, _labelled(split), strict=True)]
     # A line with a rank but no host takes the host that rank ran on, where the log says it.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}

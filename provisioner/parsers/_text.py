@@ -15,6 +15,7 @@ from typing import NoReturn, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.errors import ParseError
+from provisioner.parsers._loggers import COMPOSE, EVERY_LINE, STERN
 
 # Only real line breaks: str.splitlines() would also split on form feeds, \x1c.. and U+2028,
 # which would make our line numbers disagree with what an editor shows.
@@ -115,9 +116,11 @@ _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: 
 # Ray's driver prints every worker's output behind the worker's name: `(RayWorkerWrapper pid=92234,
 # ip=172.19.24.110) `, `(pid=909597) `, `(raylet, ip=10.0.0.7) `, and names a line it folded from several
 # workers at its end: ` [repeated 2x across cluster]`. A pid, an address or a Ray daemon's name makes it
-# Ray's, so a sentence's `(1) ` stays.
+# Ray's, so a sentence's `(1) ` stays. vLLM names its worker processes the same way, with a word or two
+# more: `(VllmWorkerProcess pid=123) `, `(VllmWorker rank=1 pid=456) `, `(VllmWorker TP0 pid=7) `,
+# `(EngineCore_DP0 pid=789) `, `(APIServer pid=1) `.
 _RAY = re.compile(
-    r"^\((?:(?:[\w.:-]+ )?pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?|(?:raylet|gcs_server|autoscaler|monitor|dashboard\w*)"
+    r"^\((?:(?:[\w.:=-]+ ){0,3}pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?|(?:raylet|gcs_server|autoscaler|monitor|dashboard\w*)"
     r"(?:, ip=[0-9A-Fa-f.:]+)?|[\w.:-]+, ip=[0-9A-Fa-f.:]+)(?:, \w+=[^,()]*)*\)(?: |$)", re.ASCII)
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$", re.ASCII)
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
@@ -205,20 +208,40 @@ def clean_lines(lines: list[Line]) -> list[Line]:
         cleaned.append(Line(line.number, text.rstrip(), line.raw))
     cleaned = _strip_common(cleaned, _QUOTE, 0.6)
     cleaned = _unframe(cleaned)
-    cleaned = [_strip_ray(line) for line in cleaned]
-    for pattern in (_TIMESTAMP, _MPI_TAG, _TORCH_RANK):
-        cleaned = [_strip(line, pattern) for line in cleaned]
+    # What collects the output of many containers names each one first (docker compose, stern).
+    cleaned = _strip_common(cleaned, COMPOSE, 0.6)
+    cleaned = _strip_common(cleaned, STERN, 0.6, least=2)
+    cleaned = [strip_prefixes(line) for line in cleaned]
     # Most lines of a labelled run carry the label; a wrapped line or a traceback may not.
     cleaned = _strip_common(cleaned, _CLOCK, 0.6, least=2)
     cleaned = _strip_common(cleaned, _SRUN_LABEL, 0.6)
     cleaned = _strip_common(cleaned, _RANK_TAG, 0.6)
     # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
     cleaned = _strip_common(cleaned, _HOST_LABEL, 1.0, least=2)
-    cleaned = [_strip_inner_timestamp(line) for line in cleaned]
+    # `0: [2026-01-02 03:04:05] ...`: a label outside a timestamp or a logger's prefix.
+    cleaned = [strip_prefixes(line) for line in cleaned]
     # A prompt's own `#` (`host:~ # ibstat`) is not a person's note: taking it off would hide the prompt.
     return [_strip_note(line) if "#" in line.text and not line.text.lstrip().startswith("#")
             and not _PROMPT.match(line.text) else line
             for line in cleaned]
+
+
+# The prefixes that are unmistakable one line at a time, in the order tried at each step.
+_EVERY_LINE = (*EVERY_LINE[:2], _TIMESTAMP, _MPI_TAG, _TORCH_RANK, *EVERY_LINE[2:])
+
+
+def strip_prefixes(line: Line) -> Line:
+    """`line` without the launcher and logger prefixes that no tool output could start with, however they
+    nest (`(VllmWorker rank=1 pid=7) INFO 11-25 ...`, `[pod/a/b] 2024-... I1125 ...`)."""
+    while True:
+        stripped = _strip_ray(line)
+        for pattern in _EVERY_LINE:
+            if stripped is not line:
+                break
+            stripped = _strip(line, pattern)
+        if stripped is line:
+            return line
+        line = stripped
 
 
 def _strip_ray(line: Line) -> Line:
@@ -233,11 +256,6 @@ def _strip_note(line: Line) -> Line:
     if not m:
         return line
     return Line(line.number, line.text[: m.start()], line.raw, line.prefix, line.text[m.start():])
-
-
-def _strip_inner_timestamp(line: Line) -> Line:
-    # `0: [2026-01-02 03:04:05] ...`: a label outside the timestamp.
-    return _strip(line, _TIMESTAMP)
 
 
 def content_lines(text: str) -> list[Line]:

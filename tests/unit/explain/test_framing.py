@@ -3,6 +3,9 @@ by `srun --label` or Open MPI `--tag-output`, coloured with ANSI escapes, or tim
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import pytest
 
 from provisioner.explain import explain
@@ -33,7 +36,30 @@ def _stamped(text: str) -> str:
     return "".join(f"2024-05-01T10:00:{i % 60:02d}.123Z {line}\n" for i, line in enumerate(text.splitlines()))
 
 
-FRAMES = {"tmux": _tmux, "srun": _srun, "mpi": _mpi, "ansi": _ansi, "timestamps": _stamped}
+def _each(prefix: str) -> Callable[[str], str]:
+    return lambda text: "".join(f"{prefix}{line}\n" for line in text.splitlines())
+
+
+def _from_host(prefix: str) -> Callable[[str], str]:
+    """A prefix that names the host: the one the log's NCCL lines name, as a pod's or a machine's would."""
+    def frame(text: str) -> str:
+        own = re.search(r"^([A-Za-z][\w.-]*):[0-9]+:[0-9]+ \[", text, re.M)
+        return _each(prefix.format(host=own.group(1).lower() if own else "gpu03"))(text)
+    return frame
+
+
+# What the frameworks and log collectors users run put before each line.
+_FRAMEWORKS = {
+    "vllm": _each("(VllmWorker rank=1 pid=456) ERROR 11-25 10:00:02 [multiproc_executor.py:470] "),
+    "glog": _each("E1125 10:00:00.123456  1234 nccl_utils.cc:12] "),
+    "xla": _each("2024-11-25 10:00:00.123456: E external/xla/xla/service/gpu/nccl_utils.cc:305] "),
+    "deepspeed": _each("[2024-11-25 10:00:00,123] [INFO] [engine.py:12:__init__] "),
+    "kubectl": _from_host("[pod/{host}/pytorch] "),
+    "stern": _from_host("{host} pytorch "),
+    "journald": _from_host("Nov 25 10:00:00 {host} python[123]: "),
+    "compose": _each("trainer-1  | "),
+}
+FRAMES = {"tmux": _tmux, "srun": _srun, "mpi": _mpi, "ansi": _ansi, "timestamps": _stamped, **_FRAMEWORKS}
 LOGS = {**{name: case[0] for name, case in CASES.items()},
         **{name: read(name) for name in ("nccl-debug-2.txt", "nccl-debug-10-no-socket-interface.txt",
                                          "nccl-debug-11-connect-no-route.txt", "nccl-debug-12-duplicate-gpu.txt",

@@ -1,0 +1,56 @@
+"""What the frameworks that run collectives put before each line they log, and the host a prefix names.
+
+Each pattern here is unmistakable one line at a time (a level, a date and a source location together, or
+a syslog stamp with its host and program), so `clean_lines` takes it off wherever it stands; the shapes
+that are not (stern's `pod container `, docker compose's `name-1  | `) go only when most lines carry them.
+Only a prefix that names the machine the line came from gives a host: a syslog host, or a Kubernetes pod
+(its name is the hostname its processes, NCCL included, report). A logger, file or program name never does.
+"""
+
+from __future__ import annotations
+
+import re
+
+_LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+
+# vLLM's logger: `INFO 11-25 10:00:00 [file.py:12] ` (0.6 on), `INFO 11-25 10:00:00 file.py:12] ` before;
+# the date has no year, the time may carry milliseconds.
+VLLM = re.compile(
+    rf"^{_LEVEL} \d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)? (?:\[[\w.-]+:\d+\]|[\w.-]+:\d+\])(?: |$)",
+    re.ASCII,
+)
+# glog and absl (JAX, XLA, TensorFlow, torch's C++ side): `I1125 10:00:00.123456  1234 file.cc:12] `:
+# severity letter, month and day, time, thread id, source.
+GLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [^\s\]]+:\d+\](?: |$)", re.ASCII)
+# TensorFlow/XLA's own logger: `2024-11-25 10:00:00.123456: E external/xla/xla/service/gpu/nccl.cc:12] `.
+TSL = re.compile(
+    r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?: [IWEF] [^\s\]]+:\d+\](?: |$)", re.ASCII)
+# DeepSpeed's logger after its timestamp: `[INFO] [engine.py:12:__init__] ` (level, then file, line and function).
+DEEPSPEED = re.compile(rf"^\[{_LEVEL}\] \[[\w.-]+:\d+:[\w<>.]+\](?: |$)", re.ASCII)
+# `kubectl logs --prefix`: `[pod/train-worker-0/pytorch] `.
+KUBECTL = re.compile(
+    r"\[pod/(?P<pod>[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)/[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\](?: |$)", re.ASCII)
+# A syslog or journal line: `Nov 25 10:00:00 gpu03 python[123]: `, or with an RFC 3339 stamp
+# (rsyslog, `journalctl -o short-iso`). The program carries its pid (only the kernel logs without one), so
+# a sentence after a time (`10:00:00 job started: ok`) is not read as a host and a program.
+SYSLOG = re.compile(
+    r"(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))"
+    r" (?P<host>[A-Za-z0-9][\w.-]*) (?:[\w./@-]+\[\d+\]|kernel): ", re.ASCII)
+# stern: `pod container ` before each line. Two words alone could be a sentence's, so the pod must look
+# like a controller's pod (a dash and a digit: `train-worker-0`, `vllm-6f7d9c8b5-x2k4p`), and most lines
+# must carry the prefix.
+STERN = re.compile(
+    r"^(?P<pod>(?=[a-z0-9.-]*-)(?=[a-z0-9.-]*[0-9])[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)"
+    r" [a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?: |$)", re.ASCII)
+# docker compose: `vllm-1  | ` (v2) or `vllm_1  | ` (v1): the service and its replica number, then a bar.
+COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*[-_]\d+\s*\|(?: |$)", re.ASCII)
+
+# Tried in this order at the start of what is left: a syslog stamp before the bare timestamp it begins with.
+EVERY_LINE = (KUBECTL, SYSLOG, VLLM, TSL, GLOG, DEEPSPEED)
+
+
+def prefix_host(prefix: str) -> str | None:
+    """The host a syslog stamp or a Kubernetes pod prefix names in what was taken off a line."""
+    if m := KUBECTL.search(prefix) or STERN.match(prefix):
+        return m.group("pod")
+    return m.group("host") if (m := SYSLOG.search(prefix)) else None
