@@ -101,10 +101,11 @@ def split_lines(text: str) -> list[Line]:
 # titles/links, and lone two-character escapes. nvidia-smi writes them even into files and pipes.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # Prefixes that loggers and launchers put before every line, in the order they nest (outermost first).
-# A timestamp or an Open MPI `--tag-output` tag cannot be mistaken for tool output, so they go wherever
-# they appear. The others are ambiguous one line at a time and go only when most lines carry them.
+# A timestamp (a date and a time, to the minute or finer, indented or not) or an Open MPI `--tag-output` tag
+# cannot be mistaken for tool output, so they go wherever they appear. The others are ambiguous one line at a
+# time and go only when most lines carry them.
 _TIMESTAMP = re.compile(
-    r"^(?:\[?(?:\d{4}[-/]\d{2}[-/]\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: ?(?:Z|[+-]\d{2}:?\d{2}|UTC))?"
+    r"^(?:[ \t]*\[?(?:\d{4}[-/]\d{2}[-/]\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?: ?(?:Z|[+-]\d{2}:?\d{2}|UTC))?"
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\]?|\[\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\])(?:[ \t]|$)",
     re.ASCII,
 )
