@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain import rules_torch
+from provisioner.explain import rules_proxy, rules_torch
 from provisioner.explain.evidence import evidence, grep, hosts, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
@@ -22,15 +22,11 @@ from provisioner.parsers.nccl_tests import NcclTests
 _DUPLICATE_GPU = re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>[0-9]+) and rank (?P<b>[0-9]+) both on "
                             r"CUDA device (?P<device>\S+)")
 # A peer is an address (`10.0.0.2<37532>`, gloo's `[10.0.0.2]:14788`) or, from 2.16, the name it resolves to
-# (`gpu02.cluster<37532>`). NCCL's proxy threads report a dead local peer as `Proxy Call to rank N failed`
-# (2.12) or `[Proxy Service N] Failed to execute operation X from rank N` / `[Service thread] Error
-# encountered progressing operation` (2.19 on).
+# (`gpu02.cluster<37532>`). The proxy thread's own warnings are rules_proxy's: they echo what this names.
 _DEAD_PEER = re.compile(
     r"Connection closed by (?:remote )?peer\s*(?:\[?(?P<peer>[0-9a-fA-F.:]*[0-9])\]?(?:[:<][0-9]+>?)?"
     r"|(?P<peer3>[A-Za-z][\w.-]*)<[0-9]+>)?"
     r"|Connection reset by peer|Broken pipe|remote process exited or there was a network error|ncclRemoteError"
-    r"|Proxy Call to rank [0-9]+ failed|\[Proxy Service [0-9]+\] Failed to execute operation"
-    r"|\[Service thread\] (?:Error encountered progressing|Could not receive type)"
     r"|NCCL communicator was aborted|Gloo connectFullMesh failed|Read error \[(?P<peer2>[0-9a-fA-F.:]+)\]"
     r"|Timed out waiting [0-9]+ ?ms for (?:recv|send) operation|socketProgress(?=.*(?:closed|reset))"
     r"|Call to recv from (?P<peer4>[0-9a-fA-F.:]*[0-9])<[0-9]+> failed\s*:\s*Connection timed out",
@@ -250,8 +246,8 @@ def mtu_blackhole(logs: list[Log]) -> list[Cause]:
             ))
     connected = grep(logs, _INIT_DONE)
     stalled = grep(logs, rules_torch.WATCHDOG)
-    errors = grep(logs, _DEAD_PEER) or any(log.nccl and (log.nccl.completion_errors or log.nccl.call_failures)
-                                           for log in logs)
+    errors = grep(logs, _DEAD_PEER) or grep(logs, rules_proxy.ANY) or any(
+        log.nccl and (log.nccl.completion_errors or log.nccl.call_failures) for log in logs)
     if connected and stalled and not errors and multi_node(logs):
         lines = [connected[-1][0]] + [line for line, _ in stalled]
         causes.append(Cause(

@@ -212,10 +212,10 @@ CASES: dict[str, tuple[str, str, str, str | None, str]] = {
     "pipe-2.26": ("v2.26.6 socket.cc", W("socketProgressOpt: Call to send to 10.0.0.2<50334> failed : Broken pipe",
                                          loc="misc/socket.cc:60"), "connection-lost", "gpu01", "first failing rank"),
     "proxy-2.12": ("v2.12.12 proxy.cc", W("Proxy Call to rank 3 failed (Connect)", loc="proxy.cc:1009"),
-                   "connection-lost", "gpu01", "first failing rank"),
+                   "proxy-connection-lost", "gpu01", "rank 3"),
     "proxy-service": ("v2.19.4 proxy.cc", W("[Proxy Service 2] Failed to execute operation Connect from rank 2, "
                                             "retcode 6", loc="proxy.cc:1481"),
-                      "connection-lost", "gpu01", "first failing rank"),
+                      "proxy-connection-lost", "gpu01", "rank 2"),
     # --- two ranks on one GPU.
     "dup-2.7": ("v2.7.8 init.cc", _srun(W("Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000",
                                           loc="init.cc:573", dev=0)), "duplicate-gpu", "gpu01", "LOCAL_RANK"),
