@@ -23,6 +23,7 @@ import yaml
 
 from provisioner.lab import manager, nodepython
 from provisioner.lab.state import NodeRecord
+from provisioner.smoke import launcher
 from tests.e2e.conftest import Lab, healthy_profile, lab_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -303,8 +304,8 @@ def test_fault_after_preflight_fails_in_time_names_the_node_and_leaves_nothing(l
     assert passed.is_set(), "".join(stderr)
     data = json.loads(out)
     assert proc.returncode == 2 and data["verdict"] == "failed"
-    # Within --timeout for the collective, plus the pre-flight and the kill round trip.
-    assert elapsed < timeout + data["preflight_seconds"] + 8, elapsed
+    # Within --timeout for the collective, plus the pre-flight, the others' grace and the kill round trip.
+    assert elapsed < timeout + data["preflight_seconds"] + launcher.FAILED_GRACE + 8, elapsed
     expected = "its data interface eth1 is down" if fault == "interface_down" else "never joined the rendezvous"
     assert data["reason"].startswith(f"{victim.name} "), data["reason"]
     assert expected in data["reason"], data["reason"]
