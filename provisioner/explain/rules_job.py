@@ -160,6 +160,11 @@ def _in_bootstrap(logs: list[Log], lines: list[LogLine]) -> bool:
     return False
 
 
+def _same_node(peer: str, host: str) -> bool:
+    """`gpu004.ds-a4.example.com` and `gpu004` are one node: a log names it short, a peer often in full."""
+    return peer.lower().split(".")[0] == host.lower().split(".")[0]
+
+
 def dead_peer(logs: list[Log]) -> list[Cause]:
     hits = grep(logs, _DEAD_PEER)
     if not hits:
@@ -175,12 +180,24 @@ def dead_peer(logs: list[Log]) -> list[Cause]:
         when = ("closed during NCCL's bootstrap, before the communicator was up: a rank died in init (its own log "
                 "has the first error), or, before NCCL 2.27.3, any connection to the bootstrap port that closes "
                 "before its handshake (a port scanner, a load balancer's health check) aborts init.")
+    # A peer named by its host name that is the very node reporting it: the other end was a process there.
+    local = unique([p for line, _ in hits for m in _DEAD_PEER.finditer(line.text)
+                    if (p := m.group("peer3")) and line.host and _same_node(p, line.host)])
+    if local and len(local) == len(peers):
+        when = (f"closed by the other end, and {', '.join(local)} is the node that logged it: that end was a process "
+                "on the same node (another local rank, or a rank's proxy thread) that exited or broke off, so no "
+                "network path was involved.")
+    elif local:
+        when += (f" ({', '.join(local)} is the node that logged it: that end was a process on the same node.)")
+    fix = ("Find the first failing rank (the peer named here; its log usually has the real error: OOM, "
+           "a crash, a completion error); then check the path with the hosts' link state and port counters.")
+    if local and len(local) == len(peers):
+        fix = ("Find the process on that node that ended first: its own output (the first error), and dmesg or the "
+               "scheduler for a kill (OOM killer, a signal, a limit).")
     return [Cause(
         id="connection-lost", title="a peer process exited or its connection dropped",
-        detail=(f"connections to {', '.join(peers)} " if peers else "a peer connection ") + when,
-        fix="Find the first failing rank (the peer named here; its log usually has the real error: OOM, "
-            "a crash, a completion error); then check the path with the hosts' link state and port counters.",
-        score=50, hosts=hosts(lines), addresses=peers, evidence=evidence(lines),
+        detail=(f"connections to {', '.join(peers)} " if peers else "a peer connection ") + when, fix=fix,
+        score=50, hosts=hosts(lines), addresses=[p for p in peers if p not in local], evidence=evidence(lines),
     )]
 
 

@@ -246,3 +246,17 @@ def test_the_store_host_as_asked_is_the_peer_not_the_addresses_torch_printed_for
     assert cause.id == "peer-unreachable" and cause.addresses == ["198.19.4.1"] and cause.hosts == ["gpu03"]
     alone = text.splitlines(keepends=True)[0]  # no line names the host as asked: the address tried is all
     assert explain([("job.log", alone)]).causes[0].addresses == ["56a0:0:ff3::"]
+
+
+@pytest.mark.parametrize(("peer", "local"), [
+    ("gpu004.ds-a4.example.com", True),  # the log's own node, named in full
+    ("GPU004", True),
+    ("gpu005.ds-a4.example.com", False),  # another node: the path may be at fault
+])
+def test_a_connection_closed_by_a_peer_on_the_same_node_is_no_network_fault(peer: str, local: bool) -> None:
+    line = (f"gpu004:2200689:2200706 [3] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote "
+            f"peer {peer}<55693>\n")
+    lost = next(c for c in explain([("job.log", line)]).causes if c.id == "connection-lost")
+    assert ("no network path was involved" in lost.detail) is local
+    assert ("port counters" in lost.fix) is not local
+    assert lost.hosts == ["gpu004"] and (peer in lost.addresses) is not local
