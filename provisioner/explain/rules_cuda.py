@@ -9,12 +9,16 @@ NCCL failure common.cu:N 'unhandled cuda error ...'`; torch's `CUDA error: X` an
 `cuda runtime error (N) : X`; CUDA driver-API names such as `CUDA_ERROR_TOO_MANY_PEERS: X`; the kernel's
 `NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.` and `NVRM: GPU 0000:b3:00.0 ... has
 fallen off the bus`. The error strings are cudaGetErrorString's.
+
+On AMD GPUs (RCCL, told by its own lines: explain/rocm.py) the same causes keep their ids and scores, read
+HIP's, the HSA runtime's and amdgpu's wordings as well, and speak of AMD's tools.
 """
 
 from __future__ import annotations
 
 import re
 
+from provisioner.explain import rocm
 from provisioner.explain.evidence import evidence, grep
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
@@ -98,12 +102,13 @@ def _host(line: LogLine) -> str | None:
     return line.host or (m["host"] if m else None)
 
 
-def _kind(what: str) -> str:
-    return next((kind for kind, pattern in _CLASSES if pattern.search(what)), "other")
+def _kind(what: str, amd: bool = False) -> str:
+    hip = rocm.kind(what) if amd else None
+    return hip or next((kind for kind, pattern in _CLASSES if pattern.search(what)), "other")
 
 
-def _found(logs: list[Log]) -> dict[str, list[tuple[LogLine, str]]]:
-    """kind -> (line, what it says failed) for every CUDA failure in the logs."""
+def _found(logs: list[Log], amd: bool) -> dict[str, list[tuple[LogLine, str]]]:
+    """kind -> (line, what it says failed) for every CUDA (or, with `amd`, HIP) failure in the logs."""
     found: dict[str, list[tuple[LogLine, str]]] = {}
 
     def add(kind: str, line: LogLine, what: str) -> None:
@@ -119,7 +124,8 @@ def _found(logs: list[Log]) -> dict[str, list[tuple[LogLine, str]]]:
         # restarted under live GPUs or is not running. A CUDA IPC handle that does not open is peer access
         # failing whatever the error (`invalid argument` when the peer is in another container or machine).
         kind = ("fabric" if "nvls" in line.text.lower() and "invalid argument" in what.lower()
-                else "p2p" if m["d"] is not None else _kind(what))
+                else "p2p" if m["d"] is not None or (amd and rocm.P2P_SOURCE.search(line.text))
+                else _kind(what, amd))
         add(kind, line, what if m["d"] is None else f"CUDA IPC handle: {what}")
     for line, m in grep(logs, _P2P_DISABLED):
         add("p2p", line, f"P2P disabled between NVLink-connected GPUs {m['a']} and {m['b']}")
@@ -130,21 +136,28 @@ def _found(logs: list[Log]) -> dict[str, list[tuple[LogLine, str]]]:
         code = int(m["code"])
         name = _XID_HARDWARE.get(code) or _XID_PROGRAM.get(code) or "see NVIDIA's Xid catalogue"
         add("hardware" if code in _XID_HARDWARE else "kernel", line, f"Xid {code} ({name}) on {m['pci']}")
+    if amd:
+        for hip_kind, line, what in rocm.found(logs):
+            add(hip_kind or _kind(what), line, what)
     if not found and (summary := grep(logs, _UNHANDLED)):
         for line, _ in summary:
-            add("other", line, "unhandled cuda error (NCCL's summary; the CUDA call's own error is not in the log)")
+            add("other", line, rocm.SUMMARY if amd else
+                "unhandled cuda error (NCCL's summary; the CUDA call's own error is not in the log)")
     return found
 
 
 def gpu_causes(logs: list[Log]) -> list[Cause]:
-    found = _found(logs)
+    amd = rocm.is_rocm(logs)
+    found = _found(logs, amd)
+    if amd and "fabric" in found:  # no fabric manager on AMD: the driver's
+        found.setdefault("driver", []).extend(found.pop("fabric"))
     by_id: dict[str, Cause] = {}
     summary = [line for line, _ in grep(logs, _UNHANDLED)]
     for kind in [k for k, _ in _CLASSES] + ["other"]:
         items = found.get(kind)
         if not items:
             continue
-        cause_id, title, fix, score = _CAUSES[kind]
+        cause_id, title, fix, score = (rocm.CAUSES if amd else _CAUSES)[kind]
         if cause_id in by_id:  # one cuda-failure cause: the most telling class found names it
             continue
         what = unique([w for _, w in items])
