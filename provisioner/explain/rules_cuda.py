@@ -2,13 +2,13 @@
 fabric faults, so each is named as what it is (GPU memory, peer-to-peer access, the NVSwitch fabric
 manager, the driver, a GPU hardware fault) and the operator is not sent after the network.
 
-Wording read: NCCL's `Cuda failure 'X'` (every release) and `Cuda failure N 'X'` (2.19 on, checks.h),
-`failed to open CUDA IPC handle : N X` (transport/p2p.cc), `P2P is disabled between NVLINK connected GPUs
-A and B ...` (2.12 on, graph/paths.cc); nccl-tests' `HOST: Test CUDA failure common.cu:N 'X'` and `HOST: Test
-NCCL failure common.cu:N 'unhandled cuda error ...'`; torch's `CUDA error: X` and `CUDA out of memory.`;
-`cuda runtime error (N) : X`; CUDA driver-API names such as `CUDA_ERROR_TOO_MANY_PEERS: X`; the kernel's
-`NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.` and `NVRM: GPU 0000:b3:00.0 ... has
-fallen off the bus`. The error strings are cudaGetErrorString's.
+Wording read: NCCL's `Cuda failure 'X'` (every release) and `Cuda failure N 'X'` (2.19 on, checks.h), `failed to
+open CUDA IPC handle : N X` and `cudaIpcGetMemHandle failed : X` (transport/p2p.cc), `P2P is disabled between
+NVLINK connected GPUs A and B ...` (2.12 on, graph/paths.cc); nccl-tests' `HOST: Test CUDA failure common.cu:N 'X'`
+and `HOST: Test NCCL failure common.cu:N 'unhandled cuda error ...'`; torch's `CUDA error: X` and `CUDA out of
+memory.`; `cuda runtime error (N) : X`; CUDA driver-API names such as `CUDA_ERROR_TOO_MANY_PEERS: X`; the kernel's
+`NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.` and `NVRM: GPU 0000:b3:00.0 ... has fallen
+off the bus`. The error strings are cudaGetErrorString's.
 
 On AMD GPUs (RCCL, told by its own lines: explain/rocm.py) the same causes keep their ids and scores, read
 HIP's, the HSA runtime's and amdgpu's wordings as well, and speak of AMD's tools.
@@ -31,7 +31,7 @@ _CUDA = re.compile(
     r"Cuda failure\s+(?:[\w./-]+:[0-9]+\s+)?(?:[0-9]+\s+)?'(?P<a>[^']+)'?"
     r"|CUDA error(?: [0-9]+ at \S+)?:\s*(?P<b>[^.\n]+)"
     r"|cuda runtime error \([0-9]+\)\s*:\s*(?P<c>.+?)(?: at \S+)?$"
-    r"|failed to open CUDA IPC handle\s*:\s*(?:[0-9]+\s+)?(?P<d>.+)"
+    r"|(?:failed to open CUDA IPC handle|cudaIpcGetMemHandle failed)\s*:\s*(?:[0-9]+\s+)?(?P<d>.+)"
     r"|(?P<e>CUDA out of memory)"
     r"|CUDA_ERROR_\w+:\s*(?P<f>.+)",
     re.I,

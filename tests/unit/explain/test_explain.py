@@ -260,3 +260,10 @@ def test_a_connection_closed_by_a_peer_on_the_same_node_is_no_network_fault(peer
     assert ("no network path was involved" in lost.detail) is local
     assert ("port counters" in lost.fix) is not local
     assert lost.hosts == ["gpu004"] and (peer in lost.addresses) is not local
+
+
+def test_an_ipc_handle_nccl_could_not_export_is_peer_access_failing() -> None:
+    # NCCL's P2P transport (transport/p2p.cc) when the driver refuses to export a buffer for another process.
+    line = "gpu01:11:22 [3] NCCL WARN cudaIpcGetMemHandle failed : invalid argument\n"
+    p2p = next(c for c in explain([("job.log", line)]).causes if c.id == "gpu-p2p-failure")
+    assert "CUDA IPC handle: invalid argument" in p2p.detail and p2p.hosts == ["gpu01"]
