@@ -59,7 +59,7 @@ _CLASSES: list[tuple[str, re.Pattern[str]]] = [
                        r"CUDA IPC", re.I)),
     ("driver", re.compile(r"driver version is insufficient|no CUDA-capable device|initiali[sz]ation error|"
                           r"forward compatibility|unsupported display driver|busy or unavailable|"
-                          r"invalid device ordinal|driver shutting down", re.I)),
+                          r"invalid device ordinal|driver shutting down|no kernel image is available", re.I)),
     ("memory", re.compile(r"out of memory", re.I)),
     ("kernel", re.compile(r"illegal memory access|unspecified launch failure|illegal instruction|misaligned "
                           r"address|device-side assert|launch timed out", re.I)),
@@ -79,10 +79,12 @@ _CAUSES: dict[str, tuple[str, str, str, int]] = {  # kind -> id, title, fix, sco
             "or the IOMMU blocking peer traffic (`lspci -vvv | grep ACSCtl`, iommu=pt), a VM without P2P, consumer "
             "GPUs without P2P, or more peers than the driver maps (more than 8 GPUs in one process); "
             "NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL) makes the job run through host memory meanwhile.", 86),
-    "driver": ("cuda-driver", "CUDA could not use the GPU (driver, device visibility or mode)",
+    "driver": ("cuda-driver", "CUDA could not use the GPU (driver, build, device visibility or mode)",
                "On the host named: `nvidia-smi` (driver loaded, GPUs listed, Compute Mode Default, no stale "
                "processes), that the CUDA runtime the job ships fits the driver (`nvidia-smi` CUDA version), "
-               "CUDA_VISIBLE_DEVICES and ranks per node against the GPUs present, and dmesg for Xid errors.", 86),
+               "that its libraries were built for this GPU (`no kernel image`: the build lacks the GPU's compute "
+               "capability, `nvidia-smi --query-gpu=compute_cap --format=csv`), CUDA_VISIBLE_DEVICES and ranks "
+               "per node against the GPUs present, and dmesg for Xid errors.", 86),
     "memory": ("cuda-failure", "GPU memory ran out (CUDA out of memory)",
                "Check what holds GPU memory on the host named (`nvidia-smi`: other processes, a leftover job); "
                "lower the job's memory use (batch size, activation checkpointing) or NCCL's buffers "

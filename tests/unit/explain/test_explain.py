@@ -267,3 +267,10 @@ def test_an_ipc_handle_nccl_could_not_export_is_peer_access_failing() -> None:
     line = "gpu01:11:22 [3] NCCL WARN cudaIpcGetMemHandle failed : invalid argument\n"
     p2p = next(c for c in explain([("job.log", line)]).causes if c.id == "gpu-p2p-failure")
     assert "CUDA IPC handle: invalid argument" in p2p.detail and p2p.hosts == ["gpu01"]
+
+
+def test_a_build_without_code_for_this_gpu_is_named_as_such() -> None:
+    line = "gpu01:11:22 [0] enqueue.cc:1556 NCCL WARN Cuda failure 'no kernel image is available for execution on " \
+           "the device'\n"
+    cause = explain([("job.log", line)]).causes[0]
+    assert cause.id == "cuda-driver" and "compute capability" in cause.fix and cause.hosts == ["gpu01"]
