@@ -92,3 +92,15 @@ def test_the_lines_every_healthy_job_prints_name_nothing() -> None:
 
 def test_a_word_alone_on_a_line_is_not_a_report_entry() -> None:
     assert not _causes("DEAD\nthe cat is asleep\nINCOMPLETE\n")
+
+
+def test_the_ras_client_port_taken_is_not_the_rendezvous_port() -> None:
+    # v2.27.3 client_support.cc: the bind of the client socket fails through SYSCHECK (a WARN naming the RAS
+    # file), then RAS says so at INFO. The job runs on; only `ncclras` cannot reach it on that node.
+    text = ("[2025-08-22 17:44:36] gpu01:6801:6839 [1] ras/client_support.cc:159 NCCL WARN Call to bind failed: "
+            "Address already in use\n" + _NCCL + "RAS failed to establish a client listening socket at "
+            "localhost:28028\n")
+    assert "port-in-use" not in [c.id for c in _causes(text)]
+    assert [c.id for c in _causes(text.replace("ras/client_support.cc:159", "misc/socket.cc:480").replace(
+        "RAS failed to establish a client listening socket at localhost:28028", "Bootstrap timings total 0.1"))] == [
+        "port-in-use"]
