@@ -141,6 +141,18 @@ def report(log: Log) -> list[RasEntry]:
     return entries
 
 
+# A row of the Communicators table: group, comms, nodes, ranks per node (`4` or `3-4`), ranks per comm, ranks in
+# group, status and errors (`RUNNING`, `INIT,RUNNING`; `OK`, `INCOMPLETE,MISMATCH`).
+_ROW = re.compile(r"^[0-9]+\s+[0-9]+\s+[0-9]+\s+[0-9]+(?:-[0-9]+)?\s+[0-9]+\s+(?P<ranks>[0-9]+)\s+"
+                  r"(?P<status>[A-Z]+(?:,[A-Z]+)*)\s+(?P<errors>[A-Z]+(?:,[A-Z]+)*)$")
+
+
+def table(log: Log) -> list[tuple[LogLine, int, str, str]]:
+    """The Communicators table's rows: (line, ranks in the group, status, errors)."""
+    return [(line, int(m["ranks"]), m["status"], m["errors"]) for line in log.lines
+            if (m := _ROW.match(line.text.strip()))]
+
+
 # The peer a RAS line names: `10.0.0.3<41235>`, `gpu03<41235>`, an IPv6 address before `<port>`.
 _PEER = r"(?P<peer>[^\s<>()]+?)<[0-9]+>"
 _DEAD_LINE = re.compile(r"RAS declaring peer " + _PEER + r" as DEAD|RAS dead peer [0-9]+: socket " + _PEER.replace(

@@ -96,7 +96,7 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
     if not causes:
         for rule in FALLBACK:
             causes += rule(read)
-    causes = rules_proxy.fold(causes)
+    causes = rules_ras.fold(rules_proxy.fold(causes), read)
     causes.sort(key=lambda c: -c.score)
     networks = [use for log in read if (use := network_use(log)) is not None]
     return Explanation(files=[name for name, _ in logs], networks=networks, causes=causes)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from provisioner.explain.evidence import evidence
 from provisioner.explain.logs import Log, LogLine
-from provisioner.explain.model import Cause
-from provisioner.explain.ras import RasEntry, RasLine, RasRank, peer_lines, report
+from provisioner.explain.model import Cause, Evidence
+from provisioner.explain.ras import RasEntry, RasLine, RasRank, peer_lines, report, table
 from provisioner.parsers._text import unique
 
 # A dead or silent process stops every collective it is in: above a watchdog's timeout or a lost connection
@@ -189,3 +189,26 @@ def ras(logs: list[Log]) -> list[Cause]:
     if not entries and not lines:
         return []
     return _lost(entries, lines) + _errors(entries) + _status(entries)
+
+
+# Causes a healthy report speaks to: the job hung or timed out, yet RAS saw every process.
+_HUNG = {"collective-timeout", "watchdog-hung"}
+
+
+def fold(causes: list[Cause], logs: list[Log]) -> list[Cause]:
+    """A report that saw every rank running with no error and no mismatch beside a timeout: no process died
+    and none stopped launching, which a timeout's reader needs to know; said on that cause, not as one."""
+    rows = [row for log in logs for row in table(log)]
+    if not rows or any(status != "RUNNING" or errors != "OK" for _, _, status, errors in rows):
+        return causes
+    if any(report(log) for log in logs) or any(c.id.startswith("ras-") for c in causes):
+        return causes
+    ranks = sum(n for _, n, _, _ in rows)
+    note = (f" NCCL's RAS report saw all {ranks} ranks running and reachable, with no errors and the same "
+            "operation counts: no process had died and none had stopped launching collectives when it was "
+            "taken, so a hang then was inside the collective (a transfer between the nodes or a GPU), not a "
+            "missing rank.")
+    line = rows[0][0]
+    item = Evidence(file=line.file, line=line.number, text=line.text)
+    return [c.model_copy(update={"detail": c.detail + note, "evidence": [*c.evidence, item]})
+            if c.id in _HUNG else c for c in causes]

@@ -16,9 +16,10 @@ CASES: dict[str, tuple[str, str, str]] = {
         "ras-process-unresponsive", "INCOMPLETE", "rank 7 (process 3748990, GPU 3) on node1"),
     # A minute later: declared dead, the communicator gone.
     "ncclras-report-dead-1.txt": ("ras-process-dead", "DEAD", "lost 1 job process for good: process 3748990"),
-    # Every rank running and reachable, while torch's watchdog timed out on rank 118: the timeout is the answer.
+    # Every rank running and reachable, while torch's watchdog timed out on rank 118: the timeout is the answer,
+    # and the report says on it that no rank was missing.
     "ncclras-report-healthy-watchdog-1.txt": ("collective-timeout", "Watchdog caught collective operation timeout",
-                                              "ALLREDUCE"),
+                                              "NCCL's RAS report saw all 256 ranks running and reachable"),
 }
 # file -> the hosts the top cause names
 HOSTS: dict[str, list[str]] = {
