@@ -75,10 +75,12 @@ def _report(logs: list[Log]) -> tuple[list[str], list[LogLine]]:
 
 def _ras(log: Log) -> tuple[list[str], list[LogLine], list[str]]:
     """NCCL RAS's mismatch block: groups of ranks by how many operations they launched; the ranks it lists by
-    name are the minority (the outliers)."""
+    name are the minority (the outliers). Only the nodes of ranks behind are returned: the ranks ahead wait for
+    the others, and are not where to look."""
     out, lines, nodes = [], [], []
     for head, found in log.grep(_RAS_HEAD):
         counts: dict[int, list[str]] = {}
+        placed: list[tuple[int, str]] = []  # (operation, node) of each rank named with its node
         majority: list[tuple[int, int]] = []  # (ranks, operation) of groups given only as a count
         current: int | None = None
         lines.append(head)
@@ -95,7 +97,7 @@ def _ras(log: Log) -> tuple[list[str], list[LogLine], list[str]]:
                     where = f" on {c['node']}" if c["node"] else ""
                     counts.setdefault(k, []).append(f"{c['rank']}{where}")
                     if c["node"]:
-                        nodes.append(c["node"])
+                        placed.append((k, c["node"]))
             number += 1
         if not counts and not majority:
             continue
@@ -104,6 +106,7 @@ def _ras(log: Log) -> tuple[list[str], list[LogLine], list[str]]:
         parts += [f"rank{'s' if len(r) > 1 else ''} {', '.join(r)} up to operation {k}"
                   for k, r in sorted(counts.items()) if not any(k == kk for _, kk in majority)]
         named_behind = [r for k, rs in counts.items() if k < top for r in rs]
+        nodes += [node for k, node in placed if k < top]
         op = f"{found['op']} " if found["op"] else ""
         text = f"NCCL's RAS found ranks at different {op}operation counts ({'; '.join(parts)})"
         if named_behind:

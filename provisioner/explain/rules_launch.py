@@ -25,6 +25,7 @@ _CONSEQUENCE = (" The connection errors and collective timeouts the other ranks 
                 "consequence, not a network fault.")
 _RDZV_TIMEOUT = re.compile(r"RendezvousTimeoutError|RendezvousClosedError")
 _IN_USE = re.compile(r"EADDRINUSE|Address already in use|failed to listen on any local network address")
+_RAS_CLIENT = re.compile(r"RAS failed to establish a client listening socket")
 
 
 def _who(end: End) -> str:
@@ -202,8 +203,16 @@ def _step_failed(logs: list[Log]) -> list[Cause]:
                       "check `scontrol show job`.", score=70, hosts=hosts(lines), evidence=evidence(lines))]
 
 
+def _ras_client(log: Log, line: LogLine) -> bool:
+    """NCCL's RAS (2.24 on) failing to bind its client port (28028): `ras/client_support.cc:N NCCL WARN Call to
+    bind failed: Address already in use` then `RAS failed to establish a client listening socket at ...`. The
+    job runs on; only `ncclras` cannot reach it there."""
+    after = log.line(line.number + 1)
+    return "ras/" in line.text or (after is not None and _RAS_CLIENT.search(after.text) is not None)
+
+
 def _port_in_use(logs: list[Log]) -> list[Cause]:
-    hits = grep(logs, _IN_USE)
+    hits = [(line, m) for log in logs for line, m in log.grep(_IN_USE) if not _ras_client(log, line)]
     if not hits:
         return []
     lines = [line for line, _ in hits]

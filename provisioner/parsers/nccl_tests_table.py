@@ -92,7 +92,11 @@ def _int_cell(cell: str, line: Line, what: str) -> int:
 
 def infer_columns(cells: list[str]) -> list[str] | None:
     """The columns of a result row printed without its header, from the row's shape alone: size, count,
-    a type name, a reduction name, [root], then two groups of time algbw busbw [error|#wrong]."""
+    a type name, a reduction name, [root], then two groups of time algbw busbw [error|#wrong]. A sentence that
+    starts with a number (`1 job process is considered dead ...`, NCCL's RAS report) is not one: the count is a
+    number too."""
+    if number(cells[0]) is None or len(cells) < 2 or number(cells[1]) is None:
+        return None
     if len(cells) in (9, 11) and cells[2][:1].isalpha() and number(cells[3]) is not None:
         # The 2017-2019 all_gather form: no reduction column, `res` (max error) after each group.
         groups = ["time_us", "algbw", "busbw"] + (["wrong:error"] if len(cells) == 11 else [])

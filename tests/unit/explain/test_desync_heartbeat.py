@@ -42,6 +42,8 @@ FIELD: dict[str, tuple[str, str, str]] = {
                                              "at or around rank 39"),
     "nccl-ras-mismatch-counts-1.txt": ("collective-desync", "Communicator ranks have different AllGather",
                                        "ranks 12 on 10.137.190.124, 13 on 10.137.190.124 are ahead; the other 30"),
+    "nccl-ras-straggler-behind-1.txt": ("collective-desync", "Communicator ranks have different AllReduce",
+                                        "behind are ranks 7 on node1"),
 }
 
 
@@ -134,3 +136,9 @@ def test_each_wording_names_its_class(source: str, text: str, cause_id: str, hol
 
 def test_ras_names_the_node_of_the_rank_behind() -> None:
     assert "gpu03" in _causes(WORDINGS["ras-2.24"][1])[0].hosts
+    assert _causes((LOGS / "nccl-ras-straggler-behind-1.txt").read_text())[0].hosts == ["node1"]
+
+
+def test_ras_does_not_send_the_operator_to_the_ranks_ahead() -> None:
+    # NVIDIA/nccl#1911: the two ranks RAS lists launched one operation more; the 30 behind are not listed.
+    assert _causes((LOGS / "nccl-ras-mismatch-counts-1.txt").read_text())[0].hosts == []

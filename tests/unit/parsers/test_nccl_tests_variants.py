@@ -110,3 +110,13 @@ host-a: Test timeout (300s) common.cu:523
     assert facts.failures == ["host-a: Test timeout (300s) common.cu:523"]
     hung = parse_nccl_tests(text.rsplit("host-a", 1)[0])
     assert hung.verdict == "truncated: no footer" and not hung.complete and len(hung.rows) == 1
+
+
+def test_a_sentence_that_starts_with_a_number_is_not_a_headerless_row() -> None:
+    # NCCL's RAS report: eleven words, the first a number, like a row with a root column; its count is a word.
+    from provisioner.parsers.nccl_tests_table import infer_columns
+
+    sentence = "1 job process is considered dead (unreachable via the RAS network)"
+    row = "1048576 262144 float sum -1 45.2 23.2 43.5 0 44.9 23.3 43.7 0"
+    assert infer_columns(sentence.split()) is None
+    assert infer_columns(row.split()) is not None

@@ -1,0 +1,54 @@
+"""`explain` on NCCL RAS reports (`ncclras`, NCCL 2.24 on) from the field (tests/samples/logs/, sources in
+tests/samples/INDEX.md): a process RAS declared dead or that stopped answering names its node, and a report that
+saw every rank running leaves the answer to what the rest of the log says."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.explain._field import LOGS, causes_of, check_top_cause
+
+# file -> (the top cause's id, text its first evidence line holds, text its title/detail/fix hold)
+CASES: dict[str, tuple[str, str, str]] = {
+    # The process of rank 7 exited: RAS misses its data (job level and in communicator #0-0) but has not yet
+    # declared it dead.
+    "ncclras-report-incomplete-1.txt": (
+        "ras-process-unresponsive", "INCOMPLETE", "rank 7 (process 3748990, GPU 3) on node1"),
+    # A minute later: declared dead, the communicator gone.
+    "ncclras-report-dead-1.txt": ("ras-process-dead", "DEAD", "lost 1 job process for good: process 3748990"),
+    # Every rank running and reachable, while torch's watchdog timed out on rank 118: the timeout is the answer,
+    # and the report says on it that no rank was missing.
+    "ncclras-report-healthy-watchdog-1.txt": ("collective-timeout", "Watchdog caught collective operation timeout",
+                                              "NCCL's RAS report saw all 256 ranks running and reachable"),
+}
+# file -> the hosts the top cause names
+HOSTS: dict[str, list[str]] = {
+    "ncclras-report-incomplete-1.txt": ["node1"],
+    "ncclras-report-dead-1.txt": ["node1"],
+    "ncclras-report-healthy-watchdog-1.txt": [],
+}
+
+
+def test_every_log_of_this_set_has_a_case() -> None:
+    assert {p.name for p in LOGS.glob("ncclras-*.txt")} == set(CASES) == set(HOSTS)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_top_cause_of_each_field_log(name: str) -> None:
+    check_top_cause(name, CASES[name])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_hosts_each_names(name: str) -> None:
+    assert causes_of(name)[0].hosts == HOSTS[name]
+
+
+def test_a_healthy_report_names_no_ras_cause() -> None:
+    ids = [c.id for c in causes_of("ncclras-report-healthy-watchdog-1.txt")]
+    assert not [i for i in ids if i.startswith("ras-")], ids
+
+
+def test_a_report_is_not_read_as_nccl_tests_output() -> None:
+    # `1 job process is considered dead (...)` has as many words as a result row.
+    for name in CASES:
+        assert "nccl-tests-truncated" not in [c.id for c in causes_of(name)], name
