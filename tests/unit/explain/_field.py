@@ -3,6 +3,10 @@ sources in tests/samples/INDEX.md), its first evidence line, and a text its word
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
+import pytest
+
 from provisioner.explain import explain
 from provisioner.explain.model import Cause
 from tests.unit.parsers._samples import SAMPLES
@@ -33,3 +37,27 @@ def check_top_cause(name: str, case: tuple[str, str, str], *, evidence_starts: b
     assert first.startswith(line) if evidence_starts else line in first, first
     assert holds in words(top, addresses), words(top, addresses)
     return top
+
+
+Case = tuple[str, str, str]
+
+
+def table(cases: Mapping[str, Case], hosts: Mapping[str, list[str]] | None = None, *, evidence_starts: bool = False
+          ) -> tuple[Callable[[], None], Callable[[str], None], Callable[[str], None]]:
+    """The checks each table of field logs makes, as test functions for its module to bind under their own
+    names: every case's log is there (and has hosts, when the table says which), each log's top cause
+    (check_top_cause), and the hosts that cause names."""
+
+    def test_every_log_of_this_set_has_a_case() -> None:
+        assert all((LOGS / name).is_file() for name in cases)
+        assert hosts is None or set(hosts) == set(cases)
+
+    @pytest.mark.parametrize("name", sorted(cases))
+    def test_the_top_cause_of_each_field_log(name: str) -> None:
+        check_top_cause(name, cases[name], evidence_starts=evidence_starts)
+
+    @pytest.mark.parametrize("name", sorted(hosts or {}))
+    def test_the_hosts_each_names(name: str) -> None:
+        assert hosts is not None and causes_of(name)[0].hosts == hosts[name]
+
+    return test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names

@@ -7,9 +7,7 @@ failure quoted alone on its line, and the completion errors rdma-core's mlx5 pro
 
 from __future__ import annotations
 
-import pytest
-
-from tests.unit.explain._field import LOGS, causes_of, check_top_cause
+from tests.unit.explain._field import causes_of, table
 
 # file -> (the top cause's id, text its first evidence line starts with, text its title/detail/fix/settings hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -73,13 +71,7 @@ CASES: dict[str, tuple[str, str, str]] = {
 _causes = causes_of
 
 
-def test_every_log_of_this_set_has_a_case() -> None:
-    assert all((LOGS / name).is_file() for name in CASES)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_top_cause_of_each_field_log(name: str) -> None:
-    check_top_cause(name, CASES[name], evidence_starts=True)
+test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, _ = table(CASES, evidence_starts=True)
 
 
 def test_no_host_keeps_markdown_markup() -> None:

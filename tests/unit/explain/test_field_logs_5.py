@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.explain import explain
-from tests.unit.explain._field import LOGS, causes_of, check_top_cause
+from tests.unit.explain._field import causes_of, table
 
 # file -> (the top cause's id, text its first evidence line starts with, text its title/detail/fix/settings hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -30,13 +30,7 @@ CASES: dict[str, tuple[str, str, str]] = {
 }
 
 
-def test_every_log_of_this_set_has_a_case() -> None:
-    assert all((LOGS / name).is_file() for name in CASES)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_top_cause_of_each_field_log(name: str) -> None:
-    check_top_cause(name, CASES[name], evidence_starts=True)
+test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, _ = table(CASES, evidence_starts=True)
 
 
 def test_an_exit_barrier_alone_is_not_blamed_on_the_fabric() -> None:

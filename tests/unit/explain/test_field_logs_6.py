@@ -4,9 +4,7 @@ no host is made of a prefix's time, logger or file name."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.unit.explain._field import LOGS, causes_of, check_top_cause
+from tests.unit.explain._field import table
 
 # file -> (the top cause's id, text its first evidence line starts with, text its title/detail/fix/settings hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -26,15 +24,6 @@ HOSTS: dict[str, list[str]] = {
 }
 
 
-def test_every_log_of_this_set_has_a_case() -> None:
-    assert all((LOGS / name).is_file() for name in CASES) and set(HOSTS) == set(CASES)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_top_cause_of_each_field_log(name: str) -> None:
-    check_top_cause(name, CASES[name], evidence_starts=True)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_no_host_is_made_of_a_prefix(name: str) -> None:
-    assert causes_of(name)[0].hosts == HOSTS[name]
+# No host is made of a prefix: each log names exactly the hosts below.
+test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names = table(
+    CASES, HOSTS, evidence_starts=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.explain import explain
-from tests.unit.explain._field import LOGS, causes_of, check_top_cause
+from tests.unit.explain._field import causes_of, table
 
 # file -> (the top cause's id, text its first evidence line holds, text its title/detail/fix hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -42,18 +42,8 @@ HOSTS: dict[str, list[str]] = {
 }
 
 
-def test_every_log_of_this_set_has_a_case() -> None:
-    assert all((LOGS / name).is_file() for name in CASES) and set(HOSTS) == set(CASES)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_top_cause_of_each_field_log(name: str) -> None:
-    check_top_cause(name, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_hosts_each_names(name: str) -> None:
-    assert causes_of(name)[0].hosts == HOSTS[name]
+test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names = table(
+    CASES, HOSTS)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.explain._field import LOGS, causes_of, check_top_cause, words
+from tests.unit.explain._field import causes_of, table, words
 
 # file -> (the top cause's id, text its first evidence line holds, text its title/detail/fix hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -36,18 +36,8 @@ HOSTS: dict[str, list[str]] = {
 OTHERS = ["rccl-bootstrap-rank-checked-in-twice-1.txt", "rccl-proxy-polling-hipify-1.txt"]
 
 
-def test_every_log_of_this_set_has_a_case() -> None:
-    assert all((LOGS / name).is_file() for name in CASES) and set(HOSTS) == set(CASES)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_top_cause_of_each_field_log(name: str) -> None:
-    check_top_cause(name, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_hosts_each_names(name: str) -> None:
-    assert causes_of(name)[0].hosts == HOSTS[name]
+test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names = table(
+    CASES, HOSTS)
 
 
 @pytest.mark.parametrize("name", sorted(CASES) + OTHERS)

@@ -4,9 +4,7 @@ saw every rank running leaves the answer to what the rest of the log says."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.unit.explain._field import LOGS, causes_of, check_top_cause
+from tests.unit.explain._field import LOGS, causes_of, table
 
 # file -> (the top cause's id, text its first evidence line holds, text its title/detail/fix hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -33,14 +31,7 @@ def test_every_log_of_this_set_has_a_case() -> None:
     assert {p.name for p in LOGS.glob("ncclras-*.txt")} == set(CASES) == set(HOSTS)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_top_cause_of_each_field_log(name: str) -> None:
-    check_top_cause(name, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_hosts_each_names(name: str) -> None:
-    assert causes_of(name)[0].hosts == HOSTS[name]
+_, test_the_top_cause_of_each_field_log, test_the_hosts_each_names = table(CASES, HOSTS)
 
 
 def test_a_healthy_report_names_no_ras_cause() -> None:
