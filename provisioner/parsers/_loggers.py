@@ -22,6 +22,10 @@ VLLM = re.compile(
 # glog and absl (JAX, XLA, TensorFlow, torch's C++ side): `I1125 10:00:00.123456  1234 file.cc:12] `:
 # severity letter, month and day, time, thread id, source.
 GLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [^\s\]]+:\d+\](?: |$)", re.ASCII)
+# torch's own c10 logger (no glog) puts the same in brackets: `[E ProcessGroupNCCL.cpp:563] ` (2.0 to 2.3),
+# `[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] ` (2.4 on; the month is not zero-padded), with the
+# thread id in some builds (`[E0612 10:41:07.512331 78122 torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632] `).
+C10 = re.compile(r"^\[[IWEF](?:\d{3,4} \d{2}:\d{2}:\d{2}\.\d+(?: +\d+)?)? [^\s\]]+\.\w+:\d+\](?: |$)", re.ASCII)
 # TensorFlow/XLA's own logger: `2024-11-25 10:00:00.123456: E external/xla/xla/service/gpu/nccl.cc:12] `.
 TSL = re.compile(
     r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?: [IWEF] [^\s\]]+:\d+\](?: |$)", re.ASCII)
@@ -46,7 +50,7 @@ STERN = re.compile(
 COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*[-_]\d+\s*\|(?: |$)", re.ASCII)
 
 # Tried in this order at the start of what is left: a syslog stamp before the bare timestamp it begins with.
-EVERY_LINE = (KUBECTL, SYSLOG, VLLM, TSL, GLOG, DEEPSPEED)
+EVERY_LINE = (KUBECTL, SYSLOG, VLLM, TSL, GLOG, C10, DEEPSPEED)
 
 
 def prefix_host(prefix: str) -> str | None:

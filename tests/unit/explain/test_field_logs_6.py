@@ -14,7 +14,7 @@ CASES: dict[str, tuple[str, str, str]] = {
         "cuda-failure", "RuntimeError: NCCL error: unhandled cuda error", "a CUDA call failed: unhandled cuda error"),
     # torchrun's warnings behind glog's `W0722 15:17:50.704000 140269336518656 torch/distributed/run.py:757] `.
     "torchrun-glog-c10d-client-timeout-5.txt": (
-        "peer-unreachable", "[E socket.cpp:957] [c10d] The client socket has timed out after 60s",
+        "peer-unreachable", "[c10d] The client socket has timed out after 60s",
         "cannot reach the rendezvous store"),
 }
 # file -> the hosts the top cause names
