@@ -69,6 +69,10 @@ class Log:
 
 
 def _rank(prefix: str) -> int | None:
+    # torch's own `[rank3]:` names the global rank whatever stands before it (a viewer's line counter
+    # `[80746] `, a launcher's task).
+    if torch := re.search(r"\[rank(?P<rank>[0-9]+)\]:", prefix):
+        return int(torch.group("rank"))
     m = _PREFIX_RANK.search(prefix)
     if not m:
         return None
