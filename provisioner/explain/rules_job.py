@@ -16,6 +16,7 @@ from provisioner.explain import rules_proxy, rules_torch
 from provisioner.explain.evidence import evidence, grep, hosts, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
+from provisioner.explain.torch_store import store_note, store_servers
 from provisioner.parsers._text import unique
 from provisioner.parsers.nccl_tests import NcclTests
 
@@ -29,7 +30,9 @@ _DEAD_PEER = re.compile(
     r"|Connection reset by peer|Broken pipe|remote process exited or there was a network error|ncclRemoteError"
     r"|NCCL communicator was aborted|Gloo connectFullMesh failed|Read error \[(?P<peer2>[0-9a-fA-F.:]+)\]"
     r"|Timed out waiting [0-9]+ ?ms for (?:recv|send) operation|socketProgress(?=.*(?:closed|reset))"
-    r"|Call to recv from (?P<peer4>[0-9a-fA-F.:]*[0-9])<[0-9]+> failed\s*:\s*Connection timed out",
+    r"|Call to recv from (?P<peer4>[0-9a-fA-F.:]*[0-9])<[0-9]+> failed\s*:\s*(?:Connection timed out|"
+    r"Connection reset by peer|Broken pipe)"
+    r"|Failed to check the \"should dump\" flag on TCPStore",
     re.I,
 )
 # A shell reports a child it lost to SIGKILL as `Killed` alone on a line, or `line 1: 1234 Killed  python ...`.
@@ -194,10 +197,16 @@ def dead_peer(logs: list[Log]) -> list[Cause]:
     if local and len(local) == len(peers):
         fix = ("Find the process on that node that ended first: its own output (the first error), and dmesg or the "
                "scheduler for a kill (OOM killer, a signal, a limit).")
+    if note := store_note(lines):
+        # Only the store's clients lost their connection: say that alone, not the data-path alternatives.
+        when = "closed mid-job." + note if all(store_note([line]) for line in lines) else when + note
+        fix = ("Read rank 0's output (and the launcher's on the master node) for why it ended first; check that "
+               "no rank leaves or tears down the process group while others still use it.")
     return [Cause(
         id="connection-lost", title="a peer process exited or its connection dropped",
         detail=(f"connections to {', '.join(peers)} " if peers else "a peer connection ") + when, fix=fix,
-        score=50, hosts=hosts(lines), addresses=[p for p in peers if p not in local], evidence=evidence(lines),
+        score=50, hosts=hosts(lines), addresses=[p for p in peers if p not in local] + store_servers(lines),
+        evidence=evidence(lines),
     )]
 
 

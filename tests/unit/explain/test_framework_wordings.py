@@ -204,3 +204,33 @@ HEALTHY = {
 def test_healthy_framework_logs_name_nothing(text: str) -> None:
     result = explain([("job.log", text)])
     assert not result.failed, [c.id for c in result.causes]
+
+
+@pytest.mark.parametrize("prefix", [
+    "[E ProcessGroupNCCL.cpp:563] ",                                                          # 2.0 to 2.3
+    "[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] ",                                    # 2.4 on
+    "[E0612 10:41:07.512331 78122 torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632] ",    # with a thread id
+])
+def test_torchs_bracketed_c10_prefix_leaves_the_evidence(prefix: str) -> None:
+    text = (f"[rank3]:{prefix}[PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 "
+            "milliseconds before timing out.\n")
+    top = explain([("t.log", text)]).causes[0]
+    assert top.id == "collective-timeout" and top.evidence[0].text.startswith("[PG ID 0"), top.evidence
+    assert "global ranks 3" in top.detail, top.detail
+
+
+def test_a_store_client_names_the_server_it_lost() -> None:
+    text = ("[rank1]:[W1218 10:00:00.123456 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=3, "
+            "addr=[gpu02]:47466, remote=[gpu01]:29500): Connection reset by peer\n")
+    top = explain([("t.log", text)]).causes[0]
+    assert top.id == "connection-lost" and top.addresses == ["gpu01:29500"], top
+    assert "rank 0's process" in top.detail, top.detail
+
+
+def test_nccls_last_error_reset_names_the_peer() -> None:
+    text = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or "
+            "there was a network error, NCCL version 2.21.5\nLast error:\n"
+            "socketProgressOpt: Call to recv from 10.0.0.7<33759> failed : Connection reset by peer\n")
+    top = explain([("t.log", text)]).causes[0]
+    assert top.id == "connection-lost" and top.addresses == ["10.0.0.7"], top
