@@ -85,3 +85,21 @@ def test_rccls_own_failures_read_as_their_class(text: str, cause: str, holds: st
 def test_a_rocr_failure_rccl_ignored_is_no_cause() -> None:
     assert not _causes("gpu1:10:20 [0] NCCL INFO misc/rocmwrap.cc:140 ROCr failure 'HSA_STATUS_ERROR'\n")
 
+
+@pytest.mark.parametrize(("text", "holds"), [
+    ('gpu2:1:1 [0] init.cc:213 NCCL WARN Missing "iommu=pt" from kernel command line which can lead to system '
+     "instablity or hang!\n", "GRUB_CMDLINE_LINUX"),
+    ('gpu2:1:1 [0] init.cc:168 NCCL WARN Missing "HSA_FORCE_FINE_GRAIN_PCIE=1" from environment which can lead '
+     "to low RCCL performance, system instablity or hang!\n", "every rank's environment"),
+    ('gpu2:1:1 [0] init.cc:142 NCCL WARN NUMA auto balancing enabled which can lead to variability in the RCCL '
+     'performance! Disable by "sudo sysctl kernel.numa_balancing=0"\n', "kernel.numa_balancing=0"),
+])
+def test_rccls_settings_warnings_are_a_low_cause_naming_host_and_fix(text: str, holds: str) -> None:
+    causes = _causes(text)
+    assert [(c.id, c.hosts) for c in causes] == [("rccl-node-settings", ["gpu2"])]
+    assert causes[0].score < 40 and holds in causes[0].fix, causes[0].fix
+
+
+def test_nccl_names_no_settings_cause() -> None:
+    assert not _causes("gpu1:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+                       'gpu1:1:1 [0] NCCL INFO NCCL_IB_HCA set by environment to "mlx5_0"\n')
