@@ -11,7 +11,8 @@ and WARN lines (`Hipruntime version`, `ROCr version`, `Missing "iommu=pt"`, `HSA
 `librccl-net.so`), and from 2.2x `[FATAL ERROR]: HIP failure: 'X'` after the WARN of the call that failed (read
 as that failure again, `fold_echoes`), a date before the NCCL prefix on WARN lines (the shared cleaning takes it
 off), `ROCr failure 'X'` (rocmwrap.h: an HSA runtime call) and `ROCm SMI init failure ...` / `rocm_smi_lib: X
-device index not found` (rocm_smi_wrap.cc: the GPUs unreadable). HIP's error names are `hipErrorX`; the HSA
+device index not found` (rocm_smi_wrap.cc: the GPUs unreadable), `Add XGMI error : could not find GPU X` (graph/topo.cc:
+an xGMI link to a GPU it cannot see, and init ends). HIP's error names are `hipErrorX`; the HSA
 runtime reports a kernel's bad access as `Memory access fault by GPU node-N (Agent handle: ...) on address X.
 Reason: ...`; amdgpu logs `amdgpu 0000:03:00.0: amdgpu: GPU reset begin!`, `[drm:amdgpu_job_timedout
 [amdgpu]] *ERROR* ring gfx timeout`, `[gfxhub] page fault` / `VM fault`, and RAS lines for uncorrectable ECC errors.
@@ -30,7 +31,7 @@ _ROCM = re.compile(
     r"|\bhipError[A-Z]\w*|\bhip[A-Z]\w+ failed\b"
     r"|\bamdgpu\b|\+rocm[0-9]|\bROCm version\b|\bHIP version\s*:|\blibrccl|\bHSA_[A-Z_]+=|Hipruntime version"
     r"|\bROCr version\b|Memory access fault by GPU node|AMD Instinct|Missing \"(?:amd_)?iommu"
-    r"|\bROCr failure\b|\bROCm SMI\b|\brocm_smi_lib\b|\bARSMI",
+    r"|\bROCr failure\b|\bROCm SMI\b|\brocm_smi_lib\b|\bARSMI|Add XGMI error",
     re.I,
 )
 
@@ -41,6 +42,7 @@ _HIP = re.compile(
     r"|(?:hip|cuda)Ipc(?:Get|Open)MemHandle failed\s*:\s*(?P<c>.+)"
     r"|Memory access fault by GPU node-(?P<node>[0-9]+).*? on address (?P<addr>\S+?)\.?\s+Reason:\s*(?P<why>.+)"
     r"|ROCr failure\s*'(?P<rocr>[^']+)'?"
+    r"|Add XGMI error\s*:\s*(?P<xgmi>.+)"
     r"|(?P<smi>ROCm SMI init failure|ARSMI failure|rocm_smi_lib:|ARSMI_lib:)\s*(?P<smi2>.*)",
     re.I,
 )
@@ -124,6 +126,9 @@ def found(logs: list[Log]) -> list[tuple[str | None, LogLine, str]]:
     for line, m in grep(logs, _HIP):
         if m["c"] is not None:
             out.append(("p2p", line, f"IPC handle: {m['c'].strip().rstrip('.')}"))
+        elif m["xgmi"] is not None:  # RCCL's topology names an xGMI peer it cannot see: init stops there
+            out.append(("driver", line, f"xGMI topology: {m['xgmi'].strip()} (a GPU hidden from this process, or "
+                                         "NCCL_TOPO_FILE from another machine)"))
         elif m["rocr"] is not None or m["smi"] is not None:
             if (log := nccl_log(line.text)) is not None and log.level == "INFO":
                 continue  # a ROCr error RCCL ignored and went on

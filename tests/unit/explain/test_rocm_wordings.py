@@ -75,6 +75,9 @@ def test_the_fatal_error_line_is_the_failure_it_repeats_not_a_second_cause() -> 
     ("gpu1:10:10 [0] misc/rocm_smi_wrap.cc:34 NCCL WARN ROCm SMI init failure An error occurred during "
      "initialization, during monitor discovery or when when initializing internal data structures\n",
      "cuda-driver", "ROCm SMI init failure"),
+    # graph/topo.cc: an xGMI link in the topology to a GPU this process cannot see ends init.
+    ("gpu1:10:10 [0] graph/topo.cc:564 NCCL WARN Add XGMI error : could not find GPU 3000\n", "cuda-driver",
+     "xGMI topology: could not find GPU 3000"),
 ])
 def test_rccls_own_failures_read_as_their_class(text: str, cause: str, holds: str) -> None:
     found = _gpu(text)
