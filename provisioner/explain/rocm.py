@@ -8,10 +8,14 @@ its banner `RCCL version 2.x.y+hipA.B` (2020 on; `RCCL version : 2.x.y-HASH` wit
 hipify moved into the build and the same macro prints `Cuda failure 'X'` with hipGetErrorString's text),
 `hipIpcGetMemHandle failed : X` (`cudaIpcGetMemHandle` in RCCL's source, renamed by hipify), its own INFO
 and WARN lines (`Hipruntime version`, `ROCr version`, `Missing "iommu=pt"`, `HSA_FORCE_FINE_GRAIN_PCIE`,
-`librccl-net.so`). HIP's error names are `hipErrorX`; the HSA runtime reports a kernel's bad access as
-`Memory access fault by GPU node-N (Agent handle: ...) on address X. Reason: ...`; amdgpu logs
-`amdgpu 0000:03:00.0: amdgpu: GPU reset begin!`, `[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx
-timeout`, `[gfxhub] page fault` / `VM fault`, and RAS lines for uncorrectable ECC errors.
+`librccl-net.so`), and from 2.2x `[FATAL ERROR]: HIP failure: 'X'` after the WARN of the call that failed (read
+as that failure again, `fold_echoes`), a date before the NCCL prefix on WARN lines (the shared cleaning takes it
+off), `ROCr failure 'X'` (rocmwrap.h: an HSA runtime call) and `ROCm SMI init failure ...` / `rocm_smi_lib: X
+device index not found` (rocm_smi_wrap.cc: the GPUs unreadable), `Add XGMI error : could not find GPU X` (graph/topo.cc:
+an xGMI link to a GPU it cannot see, and init ends). HIP's error names are `hipErrorX`; the HSA
+runtime reports a kernel's bad access as `Memory access fault by GPU node-N (Agent handle: ...) on address X.
+Reason: ...`; amdgpu logs `amdgpu 0000:03:00.0: amdgpu: GPU reset begin!`, `[drm:amdgpu_job_timedout
+[amdgpu]] *ERROR* ring gfx timeout`, `[gfxhub] page fault` / `VM fault`, and RAS lines for uncorrectable ECC errors.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import re
 
 from provisioner.explain.evidence import grep
 from provisioner.explain.logs import Log, LogLine
+from provisioner.parsers.nccl_line import nccl_log
 
 _ROCM = re.compile(
     r"\bRCCL version\b|NCCL version \S*\+hip|/hipify/|/rccl(?:-tests)?/\S+:[0-9]+|\bHIP failure\b"
     r"|\bhipError[A-Z]\w*|\bhip[A-Z]\w+ failed\b"
     r"|\bamdgpu\b|\+rocm[0-9]|\bROCm version\b|\bHIP version\s*:|\blibrccl|\bHSA_[A-Z_]+=|Hipruntime version"
-    r"|\bROCr version\b|Memory access fault by GPU node|AMD Instinct|Missing \"(?:amd_)?iommu",
+    r"|\bROCr version\b|Memory access fault by GPU node|AMD Instinct|Missing \"(?:amd_)?iommu"
+    r"|\bROCr failure\b|\bROCm SMI\b|\brocm_smi_lib\b|\bARSMI|Add XGMI error",
     re.I,
 )
 
@@ -34,9 +40,14 @@ _HIP = re.compile(
     r"HIP failure:?\s*(?:[0-9]+\s+)?'(?P<a>[^']+)'?"
     r"|(?P<b>hipError[A-Za-z]+)(?:\s*[:(]\s*(?P<b2>[^)\n]+))?"
     r"|(?:hip|cuda)Ipc(?:Get|Open)MemHandle failed\s*:\s*(?P<c>.+)"
-    r"|Memory access fault by GPU node-(?P<node>[0-9]+).*? on address (?P<addr>\S+?)\.?\s+Reason:\s*(?P<why>.+)",
+    r"|Memory access fault by GPU node-(?P<node>[0-9]+).*? on address (?P<addr>\S+?)\.?\s+Reason:\s*(?P<why>.+)"
+    r"|ROCr failure\s*'(?P<rocr>[^']+)'?"
+    r"|Add XGMI error\s*:\s*(?P<xgmi>.+)"
+    r"|(?P<smi>ROCm SMI init failure|ARSMI failure|rocm_smi_lib:|ARSMI_lib:)\s*(?P<smi2>.*)",
     re.I,
 )
+# RCCL 2.2x on follow a failed HIP call's WARN with `[FATAL ERROR]: HIP failure: 'X'`: the same failure again.
+FATAL = re.compile(r"\[FATAL ERROR\]:?\s*HIP failure", re.I)
 # The amdgpu kernel driver (dmesg, journalctl -k, a syslog line with its host).
 _AMDGPU = re.compile(
     r"amdgpu(?P<pci> [0-9a-fA-F]{4}:[0-9a-fA-F:.]+)?:?.*?(?P<reset>\bGPU reset begin\b)"
@@ -115,6 +126,16 @@ def found(logs: list[Log]) -> list[tuple[str | None, LogLine, str]]:
     for line, m in grep(logs, _HIP):
         if m["c"] is not None:
             out.append(("p2p", line, f"IPC handle: {m['c'].strip().rstrip('.')}"))
+        elif m["xgmi"] is not None:  # RCCL's topology names an xGMI peer it cannot see: init stops there
+            out.append(("driver", line, f"xGMI topology: {m['xgmi'].strip()} (a GPU hidden from this process, or "
+                                         "NCCL_TOPO_FILE from another machine)"))
+        elif m["rocr"] is not None or m["smi"] is not None:
+            if (log := nccl_log(line.text)) is not None and log.level == "INFO":
+                continue  # a ROCr error RCCL ignored and went on
+            if m["rocr"] is not None:
+                out.append((kind(m["rocr"]), line, f"ROCr (HSA runtime): {m['rocr'].strip().rstrip('.')}"))
+            else:  # rocm_smi could not read the GPUs: the driver's sysfs, or a container that hides it
+                out.append(("driver", line, f"{m['smi'].rstrip(':')} {m['smi2'].strip()}".strip()))
         elif m["node"] is not None:
             out.append(("kernel", line, f"memory access fault on GPU node-{m['node']} at {m['addr']} "
                                         f"({m['why'].strip().rstrip('.')})"))
@@ -133,3 +154,22 @@ def found(logs: list[Log]) -> list[tuple[str | None, LogLine, str]]:
         else:
             out.append(("hardware", line, f"{m['ras']}{at}"))
     return out
+
+
+def fold_echoes(found: dict[str, list[tuple[LogLine, str]]]) -> None:
+    """A `[FATAL ERROR]: HIP failure: 'X'` line joins the failure it repeats (a WARN whose error is X, in
+    another class), so one failed call is one cause; alone, it keeps its own class."""
+    for kind_, items in list(found.items()):
+        keep: list[tuple[LogLine, str]] = []
+        for line, what in items:
+            home = next(((k, w) for k, others in found.items() if k != kind_ for other, w in others
+                         if not FATAL.search(other.text) and w.lower().endswith(what.lower())), None) \
+                if FATAL.search(line.text) else None
+            if home is None:
+                keep.append((line, what))
+            else:
+                found[home[0]].append((line, home[1]))
+        if keep:
+            found[kind_] = keep
+        else:
+            del found[kind_]

@@ -141,6 +141,7 @@ def _found(logs: list[Log], amd: bool) -> dict[str, list[tuple[LogLine, str]]]:
     if amd:
         for hip_kind, line, what in rocm.found(logs):
             add(hip_kind or _kind(what), line, what)
+        rocm.fold_echoes(found)
     if not found and (summary := grep(logs, _UNHANDLED)):
         for line, _ in summary:
             add("other", line, rocm.SUMMARY if amd else
