@@ -107,18 +107,7 @@ def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | Non
 
     `ssh_config` replaces ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump are honoured).
     """
-    connect_kwargs: dict[str, object] = {"banner_timeout": connect_timeout, "auth_timeout": connect_timeout}
-    if host.key_file:
-        connect_kwargs["key_filename"] = [str(host.key_file)]
-    explicit = host.explicit
-    conn = Connection(
-        host.ssh_config_host,
-        user=host.user if "user" in explicit else None,
-        port=host.port if "port" in explicit else None,
-        connect_timeout=max(0.5, connect_timeout),
-        connect_kwargs=connect_kwargs,
-        config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config(),
-    )
+    conn = _connection(host, connect_timeout, ssh_config, login=True)
     known = knownhosts.load_cached(_known_hosts_files(host, conn))
     try:
         _open_chain(_hops(conn, known), host.name, known, connect_timeout, target=conn)
@@ -126,6 +115,19 @@ def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | Non
         conn.close()
         raise
     return conn
+
+
+def _connection(host: Host, timeout: float, ssh_config: Path | None, *, login: bool = False) -> Connection:
+    """A Connection not yet opened: the inventory's user and port only where it set them, so that
+    ~/.ssh/config (or `ssh_config`) decides the rest, as ssh would. For a login, the inventory's key
+    goes first, before the config's IdentityFile ones (Fabric merges them)."""
+    kwargs: dict[str, object] = {"banner_timeout": timeout, "auth_timeout": timeout}
+    if login and host.key_file:
+        kwargs["key_filename"] = [str(host.key_file)]
+    return Connection(host.ssh_config_host, user=host.user if "user" in host.explicit else None,
+                      port=host.port if "port" in host.explicit else None, connect_timeout=max(0.5, timeout),
+                      connect_kwargs=kwargs,
+                      config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config())
 
 
 def _hops(first: Connection, known: knownhosts.KnownHosts) -> list[Connection]:
@@ -184,11 +186,7 @@ def host_key(host: Host, *, timeout: float = 10.0, ssh_config: Path | None = Non
     would (its own key checked against known_hosts) and the key exchange goes through it; a ProxyCommand
     is not supported here: HostUnreachable says so.
     """
-    conn = Connection(host.ssh_config_host, user=host.user if "user" in host.explicit else None,
-                      port=host.port if "port" in host.explicit else None,
-                      connect_timeout=max(0.5, timeout),
-                      connect_kwargs={"banner_timeout": timeout, "auth_timeout": timeout},
-                      config=Config(runtime_ssh_path=str(ssh_config)) if ssh_config else Config())
+    conn = _connection(host, timeout, ssh_config)
     files = _known_hosts_files(host, conn)
     where = f"{conn.host}:{conn.port}"
     name = conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
@@ -260,10 +258,9 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
     """Run `script` with `sh -s` in ONE exec, the script on its standard input, for at most `timeout` seconds;
     through sudo as `become` says (become.py: the password, if any, goes on standard input before it).
 
-    The script's text never shows in the host's process list and has no length limit. It is sent as one
-    brace group, so the shell reads all of it before running any of it (a command in it that reads
-    standard input finds nothing of the script). The command's own exit code is returned, never raised;
-    a sudo that refused to run it raises BecomeFailed.
+    The script's text never shows in the host's process list and has no length limit; it goes as
+    `framed` makes it. The command's own exit code is returned, never raised; a sudo that refused to
+    run it raises BecomeFailed.
 
     Output past `max_stdout` ends the exec ("overflow"); stderr past `max_stderr` is read and dropped.
     A lost connection, the deadline and `interrupt()` end it too: with `partial`, the result keeps what
@@ -325,15 +322,16 @@ def _tick(channel: paramiko.Channel, due: float, every: float) -> float:
 
 
 def framed(script: str) -> str:
-    """The text `sh -s` gets: one brace group, read whole before any of it runs (a script may then point
-    its own standard input elsewhere), in the C locale: the parsers read tools' output in its words
-    (`stat %F` prints "regular file", not a translation, on a node whose login sets another language)."""
+    """The text `sh -s` gets: one brace group, read whole before any of it runs (so a command in it that
+    reads standard input finds nothing of the script, and a script may point that input elsewhere), in
+    the C locale: the parsers read tools' output in its words (`stat %F` prints "regular file", not a
+    translation, on a node whose login sets another language)."""
     return "{\nLC_ALL=C; export LC_ALL\n" + script.rstrip("\n") + "\n}\n"
 
 
 def _acknowledge(channel: paramiko.Channel) -> None:
-    """The marker arrived: say so on the script's standard input, then end that input. A lost channel
-    loses the line, and the script, waiting for it, goes no further (which is why it waits)."""
+    """The marker arrived: say so on the script's standard input, then end it. A line lost with the
+    channel leaves the script refusing its change (changes.py), which is why it waits for one."""
     try:
         channel.sendall(b"\n")
         channel.shutdown_write()
