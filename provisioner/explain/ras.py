@@ -11,12 +11,14 @@ rank); an entry ends at the first line that is not one of them, so text pasted a
 The mismatch of operation counts is read where desyncs are (rules_desync); this module reads the rest.
 
 Log lines (INFO, `NCCL_DEBUG_SUBSYS` including RAS, 2.24 on) that say a peer process is gone or silent:
-`RAS declaring peer A<port> as DEAD`, `RAS dead peer N: socket A<port>, pid P, GPU G`, `RAS connection from
-peer A<port> that is considered dead!`, `RAS handling deadPeer (addr A<port>)`, and the timeouts `RAS keep-alive
-timeout warning|error (Ns) on socket connection with A<port>`, `RAS connect timeout warning`, `RAS connect retry
-timeout`, `RAS init timeout error`, `RAS send stuck timeout error`, `RAS peer connect timeout warning (Ns) on
-socket connection from A<port>`; the monitor stream (`ncclras -m`, 2.29 on) prints events as `[date time]
-EVENT: who details` with PEER_DEAD, PEER_TIMEOUT_DEAD, PEER_UNRESPONSIVE, PEER_KEEPALIVE_TIMEOUT,
+`RAS declaring peer A<port> as DEAD`, `RAS dead peer N: socket A<port>, pid P, GPU G`, `RAS handling deadPeer
+(addr A<port>)`; a peer declared dead that connects again, `RAS connection from peer A<port> that is considered
+dead!` (RAS refuses it: the process was alive, only cut off from this one for longer than the keep-alive), and on
+the side refused `RAS handling connInitAck from A<port> (nack 1)` (then it declares A dead in turn); the
+timeouts `RAS keep-alive timeout warning|error (Ns) on socket connection with A<port>`, `RAS connect timeout
+warning`, `RAS connect retry timeout`, `RAS init timeout error`, `RAS send stuck timeout error`, `RAS peer connect
+timeout warning (Ns) on socket connection from A<port>`; the monitor stream (`ncclras -m`, 2.29 on) prints events
+as `[date time] EVENT: who details` with PEER_DEAD, PEER_TIMEOUT_DEAD, PEER_UNRESPONSIVE, PEER_KEEPALIVE_TIMEOUT,
 PEER_SEND_STUCK, PEER_INIT_TIMEOUT, PEER_DISCONNECTED and PEER_RECOVERED.
 """
 
@@ -157,8 +159,13 @@ def table(log: Log) -> list[tuple[LogLine, int, str, str]]:
 _PEER = r"(?P<peer>[^\s<>()]+?)<[0-9]+>"
 _DEAD_LINE = re.compile(r"RAS declaring peer " + _PEER + r" as DEAD|RAS dead peer [0-9]+: socket " + _PEER.replace(
     "peer>", "peer2>") + r"(?:, pid (?P<pid>[0-9]+))?(?:, GPUs? (?P<gpu>.+?))?\s*$"
-                        r"|RAS connection from peer " + _PEER.replace("peer>", "peer3>") + r" that is considered dead"
                         r"|RAS handling deadPeer \(addr " + _PEER.replace("peer>", "peer4>") + r"\)")
+# A peer RAS had declared dead connecting again: the same listening address, so the same process, alive all along.
+# Some builds print no address (`from a peer`).
+_RETURNED_LINE = re.compile(r"RAS connection from (?:a )?peer(?: " + _PEER + r")? that is considered dead")
+# The other side of it: the process cut off is refused (a NACK) by the peer that holds it dead, and declares that
+# peer dead in turn, though it is alive.
+_NACK_LINE = re.compile(r"RAS handling connInitAck from " + _PEER + r" \(nack [1-9]")
 _SILENT_LINE = re.compile(r"RAS (?P<what>keep-alive timeout (?:warning|error)|connect timeout warning|connect retry "
                           r"timeout|init timeout error|send stuck timeout error|peer connect timeout warning) "
                           r"\((?P<secs>[0-9]+)s\) on (?:incoming )?socket connection (?:with|from) " + _PEER)
@@ -170,7 +177,8 @@ _DEAD_EVENTS = {"PEER_DEAD", "PEER_TIMEOUT_DEAD"}
 
 @dataclass(frozen=True)
 class RasLine:
-    """A log line of the RAS thread or its monitor stream about one peer: `dead` or silent (timeouts)."""
+    """A log line of the RAS thread or its monitor stream about one peer: `dead`, silent (timeouts), or `returned`
+    (connecting again while RAS holds it dead; `peer` is empty where the release prints no address)."""
 
     line: LogLine
     peer: str
@@ -179,6 +187,8 @@ class RasLine:
     pid: str | None = None
     gpu: str | None = None
     recovered: bool = False
+    returned: bool = False  # a peer declared dead connected again: it was cut off, not gone
+    refused: bool = False  # the other side of it: `peer` refused this process, which it holds dead
     host: str | None = None  # the peer's host, where the caller's aliases know its address
 
 
@@ -186,8 +196,14 @@ def peer_lines(log: Log) -> list[RasLine]:
     found: list[RasLine] = []
     for line in log.lines:
         if m := _DEAD_LINE.search(line.text):
-            peer = m["peer"] or m["peer2"] or m["peer3"] or m["peer4"]
+            peer = m["peer"] or m["peer2"] or m["peer4"]
             found.append(RasLine(line, peer, True, "declared dead by NCCL's RAS", m["pid"], m["gpu"]))
+        elif m := _RETURNED_LINE.search(line.text):
+            found.append(RasLine(line, m["peer"] or "", False, "connected again after RAS declared it dead",
+                                 returned=True))
+        elif m := _NACK_LINE.search(line.text):
+            found.append(RasLine(line, m["peer"], False, "refused this process, which it holds dead", returned=True,
+                                 refused=True))
         elif m := _SILENT_LINE.search(line.text):
             found.append(RasLine(line, m["peer"], False, f"RAS {m['what']} after {m['secs']}s"))
         elif m := _EVENT.search(line.text):
