@@ -19,7 +19,8 @@ timeouts `RAS keep-alive timeout warning|error (Ns) on socket connection with A<
 warning`, `RAS connect retry timeout`, `RAS init timeout error`, `RAS send stuck timeout error`, `RAS peer connect
 timeout warning (Ns) on socket connection from A<port>`; the monitor stream (`ncclras -m`, 2.29 on) prints events
 as `[date time] EVENT: who details` with PEER_DEAD, PEER_TIMEOUT_DEAD, PEER_UNRESPONSIVE, PEER_KEEPALIVE_TIMEOUT,
-PEER_SEND_STUCK, PEER_INIT_TIMEOUT, PEER_DISCONNECTED and PEER_RECOVERED.
+PEER_SEND_STUCK, PEER_INIT_TIMEOUT, PEER_DISCONNECTED and PEER_RECOVERED. The report's job summary names the nodes
+running another number of processes than the rest (outliers).
 """
 
 from __future__ import annotations
@@ -211,3 +212,59 @@ def peer_lines(log: Log) -> list[RasLine]:
             found.append(RasLine(line, m["node"] or m["peer"], event in _DEAD_EVENTS, event, m["pid"], m["gpu"],
                                  recovered=event == "PEER_RECOVERED"))
     return [replace(r, host=log.aliases.get(r.peer, r.peer)) for r in found]
+
+
+# The report's job summary (every release): a table of processes per node, the most frequent count first (`Nodes
+# Processes GPUs` over `per node per process`, or `per node` alone when GPUs per process vary, then a table of
+# `Processes GPUs` over `per process`); where only the process count per node varies, `The outlier node(s):` and one
+# `Node A running process(es) P,P` line each. The process ids on those lines are not the node's own in every release
+# (they repeat the first ones of the job), so only their number is read.
+_PER_NODE = re.compile(r"^Nodes\s+Processes(?:\s+GPUs)?$")
+_PER_PROCESS = re.compile(r"^Processes\s+GPUs$")
+_NUMBERS = re.compile(r"^[0-9]+(?:\s+[0-9]+){1,2}$")
+_OUTLIERS = re.compile(r"^The outlier nodes?:$")
+_OUTLIER = re.compile(r"^Node (?P<node>\S+) running process(?:es)? (?P<pids>[0-9]+(?:\s*,\s*[0-9]+)*)$")
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A node running another number of NCCL processes than most (`node` set, `count` its processes), or a group of
+    `processes` managing another number of GPUs each (`count`) than most; `usual` is what most run or manage."""
+
+    line: LogLine
+    node: str | None
+    count: int
+    usual: int | None
+    processes: int = 1
+
+
+def _rows(lines: list[LogLine], start: int) -> list[tuple[LogLine, list[int]]]:
+    rows = []
+    for line in lines[start:]:
+        if not _NUMBERS.match(line.text.strip()):
+            break
+        rows.append((line, [int(n) for n in line.text.split()]))
+    return rows
+
+
+def outliers(log: Log) -> list[Outlier]:
+    """The job summary's nodes with another process count than the rest, and processes with another GPU count."""
+    found: list[Outlier] = []
+    usual: int | None = None
+    lines = log.lines
+    for index, line in enumerate(lines):
+        text = line.text.strip()
+        under = lines[index + 1].text.strip() if index + 1 < len(lines) else ""
+        if _PER_NODE.match(text) and under.startswith("per node"):
+            rows = _rows(lines, index + 2)
+            usual = rows[0][1][1] if rows else None
+        elif _PER_PROCESS.match(text) and under == "per process":
+            rows = _rows(lines, index + 2)
+            found += [Outlier(row, None, numbers[1], rows[0][1][1], numbers[0]) for row, numbers in rows[1:]
+                      if len(numbers) == 2]
+        elif _OUTLIERS.match(text):
+            for item in lines[index + 1:]:
+                if not (m := _OUTLIER.match(item.text.strip())):
+                    break
+                found.append(Outlier(item, m["node"], len(m["pids"].split(",")), usual))
+    return found

@@ -1,9 +1,9 @@
 """What NCCL's RAS (2.24 on) says is wrong, in an operator's words: processes it declared dead or that stopped
 answering (and the communicators left incomplete by them), ranks that reported an NCCL error, and ranks whose
 communicator state differs from the others'; a process declared dead that connects again (alive all along: the
-network between two nodes dropped for longer than the keep-alive). Read from the `ncclras` report and from the RAS
-thread's log lines (ras.py). A straggler, ranks behind on collectives, is read with the other desyncs
-(rules_desync).
+network between two nodes dropped for longer than the keep-alive), and nodes the job summary finds running another
+number of processes than the rest. Read from the `ncclras` report and from the RAS thread's log lines (ras.py). A
+straggler, ranks behind on collectives, is read with the other desyncs (rules_desync).
 
 RAS only sees processes: the host to look at first is the node it names (as NCCL's socket address shows it;
 an inventory's aliases turn an address into the host's name).
@@ -16,7 +16,7 @@ from dataclasses import replace
 from provisioner.explain.evidence import evidence
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause, Evidence
-from provisioner.explain.ras import RasEntry, RasLine, RasRank, peer_lines, report, table
+from provisioner.explain.ras import RasEntry, RasLine, RasRank, outliers, peer_lines, report, table
 from provisioner.parsers._text import unique
 
 # A dead or silent process stops every collective it is in: above a watchdog's timeout or a lost connection
@@ -27,6 +27,8 @@ ERROR_SCORE = 78
 # A live process cut off for longer than RAS's keep-alive: the network between two nodes is the cause, above the
 # dead process it is otherwise read as.
 SPLIT_SCORE = 77
+# A node running fewer (or more) processes than the others: a rank missing from the start, below what broke mid-job.
+OUTLIER_SCORE = 62
 STATUS_SCORE = 66
 # RAS timeouts with no process named: a hint, not an answer.
 TIMEOUT_SCORE = 45
@@ -242,6 +244,35 @@ def _status(entries: list[RasEntry]) -> list[Cause]:
                   evidence=evidence(_lines(found)))]
 
 
+def _outliers(logs: list[Log]) -> list[Cause]:
+    found = [item for log in logs for item in outliers(log)]
+    if not found:
+        return []
+    parts = [f"node {o.node} runs {o.count} NCCL process{'es' if o.count != 1 else ''}"
+             + (f" where the other nodes run {o.usual}" if o.usual is not None else "") if o.node else
+             f"{o.processes} process{'es manage' if o.processes != 1 else ' manages'} {o.count} GPU"
+             f"{'s' if o.count != 1 else ''} each where most manage {o.usual}" for o in found]
+    fewer = [o for o in found if o.usual is None or o.count < o.usual]
+    more = [o for o in found if o.usual is not None and o.count > o.usual]
+    nodes = unique([o.node for o in found if o.node])
+    title = ("fewer" if fewer else "more") + (f" NCCL processes on {', '.join(nodes[:4])} than on the other nodes"
+                                              if nodes else " GPUs on some NCCL processes than on the others")
+    detail = (f"NCCL's RAS job summary: {'; '.join(parts[:6])}. "
+              + ("Fewer than the others: a rank there never started or exited before NCCL set up (the launcher's "
+                 "log and that rank's own say why), or the node has fewer GPUs to give (one fallen off the bus or "
+                 "hidden: CUDA_VISIBLE_DEVICES, the scheduler's GPU count). " if fewer else "")
+              + ("More than the others: a rank launched twice there, or another job's NCCL processes joined this "
+                 "one's RAS. " if more else "")
+              + "Where every node should run the same, collectives that need the ranks not there wait for them.")
+    return [Cause(id="ras-node-outlier", title=title, detail=detail,
+                  fix="On the node named, count the job's processes and GPUs (`nvidia-smi`: every GPU listed, and "
+                      "one process on each; `dmesg` for an Xid or a GPU fallen off the bus) and compare the "
+                      "launcher's request per node (Slurm --ntasks-per-node and --gpus-per-node, torchrun "
+                      "--nproc-per-node) with the other nodes.",
+                  score=OUTLIER_SCORE, hosts=nodes, settings=["CUDA_VISIBLE_DEVICES"],
+                  evidence=evidence([o.line for o in found]))]
+
+
 def _entries(log: Log) -> list[RasEntry]:
     return report(log)
 
@@ -249,9 +280,10 @@ def _entries(log: Log) -> list[RasEntry]:
 def ras(logs: list[Log]) -> list[Cause]:
     entries = [entry for log in logs for entry in _entries(log)]
     lines = [line for log in logs for line in peer_lines(log)]
+    found = _outliers(logs)
     if not entries and not lines:
-        return []
-    return _split(entries, lines) + _lost(entries, lines) + _errors(entries) + _status(entries)
+        return found
+    return _split(entries, lines) + _lost(entries, lines) + _errors(entries) + _status(entries) + found
 
 
 # Causes a healthy report speaks to: the job hung or timed out, yet RAS saw every process.

@@ -1,6 +1,7 @@
 """NCCL RAS wordings with no field log yet, one row each: lines built from the format strings in NCCL's own source
 (src/ras/client_support.cc for the `ncclras` report, src/ras/rasnet.cc, peers.cc and ras.cc for the RAS thread's
-INFO lines and the monitor events), with the release whose wording each row follows."""
+INFO lines and the monitor events), with the release whose wording each row follows. The report's job summary rows
+are built from the same source's format strings (no field report prints GPUs per process apart yet)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,19 @@ WORDINGS: dict[str, tuple[str, str, str, list[str], str]] = {
     "refused-2.30": ("v2.30.7 ras.cc", "gpu02:99:100 [0] NCCL INFO RAS handling connInitAck from 10.0.0.1<40000> "
                      "(nack 1)\ngpu02:99:100 [0] NCCL INFO RAS declaring peer 10.0.0.1<40000> as DEAD; "
                      "rasDeadPeersHash 0x1\n", "ras-network-split", ["gpu02", "10.0.0.1"], "10.0.0.1 refused gpu02"),
+    # The job summary's table of GPUs per process, printed where they differ (no node is named there).
+    "gpus-per-process-2.26": ("v2.26.2 client_support.cc", "Job summary\n===========\n\n  Nodes  Processes\n"
+                              "          per node\n      4          8\n\n         Processes         GPUs\n"
+                              "                    per process\n                31            1\n"
+                              "                 1            0\n", "ras-node-outlier", [],
+                              "1 process manages 0 GPUs each where most manage 1"),
+    # Where only the process count per node differs, the nodes are named.
+    "outlier-nodes-2.30": ("v2.30.7 client_support.cc", "  Nodes  Processes         GPUs\n          per node  "
+                           "per process\n      6          8            1\n      2          7            1\n\n  "
+                           "Nodes  Processes         GPUs\n(total)    (total)      (total)\n      8         62"
+                           "           62\n\nThe outlier nodes:\n  Node 10.0.0.7 running processes 1,2,3,4,5,6,7\n"
+                           "  Node 10.0.0.8 running processes 1,2,3,4,5,6,7\n", "ras-node-outlier",
+                           ["10.0.0.7", "10.0.0.8"], "node 10.0.0.8 runs 7 NCCL processes where the other nodes run 8"),
     "monitor-dead-2.29": ("v2.29.2 client_support.cc, peers.cc", "[2026-01-05 10:00:00] PEER_DEAD: Process 4242 on "
                           "node gpu03 managing GPU 3 \n", "ras-process-dead", ["gpu03"], "process 4242 on gpu03"),
     "monitor-unresponsive-2.29": ("v2.29.2 rasnet.cc", "[2026-01-05 10:00:00] PEER_UNRESPONSIVE: 10.0.0.7<40200> "
