@@ -2,8 +2,9 @@
 answering (and the communicators left incomplete by them), ranks that reported an NCCL error, and ranks whose
 communicator state differs from the others'; a process declared dead that connects again (alive all along: the
 network between two nodes dropped for longer than the keep-alive), and nodes the job summary finds running another
-number of processes than the rest. Read from the `ncclras` report and from the RAS thread's log lines (ras.py). A
-straggler, ranks behind on collectives, is read with the other desyncs (rules_desync).
+number of processes than the rest. Read from the `ncclras` report, text (ras.py) or JSON (ras_json.py), and from
+the RAS thread's log lines (ras.py). A straggler, ranks behind on collectives, is read with the other desyncs
+(rules_desync).
 
 RAS only sees processes: the host to look at first is the node it names (as NCCL's socket address shows it;
 an inventory's aliases turn an address into the host's name).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from provisioner.explain import ras_json
 from provisioner.explain.evidence import evidence
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause, Evidence
@@ -274,7 +276,7 @@ def _outliers(logs: list[Log]) -> list[Cause]:
 
 
 def _entries(log: Log) -> list[RasEntry]:
-    return report(log)
+    return report(log) + ras_json.entries(log)
 
 
 def ras(logs: list[Log]) -> list[Cause]:
