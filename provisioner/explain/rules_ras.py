@@ -296,16 +296,19 @@ def fold(causes: list[Cause], logs: list[Log]) -> list[Cause]:
     """A report that saw every rank running with no error and no mismatch beside a timeout: no process died
     and none stopped launching, which a timeout's reader needs to know; said on that cause, not as one."""
     rows = [row for log in logs for row in table(log)]
-    if not rows or any(status != "RUNNING" or errors != "OK" for _, _, status, errors in rows):
+    # A JSON report has no table: its communicators' ranks, every one answering, stand for it.
+    docs = [doc for log in logs for doc in ras_json.documents(log)]
+    if (not rows and not docs) or any(status != "RUNNING" or errors != "OK" for _, _, status, errors in rows):
         return causes
-    if any(_entries(log) for log in logs) or any(c.id.startswith("ras-") for c in causes):
+    if any(_entries(log) or ras_json.op_counts(log) for log in logs) or any(c.id.startswith("ras-") for c in causes):
         return causes
-    ranks = sum(n for _, n, _, _ in rows)
+    ranks = sum(n for _, n, _, _ in rows) or max(
+        (len(comm.get("ranks") or []) for doc in docs for comm in doc.data["communicators"]), default=0)
     note = (f" NCCL's RAS report saw all {ranks} ranks running and reachable, with no errors and the same "
             "operation counts: no process had died and none had stopped launching collectives when it was "
             "taken, so a hang then was inside the collective (a transfer between the nodes or a GPU), not a "
             "missing rank.")
-    line = rows[0][0]
+    line = rows[0][0] if rows else docs[0].line("communicators")
     item = Evidence(file=line.file, line=line.number, text=line.text)
     return [c.model_copy(update={"detail": c.detail + note, "evidence": [*c.evidence, item]})
             if c.id in _HUNG else c for c in causes]

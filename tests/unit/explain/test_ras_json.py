@@ -103,6 +103,19 @@ def test_a_healthy_document_names_nothing() -> None:
     assert not _causes(_doc(_HEALTHY, []))
 
 
+def test_a_healthy_document_beside_a_watchdog_timeout_says_no_rank_was_missing() -> None:
+    watchdog = ("[rank1]:[E105 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                "ran for 600010 milliseconds before timing out.\n")
+    causes = explain([("ras.json", _doc(_HEALTHY, [])), ("rank1.log", watchdog)]).causes
+    top = causes[0]
+    assert top.id == "collective-timeout", [c.id for c in causes]
+    assert "NCCL's RAS report saw all 4 ranks running and reachable" in top.detail
+    assert top.evidence[-1].text == '"communicators": ['
+    behind = _doc([*_HEALTHY[:3], _rank(3, "10.0.0.3", 303, 3, ops=60)], [])
+    assert all("saw all" not in c.detail for c in explain([("ras.json", behind), ("rank1.log", watchdog)]).causes)
+
+
 def test_a_document_pasted_among_other_lines_is_read() -> None:
     text = ("$ ncclras -f json\n" + _doc(_HEALTHY, [_missing(4, "10.0.0.2", 204, 0)]) + "$ exit\n")
     assert _causes(text)[0].hosts == ["10.0.0.2"]
