@@ -142,8 +142,9 @@ def explain_command(logs: tuple[str, ...], inventory: Path | None, playbook: Pat
                     forks: int, ask_become_pass: bool) -> None:
     """Name the likely causes of a failed or slow job from its logs, most likely first, with evidence.
 
-    LOGS are NCCL_DEBUG=INFO logs, nccl-tests output, PyTorch/DeepSpeed tracebacks (several files, or
-    one log interleaving many ranks; - reads standard input). Launcher and logger prefixes are read
+    LOGS are NCCL_DEBUG=INFO logs, nccl-tests output, PyTorch/DeepSpeed tracebacks, NCCL's `ncclras`
+    reports (text, or `ncclras -f json`) (several files, or one log interleaving many ranks; - reads
+    standard input). Launcher and logger prefixes are read
     through; a `host: ` label on each line says which host a line came from.
 
     \b

@@ -11,13 +11,16 @@ rank); an entry ends at the first line that is not one of them, so text pasted a
 The mismatch of operation counts is read where desyncs are (rules_desync); this module reads the rest.
 
 Log lines (INFO, `NCCL_DEBUG_SUBSYS` including RAS, 2.24 on) that say a peer process is gone or silent:
-`RAS declaring peer A<port> as DEAD`, `RAS dead peer N: socket A<port>, pid P, GPU G`, `RAS connection from
-peer A<port> that is considered dead!`, `RAS handling deadPeer (addr A<port>)`, and the timeouts `RAS keep-alive
-timeout warning|error (Ns) on socket connection with A<port>`, `RAS connect timeout warning`, `RAS connect retry
-timeout`, `RAS init timeout error`, `RAS send stuck timeout error`, `RAS peer connect timeout warning (Ns) on
-socket connection from A<port>`; the monitor stream (`ncclras -m`, 2.29 on) prints events as `[date time]
-EVENT: who details` with PEER_DEAD, PEER_TIMEOUT_DEAD, PEER_UNRESPONSIVE, PEER_KEEPALIVE_TIMEOUT,
-PEER_SEND_STUCK, PEER_INIT_TIMEOUT, PEER_DISCONNECTED and PEER_RECOVERED.
+`RAS declaring peer A<port> as DEAD`, `RAS dead peer N: socket A<port>, pid P, GPU G`, `RAS handling deadPeer
+(addr A<port>)`; a peer declared dead that connects again, `RAS connection from peer A<port> that is considered
+dead!` (RAS refuses it: the process was alive, only cut off from this one for longer than the keep-alive), and on
+the side refused `RAS handling connInitAck from A<port> (nack 1)` (then it declares A dead in turn); the
+timeouts `RAS keep-alive timeout warning|error (Ns) on socket connection with A<port>`, `RAS connect timeout
+warning`, `RAS connect retry timeout`, `RAS init timeout error`, `RAS send stuck timeout error`, `RAS peer connect
+timeout warning (Ns) on socket connection from A<port>`; the monitor stream (`ncclras -m`, 2.29 on) prints events
+as `[date time] EVENT: who details` with PEER_DEAD, PEER_TIMEOUT_DEAD, PEER_UNRESPONSIVE, PEER_KEEPALIVE_TIMEOUT,
+PEER_SEND_STUCK, PEER_INIT_TIMEOUT, PEER_DISCONNECTED and PEER_RECOVERED. The report's job summary names the nodes
+running another number of processes than the rest (outliers).
 """
 
 from __future__ import annotations
@@ -157,8 +160,13 @@ def table(log: Log) -> list[tuple[LogLine, int, str, str]]:
 _PEER = r"(?P<peer>[^\s<>()]+?)<[0-9]+>"
 _DEAD_LINE = re.compile(r"RAS declaring peer " + _PEER + r" as DEAD|RAS dead peer [0-9]+: socket " + _PEER.replace(
     "peer>", "peer2>") + r"(?:, pid (?P<pid>[0-9]+))?(?:, GPUs? (?P<gpu>.+?))?\s*$"
-                        r"|RAS connection from peer " + _PEER.replace("peer>", "peer3>") + r" that is considered dead"
                         r"|RAS handling deadPeer \(addr " + _PEER.replace("peer>", "peer4>") + r"\)")
+# A peer RAS had declared dead connecting again: the same listening address, so the same process, alive all along.
+# Some builds print no address (`from a peer`).
+_RETURNED_LINE = re.compile(r"RAS connection from (?:a )?peer(?: " + _PEER + r")? that is considered dead")
+# The other side of it: the process cut off is refused (a NACK) by the peer that holds it dead, and declares that
+# peer dead in turn, though it is alive.
+_NACK_LINE = re.compile(r"RAS handling connInitAck from " + _PEER + r" \(nack [1-9]")
 _SILENT_LINE = re.compile(r"RAS (?P<what>keep-alive timeout (?:warning|error)|connect timeout warning|connect retry "
                           r"timeout|init timeout error|send stuck timeout error|peer connect timeout warning) "
                           r"\((?P<secs>[0-9]+)s\) on (?:incoming )?socket connection (?:with|from) " + _PEER)
@@ -170,7 +178,8 @@ _DEAD_EVENTS = {"PEER_DEAD", "PEER_TIMEOUT_DEAD"}
 
 @dataclass(frozen=True)
 class RasLine:
-    """A log line of the RAS thread or its monitor stream about one peer: `dead` or silent (timeouts)."""
+    """A log line of the RAS thread or its monitor stream about one peer: `dead`, silent (timeouts), or `returned`
+    (connecting again while RAS holds it dead; `peer` is empty where the release prints no address)."""
 
     line: LogLine
     peer: str
@@ -179,6 +188,8 @@ class RasLine:
     pid: str | None = None
     gpu: str | None = None
     recovered: bool = False
+    returned: bool = False  # a peer declared dead connected again: it was cut off, not gone
+    refused: bool = False  # the other side of it: `peer` refused this process, which it holds dead
     host: str | None = None  # the peer's host, where the caller's aliases know its address
 
 
@@ -186,8 +197,14 @@ def peer_lines(log: Log) -> list[RasLine]:
     found: list[RasLine] = []
     for line in log.lines:
         if m := _DEAD_LINE.search(line.text):
-            peer = m["peer"] or m["peer2"] or m["peer3"] or m["peer4"]
+            peer = m["peer"] or m["peer2"] or m["peer4"]
             found.append(RasLine(line, peer, True, "declared dead by NCCL's RAS", m["pid"], m["gpu"]))
+        elif m := _RETURNED_LINE.search(line.text):
+            found.append(RasLine(line, m["peer"] or "", False, "connected again after RAS declared it dead",
+                                 returned=True))
+        elif m := _NACK_LINE.search(line.text):
+            found.append(RasLine(line, m["peer"], False, "refused this process, which it holds dead", returned=True,
+                                 refused=True))
         elif m := _SILENT_LINE.search(line.text):
             found.append(RasLine(line, m["peer"], False, f"RAS {m['what']} after {m['secs']}s"))
         elif m := _EVENT.search(line.text):
@@ -195,3 +212,59 @@ def peer_lines(log: Log) -> list[RasLine]:
             found.append(RasLine(line, m["node"] or m["peer"], event in _DEAD_EVENTS, event, m["pid"], m["gpu"],
                                  recovered=event == "PEER_RECOVERED"))
     return [replace(r, host=log.aliases.get(r.peer, r.peer)) for r in found]
+
+
+# The report's job summary (every release): a table of processes per node, the most frequent count first (`Nodes
+# Processes GPUs` over `per node per process`, or `per node` alone when GPUs per process vary, then a table of
+# `Processes GPUs` over `per process`); where only the process count per node varies, `The outlier node(s):` and one
+# `Node A running process(es) P,P` line each. The process ids on those lines are not the node's own in every release
+# (they repeat the first ones of the job), so only their number is read.
+_PER_NODE = re.compile(r"^Nodes\s+Processes(?:\s+GPUs)?$")
+_PER_PROCESS = re.compile(r"^Processes\s+GPUs$")
+_NUMBERS = re.compile(r"^[0-9]+(?:\s+[0-9]+){1,2}$")
+_OUTLIERS = re.compile(r"^The outlier nodes?:$")
+_OUTLIER = re.compile(r"^Node (?P<node>\S+) running process(?:es)? (?P<pids>[0-9]+(?:\s*,\s*[0-9]+)*)$")
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A node running another number of NCCL processes than most (`node` set, `count` its processes), or a group of
+    `processes` managing another number of GPUs each (`count`) than most; `usual` is what most run or manage."""
+
+    line: LogLine
+    node: str | None
+    count: int
+    usual: int | None
+    processes: int = 1
+
+
+def _rows(lines: list[LogLine], start: int) -> list[tuple[LogLine, list[int]]]:
+    rows = []
+    for line in lines[start:]:
+        if not _NUMBERS.match(line.text.strip()):
+            break
+        rows.append((line, [int(n) for n in line.text.split()]))
+    return rows
+
+
+def outliers(log: Log) -> list[Outlier]:
+    """The job summary's nodes with another process count than the rest, and processes with another GPU count."""
+    found: list[Outlier] = []
+    usual: int | None = None
+    lines = log.lines
+    for index, line in enumerate(lines):
+        text = line.text.strip()
+        under = lines[index + 1].text.strip() if index + 1 < len(lines) else ""
+        if _PER_NODE.match(text) and under.startswith("per node"):
+            rows = _rows(lines, index + 2)
+            usual = rows[0][1][1] if rows else None
+        elif _PER_PROCESS.match(text) and under == "per process":
+            rows = _rows(lines, index + 2)
+            found += [Outlier(row, None, numbers[1], rows[0][1][1], numbers[0]) for row, numbers in rows[1:]
+                      if len(numbers) == 2]
+        elif _OUTLIERS.match(text):
+            for item in lines[index + 1:]:
+                if not (m := _OUTLIER.match(item.text.strip())):
+                    break
+                found.append(Outlier(item, m["node"], len(m["pids"].split(",")), usual))
+    return found

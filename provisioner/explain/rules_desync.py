@@ -13,13 +13,15 @@ finish collective #S (count from 1)`, `[..] finished collective #S, but didn't j
 `Mismatched collective detected, please check your collective calls at and around rank N` (2.4, 2.5) and its
 RAS report `Communicator ranks have different collective operation counts` (2.24) / `different X operation
 counts` (2.26 on), `N ranks have launched up to operation K`, `N ranks have not launched any operations`, `Rank
-R -- GPU G managed by process P on node H` and `Rank R has launched up to operation K -- GPU ...`.
+R -- GPU G managed by process P on node H` and `Rank R has launched up to operation K -- GPU ...`; the same report
+as JSON (`ncclras -f json`, 2.28.7 on, read by ras_json) gives every rank's count of each operation.
 """
 
 from __future__ import annotations
 
 import re
 
+from provisioner.explain import ras_json
 from provisioner.explain.evidence import evidence, grep, hosts
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
@@ -119,6 +121,28 @@ def _ras(log: Log) -> tuple[list[str], list[LogLine], list[str]]:
     return out, lines, nodes
 
 
+def _ras_json(log: Log) -> tuple[list[str], list[LogLine], list[str]]:
+    """The same, from a JSON report (`ncclras -f json`): every rank's count of each operation."""
+    out, lines, nodes = [], [], []
+    for found in ras_json.op_counts(log):
+        top = max(found.ranks)
+        common = max(found.ranks, key=lambda k: len(found.ranks[k]))
+        odd = [(k, r) for k, group in sorted(found.ranks.items()) if k != common for r in group]
+        behind = [r for k, r in odd if k < top]
+        parts = [f"{len(found.ranks[common])} ranks up to operation {common}"] + [
+            f"rank {r.rank}{f' on {r.node}' if r.node else ''} up to operation {k}" for k, r in odd[:6]]
+        text = f"NCCL's RAS found ranks at different {found.op} operation counts ({'; '.join(parts)})"
+        if behind:
+            text += f": behind are ranks {', '.join(str(r.rank) for r in behind[:8])}"
+        elif common < top:
+            text += (f": ranks {', '.join(str(r.rank) for _, r in odd[:8])} are ahead; the other "
+                     f"{len(found.ranks[common])} ranks have not launched operation {top}, so they are the ones behind")
+        out.append(text)
+        lines += found.lines
+        nodes += [r.node for r in behind if r.node]
+    return out, lines, nodes
+
+
 def desync(logs: list[Log]) -> list[Cause]:
     findings: list[str] = []
     lines: list[LogLine] = []
@@ -134,10 +158,10 @@ def desync(logs: list[Log]) -> list[Cause]:
         lines.append(line)
     nodes: list[str] = []
     for log in logs:
-        ras, ras_lines, ras_nodes = _ras(log)
-        findings += ras
-        lines += ras_lines
-        nodes += ras_nodes
+        for ras, ras_lines, ras_nodes in (_ras(log), _ras_json(log)):
+            findings += ras
+            lines += ras_lines
+            nodes += ras_nodes
     if not findings:
         return []
     return [Cause(

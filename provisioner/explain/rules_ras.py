@@ -1,7 +1,10 @@
 """What NCCL's RAS (2.24 on) says is wrong, in an operator's words: processes it declared dead or that stopped
 answering (and the communicators left incomplete by them), ranks that reported an NCCL error, and ranks whose
-communicator state differs from the others'. Read from the `ncclras` report and from the RAS thread's log lines
-(ras.py). A straggler, ranks behind on collectives, is read with the other desyncs (rules_desync).
+communicator state differs from the others'; a process declared dead that connects again (alive all along: the
+network between two nodes dropped for longer than the keep-alive), and nodes the job summary finds running another
+number of processes than the rest. Read from the `ncclras` report, text (ras.py) or JSON (ras_json.py), and from
+the RAS thread's log lines (ras.py). A straggler, ranks behind on collectives, is read with the other desyncs
+(rules_desync).
 
 RAS only sees processes: the host to look at first is the node it names (as NCCL's socket address shows it;
 an inventory's aliases turn an address into the host's name).
@@ -9,10 +12,13 @@ an inventory's aliases turn an address into the host's name).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from provisioner.explain import ras_json
 from provisioner.explain.evidence import evidence
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause, Evidence
-from provisioner.explain.ras import RasEntry, RasLine, RasRank, peer_lines, report, table
+from provisioner.explain.ras import RasEntry, RasLine, RasRank, outliers, peer_lines, report, table
 from provisioner.parsers._text import unique
 
 # A dead or silent process stops every collective it is in: above a watchdog's timeout or a lost connection
@@ -20,6 +26,11 @@ from provisioner.parsers._text import unique
 DEAD_SCORE = 76
 SILENT_SCORE = 74
 ERROR_SCORE = 78
+# A live process cut off for longer than RAS's keep-alive: the network between two nodes is the cause, above the
+# dead process it is otherwise read as.
+SPLIT_SCORE = 77
+# A node running fewer (or more) processes than the others: a rank missing from the start, below what broke mid-job.
+OUTLIER_SCORE = 62
 STATUS_SCORE = 66
 # RAS timeouts with no process named: a hint, not an answer.
 TIMEOUT_SCORE = 45
@@ -80,14 +91,66 @@ def _incomplete(comms: list[RasEntry]) -> str:
     return "; ".join(parts)
 
 
+def _back(lines: list[RasLine]) -> set[str]:
+    """Peers (address and host) that connected again after RAS declared them dead."""
+    return {name for r in lines if r.returned and r.peer for name in (r.peer, r.host or r.peer,
+                                                                        r.peer.rsplit("<", 1)[0])}
+
+
+def _split(entries: list[RasEntry], lines: list[RasLine]) -> list[Cause]:
+    returned = [r for r in lines if r.returned]
+    if not returned:
+        return []
+    back = _back(lines)
+    # (the node that refused, the node cut off) of each line; a refused line is written on the node cut off.
+    sides = [((r.host or r.peer) or None, r.line.host) if r.refused else (r.line.host, (r.host or r.peer) or None)
+             for r in returned]
+    peers = unique([cut_off for _, cut_off in sides if cut_off])
+    seen_by = unique([refuser for refuser, _ in sides if refuser])
+    before = [r for r in lines if not r.returned and r.peer in back]
+    cut = [item for e in entries if e.kind == "DEAD" for item in e.who if item.node in back]
+    pairs = unique([f"{refuser or 'a node'} refused {cut_off or 'a process it had declared dead'}"
+                    for refuser, cut_off in sides])
+    detail = (f"{'; '.join(pairs[:4])}: a process NCCL's RAS had declared dead connected to it again. Only a "
+              "process alive all along can (it comes back on the same listening address), so it did not die: the "
+              "path between these nodes carried nothing for longer than RAS's keep-alive allows (it warns after "
+              "5s, gives up on the connection after 20s and declares the peer dead after 60s without one; "
+              "NCCL_RAS_TIMEOUT_FACTOR multiplies each). RAS does not take a dead peer back, and the collectives "
+              "between these processes broke while both ran."
+              + (f" The report still lists {'; '.join(_who(item) for item in cut[:4])} as dead: it is the "
+                 "process cut off, not a dead one." if cut else ""))
+    where = unique(peers + seen_by)
+    return [Cause(id="ras-network-split",
+                  title="the network between " + (f"{', '.join(seen_by[:3])} and " if seen_by else "")
+                        + (", ".join(peers[:3]) if peers else "a peer") + " dropped long enough for NCCL's RAS "
+                        "to declare a live process dead",
+                  detail=detail,
+                  fix="Look at the path between the hosts named for the time of the split: link flaps and carrier "
+                      "changes on both ends (`ip -s link`, `ethtool -S`, `dmesg`, the switch ports' logs), a bond "
+                      "failing over, routes or neighbour entries that changed, a firewall or connection-tracking "
+                      "table dropping the connection. RAS uses the interface of NCCL's bootstrap "
+                      "(NCCL_SOCKET_IFNAME). Restart the job once the path holds: the process cut off cannot "
+                      "rejoin.",
+                  score=SPLIT_SCORE, hosts=where, addresses=unique([r.peer for r in returned if r.peer]),
+                  settings=["NCCL_RAS_TIMEOUT_FACTOR", "NCCL_SOCKET_IFNAME"],
+                  evidence=evidence([r.line for r in returned] + [r.line for r in before]
+                                    + [item.line for item in cut]))]
+
+
 def _lost(entries: list[RasEntry], lines: list[RasLine]) -> list[Cause]:
-    dead = [e for e in entries if e.kind == "DEAD"]
+    back = _back(lines)
+    cut = {id(item) for e in entries if e.kind == "DEAD" for item in e.who if item.node in back}
+    dead = [replace(e, who=[item for item in e.who if id(item) not in cut],
+                    count=(e.count - sum(1 for item in e.who if id(item) in cut)) if e.count else None)
+            for e in entries if e.kind == "DEAD"]
+    dead = [e for e in dead if e.who or e.count or e.unknown]
     job_missing = [e for e in entries if e.kind == "INCOMPLETE" and e.comm is None]
     comm_missing = [e for e in entries if e.kind == "INCOMPLETE" and e.comm]
     timeouts = [e for e in entries if e.kind == "TIMEOUT"]
     recovered = {r.peer for r in lines if r.recovered}
-    dead_lines = [r for r in lines if r.dead]
-    silent_lines = [r for r in lines if not r.dead and not r.recovered and r.peer not in recovered]
+    dead_lines = [r for r in lines if r.dead and r.peer not in back]
+    silent_lines = [r for r in lines if not r.dead and not r.recovered and not r.returned and r.peer not in recovered
+                    and r.peer not in back]
 
     def peers(items: list[RasLine]) -> list[str]:
         return unique([r.host or r.peer for r in items])
@@ -183,12 +246,46 @@ def _status(entries: list[RasEntry]) -> list[Cause]:
                   evidence=evidence(_lines(found)))]
 
 
-def ras(logs: list[Log]) -> list[Cause]:
-    entries = [entry for log in logs for entry in report(log)]
-    lines = [line for log in logs for line in peer_lines(log)]
-    if not entries and not lines:
+def _outliers(logs: list[Log]) -> list[Cause]:
+    found = [item for log in logs for item in outliers(log)]
+    if not found:
         return []
-    return _lost(entries, lines) + _errors(entries) + _status(entries)
+    parts = [f"node {o.node} runs {o.count} NCCL process{'es' if o.count != 1 else ''}"
+             + (f" where the other nodes run {o.usual}" if o.usual is not None else "") if o.node else
+             f"{o.processes} process{'es manage' if o.processes != 1 else ' manages'} {o.count} GPU"
+             f"{'s' if o.count != 1 else ''} each where most manage {o.usual}" for o in found]
+    fewer = [o for o in found if o.usual is None or o.count < o.usual]
+    more = [o for o in found if o.usual is not None and o.count > o.usual]
+    nodes = unique([o.node for o in found if o.node])
+    title = ("fewer" if fewer else "more") + (f" NCCL processes on {', '.join(nodes[:4])} than on the other nodes"
+                                              if nodes else " GPUs on some NCCL processes than on the others")
+    detail = (f"NCCL's RAS job summary: {'; '.join(parts[:6])}. "
+              + ("Fewer than the others: a rank there never started or exited before NCCL set up (the launcher's "
+                 "log and that rank's own say why), or the node has fewer GPUs to give (one fallen off the bus or "
+                 "hidden: CUDA_VISIBLE_DEVICES, the scheduler's GPU count). " if fewer else "")
+              + ("More than the others: a rank launched twice there, or another job's NCCL processes joined this "
+                 "one's RAS. " if more else "")
+              + "Where every node should run the same, collectives that need the ranks not there wait for them.")
+    return [Cause(id="ras-node-outlier", title=title, detail=detail,
+                  fix="On the node named, count the job's processes and GPUs (`nvidia-smi`: every GPU listed, and "
+                      "one process on each; `dmesg` for an Xid or a GPU fallen off the bus) and compare the "
+                      "launcher's request per node (Slurm --ntasks-per-node and --gpus-per-node, torchrun "
+                      "--nproc-per-node) with the other nodes.",
+                  score=OUTLIER_SCORE, hosts=nodes, settings=["CUDA_VISIBLE_DEVICES"],
+                  evidence=evidence([o.line for o in found]))]
+
+
+def _entries(log: Log) -> list[RasEntry]:
+    return report(log) + ras_json.entries(log)
+
+
+def ras(logs: list[Log]) -> list[Cause]:
+    entries = [entry for log in logs for entry in _entries(log)]
+    lines = [line for log in logs for line in peer_lines(log)]
+    found = _outliers(logs)
+    if not entries and not lines:
+        return found
+    return _split(entries, lines) + _lost(entries, lines) + _errors(entries) + _status(entries) + found
 
 
 # Causes a healthy report speaks to: the job hung or timed out, yet RAS saw every process.
@@ -199,16 +296,19 @@ def fold(causes: list[Cause], logs: list[Log]) -> list[Cause]:
     """A report that saw every rank running with no error and no mismatch beside a timeout: no process died
     and none stopped launching, which a timeout's reader needs to know; said on that cause, not as one."""
     rows = [row for log in logs for row in table(log)]
-    if not rows or any(status != "RUNNING" or errors != "OK" for _, _, status, errors in rows):
+    # A JSON report has no table: its communicators' ranks, every one answering, stand for it.
+    docs = [doc for log in logs for doc in ras_json.documents(log)]
+    if (not rows and not docs) or any(status != "RUNNING" or errors != "OK" for _, _, status, errors in rows):
         return causes
-    if any(report(log) for log in logs) or any(c.id.startswith("ras-") for c in causes):
+    if any(_entries(log) or ras_json.op_counts(log) for log in logs) or any(c.id.startswith("ras-") for c in causes):
         return causes
-    ranks = sum(n for _, n, _, _ in rows)
+    ranks = sum(n for _, n, _, _ in rows) or max(
+        (len(comm.get("ranks") or []) for doc in docs for comm in doc.data["communicators"]), default=0)
     note = (f" NCCL's RAS report saw all {ranks} ranks running and reachable, with no errors and the same "
             "operation counts: no process had died and none had stopped launching collectives when it was "
             "taken, so a hang then was inside the collective (a transfer between the nodes or a GPU), not a "
             "missing rank.")
-    line = rows[0][0]
+    line = rows[0][0] if rows else docs[0].line("communicators")
     item = Evidence(file=line.file, line=line.number, text=line.text)
     return [c.model_copy(update={"detail": c.detail + note, "evidence": [*c.evidence, item]})
             if c.id in _HUNG else c for c in causes]

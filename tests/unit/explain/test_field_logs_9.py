@@ -1,6 +1,7 @@
 """`explain` on NCCL RAS reports (`ncclras`, NCCL 2.24 on) from the field (tests/samples/logs/, sources in
 tests/samples/INDEX.md): a process RAS declared dead or that stopped answering names its node, and a report that
-saw every rank running leaves the answer to what the rest of the log says."""
+saw every rank running leaves the answer to what the rest of the log says; a node the job summary finds running
+fewer processes than the others is named."""
 
 from __future__ import annotations
 
@@ -18,12 +19,16 @@ CASES: dict[str, tuple[str, str, str]] = {
     # and the report says on it that no rank was missing.
     "ncclras-report-healthy-watchdog-1.txt": ("collective-timeout", "Watchdog caught collective operation timeout",
                                               "NCCL's RAS report saw all 256 ranks running and reachable"),
+    # One node runs 2 processes where the other runs 8, and one of its 2 no longer answers: the silent process is
+    # the top cause; the outlier node is named beside it (below).
+    "ncclras-report-outlier-node-1.txt": ("ras-process-unresponsive", "INCOMPLETE", "rank 1 (process 60004, GPU 0)"),
 }
 # file -> the hosts the top cause names
 HOSTS: dict[str, list[str]] = {
     "ncclras-report-incomplete-1.txt": ["node1"],
     "ncclras-report-dead-1.txt": ["node1"],
     "ncclras-report-healthy-watchdog-1.txt": [],
+    "ncclras-report-outlier-node-1.txt": ["10.4.109.13"],
 }
 
 
@@ -43,3 +48,12 @@ def test_a_report_is_not_read_as_nccl_tests_output() -> None:
     # `1 job process is considered dead (...)` has as many words as a result row.
     for name in CASES:
         assert "nccl-tests-truncated" not in [c.id for c in causes_of(name)], name
+
+
+def test_the_outlier_node_of_the_job_summary_is_named() -> None:
+    outlier = next(c for c in causes_of("ncclras-report-outlier-node-1.txt") if c.id == "ras-node-outlier")
+    assert outlier.hosts == ["10.4.109.13"]
+    assert "node 10.4.109.13 runs 2 NCCL processes where the other nodes run 8" in outlier.detail
+    assert outlier.evidence[0].text == "Node 10.4.109.13 running processes 60004,60035"
+    # The process ids on that line are not read: some releases print the first ones of the job there.
+    assert "60035" not in outlier.detail

@@ -1,6 +1,7 @@
 """NCCL RAS wordings with no field log yet, one row each: lines built from the format strings in NCCL's own source
 (src/ras/client_support.cc for the `ncclras` report, src/ras/rasnet.cc, peers.cc and ras.cc for the RAS thread's
-INFO lines and the monitor events), with the release whose wording each row follows."""
+INFO lines and the monitor events), with the release whose wording each row follows. The report's job summary rows
+are built from the same source's format strings (no field report prints GPUs per process apart yet)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,27 @@ WORDINGS: dict[str, tuple[str, str, str, list[str], str]] = {
                       "0x5a5a\n", "ras-process-dead", ["10.0.0.3"], "lost 1 job process for good: 10.0.0.3"),
     "dead-peer-dump-2.24": ("v2.24.3 peers.cc", _NCCL + "RAS dead peer 0: socket 10.0.0.3<41235>, pid 4242, GPU 3\n",
                             "ras-process-dead", ["10.0.0.3"], "process 4242 on 10.0.0.3"),
+    # A peer declared dead connecting again was alive all along: a split between the two nodes, not a dead process.
     "considered-dead-2.24": ("v2.24.3 ras.cc", _NCCL + "RAS connection from peer 10.0.0.6<40100> that is "
-                             "considered dead!\n", "ras-process-dead", ["10.0.0.6"], "10.0.0.6"),
+                             "considered dead!\n", "ras-network-split", ["10.0.0.6", "gpu01"],
+                             "gpu01 refused 10.0.0.6"),
+    # The same split seen from the side refused: it declares the refusing peer dead in turn, though it is alive.
+    "refused-2.30": ("v2.30.7 ras.cc", "gpu02:99:100 [0] NCCL INFO RAS handling connInitAck from 10.0.0.1<40000> "
+                     "(nack 1)\ngpu02:99:100 [0] NCCL INFO RAS declaring peer 10.0.0.1<40000> as DEAD; "
+                     "rasDeadPeersHash 0x1\n", "ras-network-split", ["gpu02", "10.0.0.1"], "10.0.0.1 refused gpu02"),
+    # The job summary's table of GPUs per process, printed where they differ (no node is named there).
+    "gpus-per-process-2.26": ("v2.26.2 client_support.cc", "Job summary\n===========\n\n  Nodes  Processes\n"
+                              "          per node\n      4          8\n\n         Processes         GPUs\n"
+                              "                    per process\n                31            1\n"
+                              "                 1            0\n", "ras-node-outlier", [],
+                              "1 process manages 0 GPUs each where most manage 1"),
+    # Where only the process count per node differs, the nodes are named.
+    "outlier-nodes-2.30": ("v2.30.7 client_support.cc", "  Nodes  Processes         GPUs\n          per node  "
+                           "per process\n      6          8            1\n      2          7            1\n\n  "
+                           "Nodes  Processes         GPUs\n(total)    (total)      (total)\n      8         62"
+                           "           62\n\nThe outlier nodes:\n  Node 10.0.0.7 running processes 1,2,3,4,5,6,7\n"
+                           "  Node 10.0.0.8 running processes 1,2,3,4,5,6,7\n", "ras-node-outlier",
+                           ["10.0.0.7", "10.0.0.8"], "node 10.0.0.8 runs 7 NCCL processes where the other nodes run 8"),
     "monitor-dead-2.29": ("v2.29.2 client_support.cc, peers.cc", "[2026-01-05 10:00:00] PEER_DEAD: Process 4242 on "
                           "node gpu03 managing GPU 3 \n", "ras-process-dead", ["gpu03"], "process 4242 on gpu03"),
     "monitor-unresponsive-2.29": ("v2.29.2 rasnet.cc", "[2026-01-05 10:00:00] PEER_UNRESPONSIVE: 10.0.0.7<40200> "
@@ -75,6 +95,34 @@ def test_an_inventory_names_the_host_behind_a_peer_address() -> None:
     text = WORDINGS["declared-2.24"][1]
     top = explain([("job.log", text)], aliases={"10.0.0.3": "gpu03"}).causes[0]
     assert top.hosts == ["gpu03"] and top.addresses == ["10.0.0.3"]
+
+
+def test_a_peer_really_dead_still_reads_as_dead_beside_a_split() -> None:
+    # 10.0.0.6 was declared dead and came back (a split); 10.0.0.7 was declared dead and never did.
+    text = (_NCCL + "RAS declaring peer 10.0.0.6<40100> as DEAD; rasDeadPeersHash 0x1\n" + _NCCL + "RAS declaring "
+            "peer 10.0.0.7<40100> as DEAD; rasDeadPeersHash 0x2\n" + _NCCL + "RAS connection from peer "
+            "10.0.0.6<40100> that is considered dead!\n")
+    causes = {c.id: c for c in _causes(text)}
+    assert causes["ras-network-split"].hosts == ["10.0.0.6", "gpu01"]
+    assert [e.line for e in causes["ras-network-split"].evidence] == [3, 1]
+    assert causes["ras-process-dead"].hosts == ["10.0.0.7"]
+    assert "10.0.0.6" not in causes["ras-process-dead"].detail
+
+
+def test_a_report_listing_the_process_cut_off_as_dead_reads_as_the_split() -> None:
+    # RAS never takes a dead peer back: its report still lists the process that came back as dead.
+    text = ("Errors\n======\n\nDEAD\n  1 job process is considered dead (unreachable via the RAS network)\n"
+            "  Process 4242 on node 10.0.0.6 managing GPU 3\n\n" + _NCCL + "RAS connection from peer "
+            "10.0.0.6<40100> that is considered dead!\n")
+    causes = _causes(text)
+    assert [c.id for c in causes] == ["ras-network-split"]
+    assert "still lists process 4242 (GPU 3) on 10.0.0.6 as dead" in causes[0].detail
+
+
+def test_a_connection_from_a_peer_with_no_address_names_the_node_that_refused_it() -> None:
+    # Some builds print the line without the peer's address.
+    causes = _causes(_NCCL + "RAS connection from a peer that is considered dead!\n")
+    assert causes[0].id == "ras-network-split" and causes[0].hosts == ["gpu01"]
 
 
 def test_a_peer_that_recovered_is_not_a_cause() -> None:
