@@ -8,7 +8,9 @@ NVLINK connected GPUs A and B ...` (2.12 on, graph/paths.cc); nccl-tests' `HOST:
 and `HOST: Test NCCL failure common.cu:N 'unhandled cuda error ...'`; torch's `CUDA error: X` and `CUDA out of
 memory.`; `cuda runtime error (N) : X`; CUDA driver-API names such as `CUDA_ERROR_TOO_MANY_PEERS: X`; the kernel's
 `NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.` and `NVRM: GPU 0000:b3:00.0 ... has fallen
-off the bus`. The error strings are cudaGetErrorString's.
+off the bus`; NVLink SHARP (NVLS) setup, a `Cuda failure` on a line naming transport/nvls.cc (2.17 on) and
+`Failed to bind NVLink SHARP (NVLS) Multicast memory of size N : CUDA error N 'X'` (2.27 on). The error strings
+are cudaGetErrorString's.
 
 On AMD GPUs (RCCL, told by its own lines: explain/rocm.py) the same causes keep their ids and scores, read
 HIP's, the HSA runtime's and amdgpu's wordings as well, and speak of AMD's tools.
@@ -33,9 +35,13 @@ _CUDA = re.compile(
     r"|cuda runtime error \([0-9]+\)\s*:\s*(?P<c>.+?)(?: at \S+)?$"
     r"|(?:failed to open CUDA IPC handle|cudaIpcGetMemHandle failed)\s*:\s*(?:[0-9]+\s+)?(?P<d>.+)"
     r"|(?P<e>CUDA out of memory)"
-    r"|CUDA_ERROR_\w+:\s*(?P<f>.+)",
+    r"|CUDA_ERROR_\w+:\s*(?P<f>.+)"
+    r"|NVLS\)? Multicast memory .*?CUDA error [0-9]+ '(?P<g>[^']+)'",
     re.I,
 )
+# NVLink SHARP (NVLS) setup: NCCL's source file (transport/nvls.cc) on a `Cuda failure` line, or its own bind
+# failure (2.27 on: `Failed to bind NVLink SHARP (NVLS) Multicast memory of size N : CUDA error N 'X'`).
+_NVLS = re.compile(r"transport/nvls\.cc|\(NVLS\) Multicast", re.I)
 # NCCL's summary of a CUDA failure, as NCCL, nccl-tests and frameworks print it.
 _UNHANDLED = re.compile(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
 _P2P_DISABLED = re.compile(r"P2P is disabled between NVLINK connected GPUs (?P<a>[0-9]+) and (?P<b>[0-9]+)")
@@ -71,9 +77,12 @@ _CAUSES: dict[str, tuple[str, str, str, int]] = {  # kind -> id, title, fix, sco
                  "ROW_REMAPPER` for ECC and row-remapping state; reset the GPU (`nvidia-smi -r`) or reboot, and "
                  "replace the GPU or fix its PCIe/NVLink seating if it recurs.", 94),
     "fabric": ("gpu-fabric-manager", "the NVSwitch fabric was not ready (fabric manager)",
-               "On NVSwitch systems (HGX/DGX): `systemctl status nvidia-fabricmanager` on the host named; enable and "
-               "start it with the same version as the driver (`nvidia-smi` driver version, fabric manager "
-               "package), then reset the GPUs or reboot; set NCCL_NVLS_ENABLE=0 only to confirm.", 88),
+               "On NVSwitch systems (HGX/DGX): `systemctl status nvidia-fabricmanager` on the host named and "
+               "`nvidia-smi -q | grep -A2 Fabric` (State Completed, Status Success); enable and start it with the "
+               "same version as the driver (`nvidia-smi` driver version, fabric manager package), then reset the "
+               "GPUs or reboot. NVLink SHARP (NVLS) multicast failing while plain NVLink works is the same service "
+               "or the NVSwitches (its log, `/var/log/fabricmanager.log`); set NCCL_NVLS_ENABLE=0 only to confirm.",
+               88),
     "p2p": ("gpu-p2p-failure", "GPU peer-to-peer (P2P/NVLink) access failed",
             "Check P2P between the GPUs on the host named (`nvidia-smi topo -p2p r`, `nvidia-smi topo -m`): PCIe ACS "
             "or the IOMMU blocking peer traffic (`lspci -vvv | grep ACSCtl`, iommu=pt), a VM without P2P, consumer "
@@ -122,12 +131,17 @@ def _found(logs: list[Log], amd: bool) -> dict[str, list[tuple[LogLine, str]]]:
         if SHM_SOURCE.search(line.text):
             continue  # pinning a /dev/shm segment: rules_shm names it
         what = next(g for g in m.groups() if g is not None).strip().rstrip(".'")
-        # NVLink SHARP setup (transport/nvls.cc) fails with `invalid argument` when the fabric manager was
-        # restarted under live GPUs or is not running. A CUDA IPC handle that does not open is peer access
-        # failing whatever the error (`invalid argument` when the peer is in another container or machine).
-        kind = ("fabric" if "nvls" in line.text.lower() and "invalid argument" in what.lower()
-                else "p2p" if m["d"] is not None or (amd and rocm.P2P_SOURCE.search(line.text))
+        # NVLink SHARP setup failing on a multicast call (`invalid argument`, `operation not supported`, 401
+        # `the operation cannot be performed in the present state`, 800-series codes) is the NVSwitch fabric: the
+        # fabric manager restarted under live GPUs, not running, or at another version than the driver. What
+        # names its own class (out of memory, the driver not initialised) keeps it. A CUDA IPC handle that does
+        # not open is peer access failing whatever the error (`invalid argument` when the peer is in another
+        # container or machine).
+        kind = ("p2p" if m["d"] is not None or (amd and rocm.P2P_SOURCE.search(line.text))
                 else _kind(what, amd))
+        if kind == "other" and not amd and _NVLS.search(line.text):
+            kind = "fabric"
+        what = f"NVLS multicast: {what}" if kind == "fabric" and _NVLS.search(line.text) else what
         add(kind, line, what if m["d"] is None else f"CUDA IPC handle: {what}")
     for line, m in grep(logs, _P2P_DISABLED):
         add("p2p", line, f"P2P disabled between NVLink-connected GPUs {m['a']} and {m['b']}")
@@ -172,7 +186,8 @@ def gpu_causes(logs: list[Log]) -> list[Cause]:
                    "network: the errors of other ranks and connections after it follow from it."
                    + (same_name_hint(lines) if kind == "p2p" else ""),
             fix=fix, score=score, hosts=where, evidence=evidence(lines + summary[:2]),
-            settings=["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] if kind == "p2p" else [],
+            settings=(["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] if kind == "p2p"
+                      else ["NCCL_NVLS_ENABLE"] if kind == "fabric" and not amd else []),
         )
     return list(by_id.values())
 
