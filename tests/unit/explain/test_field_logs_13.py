@@ -1,10 +1,14 @@
 """`explain` on what NCCL prints while it lays its NVLink paths, from the field (tests/samples/logs/, sources in
-tests/samples/INDEX.md): NVLink SHARP (NVLS) multicast setup failing on the NVSwitch fabric."""
+tests/samples/INDEX.md): NVLink SHARP (NVLS) multicast setup failing on the NVSwitch fabric, and rings the ranks
+built from different views of the topology; and multi-node NVLink that IMEX does not serve, in each release's
+wording."""
 
 from __future__ import annotations
 
+import pytest
+
 from provisioner.explain import explain
-from tests.unit.explain._field import table
+from tests.unit.explain._field import table, words
 
 # file -> (the top cause's id, text its first evidence line holds, text its title/detail/fix hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -14,11 +18,18 @@ CASES: dict[str, tuple[str, str, str]] = {
     "nccl-nvls-invalid-argument-1.txt": (
         "gpu-fabric-manager", "transport/nvls.cc:598 NCCL WARN Cuda failure 1 'invalid argument'",
         "NVLS multicast: invalid argument"),
+    # The ring check fails and the framework only says `internal error`.
+    "nccl-ring-not-loop-back-1.txt": (
+        "topology-mismatch", "Error : ring 2 does not loop back to start (7 != 2)", "NCCL_TOPO_FILE"),
+    "nccl-ring-not-loop-back-2.txt": (
+        "topology-mismatch", "Error : ring 0 does not loop back to start (48 != 52)", "NCCL_GRAPH_FILE"),
 }
 # file -> the hosts the top cause names
 HOSTS: dict[str, list[str]] = {
     "nccl-nvls-add-device-illegal-state-1.txt": ["node004"],
     "nccl-nvls-invalid-argument-1.txt": ["ccw-gpu-128"],
+    "nccl-ring-not-loop-back-1.txt": ["compute-dy-p4d24xlarge-5"],
+    "nccl-ring-not-loop-back-2.txt": ["ip-0A0C04E3"],
 }
 
 test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names = table(
@@ -26,6 +37,23 @@ test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, tes
 
 _HEAD = "gb-01:2201:2290 [0] NCCL WARN "
 
+
+@pytest.mark.parametrize(("line", "holds"), [
+    # 2.21 to 2.24, with NCCL_MNNVL_ENABLE=1
+    ("MNNVL is not supported on this system", "NCCL_MNNVL_ENABLE=1 asks for multi-node NVLink"),
+    # 2.25, 2.26
+    ("MNNVL (cliqueSize 72) is available but not supported on this system. Check the IMEX configuration.",
+     "nvidia-imex-ctl -N"),
+    # 2.27 on: no channel, then the daemons
+    ("MNNVL (cliqueSize 72) is available but not working on this system. Check the IMEX channel configuration "
+     "(/dev/nvidia-caps-imex-channels). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.", "NVreg_CreateImexChannel0=1"),
+    ("MNNVL (cliqueSize 8) is available but not working on this system. Check the IMEX configuration "
+     "(nvidia-imex-ctl -N). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.", "every node of the NVLink domain"),
+])
+def test_mnnvl_that_imex_does_not_serve_is_named_in_each_release_wording(line: str, holds: str) -> None:
+    top = explain([("gb200.log", _HEAD + line + "\n")]).causes[0]
+    assert top.id == "mnnvl-imex" and top.hosts == ["gb-01"], (top.id, top.hosts)
+    assert holds in words(top), words(top)
 
 
 def test_the_nvls_bind_failure_of_recent_releases_is_the_fabric() -> None:
