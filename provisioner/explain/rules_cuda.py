@@ -9,8 +9,9 @@ and `HOST: Test NCCL failure common.cu:N 'unhandled cuda error ...'`; torch's `C
 memory.`; `cuda runtime error (N) : X`; CUDA driver-API names such as `CUDA_ERROR_TOO_MANY_PEERS: X`; the kernel's
 `NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.` and `NVRM: GPU 0000:b3:00.0 ... has fallen
 off the bus`; NVLink SHARP (NVLS) setup, a `Cuda failure` on a line naming transport/nvls.cc (2.17 on) and
-`Failed to bind NVLink SHARP (NVLS) Multicast memory of size N : CUDA error N 'X'` (2.27 on). The error strings
-are cudaGetErrorString's.
+`Failed to bind NVLink SHARP (NVLS) Multicast memory of size N : CUDA error N 'X'` (2.27 on); a `Cuda failure` on
+a line naming transport/p2p.cc, a peer GPU's memory mapped (its cuMem handle imported, 2.19 on, or CUDA IPC).
+The error strings are cudaGetErrorString's.
 
 On AMD GPUs (RCCL, told by its own lines: explain/rocm.py) the same causes keep their ids and scores, read
 HIP's, the HSA runtime's and amdgpu's wordings as well, and speak of AMD's tools.
@@ -42,6 +43,11 @@ _CUDA = re.compile(
 # NVLink SHARP (NVLS) setup: NCCL's source file (transport/nvls.cc) on a `Cuda failure` line, or its own bind
 # failure (2.27 on: `Failed to bind NVLink SHARP (NVLS) Multicast memory of size N : CUDA error N 'X'`).
 _NVLS = re.compile(r"transport/nvls\.cc|\(NVLS\) Multicast", re.I)
+# A `Cuda failure` NCCL's P2P transport reports (transport/p2p.cc) comes from mapping a peer GPU's memory: the
+# cuMem import of its handle (P2P/CUMEM, 2.19 on) or CUDA IPC (P2P/IPC).
+_P2P_SOURCE = re.compile(r"transport/p2p\.cc")
+# The peer's GPU not visible to the process that imports its memory.
+_UNSEEN_PEER = re.compile(r"invalid device ordinal|invalid device\b", re.I)
 # NCCL's summary of a CUDA failure, as NCCL, nccl-tests and frameworks print it.
 _UNHANDLED = re.compile(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
 _P2P_DISABLED = re.compile(r"P2P is disabled between NVLINK connected GPUs (?P<a>[0-9]+) and (?P<b>[0-9]+)")
@@ -141,6 +147,8 @@ def _found(logs: list[Log], amd: bool) -> dict[str, list[tuple[LogLine, str]]]:
                 else _kind(what, amd))
         if kind == "other" and not amd and _NVLS.search(line.text):
             kind = "fabric"
+        elif kind in ("other", "driver") and not amd and _P2P_SOURCE.search(line.text) and _kind(what) != "memory":
+            kind = "p2p"  # mapping a peer GPU's memory (P2P/CUMEM, P2P/IPC): the peer, not this GPU's driver
         what = f"NVLS multicast: {what}" if kind == "fabric" and _NVLS.search(line.text) else what
         add(kind, line, what if m["d"] is None else f"CUDA IPC handle: {what}")
     for line, m in grep(logs, _P2P_DISABLED):
@@ -161,6 +169,17 @@ def _found(logs: list[Log], amd: bool) -> dict[str, list[tuple[LogLine, str]]]:
             add("other", line, rocm.SUMMARY if amd else
                 "unhandled cuda error (NCCL's summary; the CUDA call's own error is not in the log)")
     return found
+
+
+def _unseen_peer_hint(what: list[str]) -> str:
+    if not any(_UNSEEN_PEER.search(w) for w in what):
+        return ""
+    return (" The process could not see the peer's GPU whose memory it maps: ranks of one node given one GPU each "
+            "(srun --gpus-per-task=1, one GPU per container or pod) cannot import each other's memory. Give every "
+            "rank of a node all its GPUs (srun --gpus-per-node with --gpu-bind=none, or one container holding the "
+            "node's GPUs) and pick the rank's GPU in the job; across containers the memory handle passes as a file "
+            "descriptor, which needs the pidfd rights (--cap-add SYS_PTRACE, a shared PID namespace). "
+            "NCCL_CUMEM_ENABLE=0 (legacy CUDA IPC) or NCCL_P2P_DISABLE=1 only to confirm.")
 
 
 def gpu_causes(logs: list[Log]) -> list[Cause]:
@@ -184,7 +203,7 @@ def gpu_causes(logs: list[Log]) -> list[Cause]:
             id=cause_id, title=f"{title}: {', '.join(what[:2])}",
             detail=f"{'; '.join(what[:4])} on {', '.join(where) or 'a host'}. This is the GPU side, not the "
                    "network: the errors of other ranks and connections after it follow from it."
-                   + (same_name_hint(lines) if kind == "p2p" else ""),
+                   + (same_name_hint(lines) + _unseen_peer_hint(what) if kind == "p2p" else ""),
             fix=fix, score=score, hosts=where, evidence=evidence(lines + summary[:2]),
             settings=(["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] if kind == "p2p"
                       else ["NCCL_NVLS_ENABLE"] if kind == "fabric" and not amd else []),

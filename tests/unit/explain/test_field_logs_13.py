@@ -66,3 +66,17 @@ def test_the_nvls_bind_failure_of_recent_releases_is_the_fabric() -> None:
 def test_an_nvls_failure_of_its_own_class_keeps_it() -> None:
     text = _HEAD.replace("NCCL WARN", "transport/nvls.cc:245 NCCL WARN") + "Cuda failure 'out of memory'\n"
     assert explain([("nvls.log", text)]).causes[0].id == "cuda-failure"
+
+
+def test_a_peer_gpu_the_process_cannot_see_is_peer_access_not_the_driver() -> None:
+    # 2.28.9's transport/p2p.cc:275 imports the peer's cuMem handle; ranks given one GPU each cannot.
+    text = ("holygpu8a25204:804052:804100 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 101 'invalid device "
+            "ordinal'\nholygpu8a25204:804052:804100 [0] NCCL INFO transport/p2p.cc:300 -> 1\n")
+    top = explain([("p2p.log", text)]).causes[0]
+    assert top.id == "gpu-p2p-failure" and top.hosts == ["holygpu8a25204"], (top.id, top.hosts)
+    assert "--gpus-per-task=1" in top.detail and "SYS_PTRACE" in top.detail, top.detail
+
+
+def test_a_device_ordinal_outside_the_p2p_transport_stays_the_driver() -> None:
+    text = "node1:1:1 [0] init.cc:100 NCCL WARN Cuda failure 101 'invalid device ordinal'\n"
+    assert explain([("init.log", text)]).causes[0].id == "cuda-driver"
