@@ -9,7 +9,9 @@ then `... is available but not working on this system. Check the IMEX channel co
 (/dev/nvidia-caps-imex-channels). ...` when fabric memory cannot even be allocated (the process has no IMEX
 channel) and `... Check the IMEX configuration (nvidia-imex-ctl -N). ...` when it cannot be exported or imported
 (the IMEX daemons) (2.27 on). The ring check, the same words in every release:
-`Error : ring N does not loop back to start (A != B)` and `Error : ring N does not contain rank R`.
+`Error : ring N does not loop back to start (A != B)` and `Error : ring N does not contain rank R`. NVLink SHARP
+forced on where ranks share a GPU: `NCCL_NVLS_ENABLE has been set to "1" and communicator has multiple ranks using
+the same NVML device. ...` (2.30 on).
 """
 
 from __future__ import annotations
@@ -88,6 +90,26 @@ def _rings(logs: list[Log]) -> list[Cause]:
         settings=["NCCL_TOPO_FILE", "NCCL_GRAPH_FILE"],
     )]
 
+_NVLS_SHARED = re.compile(r"NCCL_NVLS_ENABLE has been set to \"?1\"? and communicator has multiple ranks using the "
+                          r"same NVML device")
+
+
+def _nvls_shared(logs: list[Log]) -> list[Cause]:
+    found = grep(logs, _NVLS_SHARED)
+    if not found:
+        return []
+    lines = [line for line, _ in found]
+    where = unique([h for line in lines if (h := line.host)])
+    return [Cause(
+        id="nvls-forced-shared-gpu", title="NVLink SHARP forced on (NCCL_NVLS_ENABLE=1) while ranks share a GPU",
+        detail=f"On {', '.join(where) or 'a host'} several ranks of one communicator use the same GPU, which NVLink "
+               "SHARP (NVLS) cannot serve; with NCCL_NVLS_ENABLE=1 NCCL refuses instead of running without it. "
+               "A job setting, not the fabric.",
+        fix="Leave NCCL_NVLS_ENABLE unset (NCCL then uses NVLS only where it can) or give every rank its own GPU "
+            "(ranks per node against GPUs per node, CUDA_VISIBLE_DEVICES per rank, MPS or MIG sharing).",
+        score=84, hosts=where, evidence=evidence(lines), settings=["NCCL_NVLS_ENABLE"],
+    )]
+
 
 def nvlink_setup(logs: list[Log]) -> list[Cause]:
-    return _mnnvl(logs) + _rings(logs)
+    return _mnnvl(logs) + _nvls_shared(logs) + _rings(logs)

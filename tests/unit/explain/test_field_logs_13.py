@@ -80,3 +80,11 @@ def test_a_peer_gpu_the_process_cannot_see_is_peer_access_not_the_driver() -> No
 def test_a_device_ordinal_outside_the_p2p_transport_stays_the_driver() -> None:
     text = "node1:1:1 [0] init.cc:100 NCCL WARN Cuda failure 101 'invalid device ordinal'\n"
     assert explain([("init.log", text)]).causes[0].id == "cuda-driver"
+
+
+def test_nvls_forced_on_ranks_that_share_a_gpu_is_a_job_setting() -> None:
+    text = ("node1:311:340 [0] transport/nvls.cc:254 NCCL WARN NCCL_NVLS_ENABLE has been set to \"1\" and communicator "
+            "has multiple ranks using the same NVML device. This is not compatible with NCCL_NVLS_ENABLE=1.\n")
+    top = explain([("nvls.log", text)]).causes[0]
+    assert top.id == "nvls-forced-shared-gpu" and top.hosts == ["node1"], (top.id, top.hosts)
+    assert "Leave NCCL_NVLS_ENABLE unset" in top.fix, top.fix
