@@ -39,3 +39,27 @@ def test_the_watchdog_behind_a_lone_clock_is_named_for_its_rank() -> None:
     (cause, *_) = explain([("paste", LONE["torch-rank"][0])]).causes
     assert cause.id == "collective-timeout"
     assert "global rank 4 " in cause.detail, cause.detail
+
+
+STORE = {
+    "2.5": ("torch.distributed.DistStoreError: wait timeout after 900000ms, keys: /none/torchelastic/role_info/0, "
+            "/none/torchelastic/role_info/1", "ranks 0, 1 never arrived"),
+    "1.x": ("RuntimeError: Wait timeout", "did not complete"),
+    "file": ("RuntimeError: Timeout waiting for key: /tmp/rdzv/0", "rank 0 never arrived"),
+}
+
+
+@pytest.mark.parametrize(("text", "holds"), STORE.values(), ids=list(STORE))
+def test_a_store_wait_timeout_is_an_incomplete_rendezvous(text: str, holds: str) -> None:
+    (cause, *_) = explain([("log", text)]).causes
+    assert cause.id == "rendezvous-incomplete"
+    assert holds in cause.detail, cause.detail
+
+
+def test_an_aborted_communicator_reads_the_reason_it_quotes() -> None:
+    nccl = ("torch.distributed.DistBackendError: NCCL communicator was aborted on rank 2. Original reason for "
+            "failure was: NCCL error: unhandled system error, NCCL version 2.18.1")
+    assert [c.id for c in explain([("log", nccl)]).causes] == ["nccl-error"]
+    lost = ("torch.distributed.DistBackendError: NCCL communicator was aborted on rank 3. Original reason for "
+            "failure was: NCCL error: remote process exited or there was a network error")
+    assert [c.id for c in explain([("log", lost)]).causes] == ["connection-lost"]
