@@ -13,6 +13,12 @@ from provisioner.parsers._text import unique
 Hit = tuple[LogLine, re.Match[str]]
 
 
+def listed(noun: str, items: Iterable[object]) -> str:
+    """`rank 3` or `ranks 3, 5`: a noun worded for how many items follow it (`noun` in the singular)."""
+    names = [str(item) for item in items]
+    return f"{noun}{'' if len(names) == 1 else 's'} {', '.join(names)}"
+
+
 def evidence(lines: Iterable[LogLine], limit: int = 8) -> list[Evidence]:
     seen: list[Evidence] = []
     for line in lines:

@@ -31,7 +31,9 @@ _LINE_LABEL = re.compile(r"^(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[
 _NCCL_PREFIX = re.compile(
     r"(?:^|\s|(?<=\]))(?P<host>(?![0-9]+:)[^\s:\[\]]+):(?P<pid>[1-9][0-9]*):(?P<tid>[1-9][0-9]*)\s+\[[^\]]*\]")
 # The task a launcher's prefix names: torch `[rank3]:`, Open MPI `[1,3]<stdout>:`, srun `3: `, `[3] `.
-_PREFIX_RANK = re.compile(r"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|^\s*(?P<c>[0-9]+):|^\[(?P<d>[0-9]+)\]")
+# A paste's clock (`18:11:06.680 `) is not an srun label: no digit follows the label's colon.
+_PREFIX_RANK = re.compile(
+    r"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|^\s*(?P<c>[0-9]+):(?![0-9])|^\[(?P<d>[0-9]+)\]")
 # Ray's prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
 _RAY_IP = re.compile(r"^\([^()]*\bip=(?P<host>[0-9A-Fa-f.:]+)[,)]")
 # nccl-tests `#  Rank  3 Group 0 Pid 1234 on gpu02 device 3 ...`: which host each rank ran on.

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from provisioner.explain import ras_json
-from provisioner.explain.evidence import evidence, grep, hosts
+from provisioner.explain.evidence import evidence, grep, hosts, listed
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.torch_status import behind, statuses
@@ -112,10 +112,11 @@ def _ras(log: Log) -> tuple[list[str], list[LogLine], list[str]]:
         op = f"{found['op']} " if found["op"] else ""
         text = f"NCCL's RAS found ranks at different {op}operation counts ({'; '.join(parts)})"
         if named_behind:
-            text += f": behind are ranks {', '.join(named_behind)}"
+            text += f": behind {'is' if len(named_behind) == 1 else 'are'} {listed('rank', named_behind)}"
         elif (ahead := counts.get(top)) and any(k < top for _, k in majority):
             lagging = sum(n for n, k in majority if k < top)
-            text += (f": ranks {', '.join(ahead)} are ahead; the other {lagging} ranks have not launched operation "
+            text += (f": {listed('rank', ahead)} {'is' if len(ahead) == 1 else 'are'} ahead; the other {lagging} "
+                     f"ranks have not launched operation "
                      f"{top}, so they are the ones behind")
         out.append(text)
     return out, lines, nodes
@@ -133,9 +134,10 @@ def _ras_json(log: Log) -> tuple[list[str], list[LogLine], list[str]]:
             f"rank {r.rank}{f' on {r.node}' if r.node else ''} up to operation {k}" for k, r in odd[:6]]
         text = f"NCCL's RAS found ranks at different {found.op} operation counts ({'; '.join(parts)})"
         if behind:
-            text += f": behind are ranks {', '.join(str(r.rank) for r in behind[:8])}"
+            text += f": behind {'is' if len(behind) == 1 else 'are'} {listed('rank', [r.rank for r in behind[:8]])}"
         elif common < top:
-            text += (f": ranks {', '.join(str(r.rank) for _, r in odd[:8])} are ahead; the other "
+            verb = "is" if len(odd) == 1 else "are"
+            text += (f": {listed('rank', [r.rank for _, r in odd[:8]])} {verb} ahead; the other "
                      f"{len(found.ranks[common])} ranks have not launched operation {top}, so they are the ones behind")
         out.append(text)
         lines += found.lines

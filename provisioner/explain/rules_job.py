@@ -168,8 +168,18 @@ def _same_node(peer: str, host: str) -> bool:
     return peer.lower().split(".")[0] == host.lower().split(".")[0]
 
 
+# torch quotes why it aborted a communicator (1.10 on): that reason is the cause (a watchdog timeout is
+# rules_torch's), not a lost connection, unless the reason itself is one.
+_ABORTED = re.compile(r"NCCL communicator was aborted on rank [0-9]+\.\s*Original reason for failure was:(?P<why>.*)")
+
+
+def _lost(text: str) -> bool:
+    aborted = _ABORTED.search(text)
+    return aborted is None or bool(_DEAD_PEER.search(aborted["why"]))
+
+
 def dead_peer(logs: list[Log]) -> list[Cause]:
-    hits = grep(logs, _DEAD_PEER)
+    hits = [(line, m) for line, m in grep(logs, _DEAD_PEER) if _lost(line.text)]
     if not hits:
         return []
     # An earlier alternative (socketProgress...) can match first: read the peer from the whole line again.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import evidence, grep, hosts
+from provisioner.explain.evidence import evidence, grep, hosts, listed
 from provisioner.explain.logs import Log
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
@@ -102,7 +102,7 @@ def proxy_failures(logs: list[Log]) -> list[Cause]:
         detail="; ".join(said) + ". No other error is in the log, so the proxy's is the first: the "
                "usual reasons are a rank's process that died or was killed, a peer node that went down, or "
                + ("the open-file limit (this log names it)." if files else "the open-file limit."),
-        fix="Find the rank that went away first" + (f" (rank {', '.join(ranks)})" if ranks else "")
+        fix="Find the rank that went away first" + (f" ({listed('rank', ranks)})" if ranks else "")
             + ": its node's launcher and scheduler output and `dmesg` (the OOM killer, a signal); whether a peer "
             "node went down or rebooted; the job's open-file limit (`ulimit -n`, LimitNOFILE for a service; NCCL "
             "opens sockets per peer and channel). Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,PROXY "

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import evidence, grep, hosts, multi_node
+from provisioner.explain.evidence import evidence, grep, hosts, listed, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.torch_status import PG_RANK as _PG_RANK
@@ -92,7 +92,7 @@ def watchdog(logs: list[Log]) -> list[Cause]:
     also = sorted({line.rank for line in also_lines if line.rank is not None})
     lines += [next(line for line in also_lines if line.rank == rank) for rank in also]
     if known:
-        who_text = f"global ranks {', '.join(map(str, known))}"
+        who_text = listed("global rank", known)
         differ = unique([f"global {g} is rank {r} of process group {pg or '?'}" for g, pg, r in pairs
                          if g is not None and r is not None and (g != r or pg not in (None, "0"))])
         if differ:
@@ -101,20 +101,22 @@ def watchdog(logs: list[Log]) -> list[Cause]:
     else:
         groups = unique([pg for _, pg, _ in pairs if pg])
         ranks = sorted({r for _, _, r in pairs if r is not None})
-        who_text = (f"process-group ranks {', '.join(map(str, ranks))}" if ranks else "a rank") + (
+        who_text = (listed("process-group rank", ranks) if ranks else "a rank") + (
             f" (process group {', '.join(groups)}; global ranks not in the log)" if groups else "")
         seen = []
     waited = f" waited {max(times):g} s" if times else " waited past the timeout"
     detail = f"{who_text}{waited} in {', '.join(unique(ops)) or 'a collective'} and gave up."
     if also:
-        detail += f" Global ranks {', '.join(map(str, also))} timed out too (their watchdog reported it)."
+        whose = "their" if len(also) > 1 else "its"
+        detail += f" {listed('Global rank', also)} timed out too ({whose} watchdog reported it)."
     # A rank whose progress line shows it enqueued the collective reached it, whatever else it printed.
     at = stuck_at(progress)
     reached = {s.glob for s in progress if s.pg in at and s.enqueued is not None and s.enqueued >= at[s.pg]}
     absent = [r for r in seen if r not in known and r not in also and r not in reached]
     p2p = not absent and _p2p_only(logs)
     if absent:
-        detail += f" Global ranks {', '.join(map(str, absent))} never reported it: they did not reach the collective."
+        detail += (f" {listed('Global rank', absent)} never reported it: {'they' if len(absent) > 1 else 'it'} did "
+                   "not reach the collective.")
     elif p2p:
         detail += (" Every rank in the log reached it and waited, and they are on one node, connected GPU to GPU "
                    "(via P2P): no network carries this collective. A peer-to-peer path that does not deliver "
@@ -265,11 +267,12 @@ def _unique_id_wait(logs: list[Log]) -> list[Cause]:
     roots = unique([m["root"] for _, m in hits])
     lines = [line for line, _ in hits]
     return [Cause(
-        id="rendezvous-incomplete", title=f"rank {', '.join(roots)} never posted its NCCL id to the store",
-        detail=f"rank {', '.join(ranks)} waited in torch's store for the NCCL id of rank {', '.join(roots)} and "
+        id="rendezvous-incomplete",
+        title=f"{listed('rank', roots)} never posted {'their' if len(roots) > 1 else 'its'} NCCL id to the store",
+        detail=f"{listed('rank', ranks)} waited in torch's store for the NCCL id of {listed('rank', roots)} and "
                f"gave up ({hits[0][1]['why'].strip()}): that rank never reached the same collective or group "
                "creation (it failed or hung earlier, or took another code path), or lost its store connection.",
-        fix=f"Read rank {', '.join(roots)}'s own output for its first error; check that every rank creates the "
+        fix=f"Read {listed('rank', roots)}'s own output for its first error; check that every rank creates the "
             "same process groups in the same order, and that all reach the master address (MASTER_ADDR) "
             "without drops.",
         score=55, hosts=hosts(lines), evidence=evidence(lines),

@@ -112,6 +112,12 @@ _TIMESTAMP = re.compile(
 # A CI console's clock alone (`19:34:56 ` before every line, as Jenkins' timestamper prints): without a date
 # it could be a tool's own column, so it goes only when most lines carry it.
 _CLOCK = re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: |$)", re.ASCII)
+# The same clock directly before a prefix no tool output starts with (torch's `[rank4]:`, an NCCL line's
+# `host:pid:tid [dev] `, a c10 or glog `[E205 10:00:00.123456 file.cpp:616] ` / `E0205 10:00:00.123 1 f.cc:1] `)
+# is a paste's clock even on a lone line: only the clock goes, the prefix is read as usual.
+_CLOCK_BEFORE = re.compile(
+    r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)? (?=\[rank\d+\]:|[A-Za-z0-9][\w.-]*:\d+:\d+ \[\d+\] "
+    r"|\[?[IWEF]\d{3,4} \d{2}:\d{2}:\d{2}\.\d+ )", re.ASCII)
 _MPI_TAG = re.compile(r"^\[\d+,\d+\](?:<\w+>)?:", re.ASCII)  # Open MPI --tag-output: no blank after
 _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: the global rank
 # Ray's driver prints every worker's output behind the worker's name: `(RayWorkerWrapper pid=92234,
@@ -153,11 +159,13 @@ def _strip(line: Line, pattern: re.Pattern[str]) -> Line:
     return Line(line.number, line.text[m.end():].rstrip(), line.raw, line.prefix + m.group(0))
 
 
-def _strip_common(lines: list[Line], pattern: re.Pattern[str], share: float, least: int = 1) -> list[Line]:
+def _strip_common(lines: list[Line], pattern: re.Pattern[str], share: float, least: int = 1,
+                  taken: bool = False) -> list[Line]:
+    """`taken`: a line whose prefix already starts with the pattern (taken off one line at a time) counts too."""
     body = [line for line in lines if line.text.strip()]
     if len(body) < least:
         return lines
-    hits = sum(1 for line in body if pattern.match(line.text))
+    hits = sum(1 for line in body if pattern.match(line.text) or (taken and pattern.match(line.prefix)))
     if hits < len(body) * share:
         return lines
     return [_strip(line, pattern) for line in lines]
@@ -214,7 +222,7 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     cleaned = _strip_common(cleaned, STERN, 0.6, least=2)
     cleaned = [strip_prefixes(line) for line in cleaned]
     # Most lines of a labelled run carry the label; a wrapped line or a traceback may not.
-    cleaned = _strip_common(cleaned, _CLOCK, 0.6, least=2)
+    cleaned = _strip_common(cleaned, _CLOCK, 0.6, least=2, taken=True)
     cleaned = _strip_common(cleaned, _SRUN_LABEL, 0.6)
     cleaned = _strip_common(cleaned, _RANK_TAG, 0.6)
     # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
@@ -228,7 +236,7 @@ def clean_lines(lines: list[Line]) -> list[Line]:
 
 
 # The prefixes that are unmistakable one line at a time, in the order tried at each step.
-_EVERY_LINE = (*EVERY_LINE[:2], _TIMESTAMP, _MPI_TAG, _TORCH_RANK, *EVERY_LINE[2:])
+_EVERY_LINE = (*EVERY_LINE[:2], _TIMESTAMP, _CLOCK_BEFORE, _MPI_TAG, _TORCH_RANK, *EVERY_LINE[2:])
 
 
 def strip_prefixes(line: Line) -> Line:

@@ -118,13 +118,13 @@ def test_watchdog_keeps_global_and_process_group_ranks_apart() -> None:
             "collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
             "Timeout(ms)=600000) ran for 600000 milliseconds before timing out.\n")
     cause = next(c for c in explain([("t.log", text)]).causes if c.id == "collective-timeout")
-    assert cause.detail.startswith("global ranks 5 (global 5 is rank 1 of process group 2) waited 600 s")
+    assert cause.detail.startswith("global rank 5 (global 5 is rank 1 of process group 2) waited 600 s")
     # Without torch's [rankN]: prefix the global rank comes from the init line.
     cause = next(c for c in explain([("t.log", text.replace("[rank5]:", ""))]).causes if c.id == "collective-timeout")
-    assert cause.detail.startswith("global ranks 5 (global 5 is rank 1 of process group 2)")
+    assert cause.detail.startswith("global rank 5 (global 5 is rank 1 of process group 2)")
     bare = text.splitlines()[1].replace("[rank5]:", "")
     cause = explain([("t.log", bare)]).causes[0]
-    assert cause.detail.startswith("process-group ranks 1 (process group 2; global ranks not in the log)")
+    assert cause.detail.startswith("process-group rank 1 (process group 2; global ranks not in the log)")
 
 
 def test_non_mpi_nccl_tests_under_mpirun_is_named() -> None:

@@ -43,7 +43,7 @@ FIELD: dict[str, tuple[str, str, str]] = {
     "nccl-ras-mismatch-counts-1.txt": ("collective-desync", "Communicator ranks have different AllGather",
                                        "ranks 12 on 10.137.190.124, 13 on 10.137.190.124 are ahead; the other 30"),
     "nccl-ras-straggler-behind-1.txt": ("collective-desync", "Communicator ranks have different AllReduce",
-                                        "behind are ranks 7 on node1"),
+                                        "behind is rank 7 on node1"),
 }
 
 
@@ -123,7 +123,7 @@ WORDINGS: dict[str, tuple[str, str, str, str]] = {
     "ras-2.24": ("v2.24.3 ras/client_support.cc", "#0-0 (0f1e2d3c4b5a6978) MISMATCH\n  Communicator ranks have "
                  "different collective operation counts\n  31 ranks have launched up to operation 900\n  Rank 7 has "
                  "launched up to operation 899 -- GPU 7 managed by process 4242 on node gpu03\n",
-                 "collective-desync", "behind are ranks 7 on gpu03"),
+                 "collective-desync", "behind is rank 7 on gpu03"),
 }
 
 

@@ -88,7 +88,7 @@ def test_watchdog_names_ranks_that_never_arrived() -> None:
     log = (SAMPLES / "logs/torch-watchdog-timeout-1.txt").read_text().splitlines()
     text = "\n".join(line for line in log if not line.startswith("[rank1]")) + "\n[rank1]:[I1218 20:20:00] loading\n"
     [cause] = explain([("train.log", text)]).causes
-    assert "Global ranks 1 never reported it" in cause.detail
+    assert "Global rank 1 never reported it: it did not" in cause.detail
 
 
 def test_version_mismatch_across_hosts_in_several_files() -> None:

@@ -21,7 +21,7 @@ CASES: dict[str, tuple[str, str, str]] = {
                                            "rank 6 stopped making progress for 480 s"),
     # The rank whose watchdog got stuck reached the collective too: not one that "never reported it".
     "torch-watchdog-stuck-and-caught-4.txt": ("collective-timeout", "[Rank 2] Watchdog caught",
-                                              "Global ranks 7 timed out too"),
+                                              "Global rank 7 timed out too (its watchdog"),
     # 25625 s waited against an 1800 s timeout: the watchdog itself was held up.
     "torch-watchdog-late-report-5.txt": ("collective-timeout", "[Rank 0] Watchdog caught",
                                          "the watchdog reported after 25625.6 s"),

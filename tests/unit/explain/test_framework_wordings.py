@@ -54,14 +54,14 @@ CASES: dict[str, tuple[str, str, str, str | None, str]] = {
                       "milliseconds before timing out.\n", "collective-timeout", "gpu04", "ALLREDUCE (SeqNum 203)"),
     "watchdog-2.3": ("torch 2.3", _TS + "[PG 0 Rank 3] Watchdog caught collective operation timeout: "
                      "WorkNCCL(SeqNum=12, OpType=_ALLGATHER_BASE, NumelIn=2048, NumelOut=16384, Timeout(ms)=600000) "
-                     "ran for 600046 milliseconds before timing out.\n", "collective-timeout", None, "global ranks 3"),
+                     "ran for 600046 milliseconds before timing out.\n", "collective-timeout", None, "global rank 3 "),
     "watchdog-2.5": ("torch 2.5", _TS.replace("rank3", "rank11") + "[PG ID 1 PG GUID 1(tp) Rank 3] Watchdog "
                      "caught collective operation timeout: WorkNCCL(SeqNum=40, OpType=BROADCAST, NumelIn=1, "
                      "NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.\n",
                      "collective-timeout", None, "global 11 is rank 3 of process group 1"),
     "watchdog-wrapped": ("torch 2.x, wrapped", "[rank12] Watchdog caught collective operation timeout:\n"
                          "         WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600011 ms\n"
-                         "         before timing out.\n", "collective-timeout", None, "global ranks 12"),
+                         "         before timing out.\n", "collective-timeout", None, "global rank 12 "),
     "watchdog-stuck": ("torch 2.2", "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Heartbeat monitor timed "
                        "out! Process will be terminated after dumping debug info. workMetaList_.size()=1\n"
                        "[rank0]:[E ProcessGroupNCCL.cpp:1153] [PG 0 Rank 0] ProcessGroupNCCL's watchdog got stuck "
@@ -217,7 +217,7 @@ def test_torchs_bracketed_c10_prefix_leaves_the_evidence(prefix: str) -> None:
             "milliseconds before timing out.\n")
     top = explain([("t.log", text)]).causes[0]
     assert top.id == "collective-timeout" and top.evidence[0].text.startswith("[PG ID 0"), top.evidence
-    assert "global ranks 3" in top.detail, top.detail
+    assert "global rank 3 " in top.detail, top.detail
 
 
 def test_a_store_client_names_the_server_it_lost() -> None:

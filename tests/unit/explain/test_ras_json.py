@@ -91,7 +91,7 @@ def test_a_rank_behind_on_an_operation_is_a_desync() -> None:
     top = _causes(text)[0]
     assert top.id == "collective-desync" and top.hosts == ["10.0.0.3"]
     assert "different AllReduce operation counts (3 ranks up to operation 64; rank 3 on 10.0.0.3 up to operation " \
-           "60): behind are ranks 3" in top.detail
+           "60): behind is rank 3" in top.detail
 
 
 def test_timeouts_while_gathering_are_said() -> None:
