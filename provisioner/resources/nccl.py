@@ -105,7 +105,11 @@ def read_installed(text: str) -> Installed:
         if len(fields) == 4:  # want flag status version
             want, _flag, state, version = fields
             return Installed(version, "package", state, want == "hold", pin)
-        return Installed(fields[-1], "package", pin=pin)  # only a version: nothing known of the hold
+        if len(fields) == 1:  # only a version: nothing known of the hold
+            return Installed(fields[0], "package", pin=pin)
+        # `want flag status` with an empty ${Version}: dpkg holds the package in a state but names no
+        # version (the state is no version, and must not be read as one).
+        raise ProbeFailed(f"dpkg-query printed the state {rest!r} and no version")
     if head != "files":
         raise ProbeFailed(f"NCCL probe: unexpected output {lines[0]!r}")
     found = [(m["version"], line) for line in lines[1:] if (m := _LIB_VERSION.search(line))]
@@ -113,6 +117,10 @@ def read_installed(text: str) -> Installed:
         return Installed(None, "no package, no libnccl.so.* in " + ", ".join(LIB_DIRS))
     # libnccl.so.2 is a link to libnccl.so.2.21.5: the longest, highest name says the most.
     version, path = max(found, key=lambda item: (Version(item[0]), len(item[0])))
+    if "." not in version:
+        # Only the soname's major (`libnccl.so.2`, as the nvidia-nccl-cu12 wheel or a copy that kept
+        # only the link ships it): NCCL is there, but its name does not say which release it is.
+        raise ProbeFailed(f"{path} names only NCCL's major version {version}, not its release")
     return Installed(version, path)
 
 
@@ -157,31 +165,60 @@ def evaluate(spec: NcclSpec, results: Results, ctx: HostContext) -> list[Check]:
 _SAME = '__fn_same() { case "$1" in "$2"|"$2"[!0-9]*) return 0;; esac; return 1; }'
 
 
+_U = '"$u"'
+
+
 def _clause_test(op: str, bound: str, compare: str) -> str:
-    """A shell line that `continue`s the version loop when "$v" fails the clause; `compare` is a
-    command template comparing two versions (`dpkg --compare-versions A OP B` style)."""
+    """A shell line that `continue`s the version loop when "$u" (the candidate without its epoch) fails
+    the clause; `compare` is a command template comparing two versions (`dpkg --compare-versions A OP B`)."""
     b = shlex.quote(bound)
     if op == "==":
-        return f'__fn_same "$v" {b} || continue'
+        return f'__fn_same "$u" {b} || continue'
     if op == "!=":
-        return f'! __fn_same "$v" {b} || continue'
+        return f'! __fn_same "$u" {b} || continue'
     if op == ">=":
-        return f'__fn_same "$v" {b} || {compare.format(op="gt", bound=b)} || continue'
+        return f'__fn_same "$u" {b} || {compare.format(a=_U, op="gt", b=b)} || continue'
     if op == "<=":
-        return f'__fn_same "$v" {b} || {compare.format(op="lt", bound=b)} || continue'
+        return f'__fn_same "$u" {b} || {compare.format(a=_U, op="lt", b=b)} || continue'
     word = "gt" if op == ">" else "lt"
-    return f'{{ ! __fn_same "$v" {b} && {compare.format(op=word, bound=b)}; }} || continue'
+    return f'{{ ! __fn_same "$u" {b} && {compare.format(a=_U, op=word, b=b)}; }} || continue'
 
 
 def _pick_version(spec: NcclSpec, versions_command: str, compare: str) -> str:
-    """Shell that sets "$found" to the newest available version meeting the constraint, or fails."""
+    """Shell that sets "$found" to the newest available version meeting the constraint, or fails.
+
+    The constraint speaks of the upstream version, so an epoch (`1:2.21.5-1`) is set aside for the
+    clause tests; the package tool's own ordering, epoch included, picks the newest of those that
+    pass (`sort -V` knows no epochs: it put `1:2.18.3-1` below `2.23.4-1`), and the full version is what
+    gets installed."""
     tests = "; ".join(_clause_test(op, str(bound), compare) for op, bound in parse_constraint(spec.version.text))
+    newer = compare.format(a='"$v"', op="gt", b='"$found"')
     return (
         f"{_SAME}; found=; "
-        f"for v in $({versions_command} | sort -r -V); do {tests}; found=$v; break; done; "
+        f"for v in $({versions_command}); do u=${{v#*:}}; {tests}; "
+        f'if [ -z "$found" ] || {newer}; then found=$v; fi; done; '
         f'[ -n "$found" ] || {{ echo {sh(f"no version of {spec.package} matching {spec.version}",)} '
         f"'in the package sources' >&2; exit 1; }}"
     )
+
+
+def madison_versions(package: str) -> str:
+    """The versions `apt-cache madison` lists for `package`: its second `|` column, on the lines of
+    that package (madison also lists source records, under the source package's name)."""
+    return (f"apt-cache madison {shlex.quote(package)} | awk -F'|' -v p={shlex.quote(package)} "
+            "'{n = $1; gsub(/ /, \"\", n); v = $2; gsub(/ /, \"\", v); if (n == p && v != \"\") print v}'")
+
+
+def dnf_versions(package: str) -> str:
+    """The versions `dnf list --showduplicates --available` lists for `package` (any architecture).
+    A row is `name.arch version repo`; where the name is too long for its column, dnf puts it on a
+    line of its own and the version and repo on the next, so such a pair is joined first."""
+    pkg = shlex.quote(package)
+    return (f"dnf -q list --showduplicates --available {pkg} 2>/dev/null | awk -v p={pkg} '"
+            "NF == 1 && index($1, p \".\") == 1 { held = $1; next } "
+            "held != \"\" && NF == 2 { $0 = held \" \" $0 } "
+            "{ held = \"\" } "
+            "NF == 3 { n = $1; sub(/\\.[^.]*$/, \"\", n); if (n == p) print $2 }'")
 
 
 def pin_text(spec: NcclSpec, version: str) -> str:
@@ -200,8 +237,7 @@ def apt_commands(spec: NcclSpec, finish_dpkg: bool = False) -> str:
     """Install the newest version meeting the constraint, pinned and held. `finish_dpkg` first lets
     dpkg finish what an interrupted run left unpacked (apt refuses to run until that is done)."""
     pkg = shlex.quote(spec.package)
-    madison = f"apt-cache madison {pkg} | awk -F'|' '{{gsub(/ /, \"\", $2); print $2}}'"
-    pick = _pick_version(spec, madison, 'dpkg --compare-versions "$v" {op} {bound}')
+    pick = _pick_version(spec, madison_versions(spec.package), "dpkg --compare-versions {a} {op} {b}")
     return (
         ("DEBIAN_FRONTEND=noninteractive dpkg --configure -a; " if finish_dpkg else "")
         # The package lists may be older than the wanted release: refresh them only when it is missing.
@@ -222,10 +258,8 @@ def hold_commands(spec: NcclSpec, version: str) -> str:
 
 def dnf_commands(spec: NcclSpec) -> str:
     pkg = shlex.quote(spec.package)
-    listing = (f"dnf -q list --showduplicates --available {pkg} 2>/dev/null "
-               f"| awk 'NF == 3 && $1 ~ /^[^ ]+\\./ {{print $2}}'")
-    compare = '{{ rpmdev-vercmp "$v" {bound} >/dev/null 2>&1; [ $? -eq $(__fn_code {op}) ]; }}'
-    pick = _pick_version(spec, listing, compare)
+    compare = "{{ rpmdev-vercmp {a} {b} >/dev/null 2>&1; [ $? -eq $(__fn_code {op}) ]; }}"
+    pick = _pick_version(spec, dnf_versions(spec.package), compare)
     return (
         # rpmdev-vercmp exits 11 for newer, 12 for older.
         "__fn_code() { if [ \"$1\" = gt ]; then echo 11; else echo 12; fi; }; "

@@ -204,8 +204,7 @@ def test_apt_version_choice_runs_with_dpkg_semantics(tmp_path: Path, constraint:
     fake = tmp_path / "apt-cache"
     fake.write_text(f"#!/bin/sh\ncat <<'X'\n{MADISON}X\n")
     fake.chmod(0o755)
-    pick = nccl._pick_version(spec, "apt-cache madison libnccl2 | awk -F'|' '{gsub(/ /, \"\", $2); print $2}'",
-                              'dpkg --compare-versions "$v" {op} {bound}')
+    pick = nccl._pick_version(spec, nccl.madison_versions("libnccl2"), "dpkg --compare-versions {a} {op} {b}")
     proc = sh_run(pick + '; echo "$found"', {"PATH": f"{tmp_path}:{os.environ['PATH']}"})
     if picked is None:
         assert proc.returncode != 0 and "no version of libnccl2" in proc.stderr
