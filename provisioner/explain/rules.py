@@ -1,7 +1,8 @@
 """The causes `explain` knows: one registry of rules, each a function from the logs to zero or more
 Causes with evidence, kept in one module per class (rules_socket, rules_bootstrap, rules_verbs, rules_provider,
 rules_events, rules_cuda, rules_shm, rules_job, rules_proxy, rules_ras, rules_torch, rules_desync, rules_gloo,
-rules_launch, rules_elastic, rules_gdr, rules_rocm, rules_nvlink, rules_store).
+rules_launch, rules_elastic, rules_gdr, rules_rocm, rules_nvlink, rules_store, rules_plugins,
+rules_topo).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -24,6 +25,7 @@ from provisioner.explain import (
     rules_job,
     rules_launch,
     rules_nvlink,
+    rules_plugins,
     rules_provider,
     rules_proxy,
     rules_ras,
@@ -31,6 +33,7 @@ from provisioner.explain import (
     rules_shm,
     rules_socket,
     rules_store,
+    rules_topo,
     rules_torch,
     rules_verbs,
     smoke,
@@ -46,9 +49,11 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_verbs.resource_failures,
     rules_verbs.incompatible_devices, rules_verbs.completion_errors, rules_provider.provider_completion_errors,
     rules_events.port_down,
-    rules_events.queue_errors, rules_cuda.gpu_causes, rules_nvlink.nvlink_setup, rules_socket.message_truncated,
+    rules_events.queue_errors, rules_cuda.gpu_causes, rules_nvlink.nvlink_setup, rules_topo.topology_files,
+    rules_socket.message_truncated,
     rules_socket.unreachable_peers, rules_socket.address_family,
-    rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_job.version_mismatch,
+    rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_plugins.plugins,
+    rules_job.version_mismatch,
     rules_desync.desync, rules_torch.watchdog, rules_torch.watchdog_hung,
     rules_torch.rendezvous_wait, rules_store.store_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
     rules_gloo.stalled_transfers, rules_gdr.gpudirect_disabled, rules_rocm.rccl_settings, rules_job.dead_peer,

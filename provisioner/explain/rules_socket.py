@@ -21,6 +21,7 @@ import re
 from provisioner.explain.evidence import env, evidence, grep, hosts, multi_node, nranks
 from provisioner.explain.logs import Log
 from provisioner.explain.model import Cause
+from provisioner.explain.rules_plugins import plugin_failed
 from provisioner.parsers._text import unique
 
 _NO_INTERFACE = re.compile(
@@ -181,7 +182,7 @@ def socket_fallback(logs: list[Log]) -> list[Cause]:
             reasons.append("no IB/RoCE device found")
         if nccl.ib_devices:
             reasons.append(f"IB devices were found ({', '.join(nccl.ib_devices[:4])}) but NCCL says Socket")
-        if any("Plugin load returned" in p or "Failed to" in p for p in nccl.plugins):
+        if plugin_failed([log]):
             reasons.append("the network plugin failed to load (NCCL fell back to its internal transports)")
         lines = [line for line, _ in log.grep(_IB_STATE_LINES)]
         causes.append(Cause(
