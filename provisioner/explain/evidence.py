@@ -13,10 +13,30 @@ from provisioner.parsers._text import unique
 Hit = tuple[LogLine, re.Match[str]]
 
 
+def for_count(count: int, one: str, many: str) -> str:
+    """The word that agrees with a count: `one` for exactly one, `many` for none or several (`is`/`are`,
+    `it`/`they`, `its`/`their`)."""
+    return one if count == 1 else many
+
+
+def _plural(noun: str) -> str:
+    return noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
+
+
 def listed(noun: str, items: Iterable[object]) -> str:
-    """`rank 3` or `ranks 3, 5`: a noun worded for how many items follow it (`noun` in the singular)."""
+    """`rank 3`, `ranks 3, 5` or `no ranks`: a noun worded for how many items follow it (`noun` in the
+    singular)."""
     names = [str(item) for item in items]
-    return f"{noun}{'' if len(names) == 1 else 's'} {', '.join(names)}"
+    if not names:
+        return f"no {_plural(noun)}"
+    return f"{for_count(len(names), noun, _plural(noun))} {', '.join(names)}"
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 rank`, `3 ranks` or `no ranks`: a count and its noun (in the singular) worded for it."""
+    if count == 0:
+        return f"no {_plural(noun)}"
+    return f"{count} {for_count(count, noun, _plural(noun))}"
 
 
 def evidence(lines: Iterable[LogLine], limit: int = 8) -> list[Evidence]:

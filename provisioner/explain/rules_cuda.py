@@ -196,12 +196,18 @@ def gpu_causes(logs: list[Log]) -> list[Cause]:
         cause_id, title, fix, score = (rocm.CAUSES if amd else _CAUSES)[kind]
         if cause_id in by_id:  # one cuda-failure cause: the most telling class found names it
             continue
-        what = unique([w for _, w in items])
+        what = unique([w.strip().rstrip(":").strip() for _, w in items])
         lines = [line for line, _ in items]
         where = unique([h for line in lines + summary if (h := _host(line))])
+        # A title that already says what failed (`CUDA out of memory`) is not followed by the same words again.
+        shown = [w for w in what[:2] if w.lower() not in title.lower()]
+        if not where:  # no host in the log: the fix cannot point at one by name
+            fix = fix.replace("On the host named", "On the host that wrote this log").replace(
+                "on the host named", "on the host that wrote this log")
         by_id[cause_id] = Cause(
-            id=cause_id, title=f"{title}: {', '.join(what[:2])}",
-            detail=f"{'; '.join(what[:4])} on {', '.join(where) or 'a host'}. This is the GPU side, not the "
+            id=cause_id, title=f"{title}: {', '.join(shown)}" if shown else title,
+            detail=f"{'; '.join(what[:4])}" + (f" on {', '.join(where)}" if where else "") + ". This is the GPU "
+                   "side, not the "
                    "network: the errors of other ranks and connections after it follow from it."
                    + (same_name_hint(lines) + _unseen_peer_hint(what) if kind == "p2p" else ""),
             fix=fix, score=score, hosts=where, evidence=evidence(lines + summary[:2]),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from provisioner.explain import ras_json
-from provisioner.explain.evidence import evidence, grep, hosts, listed
+from provisioner.explain.evidence import counted, evidence, for_count, grep, hosts, listed
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.torch_status import behind, statuses
@@ -62,16 +62,26 @@ def _wrapper(logs: list[Log]) -> tuple[list[str], list[LogLine]]:
     return found, lines
 
 
+def _ranks(text: str) -> str:
+    """The ranks of a list the desync report prints (`0, 3`), worded for how many there are."""
+    return listed("rank", [r.strip() for r in text.split(",") if r.strip()])
+
+
+def _behind(count: int) -> str:
+    """What the ranks of a count that have not launched the top operation are."""
+    return for_count(count, "so it is the one behind", "so they are the ones behind")
+
+
 def _report(logs: list[Log]) -> tuple[list[str], list[LogLine]]:
     found, lines = [], []
     for line, m in grep(logs, _REPORT):
         lines.append(line)
         if m["missing"]:
-            found.append(f"ranks {m['missing']} never joined any collective (torch's desync report)")
+            found.append(f"{_ranks(m['missing'])} never joined any collective (torch's desync report)")
         elif m["joined"]:
-            found.append(f"ranks {m['joined']} joined collective #{m['seq']} but did not finish it")
+            found.append(f"{_ranks(m['joined'])} joined collective #{m['seq']} but did not finish it")
         elif m["finished"]:
-            found.append(f"ranks {m['finished']} finished collective #{m['seq2']} but never joined #{m['next']}")
+            found.append(f"{_ranks(m['finished'])} finished collective #{m['seq2']} but never joined #{m['next']}")
     return found, lines
 
 
@@ -104,20 +114,20 @@ def _ras(log: Log) -> tuple[list[str], list[LogLine], list[str]]:
         if not counts and not majority:
             continue
         top = max([k for k in counts] + [k for _, k in majority])
-        parts = [f"{n} ranks up to operation {k}" for n, k in majority]
-        parts += [f"rank{'s' if len(r) > 1 else ''} {', '.join(r)} up to operation {k}"
+        parts = [f"{counted(n, 'rank')} up to operation {k}" for n, k in majority]
+        parts += [f"{listed('rank', r)} up to operation {k}"
                   for k, r in sorted(counts.items()) if not any(k == kk for _, kk in majority)]
         named_behind = [r for k, rs in counts.items() if k < top for r in rs]
         nodes += [node for k, node in placed if k < top]
         op = f"{found['op']} " if found["op"] else ""
         text = f"NCCL's RAS found ranks at different {op}operation counts ({'; '.join(parts)})"
         if named_behind:
-            text += f": behind {'is' if len(named_behind) == 1 else 'are'} {listed('rank', named_behind)}"
+            text += f": behind {for_count(len(named_behind), 'is', 'are')} {listed('rank', named_behind)}"
         elif (ahead := counts.get(top)) and any(k < top for _, k in majority):
             lagging = sum(n for n, k in majority if k < top)
-            text += (f": {listed('rank', ahead)} {'is' if len(ahead) == 1 else 'are'} ahead; the other {lagging} "
-                     f"ranks have not launched operation "
-                     f"{top}, so they are the ones behind")
+            text += (f": {listed('rank', ahead)} {for_count(len(ahead), 'is', 'are')} ahead; the other "
+                     f"{counted(lagging, 'rank')} {for_count(lagging, 'has', 'have')} not launched operation "
+                     f"{top}, {_behind(lagging)}")
         out.append(text)
     return out, lines, nodes
 
@@ -130,15 +140,16 @@ def _ras_json(log: Log) -> tuple[list[str], list[LogLine], list[str]]:
         common = max(found.ranks, key=lambda k: len(found.ranks[k]))
         odd = [(k, r) for k, group in sorted(found.ranks.items()) if k != common for r in group]
         behind = [r for k, r in odd if k < top]
-        parts = [f"{len(found.ranks[common])} ranks up to operation {common}"] + [
+        parts = [f"{counted(len(found.ranks[common]), 'rank')} up to operation {common}"] + [
             f"rank {r.rank}{f' on {r.node}' if r.node else ''} up to operation {k}" for k, r in odd[:6]]
         text = f"NCCL's RAS found ranks at different {found.op} operation counts ({'; '.join(parts)})"
         if behind:
-            text += f": behind {'is' if len(behind) == 1 else 'are'} {listed('rank', [r.rank for r in behind[:8]])}"
+            text += f": behind {for_count(len(behind), 'is', 'are')} {listed('rank', [r.rank for r in behind[:8]])}"
         elif common < top:
-            verb = "is" if len(odd) == 1 else "are"
-            text += (f": {listed('rank', [r.rank for _, r in odd[:8]])} {verb} ahead; the other "
-                     f"{len(found.ranks[common])} ranks have not launched operation {top}, so they are the ones behind")
+            lagging = len(found.ranks[common])
+            text += (f": {listed('rank', [r.rank for _, r in odd[:8]])} {for_count(len(odd), 'is', 'are')} ahead; "
+                     f"the other {counted(lagging, 'rank')} {for_count(lagging, 'has', 'have')} not launched "
+                     f"operation {top}, {_behind(lagging)}")
         out.append(text)
         lines += found.lines
         nodes += [r.node for r in behind if r.node]

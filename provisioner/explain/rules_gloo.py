@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import Hit, evidence, grep, hosts, multi_node
+from provisioner.explain.evidence import Hit, counted, evidence, grep, hosts, listed, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.rules_job import CRASH
@@ -34,9 +34,13 @@ _ADDRESS = re.compile(r"\[(?P<peer>[0-9a-fA-F.:]+)\]:[0-9]+")
 # A peer process went away (or a rank crashed): then timeouts are its echo, not the path's.
 _GONE = re.compile(r"Connection (?:closed by (?:remote )?peer|reset by peer)|Socket (?:unexpectedly )?closed|"
                    r"Broken pipe|remote process exited|ncclRemoteError", re.I)
-_FIX = ("Find the hop with the smaller MTU on the path of the node named: from each host, `ping -M do -s 8972 "
-        "PEER` (MTU 9000; `-s 1472` for 1500) must pass wherever small pings do; check the hosts' interfaces "
-        "(`ip link`) and every switch port on the path, or run `fabnet smoke`, whose path check names the host.")
+
+
+def _fix(where: str) -> str:
+    """The MTU check, sent to the path the cause could name (`where`)."""
+    return (f"Find the hop with the smaller MTU on {where}: from each host, `ping -M do -s 8972 PEER` (MTU 9000; "
+            "`-s 1472` for 1500) must pass wherever small pings do; check the hosts' interfaces (`ip link`) and "
+            "every switch port on the path, or run `fabnet smoke`, whose path check names the host.")
 _LIMITS = ("A hop with a smaller MTU than the hosts drops full-size frames without a word; a host that went down "
            "gives the same error.")
 
@@ -61,10 +65,13 @@ def _path_cause(hits: list[tuple[str | None, str, LogLine]], aliases: dict[str, 
         detail = (f"TCP gave up on connections the ranks had made and used ({listing}): every one of them "
                   f"involves {found}, so the path that drops the data is {found}'s. ") + _LIMITS
         title = f"the path of {found} drops full-size frames (MTU blackhole): connections to it timed out"
+        where = f"the path of {found}"
     else:
         named, addresses = reporters, peers
+        where = "each pair's path"
         if len(pairs) == 1:
             why = "this one pair, so it cannot tell which end's path drops the frames: check both."
+            where = "the paths of both ends of that pair"
         elif not aliases:
             why = ("several pairs; which host has which address it does not say (--inventory tells), so the "
                    "node common to them is not named: check each pair's path.")
@@ -73,7 +80,7 @@ def _path_cause(hits: list[tuple[str | None, str, LogLine]], aliases: dict[str, 
         detail = (f"TCP gave up on connections the ranks had made and used ({listing}): small packets passed, "
                   "the data did not. " + _LIMITS + " The log shows " + why)
         title = "a path drops full-size frames (MTU blackhole): connections timed out mid-transfer"
-    return Cause(id="mtu-blackhole", title=title, detail=detail, fix=_FIX, score=75, hosts=named,
+    return Cause(id="mtu-blackhole", title=title, detail=detail, fix=_fix(where), score=75, hosts=named,
                  addresses=addresses, evidence=evidence(lines))
 
 
@@ -104,13 +111,14 @@ def stalled_transfers(logs: list[Log]) -> list[Cause]:
     ranks = unique([str(line.rank) for line in lines if line.rank is not None])
     seconds = max((int(m.group("ms")) for _, m in stalls if m.group("ms")), default=0) / 1000
     waited = f" waited {seconds:g} s and" if seconds else ""
-    where = ", ".join(who) if who else ("ranks " + ", ".join(ranks) if ranks else "the ranks")
-    detail = (f"{len(stalls)} rank(s) on {where}{waited} gave up waiting for transfers on connections gloo had "
-              "already made (the rendezvous and its handshakes went through), and no rank crashed"
+    where = ", ".join(who) if who else (listed("rank", ranks) if ranks else "the ranks")
+    detail = (f"{counted(len(stalls), 'rank')} on {where}{waited} gave up waiting for transfers on connections gloo "
+              "had already made (the rendezvous and its handshakes went through), and no rank crashed"
               + (" (the connections that closed were those of ranks that had given up)" if gone else
                  " or closed a connection")
               + ": data stopped flowing without an error, the signature of a path that passes small packets "
                 "and drops full-size frames. A rank stuck outside the collective gives the same timeouts. "
                 "These errors name no peer, so the log alone cannot tell which node's path it is.")
     return [Cause(id="mtu-blackhole", title="collectives timed out after the ranks connected (MTU blackhole?)",
-                  detail=detail, fix=_FIX, score=62, evidence=evidence(lines + [line for line, _ in gone]))]
+                  detail=detail, fix=_fix("the path of every node the ranks ran on"), score=62,
+                  evidence=evidence(lines + [line for line, _ in gone]))]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from provisioner.explain import rules_proxy, rules_torch
-from provisioner.explain.evidence import evidence, grep, hosts, multi_node
+from provisioner.explain.evidence import evidence, for_count, grep, hosts, listed, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.torch_store import store_note, store_servers
@@ -58,7 +58,7 @@ def duplicate_gpu(logs: list[Log]) -> list[Cause]:
     lines = [line for line, _ in hits]
     return [Cause(
         id="duplicate-gpu", title="two ranks on the same GPU",
-        detail=f"ranks {', '.join(map(str, ranks))} share CUDA device "
+        detail=f"{listed('rank', ranks)} share CUDA device "
                f"{', '.join(unique([m['device'] for _, m in hits]))}: NCCL allows one rank per GPU, so the "
                "communicator was refused (invalid usage).",
         fix="Give each rank its own GPU: set the device from LOCAL_RANK (torch.cuda.set_device) and launch at "
@@ -170,12 +170,17 @@ def _same_node(peer: str, host: str) -> bool:
 
 # torch quotes why it aborted a communicator (1.10 on): that reason is the cause (a watchdog timeout is
 # rules_torch's), not a lost connection, unless the reason itself is one.
-_ABORTED = re.compile(r"NCCL communicator was aborted on rank [0-9]+\.\s*Original reason for failure was:(?P<why>.*)")
+_ABORTED = rules_torch.ABORTED
 
 
 def _lost(text: str) -> bool:
     aborted = _ABORTED.search(text)
     return aborted is None or bool(_DEAD_PEER.search(aborted["why"]))
+
+
+def _aborted_ranks(lines: list[LogLine]) -> list[str]:
+    """The ranks whose communicator torch aborted, as its `aborted on rank N` names them."""
+    return unique([m["rank"] for line in lines if (m := _ABORTED.search(line.text))])
 
 
 def dead_peer(logs: list[Log]) -> list[Cause]:
@@ -187,6 +192,7 @@ def dead_peer(logs: list[Log]) -> list[Cause]:
     peers = unique([p for m in named if (p := m.group("peer") or m.group("peer2") or m.group("peer3")
                                           or m.group("peer4"))])
     lines = [line for line, _ in hits]
+    aborted = _aborted_ranks(lines)
     when = ("closed, reset or timed out mid-job: the other end's process died (its own log has the first error) or "
             "the path dropped the connection.")
     if _in_bootstrap(logs, lines):
@@ -196,14 +202,21 @@ def dead_peer(logs: list[Log]) -> list[Cause]:
     # A peer named by its host name that is the very node reporting it: the other end was a process there.
     local = unique([p for line, _ in hits for m in _DEAD_PEER.finditer(line.text)
                     if (p := m.group("peer3")) and line.host and _same_node(p, line.host)])
+    # The node that logged a connection to itself, by the name its lines carry (a peer is often the full name).
+    loggers = unique([line.host for line, _ in hits for m in _DEAD_PEER.finditer(line.text)
+                      if (p := m.group("peer3")) and line.host and _same_node(p, line.host)])
+    subject = (f"{for_count(max(len(hits), len(peers)), 'the connection', 'connections')} to {', '.join(peers)} "
+               if peers else f"a peer connection of {listed('rank', aborted)} " if aborted else "a peer connection ")
     if local and len(local) == len(peers):
-        when = (f"closed by the other end, and {', '.join(local)} is the node that logged it: that end was a process "
-                "on the same node (another local rank, or a rank's proxy thread) that exited or broke off, so no "
-                "network path was involved.")
+        subject = (f"{for_count(len(hits), 'a connection', 'connections')} between processes on "
+                   f"{', '.join(loggers)} (the node that logged {for_count(len(hits), 'it', 'them')}) ")
+        when = ("closed by the other end: that end was a process on the same node (another local rank, or a "
+                "rank's proxy thread) that exited or broke off, so no network path was involved.")
     elif local:
         when += (f" ({', '.join(local)} is the node that logged it: that end was a process on the same node.)")
-    fix = ("Find the first failing rank (the peer named here; its log usually has the real error: OOM, "
-           "a crash, a completion error); then check the path with the hosts' link state and port counters.")
+    fix = (f"Find the first failing rank ({'the peer named here; ' if peers else ''}its log usually has the real "
+           "error: OOM, a crash, a completion error); then check the path with the hosts' link state and port "
+           "counters.")
     if local and len(local) == len(peers):
         fix = ("Find the process on that node that ended first: its own output (the first error), and dmesg or the "
                "scheduler for a kill (OOM killer, a signal, a limit).")
@@ -214,7 +227,9 @@ def dead_peer(logs: list[Log]) -> list[Cause]:
                "no rank leaves or tears down the process group while others still use it.")
     return [Cause(
         id="connection-lost", title="a peer process exited or its connection dropped",
-        detail=(f"connections to {', '.join(peers)} " if peers else "a peer connection ") + when, fix=fix,
+        detail=subject + when + (
+            f" NCCL reported it as a remote error (a peer's process exited or the network to it failed), and torch "
+            f"aborted the communicator of {listed('rank', aborted)} on it." if aborted else ""), fix=fix,
         score=50, hosts=hosts(lines), addresses=[p for p in peers if p not in local] + store_servers(lines),
         evidence=evidence(lines),
     )]
@@ -235,19 +250,77 @@ def crashes(logs: list[Log]) -> list[Cause]:
     return causes
 
 
+# What each of NCCL's error summaries means (ncclResult_t as ncclGetErrorString words it): in a few words, in
+# full, and where to look.
+_MEANINGS = {
+    "unhandled system error": (
+        "a call into the system failed",
+        "a call NCCL made into the system failed (a socket, memory, a PCI or RDMA device); on a job across nodes "
+        "that is most often the network (a connection refused or reset, an interface or RDMA device missing or "
+        "down) or a limit (locked memory, open files, /dev/shm)",
+        "Read the `Last error:` line or the first NCCL WARN (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET): it "
+        "names the call that failed; then check that interface or device on the host, and the job's limits."),
+    "unhandled cuda error": (
+        "a CUDA call failed",
+        "a CUDA call NCCL made failed: the GPU side (the driver, a GPU fault, memory), not the network",
+        "Check the GPU on the host (`nvidia-smi`, Xid errors in dmesg) and the job's GPU memory use; rerun with "
+        "NCCL_DEBUG=INFO to see the CUDA call that failed."),
+    "internal error": (
+        "NCCL found its own state wrong",
+        "NCCL found its own state wrong: most often ranks running different NCCL releases or settings, or a "
+        "peer that sent what NCCL did not expect",
+        "Check that every rank loads the same libnccl and NCCL_* settings, and read the first NCCL WARN "
+        "(NCCL_DEBUG=INFO) on each rank."),
+    "invalid usage": (
+        "NCCL refused how it was used",
+        "the application used NCCL in a way it refuses (two ranks on one GPU, mismatched calls), not the fabric",
+        "Read the first NCCL WARN (NCCL_DEBUG=WARN): it says which call NCCL refused and why."),
+    "invalid argument": (
+        "NCCL refused an argument",
+        "NCCL was called with an argument it refuses (a buffer, count, device or communicator), not the fabric",
+        "Read the first NCCL WARN (NCCL_DEBUG=WARN): it names the argument NCCL refused."),
+}
+
+
+def _last_error(log: Log, line: LogLine) -> list[LogLine]:
+    """The `Last error:` torch quotes under NCCL's summary (a line or two on, its text on the line after)."""
+    for number in range(line.number + 1, line.number + 4):
+        after = log.line(number)
+        if after is None:
+            break
+        if after.text.lower().startswith("last error"):
+            rest = log.line(number + 1)
+            return [after] + ([rest] if rest is not None and after.text.rstrip().endswith(":") else [])
+    return []
+
+
 def nccl_error(logs: list[Log]) -> list[Cause]:
     """NCCL's own error summary (`unhandled system error`, ...) with the `Last error:` torch quotes."""
     hits = grep(logs, _NCCL_ERROR)
     if not hits:
         return []
     lines: list[LogLine] = []
+    quoted: list[str] = []
     for log in logs:
         for line, _ in log.grep(_NCCL_ERROR):
             lines.append(line)
-            after = log.line(line.number + 1)
-            if after and after.text.lower().startswith("last error") and (rest := log.line(line.number + 2)):
-                lines += [after, rest]
+            last = _last_error(log, line)
+            lines += last
+            if last:
+                quoted.append(last[-1].text.split(":", 1)[1].strip() if len(last) == 1 else last[-1].text.strip())
     what = unique([(m.group("what") or m.group(0)).lower() for _, m in hits])
+    aborted = _aborted_ranks([line for line, _ in hits])
+    known = [w for w in what if w in _MEANINGS]
+    if aborted and known:
+        short, meaning, fix = _MEANINGS[known[0]]
+        said = f" NCCL's last error: {'; '.join(unique(quoted)[:2])}." if quoted else ""
+        return [Cause(
+            id="nccl-error",
+            title=f"the NCCL communicator of {listed('rank', aborted)} was aborted: {short} ({known[0]})",
+            detail=(f"torch aborted the NCCL communicator of {listed('rank', aborted)} because NCCL returned "
+                    f"'{known[0]}': {meaning}.{said} The errors of the other ranks after it follow from it."),
+            fix=fix, score=50, hosts=hosts(lines), evidence=evidence(lines),
+        )]
     return [Cause(
         id="nccl-error", title=f"NCCL failed: {', '.join(what[:2])}",
         detail="NCCL returned an error to the framework; the lines before it in the NCCL_DEBUG=INFO log name "

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from provisioner.explain import ras_json
-from provisioner.explain.evidence import evidence
+from provisioner.explain.evidence import counted, evidence, for_count, listed
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause, Evidence
 from provisioner.explain.ras import RasEntry, RasLine, RasRank, outliers, peer_lines, report, table
@@ -85,8 +85,7 @@ def _incomplete(comms: list[RasEntry]) -> str:
     for entry in comms[:3]:
         ranks = [str(item.rank) for item in entry.who if item.rank is not None]
         n = entry.count or len(ranks)
-        which = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(ranks[:8])}" if ranks else \
-            f"{n} rank{'s' if n != 1 else ''}"
+        which = listed("rank", ranks[:8]) if ranks else counted(n, "rank")
         parts.append(f"communicator {entry.comm} is missing {which}")
     return "; ".join(parts)
 
@@ -162,7 +161,7 @@ def _lost(entries: list[RasEntry], lines: list[RasLine]) -> list[Cause]:
         unknown = sum(e.unknown for e in dead)
         count = sum(e.count or len(e.who) for e in dead) or len(named)
         where = _nodes(who) + peers(dead_lines)
-        detail = (f"NCCL's RAS lost {count} job process{'es' if count > 1 else ''} for good: "
+        detail = (f"NCCL's RAS lost {counted(count, 'job process')} for good: "
                   f"{'; '.join(named[:6]) or 'not named in the report'}"
                   + (f" (and {unknown} it has no details on)" if unknown else "") + ". "
                   + (f"{_incomplete(comm_missing)}. " if comm_missing else "")
@@ -170,7 +169,7 @@ def _lost(entries: list[RasEntry], lines: list[RasLine]) -> list[Cause]:
                     "frozen, or its node or network went away. Every collective that process is in hangs or "
                     "fails on the other ranks; their timeouts and lost connections are the echo.")
         evidence_lines = _lines(dead) + _lines(comm_missing) + [r.line for r in dead_lines]
-        return [Cause(id="ras-process-dead", title=f"NCCL's RAS declared {count} process{'es' if count > 1 else ''} "
+        return [Cause(id="ras-process-dead", title=f"NCCL's RAS declared {counted(count, 'process')} "
                       f"dead" + (f" on {', '.join(where[:4])}" if where else ""),
                       detail=detail, fix=_DEAD_FIX, score=DEAD_SCORE, hosts=unique(where),
                       addresses=unique([r.peer for r in dead_lines]), evidence=evidence(evidence_lines))]
@@ -192,7 +191,7 @@ def _lost(entries: list[RasEntry], lines: list[RasLine]) -> list[Cause]:
     if timeouts:
         count = sum(e.count or 0 for e in timeouts)
         return [Cause(id="ras-process-unresponsive", title="NCCL's RAS timed out gathering the communicators' state",
-                      detail=f"RAS met {count} communication timeout{'s' if count != 1 else ''} while it asked the "
+                      detail=f"RAS met {counted(count, 'communication timeout')} while it asked the "
                              "job's processes for their state: some process was slow to answer or did not; the "
                              "report may miss it.",
                       fix="Query again with a longer timeout (`ncclras -t 30 -v`); " + _SILENT_FIX,
@@ -208,9 +207,11 @@ def _errors(entries: list[RasEntry]) -> list[Cause]:
     for entry in found:
         ranks = [item for item in entry.who if item.rank is not None]
         who += ranks
-        kind = f"{(entry.error_kind or 'NCCL').lower()} errors on {entry.count or len(ranks)} rank(s)"
+        count = entry.count or len(ranks)
+        kind = (f"{(entry.error_kind or 'NCCL').lower()} {for_count(count, 'error', 'errors')} on "
+                f"{counted(count, 'rank')}")
         errors = unique([f"{item.error} on {_who(item)}" for item in ranks if item.error])
-        groups = [f"{n} ranks reported {g.error}" for n, g in entry.groups if g.error]
+        groups = [f"{counted(n, 'rank')} reported {g.error}" for n, g in entry.groups if g.error]
         parts.append(f"communicator {entry.comm}: {kind}" + (f" ({'; '.join((errors + groups)[:6])})"
                                                              if errors or groups else ""))
     remote = [item for item in who if item.error and "remote" in item.error.lower()]
@@ -250,10 +251,10 @@ def _outliers(logs: list[Log]) -> list[Cause]:
     found = [item for log in logs for item in outliers(log)]
     if not found:
         return []
-    parts = [f"node {o.node} runs {o.count} NCCL process{'es' if o.count != 1 else ''}"
+    parts = [f"node {o.node} runs {counted(o.count, 'NCCL process')}"
              + (f" where the other nodes run {o.usual}" if o.usual is not None else "") if o.node else
-             f"{o.processes} process{'es manage' if o.processes != 1 else ' manages'} {o.count} GPU"
-             f"{'s' if o.count != 1 else ''} each where most manage {o.usual}" for o in found]
+             f"{counted(o.processes, 'process')} {for_count(o.processes, 'manages', 'each manage')} "
+             f"{counted(o.count, 'GPU')} where most manage {o.usual}" for o in found]
     fewer = [o for o in found if o.usual is None or o.count < o.usual]
     more = [o for o in found if o.usual is not None and o.count > o.usual]
     nodes = unique([o.node for o in found if o.node])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import env, evidence, grep, hosts, multi_node, nranks
+from provisioner.explain.evidence import env, evidence, for_count, grep, hosts, multi_node, nranks
 from provisioner.explain.logs import Log
 from provisioner.explain.model import Cause
 from provisioner.explain.rules_plugins import plugin_failed
@@ -112,7 +112,8 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
     chosen = [f"{s.interface}" + (f" ({s.address}, {s.reason})" if s.address else f" ({s.reason})")
               for _, s in suspects]
     lines += [line for log, s in suspects if (line := log.line(s.line)) is not None]
-    detail = f"connections to {', '.join(peers) or 'a peer'} failed ({'; '.join(reasons or ['timed out'])})"
+    detail = (f"{for_count(max(len(hits), len(peers)), 'the connection', 'connections')} to "
+              f"{', '.join(peers) or 'a peer'} failed ({'; '.join(reasons or ['timed out'])})")
     if chosen:
         detail += f"; the interface chosen looks wrong: {', '.join(unique(chosen))}"
     if loopback := [p for p in peers if _LOOPBACK.match(p)]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import evidence, grep, hosts, listed
+from provisioner.explain.evidence import evidence, for_count, grep, hosts, listed
 from provisioner.explain.logs import Log
 from provisioner.explain.model import Cause
 from provisioner.explain.torch_store import store_servers
@@ -36,8 +36,9 @@ def store_wait(logs: list[Log]) -> list[Cause]:
               "barrier (a process group's setup, torchelastic's rendezvous) did not complete, because not every "
               "rank posted its key.")
     if ranks and len(ranks) == len(keys):
-        detail += (f" The keys end in the rank that posts them: {listed('rank', unique(ranks))} never arrived (it "
-                   "did not start, crashed or hung before this point, or could not reach the store).")
+        detail += (f" The keys end in the rank that posts them: {listed('rank', unique(ranks))} never arrived "
+                   f"({for_count(len(unique(ranks)), 'it', 'they')} did not start, crashed or hung before this point, "
+                   "or could not reach the store).")
     servers = store_servers([line for log in logs for line in log.lines])
     return [Cause(
         id="rendezvous-incomplete", title="the store-based rendezvous or barrier did not complete",

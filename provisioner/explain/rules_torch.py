@@ -21,14 +21,18 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import evidence, grep, hosts, listed, multi_node
+from provisioner.explain.evidence import evidence, for_count, grep, hosts, listed, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.torch_status import PG_RANK as _PG_RANK
-from provisioner.explain.torch_status import Status, behind, signallers, statuses, stuck_at
+from provisioner.explain.torch_status import Status, behind, named, signallers, statuses, stuck_at
 from provisioner.parsers._text import unique
 
 WATCHDOG = re.compile(r"Watchdog caught collective operation timeout")
+# torch quotes why it aborted a communicator (1.10 on), naming the rank the communicator was on: for the
+# default process group, the global rank.
+ABORTED = re.compile(r"NCCL communicator was aborted on rank (?P<rank>[0-9]+)\.\s*Original reason for failure "
+                     r"was:(?P<why>.*)")
 _WHO = re.compile(_PG_RANK)
 # torch's own c10 prefix names the global rank: `[rank3]:` (parsed as the line's task) or `[rank3] ` in pastes.
 _GLOBAL_PREFIX = re.compile(r"\[rank(?P<rank>[0-9]+)\]")
@@ -73,6 +77,7 @@ def watchdog(logs: list[Log]) -> list[Cause]:
         return _from_progress(logs, progress)
     mapping = _global_ranks(logs)
     pairs = []  # (global rank or None, process group, rank in the group or None)
+    from_abort = []  # whether each pair's global rank is only the rank an aborted communicator names
     ops, times, lines = [], [], []
     for log, line in found:
         text, wrapped = _with_wrap(log, line)
@@ -82,10 +87,18 @@ def watchdog(logs: list[Log]) -> list[Cause]:
         glob = line.rank if line.rank is not None else int(prefix.group("rank")) if prefix else None
         if glob is None and rank is not None:
             glob = mapping.get((pg, rank))
+        aborted = ABORTED.search(text)
+        from_abort.append(glob is None and aborted is not None and pg in (None, "0"))
+        if from_abort[-1] and aborted:
+            glob = int(aborted["rank"])
         pairs.append((glob, pg, rank))
         if work := _WORK.search(text):
             ops.append(work.group("op") + (f" (SeqNum {work.group('seq')})" if work.group("seq") else ""))
             times.append(int(work.group("ms")) / 1000)
+    if any(g is None for g, _, _ in pairs):
+        # An aborted communicator's rank is a global rank only as far as the others are: where some line names
+        # a process-group rank alone, every rank is worded as one.
+        pairs = [(None if abort else g, pg, r) for (g, pg, r), abort in zip(pairs, from_abort, strict=True)]
     known = sorted({g for g, _, _ in pairs if g is not None})
     # Ranks that printed the watchdog's other lines reached the collective and timed out as well.
     also_lines = [line for line, _ in grep(logs, _ALSO_TIMED_OUT) if line.rank is not None and line.rank not in known]
@@ -107,16 +120,21 @@ def watchdog(logs: list[Log]) -> list[Cause]:
     waited = f" waited {max(times):g} s" if times else " waited past the timeout"
     detail = f"{who_text}{waited} in {', '.join(unique(ops)) or 'a collective'} and gave up."
     if also:
-        whose = "their" if len(also) > 1 else "its"
-        detail += f" {listed('Global rank', also)} timed out too ({whose} watchdog reported it)."
+        detail += (f" {listed('Global rank', also)} timed out too "
+                   f"({for_count(len(also), 'its watchdog', 'their watchdogs')} reported it).")
     # A rank whose progress line shows it enqueued the collective reached it, whatever else it printed.
     at = stuck_at(progress)
     reached = {s.glob for s in progress if s.pg in at and s.enqueued is not None and s.enqueued >= at[s.pg]}
     absent = [r for r in seen if r not in known and r not in also and r not in reached]
     p2p = not absent and _p2p_only(logs)
+    alone = len(set(seen) | set(also)) == 1 or (not known and len({(pg, r) for _, pg, r in pairs}) == 1)
     if absent:
-        detail += (f" {listed('Global rank', absent)} never reported it: {'they' if len(absent) > 1 else 'it'} did "
+        detail += (f" {listed('Global rank', absent)} never reported it: {for_count(len(absent), 'it', 'they')} did "
                    "not reach the collective.")
+    elif alone and not p2p:
+        detail += (" No other rank's output is in the log, so it cannot say whether the others reached the "
+                   "collective: data stopped flowing to this rank (network path, a stalled peer) or a peer never "
+                   "called it; the other ranks' logs tell which.")
     elif p2p:
         detail += (" Every rank in the log reached it and waited, and they are on one node, connected GPU to GPU "
                    "(via P2P): no network carries this collective. A peer-to-peer path that does not deliver "
@@ -134,13 +152,13 @@ def _progress_note(items: list[Status]) -> str:
     collective (then it stalled inside NCCL or the network) or not (that is the desync rule's)."""
     note = ""
     if first := signallers(items):
-        note += f" The timeout was first detected on {', '.join(first)}, which signalled the others to dump."
+        note += f" The timeout was first detected on {named(first)}, which signalled the others to dump."
     at = stuck_at(items)
     inside = [s for s in items if s.pg in at and s.enqueued is not None and s.completed is not None
               and s.enqueued >= at[s.pg] > s.completed]
     if inside and not behind(items):
         groups = ", ".join(f"#{seq} of process group {pg or '?'}" for pg, seq in sorted(at.items(), key=str))
-        note += (f" Every rank that reported its progress ({', '.join(unique([s.who for s in inside]))}) had "
+        note += (f" Every rank that reported its progress ({named([s.who for s in inside])}) had "
                  f"enqueued collective {groups} and none had completed it: the collective started everywhere "
                  "and stalled inside NCCL or the network, not in the application.")
     return note
@@ -153,11 +171,12 @@ def _from_progress(logs: list[Log], items: list[Status]) -> list[Cause]:
     at = stuck_at(items)
     timed = unique([s.who for s in items if s.seq is not None or s.local]) or signallers(items)
     where = ", ".join(f"collective #{seq} of process group {pg or '?'}" for pg, seq in sorted(at.items(), key=str))
-    detail = (f"{', '.join(timed) or 'a rank'} timed out" + (f" in {where}" if where else "") + ".")
-    idle = [s for s in items if s.pg not in at and s.enqueued is not None and s.enqueued == s.completed]
+    detail = (f"{named(timed) or 'a rank'} timed out" + (f" in {where}" if where else "") + ".")
+    idle = unique([s.who for s in items if s.pg not in at and s.enqueued is not None and s.enqueued == s.completed])
     if idle:
-        detail += (f" {', '.join(unique([s.who for s in idle]))} had completed every collective it had enqueued in "
-                   "its process group: it was not waiting there when the timeout was signalled.")
+        detail += (f" {named(idle)} had completed every collective {for_count(len(idle), 'it', 'they')} had "
+                   f"enqueued in {for_count(len(idle), 'its process group: it was', 'their process groups: they were')}"
+                   " not waiting there when the timeout was signalled.")
     lines = [s.line for s in items]
     return [_timeout_cause(detail + _progress_note(items), lines)]
 
@@ -234,8 +253,12 @@ def watchdog_hung(logs: list[Log]) -> list[Cause]:
     ranks = unique([f"rank {line.rank}" for line in lines if line.rank is not None]
                    or [f"rank {m['rank']} of process group {m['pg'] or '?'}" for line in lines
                        if (m := _WHO.search(line.text))])
-    detail = (f"ProcessGroupNCCL's watchdog thread on {', '.join(ranks) or 'a rank'} stopped making progress"
-              + (f" for {', '.join(seconds)} s" if seconds else "") + " and its heartbeat monitor ended the process. "
+    ended = for_count(len(ranks), "its heartbeat monitor ended the process",
+                      "their heartbeat monitors ended the processes")
+    detail = (f"ProcessGroupNCCL's watchdog {for_count(len(ranks), 'thread', 'threads')} on "
+              f"{named(ranks) or 'a rank'} stopped making progress"
+              + (f" for {', '.join(seconds)} s" if seconds else "")
+              + f" and {ended}. " +
               "This is not a collective running past its timeout (that the watchdog would report): the watchdog "
               "itself was blocked, typically in a CUDA or NCCL call on a GPU that stopped responding (a hung "
               "kernel, an Xid error, a driver fault), or by another thread holding the GIL inside a CUDA call.")
@@ -268,11 +291,14 @@ def _unique_id_wait(logs: list[Log]) -> list[Cause]:
     lines = [line for line, _ in hits]
     return [Cause(
         id="rendezvous-incomplete",
-        title=f"{listed('rank', roots)} never posted {'their' if len(roots) > 1 else 'its'} NCCL id to the store",
+        title=f"{listed('rank', roots)} never posted {for_count(len(roots), 'its', 'their')} NCCL id to the store",
         detail=f"{listed('rank', ranks)} waited in torch's store for the NCCL id of {listed('rank', roots)} and "
-               f"gave up ({hits[0][1]['why'].strip()}): that rank never reached the same collective or group "
-               "creation (it failed or hung earlier, or took another code path), or lost its store connection.",
-        fix=f"Read {listed('rank', roots)}'s own output for its first error; check that every rank creates the "
+               f"gave up ({hits[0][1]['why'].strip()}): {for_count(len(roots), 'that rank', 'those ranks')} never "
+               f"reached the same collective or group creation ({for_count(len(roots), 'it', 'they')} failed or "
+               "hung earlier, or took another code path), or lost "
+               f"{for_count(len(roots), 'its', 'their')} store connection.",
+        fix=f"Read the output of {listed('rank', roots)} for {for_count(len(roots), 'its', 'their')} first error; "
+            "check that every rank creates the "
             "same process groups in the same order, and that all reach the master address (MASTER_ADDR) "
             "without drops.",
         score=55, hosts=hosts(lines), evidence=evidence(lines),

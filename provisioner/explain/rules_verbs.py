@@ -14,7 +14,7 @@ import re
 from collections import defaultdict
 
 from provisioner.explain import ibverbs
-from provisioner.explain.evidence import evidence, grep, hosts, warning_lines
+from provisioner.explain.evidence import counted, evidence, grep, hosts, warning_lines
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.memlock import memlock_cause
 from provisioner.explain.model import Cause
@@ -50,7 +50,7 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
         lines = [line for log, e in items for line in warning_lines(log, e.line)]
         where = f"{host or 'a host'}" + (f" ({device})" if device else "")
         towards = f" towards {', '.join(peers)}" if peers else ""
-        detail = f"{len(items)} completion error(s){towards}: {found.meaning}."
+        detail = f"{counted(len(items), 'completion error')}{towards}: {found.meaning}."
         if vendor:
             detail += f" Vendor syndrome {', '.join(vendor)}."
         if not found.first_cause and first_causes:

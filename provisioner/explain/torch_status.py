@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from provisioner.explain.evidence import grep
+from provisioner.explain.evidence import grep, listed
 from provisioner.explain.logs import Log, LogLine
+from provisioner.parsers._text import unique
 
 # `[Rank 3]`, `[PG 0 Rank 3]`, `[PG 0 (default_pg) Rank 3]`, `[PG ID 1 PG GUID 1(tp) Rank 3]`: the rank in its group.
 PG_RANK = r"\[(?:PG (?:ID )?(?P<pg>[0-9]+)[^\]]*?)?Rank (?P<rank>[0-9]+)\]"
@@ -101,6 +102,14 @@ def behind(items: list[Status]) -> list[tuple[Status, int]]:
     called it (each with that collective's number)."""
     at = stuck_at(items)
     return [(s, at[s.pg]) for s in items if s.pg in at and s.enqueued is not None and s.enqueued < at[s.pg]]
+
+
+def named(whos: list[str]) -> str:
+    """Ranks as `Status.who` and `signallers` name them, worded as one list: `rank 3`, `ranks 0, 2, 6`, with
+    those named another way (`rank 1 of process group 2`) after them."""
+    plain = [int(who.split()[1]) for who in whos if re.fullmatch(r"rank [0-9]+", who)]
+    rest = [who for who in whos if not re.fullmatch(r"rank [0-9]+", who)]
+    return ", ".join(([listed("rank", sorted(set(plain)))] if plain else []) + unique(rest))
 
 
 def signallers(items: list[Status]) -> list[str]:

@@ -23,9 +23,9 @@ from tests.unit.explain._field import LOGS, check_top_cause
 # file -> (the top cause's id, text of its first evidence line, text its title/detail/fix must hold)
 FIELD: dict[str, tuple[str, str, str]] = {
     "torch-heartbeat-monitor-2.3-1.txt": ("watchdog-hung", "Heartbeat monitor timed out!",
-                                          "rank 1, rank 0, rank 2 stopped making progress for 600 s"),
+                                          "ranks 0, 1, 2 stopped making progress for 600 s"),
     "torch-heartbeat-first-pg-2.4-2.txt": ("watchdog-hung", "[PG 3 Rank 0] Heartbeat monitor timed out!",
-                                           "rank 7, rank 6"),
+                                           "ranks 0, 1, 6, 7"),
     # Every rank had enqueued #7753 and none completed it: inside NCCL or the network, not a desync.
     "torch-progress-all-enqueued-1.txt": ("collective-timeout", "Timeout at NCCL work: 7753",
                                           "had enqueued collective #7753 of process group 1 and none had completed"),
@@ -119,7 +119,7 @@ WORDINGS: dict[str, tuple[str, str, str, str]] = {
                        "OpType=BROADCAST, Timeout(ms)=600000) ran for 600012 milliseconds before timing out." + _TAB
                        + "[0] Timeout at collective: BROADCAST, #3" + _TAB + "To our best knowledge, ranks [3] are the "
                        "lagging ranks that caused this timeout. They never joined any collectives\n",
-                       "collective-desync", "ranks 3 never joined any collective"),
+                       "collective-desync", "rank 3 never joined any collective"),
     "ras-2.24": ("v2.24.3 ras/client_support.cc", "#0-0 (0f1e2d3c4b5a6978) MISMATCH\n  Communicator ranks have "
                  "different collective operation counts\n  31 ranks have launched up to operation 900\n  Rank 7 has "
                  "launched up to operation 899 -- GPU 7 managed by process 4242 on node gpu03\n",

@@ -18,7 +18,8 @@ CASES: dict[str, tuple[str, str, str]] = {
         "process-group ranks 0, 1, 2 waited 1809.84 s in ALLREDUCE"),
     "torch-comm-aborted-watchdog-lone-2.txt": (
         "collective-timeout", "RuntimeError: : NCCL communicator was aborted on rank 3.",
-        "process-group rank 3 waited 1803.17 s in ALLGATHER (SeqNum 266392)"),
+        "global rank 3 waited 1803.17 s in ALLGATHER (SeqNum 266392) and gave up. No other rank's output is in "
+        "the log"),
 }
 # file -> the hosts the top cause names (none of these logs says which host a line came from)
 HOSTS: dict[str, list[str]] = {name: [] for name in CASES}

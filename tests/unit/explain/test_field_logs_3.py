@@ -24,7 +24,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     "torch-flattened-srun-loopback-abort-1.txt": ("peer-unreachable", "File ",
                                                   "127.0.0.1 is a loopback address"),
     "torch-ray-recv-refused-1.txt": ("peer-unreachable", "Net : Call to recv",
-                                     "connections to 10.58.226.18 failed (Connection refused)"),
+                                     "the connection to 10.58.226.18 failed (Connection refused)"),
     # Set in markdown bold: the `**` is taken off.
     "torch-store-unique-id-timeout-bold-1.txt": ("rendezvous-incomplete", "torch.distributed.DistBackendError: [5]",
                                                  "rank 5 waited in torch's store for the NCCL id of rank 0"),
@@ -35,7 +35,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     "torchrun-c10d-client-timeout-host-port-1.txt": ("peer-unreachable", "[c10d] The client socket has",
                                                      "MASTER_ADDR (or --rdzv_endpoint)"),
     "torchrun-c10d-client-timeout-900s-2.txt": ("peer-unreachable", "[c10d] The client socket has",
-                                                "connections to 33.145.124.128 failed"),
+                                                "the connection to 33.145.124.128 failed"),
     "torchrun-tcpstore-connect-timeout-1.10-3.txt": ("peer-unreachable", "RuntimeError: connect() timed out",
                                                      "cannot reach the rendezvous store"),
     "torchrun-c10d-client-timeout-ms-retry-4.txt": ("peer-unreachable", "[c10d] The client socket has",
@@ -53,7 +53,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     "nccl-socket-abort-link-local-ib-2.txt": ("peer-unreachable", "n122-246-085:12251:12400 [5] misc/socket.cc:483",
                                               "fe80::966d:ae03:a2:8cf0%ib1"),
     "nccl-recv-timed-out-rank-tag-1.txt": ("connection-lost", "[15]worker-23:83:2526 [0] misc/socket.cc:503",
-                                           "connections to 100.96.188.199"),
+                                           "the connection to 100.96.188.199"),
     "nccl-2.1-recv-reset-1.txt": ("connection-lost", "ml-gpu-ser015:2123:2230 [3] include/socket.h:194",
                                   "closed, reset or timed out mid-job"),
     # A network plugin's failure alone on its line, and rdma-core's mlx5 provider's own completion errors.

@@ -76,7 +76,7 @@ def test_a_rank_with_an_asynchronous_error_is_named() -> None:
     text = _doc([*_HEALTHY[:3], _rank(3, "10.0.0.3", 303, 3, error=2)], [])
     top = _causes(text)[0]
     assert top.id == "ras-rank-error" and top.hosts == ["10.0.0.3"]
-    assert "asynchronous errors on 1 rank(s) (system error on rank 3 (process 303, GPU 3) on 10.0.0.3)" in top.detail
+    assert "asynchronous error on 1 rank (system error on rank 3 (process 303, GPU 3) on 10.0.0.3)" in top.detail
 
 
 def test_a_rank_that_aborted_is_in_another_state() -> None:

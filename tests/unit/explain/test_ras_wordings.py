@@ -62,7 +62,7 @@ WORDINGS: dict[str, tuple[str, str, str, list[str], str]] = {
                               "          per node\n      4          8\n\n         Processes         GPUs\n"
                               "                    per process\n                31            1\n"
                               "                 1            0\n", "ras-node-outlier", [],
-                              "1 process manages 0 GPUs each where most manage 1"),
+                              "1 process manages no GPUs where most manage 1"),
     # Where only the process count per node differs, the nodes are named.
     "outlier-nodes-2.30": ("v2.30.7 client_support.cc", "  Nodes  Processes         GPUs\n          per node  "
                            "per process\n      6          8            1\n      2          7            1\n\n  "
