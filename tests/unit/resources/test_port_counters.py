@@ -131,11 +131,16 @@ def test_rate_probe_reads_twice_in_one_exec(tmp_path: Path) -> None:
     ctx = HostContext("gpu01", sysfs_root=str(tmp_path))
     spec = PortCountersSpec.model_validate({"device": "mlx5_0", "max_rate": {"symbol_error": 0}, "interval": 0.2})
     [probe] = port_counters.probes(spec, ctx)
-    # Another process bumps the counter while the probe sleeps between its two readings.
-    bump = f"sleep 0.1; echo 7 > '{tmp_path}/class/infiniband/mlx5_0/ports/1/counters/symbol_error'"
-    helper = subprocess.Popen(["sh", "-c", bump])
-    done = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, timeout=10)
-    helper.wait(timeout=5)
+    # The counter rises while the probe sleeps between its two readings: a stand-in `sleep` bumps it first,
+    # so the bump falls between the readings however slow the machine is.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sleep").write_text(
+        f"#!/bin/sh\necho 7 > '{tmp_path}/class/infiniband/mlx5_0/ports/1/counters/symbol_error'\n"
+        f"exec {shutil.which('sleep')} \"$@\"\n")
+    (bin_dir / "sleep").chmod(0o755)
+    done = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, timeout=10,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
     [check] = port_counters.evaluate(spec, Results({probe.key: ProbeResult(done.stdout, "", done.returncode)}), ctx)
     assert (check.attribute, check.status, check.actual, check.message) == (
         "mlx5_0/1 symbol_error rate", "drift", "20/s", "4 in 0.2 s")
