@@ -35,6 +35,11 @@ class End:
     what: str = ""  # the launcher's own words for it (`Killed`, `TIME LIMIT`, the executable)
     extra: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # A log shared with its node names masked (`ON ... CANCELLED`, `on node ***`) names no host.
+        if self.host is not None and not re.search(r"[0-9A-Za-z]", self.host):
+            self.host = None
+
 
 def signal_name(number: int) -> str:
     try:

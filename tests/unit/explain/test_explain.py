@@ -274,3 +274,10 @@ def test_a_build_without_code_for_this_gpu_is_named_as_such() -> None:
            "the device'\n"
     cause = explain([("job.log", line)]).causes[0]
     assert cause.id == "cuda-driver" and "compute capability" in cause.fix and cause.hosts == ["gpu01"]
+
+
+@pytest.mark.parametrize(("host", "named"), [("gpu07", ["gpu07"]), ("...", []), ("***", [])])
+def test_a_masked_node_name_is_no_host(host: str, named: list[str]) -> None:
+    line = f"slurmstepd: error: *** STEP 494583.0 ON {host} CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***\n"
+    limit = next(c for c in explain([("job.log", line)]).causes if c.id == "step-time-limit")
+    assert limit.hosts == named and (host in limit.title) is bool(named)
