@@ -33,7 +33,7 @@ _CONFIG_FIX = (
     "The two ends disagree on the queue pair's setup: compare MTU (`ibv_devinfo` active_mtu), the GID index "
     "(NCCL_IB_GID_INDEX) and RoCE version on both hosts, and that both run the same NCCL.")
 _FABRIC_FIX = (
-    "Audit the path between these hosts: link state and flaps, port error counters (symbol_error, "
+    "Audit the network path the failed connections took: link state and flaps, port error counters (symbol_error, "
     "link_downed, out_of_buffer), a bad cable or optic, MTU end to end, and on RoCE PFC/ECN and trust "
     "on every hop (roce_qos). Congestion from other jobs gives the same error. On RoCE, when it fails from "
     "the first transfer, suspect the GID index first: NCCL_IB_GID_INDEX must name a routable RoCE v2 "
