@@ -1,7 +1,7 @@
 """The causes `explain` knows: one registry of rules, each a function from the logs to zero or more
 Causes with evidence, kept in one module per class (rules_socket, rules_bootstrap, rules_verbs, rules_provider,
-rules_events, rules_cuda, rules_shm, rules_job, rules_proxy, rules_ras, rules_torch, rules_desync, rules_gloo,
-rules_launch, rules_elastic, rules_gdr, rules_rocm, rules_nvlink, rules_store, rules_plugins,
+rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy, rules_ras, rules_torch, rules_desync,
+rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm, rules_nvlink, rules_store, rules_plugins,
 rules_topo).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from provisioner.explain import (
     rules_bootstrap,
     rules_cuda,
+    rules_cumem,
     rules_desync,
     rules_elastic,
     rules_events,
@@ -49,7 +50,8 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_verbs.resource_failures,
     rules_verbs.incompatible_devices, rules_verbs.completion_errors, rules_provider.provider_completion_errors,
     rules_events.port_down,
-    rules_events.queue_errors, rules_cuda.gpu_causes, rules_nvlink.nvlink_setup, rules_topo.topology_files,
+    rules_events.queue_errors, rules_cuda.gpu_causes, rules_cumem.cumem, rules_nvlink.nvlink_setup,
+    rules_topo.topology_files,
     rules_socket.message_truncated,
     rules_socket.unreachable_peers, rules_socket.address_family,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_plugins.plugins,
