@@ -13,7 +13,10 @@ GPU-initiated networking asked of a communicator that cannot serve it (`Communic
 memory!`, 2.28 on, after an INFO line giving the settings that decided it, 2.29 on); a registered buffer spread
 over several physical cuMem segments or backed by host memory (2.30 on: put-with-signal, window registration);
 and the allocator of the reserved window range finding no room (`Allocation failed. No suitable space found to
-accommodate size=0x.. within limit=0x..`, 2.28 on).
+accommodate size=0x.. within limit=0x..`, 2.28 on). Suspend and resume themselves (2.29.7 on) are refused with
+the manager off (NCCL_DISABLE_MEM_MANAGER), with split-share communicators (a WARN without the prefix), and out of
+order (`Already suspended`, `Not in suspended state`); they fail copying buffers to or from pinned host memory, or
+in the barrier and exchange every rank makes on resume. Each WARN returns an error to the program.
 """
 
 from __future__ import annotations
@@ -47,6 +50,33 @@ _FD_FIX = ("POSIX file-descriptor handles pass between the ranks of one node ove
            "do not cross network namespaces: ranks of one node in separate containers need one container, or the "
            "host's network and IPC namespaces (`--network=host --ipc=host`, hostNetwork/hostIPC in Kubernetes); "
            "NCCL_IPC_USE_ABSTRACT_SOCKET=0 (2.29.2 on) with one /tmp for the containers is the other way. ")
+
+# Memory suspend and resume refused or failed, by what went wrong.
+_SUSPEND: list[tuple[str, re.Pattern[str]]] = [
+    ("disabled", re.compile(r"MemManager: (?:Suspend|Resume) (?:failed|not supported), memory manager is disabled")),
+    ("shared", re.compile(r"Memory (?:suspend|resume) not supported with split_share communicators")),
+    ("order", re.compile(r"MemManager: (?:Already suspended|Not in suspended state)")),
+    ("host", re.compile(r"MemManager: Failed to (?:allocate CPU backup|copy to CPU backup: (?P<err>.+))")),
+    ("restore", re.compile(r"MemManager: Failed to restore from CPU backup: (?P<err>.+?)(?: \(backup preserved\))?$")),
+    ("peers", re.compile(r"MemManager: (?:(?:Final b|B)arrier failed during resume|AllGather counts failed"
+                         r"|(?:Send to|Recv from) rank [0-9]+ failed - handle exchange incomplete)")),
+]
+_SUSPEND_SAY = {
+    "disabled": ("the memory manager is off", "NCCL_DISABLE_MEM_MANAGER=1 turns the memory manager off: unset it "
+                 "where the program suspends communicators. "),
+    "shared": ("the communicator shares its resources with others (split_share)", "Communicators made with "
+               "splitShare (NCCL_COMM_SPLIT_SHARE_RESOURCES=1, or the config field) share one memory manager and "
+               "cannot be suspended: create them without it. "),
+    "order": ("the program suspended a communicator twice or resumed one not suspended", "Pair every "
+              "ncclCommSuspend with one ncclCommResume on the same communicator (the framework's sleep/wake_up). "),
+    "host": ("the copy of GPU buffers into pinned host memory failed", "Leave host memory for the backup: the "
+             "node's free RAM and the container's memory limit must hold the communicator's buffers (pinned). "),
+    "restore": ("copying the buffers back to the GPU failed", "The GPU must have room again before resume: free "
+                "what the program allocated while suspended; a CUDA error here may be the GPU itself. "),
+    "peers": ("a rank did not join the exchange every rank makes on resume", "Every rank of the communicator must "
+              "call ncclCommResume: a rank that did not, or that died or lost its bootstrap connection, stops "
+              "the others; read that rank's own log. "),
+}
 
 _CUMEM_CUDA = re.compile(r"CUMEM (?P<host>Host )?(?:is )?not supported prior to CUDA (?P<cuda>[0-9]+\.[0-9]+)")
 
@@ -223,5 +253,38 @@ def _sym_space(logs: list[Log]) -> list[Cause]:
     )]
 
 
+def _suspend(logs: list[Log]) -> list[Cause]:
+    kinds: list[str] = []
+    lines: list[LogLine] = []
+    errors: list[str] = []
+    for kind, pattern in _SUSPEND:
+        for line, m in grep(logs, pattern):
+            kinds.append(kind)
+            lines.append(line)
+            if "err" in pattern.groupindex and m["err"]:
+                errors.append(m["err"].strip())
+    if not lines:
+        return []
+    kinds = unique(kinds)
+    lines.sort(key=lambda line: (line.file, line.number))
+    where = _where(lines)
+    said = f" ({', '.join(unique(errors))})" if errors else ""
+    program = set(kinds) <= {"disabled", "shared", "order"}
+    return [Cause(
+        id="memory-suspend-failed", title=f"suspending or resuming a communicator's memory failed: "
+        f"{_SUSPEND_SAY[kinds[0]][0]}",
+        detail=f"NCCL's memory manager{_on(where)} refused or failed to release or restore a communicator's GPU "
+               "memory (ncclCommSuspend/ncclCommResume, NCCL 2.29.7 on): "
+               f"{'; '.join(_SUSPEND_SAY[k][0] for k in kinds)}{said}. "
+               + ("The program's use of the call, not the node or the network." if program
+                  else "The communicator is not usable until a resume succeeds."),
+        fix="".join(_SUSPEND_SAY[k][1] for k in kinds) + "Turning the framework's communicator sleep off confirms it.",
+        score=70 if program else 80, hosts=where, evidence=evidence(lines),
+        settings=unique([s for k in kinds for s in {"disabled": ["NCCL_DISABLE_MEM_MANAGER"],
+                                                     "shared": ["NCCL_COMM_SPLIT_SHARE_RESOURCES"]}.get(k, [])]),
+    )]
+
+
 def cumem(logs: list[Log]) -> list[Cause]:
-    return _handles(logs) + _cumem_cuda(logs) + _sym_unsupported(logs) + _sym_layout(logs) + _sym_space(logs)
+    return (_handles(logs) + _suspend(logs) + _cumem_cuda(logs) + _sym_unsupported(logs) + _sym_layout(logs)
+            + _sym_space(logs))
