@@ -2,7 +2,7 @@
 Causes with evidence, kept in one module per class (rules_socket, rules_bootstrap, rules_verbs, rules_provider,
 rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy, rules_ras, rules_torch, rules_desync,
 rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm, rules_nvlink, rules_store, rules_plugins,
-rules_topo).
+rules_topo, rules_symmetric).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -34,6 +34,7 @@ from provisioner.explain import (
     rules_shm,
     rules_socket,
     rules_store,
+    rules_symmetric,
     rules_topo,
     rules_torch,
     rules_verbs,
@@ -50,7 +51,8 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_verbs.resource_failures,
     rules_verbs.incompatible_devices, rules_verbs.completion_errors, rules_provider.provider_completion_errors,
     rules_events.port_down,
-    rules_events.queue_errors, rules_cuda.gpu_causes, rules_cumem.cumem, rules_nvlink.nvlink_setup,
+    rules_events.queue_errors, rules_cuda.gpu_causes, rules_cumem.cumem, rules_symmetric.symmetric,
+    rules_nvlink.nvlink_setup,
     rules_topo.topology_files,
     rules_socket.message_truncated,
     rules_socket.unreachable_peers, rules_socket.address_family,
