@@ -39,6 +39,16 @@ _RAY_IP = re.compile(r"^\([^()]*\bip=(?P<host>[0-9A-Fa-f.:]+)[,)]")
 # nccl-tests `#  Rank  3 Group 0 Pid 1234 on gpu02 device 3 ...`: which host each rank ran on.
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(?P<rank>[0-9]+)\s.*?\bon\s+(?P<host>\S+)\s+device\b")
 
+# A collector's label before every line, `worker-9 >> ` (NVIDIA/nccl#1808), where NCCL's own prefix has an
+# empty host (`:168:1228 [2] NCCL INFO`, a clock may stand between): the label is the host.
+_ARROW_LABEL = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*) >> (?P<rest>.*)$")
+_NO_HOST_NCCL = re.compile(r"^(?:\[[^\]]*\]\s*)?:[1-9][0-9]*:[1-9][0-9]*\s+\[")
+# What such a label may be that is no host: a number, a file, a logger, a level.
+_NOT_A_HOST = re.compile(
+    r"^[0-9.-]+$|\.(?:py|log|txt|out|err|cc|cpp|cu|c|h|sh|json|ya?ml)$"
+    r"|^(?:torch|nccl|root|deepspeed|vllm|ray|jax|transformers|accelerate|lightning|main)(?:\.|$)"
+    r"|^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)$", re.I)
+
 
 @dataclass(frozen=True)
 class LogLine:
@@ -115,11 +125,25 @@ def _labelled(lines: list[Line]) -> list[tuple[Line, str | None]]:
     return out
 
 
+def _arrow_host(lines: list[Line]) -> str | None:
+    """The host a `WORD >> ` label names, where most lines carry that one label before an NCCL prefix
+    with an empty host and the word can be a host name."""
+    words = [m.group("host") for line in lines
+             if (m := _ARROW_LABEL.match(line.text.strip())) and _NO_HOST_NCCL.match(m.group("rest"))]
+    word = max(set(words), key=words.count, default=None)
+    if word is None or 2 * words.count(word) <= len(lines) or _NOT_A_HOST.search(word):
+        return None
+    return word
+
+
 def read_log(name: str, text: str, host: str | None = None) -> Log:
     """`host`: where the whole log came from, when that is known apart from its lines (one rank's output
     that `fabnet smoke` kept with its host); a line's own label still wins."""
     split = [line for line in split_lines(text) if line.text.strip()]
-    lines = [LogLine(name, line.number, body.text, _host(body.prefix, body.text) or label or host, _rank(line.prefix))
+    arrow = _arrow_host(split)
+    lines = [LogLine(name, line.number, body.text, _host(body.prefix, body.text) or label or (
+                 arrow if arrow and line.text.strip().startswith(f"{arrow} >> ") else None) or host,
+                     _rank(line.prefix))
              for line, (body, label) in zip(split, _labelled(split), strict=True)]
     # A line with a rank but no host takes the host that rank ran on, where the log says it.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}

@@ -30,6 +30,8 @@ _TCP_TIMEOUT = re.compile(r"(?:Read error|writev)\s+" + _PEER + r"\s*:\s*Connect
 # deadline of a `fabnet smoke` rank (it exits while still waiting).
 _STALL = re.compile(r"Timed out waiting (?P<ms>[0-9]+) ?ms for (?P<op>recv|send) operation"
                     r"|(?:Read|Write) timeout\s+" + _PEER + r"|own deadline of [0-9.]+ s reached", re.I)
+# The rank a `fabnet smoke` rank's error line names for itself: `rank 3 error (run): ...`.
+_OWN_RANK = re.compile(r"^rank (?P<rank>[0-9]+) error\b")
 _ADDRESS = re.compile(r"\[(?P<peer>[0-9a-fA-F.:]+)\]:[0-9]+")
 # A peer process went away (or a rank crashed): then timeouts are its echo, not the path's.
 _GONE = re.compile(r"Connection (?:closed by (?:remote )?peer|reset by peer)|Socket (?:unexpectedly )?closed|"
@@ -84,6 +86,17 @@ def _path_cause(hits: list[tuple[str | None, str, LogLine]], aliases: dict[str, 
                  addresses=addresses, evidence=evidence(lines))
 
 
+def _rank_of(line: LogLine) -> tuple[str, ...]:
+    """Who printed a stall line: its global rank where the log says (a launcher's tag, a `fabnet smoke`
+    rank's own `rank N error`), else its file, host and words, so that a rank repeating its error (the
+    exception, then a launcher's summary of it) is one rank, not two."""
+    if line.rank is not None:
+        return ("rank", str(line.rank))
+    if own := _OWN_RANK.match(line.text):
+        return ("rank", own.group("rank"))
+    return ("line", line.file, line.host or "", line.text)
+
+
 def _echoes(gone: list[Hit], stalled: set[str], aliases: dict[str, str]) -> bool:
     """Whether every connection that closed was closed by a rank that had itself given up waiting: gloo
     closes a rank's connections when its transfer times out, and a rank past its deadline exits. Which
@@ -108,11 +121,12 @@ def stalled_transfers(logs: list[Log]) -> list[Cause]:
     gone = grep(logs, _GONE)
     if gone and not _echoes(gone, {aliases.get(h, h) for h in who}, aliases):
         return []  # a peer went away first: the dead-peer rule's
-    ranks = unique([str(line.rank) for line in lines if line.rank is not None])
+    stalled = list(dict.fromkeys(_rank_of(line) for line in lines))
+    ranks = [key[1] for key in stalled if key[0] == "rank"]
     seconds = max((int(m.group("ms")) for _, m in stalls if m.group("ms")), default=0) / 1000
     waited = f" waited {seconds:g} s and" if seconds else ""
     where = ", ".join(who) if who else (listed("rank", ranks) if ranks else "the ranks")
-    detail = (f"{counted(len(stalls), 'rank')} on {where}{waited} gave up waiting for transfers on connections gloo "
+    detail = (f"{counted(len(stalled), 'rank')} on {where}{waited} gave up waiting for transfers on connections gloo "
               "had already made (the rendezvous and its handshakes went through), and no rank crashed"
               + (" (the connections that closed were those of ranks that had given up)" if gone else
                  " or closed a connection")

@@ -56,7 +56,9 @@ def _who(item: RasRank) -> str:
     if item.rank is not None and item.pid:
         parts.append(f"process {item.pid}")
     if item.gpu:
-        parts.append(f"GPU{'s' if ',' in item.gpu.split('(')[0] else ''} {item.gpu}")
+        # `3,4` or `0 (NVML 2)`: the devices are the comma-separated part before any NVML index.
+        devices = len(item.gpu.split("(")[0].split(","))
+        parts.append(f"{for_count(devices, 'GPU', 'GPUs')} {item.gpu}")
     return " ".join(parts[:1]) + (f" ({', '.join(parts[1:])})" if parts[1:] else "") + (
         f" on {item.node}" if item.node else "")
 

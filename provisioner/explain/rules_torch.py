@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import evidence, for_count, grep, hosts, listed, multi_node
+from provisioner.explain.evidence import counted, evidence, for_count, grep, hosts, listed, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.torch_status import PG_RANK as _PG_RANK
@@ -78,7 +78,8 @@ def watchdog(logs: list[Log]) -> list[Cause]:
     mapping = _global_ranks(logs)
     pairs = []  # (global rank or None, process group, rank in the group or None)
     from_abort = []  # whether each pair's global rank is only the rank an aborted communicator names
-    ops, times, lines = [], [], []
+    ops: list[tuple[str, int | None, int]] = []  # (operation, SeqNum, milliseconds it ran)
+    times, lines = [], []
     for log, line in found:
         text, wrapped = _with_wrap(log, line)
         lines += wrapped
@@ -93,7 +94,7 @@ def watchdog(logs: list[Log]) -> list[Cause]:
             glob = int(aborted["rank"])
         pairs.append((glob, pg, rank))
         if work := _WORK.search(text):
-            ops.append(work.group("op") + (f" (SeqNum {work.group('seq')})" if work.group("seq") else ""))
+            ops.append((work.group("op"), int(work.group("seq")) if work.group("seq") else None, int(work.group("ms"))))
             times.append(int(work.group("ms")) / 1000)
     if any(g is None for g, _, _ in pairs):
         # An aborted communicator's rank is a global rank only as far as the others are: where some line names
@@ -118,7 +119,7 @@ def watchdog(logs: list[Log]) -> list[Cause]:
             f" (process group {', '.join(groups)}; global ranks not in the log)" if groups else "")
         seen = []
     waited = f" waited {max(times):g} s" if times else " waited past the timeout"
-    detail = f"{who_text}{waited} in {', '.join(unique(ops)) or 'a collective'} and gave up."
+    detail = f"{who_text}{waited} in {_operations(ops) or 'a collective'} and gave up."
     if also:
         detail += (f" {listed('Global rank', also)} timed out too "
                    f"({for_count(len(also), 'its watchdog', 'their watchdogs')} reported it).")
@@ -145,6 +146,23 @@ def watchdog(logs: list[Log]) -> list[Cause]:
                    "(network path, a stalled peer, or a rank missing from this log).")
     detail += _when(logs, lines, p2p) + _progress_note(progress)
     return [_timeout_cause(detail, lines, p2p=p2p)]
+
+
+def _operations(works: list[tuple[str, int | None, int]]) -> str:
+    """The operations that timed out, each once: `ALLREDUCE (SeqNum 7)`, or for one a rank reported under several
+    sequence numbers (one per process group, or one per call the watchdog found overdue at once), their count and
+    range with the one that had run longest: it was the first past the timeout."""
+    out = []
+    for op in unique([name for name, _, _ in works]):
+        mine = [(seq, ms) for name, seq, ms in works if name == op and seq is not None]
+        seqs = sorted({seq for seq, _ in mine})
+        if len(seqs) <= 1:
+            out.append(op + (f" (SeqNum {seqs[0]})" if seqs else ""))
+            continue
+        first = max(mine, key=lambda work: work[1])[0]  # max keeps the first reported of equal runs
+        out.append(f"{counted(len(seqs), op + ' operation')} (SeqNum {seqs[0]} to {seqs[-1]}; "
+                   f"SeqNum {first} timed out first)")
+    return ", ".join(out)
 
 
 def _progress_note(items: list[Status]) -> str:

@@ -92,6 +92,24 @@ def test_ranks_that_timed_out_too(also: list[int], want: str) -> None:
     assert want in _top(text)
 
 
+_WORK = ("[rank{r}]:[E ProcessGroupNCCL.cpp:1] [Rank {r}] Watchdog caught collective operation timeout: "
+         "WorkNCCL(SeqNum={seq}, OpType={op}, Timeout(ms)=600000) ran for {ms} milliseconds before timing out.\n")
+
+
+@pytest.mark.parametrize(("works", "want"), [
+    ([(0, 5, "ALLREDUCE", 600100), (1, 5, "ALLREDUCE", 600200)], " in ALLREDUCE (SeqNum 5) and gave up"),
+    ([(0, 96120, "ALLREDUCE", 600100), (0, 96117, "ALLREDUCE", 600900), (0, 96125, "ALLREDUCE", 600050),
+      (0, 96125, "ALLREDUCE", 600050), (1, 64088, "ALLREDUCE", 600010)],
+     " in 4 ALLREDUCE operations (SeqNum 64088 to 96125; SeqNum 96117 timed out first) and gave up"),
+    ([(0, 7, "BROADCAST", 600100), (1, 8, "ALLREDUCE", 600300), (1, 9, "ALLREDUCE", 600200)],
+     " in BROADCAST (SeqNum 7), 2 ALLREDUCE operations (SeqNum 8 to 9; SeqNum 8 timed out first) and gave up"),
+])
+def test_an_operation_timed_out_under_several_sequence_numbers_is_named_once(
+        works: list[tuple[int, int, str, int]], want: str) -> None:
+    text = "".join(_WORK.format(r=r, seq=seq, op=op, ms=ms) for r, seq, op, ms in works)
+    assert want in _top(text)
+
+
 def test_a_lone_aborted_communicator_names_its_global_rank() -> None:
     text = ("RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: [Rank 3] "
             "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLGATHER, Timeout(ms)=1800000) "

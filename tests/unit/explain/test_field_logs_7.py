@@ -38,7 +38,8 @@ HOSTS: dict[str, list[str]] = {
     "rccl-proxy-polling-hipify-1.txt": ["UVOSLinux"],
     "nccl-proxy-accept-eagain-1.txt": ["ncivki7qpk7pmo1btv0h0"],
     "nccl-socket-connect-abort-1.txt": ["ubuntu"],
-    "nccl-proxy-wrong-magic-worker-prefix-1.txt": [],
+    # NCCL's prefix has an empty host (`:168:1228 [2]`); the `worker-9 >> ` label every line carries names it.
+    "nccl-proxy-wrong-magic-worker-prefix-1.txt": ["worker-9"],
 }
 
 

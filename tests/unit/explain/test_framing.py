@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from provisioner.explain import explain
+from provisioner.explain.logs import read_log
 from tests.unit.explain.test_classes import CASES
 from tests.unit.parsers._samples import SAMPLES, read
 
@@ -88,3 +89,21 @@ def test_srun_label_gives_the_rank_and_its_host() -> None:
             "1: misc/ibvwrap.cc:212 NCCL WARN Call to ibv_create_qp failed\n")
     [cause] = explain([("j.log", text)]).causes
     assert cause.id == "verbs-resource-failure" and cause.hosts == ["gpu02"]
+
+
+_ARROW = "2025-08-12 09:37:02.216313 {label} >> :16{n}:1228 [{n}] NCCL INFO Connected all trees\n"
+
+
+@pytest.mark.parametrize(("label", "want"), [
+    ("worker-9", "worker-9"), ("node1.cluster.local", "node1.cluster.local"),
+    ("42", None), ("10.5", None), ("train.py", None), ("torch.distributed", None), ("INFO", None),
+])
+def test_a_label_before_an_nccl_prefix_without_host_names_the_host(label: str, want: str | None) -> None:
+    log = read_log("job.log", "".join(_ARROW.format(label=label, n=n) for n in range(4)))
+    assert {line.host for line in log.lines} == {want}
+
+
+def test_a_label_on_few_lines_names_no_host() -> None:
+    text = _ARROW.format(label="worker-9", n=1) + "".join(f":16{n}:1228 [{n}] NCCL INFO Connected all trees\n"
+                                                         for n in range(2, 5))
+    assert {line.host for line in read_log("job.log", text).lines} == {None}

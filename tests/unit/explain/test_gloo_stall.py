@@ -193,3 +193,19 @@ def test_cli_names_the_common_node_through_the_inventory(tmp_path: Path, refusin
     cause = next(c for c in data["causes"] if c["id"] == "mtu-blackhole")
     assert info.value.code == 2 and data["causes"][0] is cause
     assert {data["inventory_hosts"][h] for h in cause["hosts"] + cause["addresses"]} == {"gpu03"}
+
+
+def test_a_rank_printing_its_timeout_twice_is_counted_once() -> None:
+    """torch prints a rank's exception, then its traceback's summary line: two stall lines, one rank."""
+    line = "gpu0{n}: [rank{n}]: RuntimeError: Timed out waiting 5000ms for recv operation to complete\n"
+    cause = _mtu(line.format(n=1) * 2 + line.format(n=2))
+    assert cause.detail.startswith("2 ranks on gpu01, gpu02 waited 5 s")
+    smoke = "".join(f"gpu0{n}: rank {n} error (run): RuntimeError: Timed out waiting 5000ms for recv operation to "
+                    "complete\n" for n in (1, 1, 2, 3))
+    assert _mtu(smoke).detail.startswith("3 ranks on gpu01, gpu02, gpu03")
+
+
+def test_ranks_without_a_tag_are_told_apart_by_host() -> None:
+    text = "".join(f"gpu0{n}: RuntimeError: Timed out waiting 5000ms for recv operation to complete\n"
+                   for n in (1, 1, 2))
+    assert _mtu(text).detail.startswith("2 ranks on gpu01, gpu02")

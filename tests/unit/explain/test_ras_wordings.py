@@ -8,7 +8,10 @@ from __future__ import annotations
 import pytest
 
 from provisioner.explain import explain
+from provisioner.explain.logs import LogLine
 from provisioner.explain.model import Cause
+from provisioner.explain.ras import RasRank
+from provisioner.explain.rules_ras import _who
 
 _NCCL = "gpu01:1234:1300 [0] NCCL INFO "
 
@@ -152,3 +155,11 @@ def test_the_ras_client_port_taken_is_not_the_rendezvous_port() -> None:
     assert [c.id for c in _causes(text.replace("ras/client_support.cc:159", "misc/socket.cc:480").replace(
         "RAS failed to establish a client listening socket at localhost:28028", "Bootstrap timings total 0.1"))] == [
         "port-in-use"]
+
+
+@pytest.mark.parametrize(("gpu", "worded"), [
+    ("3", "GPU 3"), ("3,4", "GPUs 3,4"), ("0 (NVML 2)", "GPU 0 (NVML 2)"), ("0,1 (NVML 2,3)", "GPUs 0,1 (NVML 2,3)"),
+])
+def test_a_process_is_worded_for_how_many_gpus_it_manages(gpu: str, worded: str) -> None:
+    item = RasRank(LogLine("job.log", 1, "", None), pid="4242", node="gpu03", gpu=gpu)
+    assert _who(item) == f"process 4242 ({worded}) on gpu03"
