@@ -125,26 +125,23 @@ def _labelled(lines: list[Line]) -> list[tuple[Line, str | None]]:
     return out
 
 
-def _arrow_host(lines: list[Line]) -> str | None:
-    """The host a `WORD >> ` label names, where most lines carry that one label before an NCCL prefix
-    with an empty host and the word can be a host name."""
-    words = [m.group("host") for line in lines
-             if (m := _ARROW_LABEL.match(line.text.strip())) and _NO_HOST_NCCL.match(m.group("rest"))]
-    word = max(set(words), key=words.count, default=None)
-    if word is None or 2 * words.count(word) <= len(lines) or _NOT_A_HOST.search(word):
-        return None
-    return word
+def _arrow_hosts(lines: list[Line]) -> list[str | None]:
+    """Each line's host from its `WORD >> ` label, where most lines carry such a label before an NCCL prefix
+    with an empty host (one label per host in a log of several), and the word can be a host name."""
+    labels = [m.group("host") if (m := _ARROW_LABEL.match(line.text.strip())) and not _NOT_A_HOST.search(
+        m.group("host")) else None for line in lines]
+    empty = sum(1 for line, label in zip(lines, labels, strict=True) if label
+                and _NO_HOST_NCCL.match(line.text.strip()[len(label) + 4:]))
+    return labels if 2 * empty > len(lines) else [None] * len(lines)
 
 
 def read_log(name: str, text: str, host: str | None = None) -> Log:
     """`host`: where the whole log came from, when that is known apart from its lines (one rank's output
     that `fabnet smoke` kept with its host); a line's own label still wins."""
     split = [line for line in split_lines(text) if line.text.strip()]
-    arrow = _arrow_host(split)
-    lines = [LogLine(name, line.number, body.text, _host(body.prefix, body.text) or label or (
-                 arrow if arrow and line.text.strip().startswith(f"{arrow} >> ") else None) or host,
+    lines = [LogLine(name, line.number, body.text, _host(body.prefix, body.text) or label or arrow or host,
                      _rank(line.prefix))
-             for line, (body, label) in zip(split, _labelled(split), strict=True)]
+             for line, (body, label), arrow in zip(split, _labelled(split), _arrow_hosts(split), strict=True)]
     # A line with a rank but no host takes the host that rank ran on, where the log says it.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}
     for line in lines:

@@ -107,3 +107,11 @@ def test_a_label_on_few_lines_names_no_host() -> None:
     text = _ARROW.format(label="worker-9", n=1) + "".join(f":16{n}:1228 [{n}] NCCL INFO Connected all trees\n"
                                                          for n in range(2, 5))
     assert {line.host for line in read_log("job.log", text).lines} == {None}
+
+
+def test_each_line_of_a_log_from_several_hosts_takes_its_own_arrow_label() -> None:
+    from provisioner.explain.logs import read_log
+
+    text = "".join(f"worker-{n} >> :16{n}:12{n} [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/IB/0\n"
+                   for n in (1, 2, 1, 2))
+    assert [line.host for line in read_log("job.log", text).lines] == ["worker-1", "worker-2"] * 2
