@@ -61,3 +61,20 @@ def table(cases: Mapping[str, Case], hosts: Mapping[str, list[str]] | None = Non
         assert hosts is not None and causes_of(name)[0].hosts == hosts[name]
 
     return test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names
+
+
+# One rank's NCCL prefix, for cases built as single lines from NCCL's source wording.
+ONE_RANK = "gpu-a:1234:1300 [0] "
+
+
+def line_causes(*lines: str) -> list[tuple[str, str, list[str]]]:
+    """(id, words, hosts) of every cause `explain` names for `lines`, each printed by ONE_RANK."""
+    causes = explain([("rank0.log", "\n".join(ONE_RANK + line for line in lines))]).causes
+    return [(c.id, words(c), c.hosts) for c in causes]
+
+
+def line_top(*lines: str) -> tuple[str, str, list[str]]:
+    """The most likely of line_causes; there must be one."""
+    causes = line_causes(*lines)
+    assert causes, lines
+    return causes[0]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.explain import explain
-from tests.unit.explain._field import table, words
+from tests.unit.explain._field import line_top as _top
+from tests.unit.explain._field import table
 
 # file -> (the top cause's id, text its first evidence line holds, text its title/detail/fix hold)
 CASES: dict[str, tuple[str, str, str]] = {
@@ -25,13 +25,6 @@ HOSTS: dict[str, list[str]] = {
 test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names = table(
     CASES, HOSTS)
 
-_H = "gpu-a:1234:1300 [0] "
-
-
-def _top(*lines: str) -> tuple[str, str, list[str]]:
-    causes = explain([("rank0.log", "\n".join(_H + line for line in lines))]).causes
-    assert causes, lines
-    return causes[0].id, words(causes[0]), causes[0].hosts
 
 
 # Lines as NCCL prints them (mem_manager.cc, include/alloc.h, dev_runtime.cc, gin_host.cc, enqueue.cc,

@@ -6,21 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.explain import explain
-from tests.unit.explain._field import words
-
-_H = "gpu-a:1234:1300 [0] "
-
-
-def _causes(*lines: str) -> list[tuple[str, str, list[str]]]:
-    causes = explain([("rank0.log", "\n".join(_H + line for line in lines))]).causes
-    return [(c.id, words(c), c.hosts) for c in causes]
-
-
-def _top(*lines: str) -> tuple[str, str, list[str]]:
-    causes = _causes(*lines)
-    assert causes, lines
-    return causes[0]
+from tests.unit.explain._field import line_causes as _causes
+from tests.unit.explain._field import line_top as _top
 
 
 # Each WARN returns an error to the call that asked for GIN: a cause, with the part of the fix that WARN needs.
