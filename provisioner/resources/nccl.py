@@ -1,11 +1,12 @@
 """`nccl`: the installed NCCL version, from the package database or, failing that, the library's file name;
 and, for a package, whether it is held and pinned as the remedy leaves it.
 
-One probe: `dpkg-query` when it knows the package (installed, or left half-done by an interrupted
-dpkg), else a listing of `libnccl.so.*` in the usual library directories (for tarball or RPM
-installs). The first output line says which. With apt, the last line carries the `Pin:` of fabnet's
-pin file: an install cut short after the package but before `apt-mark hold` and the pin is drift, so
-the next apply completes it.
+One probe: the package database when it knows the package (`dpkg-query` with apt, installed or left
+half-done by an interrupted dpkg; `rpm -q` with dnf), else a listing of `libnccl.so.*` in the usual
+library directories (a tarball or a copy). The first output line says which. With apt, the last line
+carries the `Pin:` of fabnet's pin file: an install cut short after the package but before `apt-mark
+hold` and the pin is drift, so the next apply completes it. With dnf, the lines of dnf's versionlock
+files that may lock the package follow (parsers/versionlock.py judges them): the hold of dnf hosts.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import shlex
 from dataclasses import dataclass
 
 from provisioner.load.specs import NcclSpec
+from provisioner.parsers import versionlock
 from provisioner.parsers.versions import Version, parse_constraint
 from provisioner.resources.base import (
     Check,
@@ -32,6 +34,7 @@ from provisioner.resources.base import (
 from provisioner.resources.steps import (
     PHASE_PACKAGES,
     Step,
+    backed_up,
     impossible,
     restore_file,
     write_file,
@@ -50,6 +53,12 @@ DPKG_READS = ("/var/lib/dpkg/status", "/var/lib/dpkg/updates", "/var/lib/dpkg/up
 # dpkg's package states that hold a version (an unpacked or half-configured one is an install cut short)
 _DPKG_PRESENT = ("installed", "half-installed", "unpacked", "half-configured", "triggers-awaited",
                  "triggers-pending")
+# What `rpm -q` answers from: the database in either of its places (rpm 4.16 moved it).
+RPM_READS = ("/var/lib/rpm", "/var/lib/rpm/*", "/usr/lib/sysimage/rpm", "/usr/lib/sysimage/rpm/*")
+# dnf 4's versionlock list, yum's, and dnf 5's TOML: where `dnf versionlock` keeps its locks.
+LOCK_LISTS = ("/etc/dnf/plugins/versionlock.list", "/etc/yum/pluginconf.d/versionlock.list")
+LOCK_TOML = "/etc/dnf/versionlock.toml"
+_RPM_FORMAT = "%|EPOCH?{%{EPOCH}}:{0}|:%{VERSION}-%{RELEASE} %{ARCH}\\n"
 
 
 def pin_file(spec: NcclSpec) -> str:
@@ -57,21 +66,37 @@ def pin_file(spec: NcclSpec) -> str:
 
 
 def _probe(spec: NcclSpec, ctx: HostContext | None = None) -> Probe:
-    query = sh("dpkg-query", "-W", "-f=${Status} ${Version}\\n", "--", spec.package)
     libraries = " ".join(f"{d}/libnccl.so.*" for d in LIB_DIRS)  # fixed globs, expanded by the shell
+    files = f'echo files; for f in {libraries}; do if [ -e "$f" ]; then echo "$f"; fi; done'
+    if ctx is not None and ctx.package_manager == "dnf":
+        return _rpm_probe(spec, files, [*LIB_DIRS, *libraries.split()])
+    query = sh("dpkg-query", "-W", "-f=${Status} ${Version}\\n", "--", spec.package)
     # `dpkg WANT FLAG STATUS VERSION`: the want is `hold` once apt-mark held it.
     present = "|".join(f'*" {state} "*' for state in _DPKG_PRESENT)
-    command = (
-        f"s=$({query} 2>/dev/null); "
-        f'case "$s" in {present}) printf \'dpkg %s\\n\' "$s";; '
-        f'*) echo files; for f in {libraries}; do if [ -e "$f" ]; then echo "$f"; fi; done;; esac'
-    )
+    command = f's=$({query} 2>/dev/null); case "$s" in {present}) printf \'dpkg %s\\n\' "$s";; *) {files};; esac'
     reads = [*DPKG_READS, *LIB_DIRS, *libraries.split()]
     if ctx is None or ctx.package_manager == "apt":
         pin = shlex.quote(pin_file(spec))
         command += f"; if [ -e {pin} ]; then printf 'pin %s\\n' \"$(sed -n 's/^Pin: *//p' {pin})\"; else echo pin; fi"
         reads.append(pin)
     return Probe(command, reads=tuple(reads))
+
+
+def _rpm_probe(spec: NcclSpec, files: str, reads: list[str]) -> Probe:
+    """`rpm EPOCH:VERSION-RELEASE ARCH` per installed package (or the library listing), then `lock LINE`
+    for each line of a lock list that names the package and `toml LINE` for each of dnf 5's file. All in
+    the shell: no process per line."""
+    query = sh("rpm", "-q", "--qf", _RPM_FORMAT, spec.package)
+    named = f"*{shlex.quote(spec.package)}*"
+    lines = "while IFS= read -r l || [ -n \"$l\" ]; do"
+    command = (
+        # `rpm -q` prints "package X is not installed" on stdout and fails: only a success is a package.
+        f"if s=$({query} 2>/dev/null); then printf 'rpm %s %s\\n' $s; else {files}; fi; "
+        f"for f in {' '.join(LOCK_LISTS)}; do if [ -r \"$f\" ]; then {lines} "
+        f"case $l in {named}) printf 'lock %s\\n' \"$l\";; esac; done < \"$f\"; fi; done; "
+        f"if [ -r {LOCK_TOML} ]; then {lines} printf 'toml %s\\n' \"$l\"; done < {LOCK_TOML}; fi"
+    )
+    return Probe(command, reads=(*RPM_READS, *LOCK_LISTS, LOCK_TOML, *reads))
 
 
 def probes(spec: NcclSpec, ctx: HostContext) -> list[Probe]:
@@ -88,12 +113,18 @@ class Installed:
     state: str = "installed"
     held: bool | None = None
     pin: str | None = None
+    locks: tuple[str, ...] = ()  # dnf: the versionlock lines read (lists, then the TOML's)
 
 
-def read_installed(text: str) -> Installed:
+def read_installed(text: str, package: str = "libnccl2") -> Installed:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise ProbeFailed("NCCL probe printed nothing")
+    if lines[0].startswith("rpm "):
+        return _read_rpm(lines, package)
+    listed = [line for line in lines if not line.startswith(("lock ", "toml "))]
+    if listed != lines:  # a dnf host whose package database does not know the package
+        return _read_files(listed[1:]) if listed[:1] == ["files"] else _unexpected(listed)
     pin: str | None = None
     if lines[-1] == "pin" or lines[-1].startswith("pin "):
         pin = lines.pop()[4:].strip()
@@ -111,8 +142,32 @@ def read_installed(text: str) -> Installed:
         # version (the state is no version, and must not be read as one).
         raise ProbeFailed(f"dpkg-query printed the state {rest!r} and no version")
     if head != "files":
-        raise ProbeFailed(f"NCCL probe: unexpected output {lines[0]!r}")
-    found = [(m["version"], line) for line in lines[1:] if (m := _LIB_VERSION.search(line))]
+        return _unexpected(lines)
+    return _read_files(lines[1:])
+
+
+def _unexpected(lines: list[str]) -> Installed:
+    raise ProbeFailed(f"NCCL probe: unexpected output {lines[0]!r}" if lines else "NCCL probe: no package or "
+                      "library listing")
+
+
+def _read_rpm(lines: list[str], package: str) -> Installed:
+    """`rpm` lines (several when more than one version is installed), then the versionlock lines."""
+    rpms = [versionlock.parse_rpm(package, line[4:]) for line in lines if line.startswith("rpm ")]
+    if not rpms or None in rpms:
+        bad = next((line for line, r in zip(lines, rpms, strict=False) if r is None), lines[0])
+        raise ProbeFailed(f"rpm -q printed {bad[4:]!r}, not EPOCH:VERSION-RELEASE ARCH")
+    found = max((r for r in rpms if r is not None), key=lambda r: (int(r.epoch), Version(r.version + "-" + r.release)))
+    listed = [line[5:] for line in lines if line.startswith("lock ")]
+    toml = "\n".join(line[5:] for line in lines if line == "toml" or line.startswith("toml "))
+    held: bool | None = versionlock.list_holds(found, listed)
+    if not held and toml:
+        held = versionlock.toml_holds(found, toml)
+    return Installed(found.shown, "package", held=held, locks=(*listed, *([toml] if toml else [])))
+
+
+def _read_files(lines: list[str]) -> Installed:
+    found = [(m["version"], line) for line in lines if (m := _LIB_VERSION.search(line))]
     if not found:
         return Installed(None, "no package, no libnccl.so.* in " + ", ".join(LIB_DIRS))
     # libnccl.so.2 is a link to libnccl.so.2.21.5: the longest, highest name says the most.
@@ -124,6 +179,12 @@ def read_installed(text: str) -> Installed:
     return Installed(version, path)
 
 
+def upstream(version: str) -> str:
+    """A package version without its epoch (`1:2.21.5-1` -> `2.21.5-1`)."""
+    epoch, colon, rest = version.partition(":")
+    return rest if colon and epoch.isdigit() else version
+
+
 def installed_version(text: str) -> tuple[str | None, str]:
     """(version, where it came from) from the probe's output; version None when NCCL was not found."""
     found = read_installed(text)
@@ -132,7 +193,7 @@ def installed_version(text: str) -> tuple[str | None, str]:
 
 def evaluate(spec: NcclSpec, results: Results, ctx: HostContext) -> list[Check]:
     try:
-        found = read_installed(stdout_of(results, _probe(spec, ctx), f"NCCL version of {spec.package}"))
+        found = read_installed(stdout_of(results, _probe(spec, ctx), f"NCCL version of {spec.package}"), spec.package)
     except ProbeFailed as exc:
         return errors_for([("version", spec.version)], str(exc))
     version = found.version
@@ -142,14 +203,17 @@ def evaluate(spec: NcclSpec, results: Results, ctx: HostContext) -> list[Check]:
         return [drift("version", spec.version, f"{version} ({found.state})",
                       f"dpkg left {spec.package} {found.state}: an install did not finish")]
     message = "" if found.source == "package" else f"package {spec.package} not installed; from {found.source}"
-    verdict = ok if spec.version.matches(version) else drift
+    # The constraint speaks of the upstream version: an epoch (`1:2.21.5-1`) is set aside, as the remedy does.
+    verdict = ok if spec.version.matches(upstream(version)) else drift
     checks = [verdict("version", spec.version, version, message)]
     if verdict is ok and found.source == "package":
         # What the remedy promised beside the version: the package held, and pinned to that version.
         if found.held is not None:
+            lister = ("dnf's versionlock does not lock it at this version" if ctx.package_manager == "dnf"
+                      else f"apt-mark showhold does not list {spec.package}")
             checks.append((ok if found.held else drift)(
                 "held", "held", "held" if found.held else "not held",
-                "" if found.held else f"apt-mark showhold does not list {spec.package}: upgrades may replace it"))
+                "" if found.held else f"{lister}: upgrades may replace it"))
         if found.pin is not None:
             want = f"version {version}"
             message = "" if found.pin == want else (
@@ -269,6 +333,13 @@ def dnf_commands(spec: NcclSpec) -> str:
     )
 
 
+def dnf_lock(spec: NcclSpec, version: str) -> str:
+    """Lock the installed `version` (as the probe shows it: an epoch only when there is one)."""
+    pkg = shlex.quote(spec.package)
+    return (f"dnf -y -q versionlock delete {pkg} >/dev/null 2>&1 || true; "
+            f"dnf -y -q versionlock add {shlex.quote(spec.package + '-' + version)}")
+
+
 def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
     """The newest packaged version meeting the constraint, installed and held (apt pin + hold, or dnf
     versionlock) so unattended upgrades leave it alone; only the pin and hold where the version is right."""
@@ -277,7 +348,15 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
         return []
     target = spec.target()
     pin = pin_file(spec)
-    if "version" not in drifted:  # held / pin: audited with apt only
+    locks = (*LOCK_LISTS, LOCK_TOML)
+    # dnf edits its lock files itself: they are backed up around it, and put back by the undo unless
+    # they were changed by hand since (then the undo stops before the package is touched).
+    unlock = "; ".join(restore_file(path, recorded=True) for path in locks)
+    if "version" not in drifted and ctx.package_manager == "dnf":  # held: the versionlock
+        version = next(c.actual for c in checks if c.attribute == "version") or ""
+        return [Step(target, "hold", backed_up(locks, dnf_lock(spec, version)),
+                     f"dnf versionlock {spec.package} {version}", undo=unlock, phase=PHASE_PACKAGES, writes=locks)]
+    if "version" not in drifted:  # held / pin
         version = next(c.actual for c in checks if c.attribute == "version") or ""
         # The pin's content is known here: its undo leaves a pin changed by hand since the run.
         restore = restore_file(pin, pin_text(spec, version).encode())
@@ -285,10 +364,19 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
         return [Step(target, "hold", hold_commands(spec, version), f"pin {spec.package} {version} + apt-mark hold",
                      undo=unhold, phase=PHASE_PACKAGES, writes=(pin,))]
     version_check = drifted["version"]
+    # The package version there before, to go back to: none where NCCL was only a library file, or nowhere.
+    try:
+        found = read_installed(stdout_of(results, _probe(spec, ctx), spec.package), spec.package)
+    except ProbeFailed:
+        found = Installed(None, "unread")
+    old = found.version if found.source == "package" and found.version else ""
     if ctx.package_manager == "dnf":
-        command = dnf_commands(spec)
+        command = backed_up(locks, dnf_commands(spec))
         shown = f"dnf install {spec.package} ({spec.version}, newest available) + versionlock"
-    elif ctx.package_manager == "apt":
+        # An exact version is installed whichever is there, so this also goes down again.
+        back = f"; dnf -y -q install --allowerasing {shlex.quote(spec.package + '-' + old)}" if old else ""
+        return [Step(target, "install", command, shown, undo=unlock + back, phase=PHASE_PACKAGES, writes=locks)]
+    if ctx.package_manager == "apt":
         unfinished = bool(version_check.actual and version_check.actual.endswith(")"))  # "2.21.5 (unpacked)"
         command = apt_commands(spec, finish_dpkg=unfinished)
         shown = (("dpkg --configure -a, " if unfinished else "")
@@ -296,9 +384,8 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
     else:
         return [impossible(target, "install", f"unknown fabnet_package_manager {ctx.package_manager!r} "
                                               "(apt or dnf)", PHASE_PACKAGES)]
-    old = (version_check.actual or "").split(" (", 1)[0]
     undo = None
-    if ctx.package_manager == "apt" and old and old != "not installed":
+    if old:
         # The pin first: one changed by hand since the run (its hash differs from the one the write kept
         # on the host) stops the undo before the package is touched.
         undo = (restore_file(pin, recorded=True) + f"; apt-mark unhold {shlex.quote(spec.package)}; "

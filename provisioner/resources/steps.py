@@ -12,7 +12,7 @@ import base64
 import difflib
 import hashlib
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -190,7 +190,6 @@ def write_file_from(path: str, content: str, *, mode: str | None = None, owner: 
     version an install picked): the same backup, atomic rename and checks. A `content` that fails
     stops the step with the file untouched. With `record`, the sha256 of what is written is kept
     beside the backup (`PATH.written`), before the rename, for `restore_file(path, recorded=True)`."""
-    backup = backup_path(path)
     keep_meta = (
         "if [ -e \"$f\" ]; then chown --reference=\"$f\" \"$t\"; chmod --reference=\"$f\" \"$t\"; "
         "else chmod 0644 \"$t\"; fi; "
@@ -201,24 +200,43 @@ def write_file_from(path: str, content: str, *, mode: str | None = None, owner: 
     if mode is not None:
         meta += f"chmod {shlex.quote(mode)} \"$t\"; "
     is_dir = shlex.quote(f"{path} is a directory: not replaced")
-    no_backup = shlex.quote(f"{path} could not be backed up: not written")
     return (
         _resolve(path)
         + f"if [ -d \"$f\" ]; then echo {is_dir} >&2; exit 1; fi; "
         f"d=$(dirname -- \"$f\"); mkdir -p -- \"$d\"; "
-        f"b={backup}; mkdir -p -- \"$(dirname -- \"$b\")\"; "
-        f"if [ -e \"$b\" ] || [ -e \"$b.absent\" ]; then :; "  # first write of this run keeps the true original
-        # The backup appears whole or not at all: an undo may run after a kill at any point of this step.
-        # Not an `a && b` list: `sh -e` ignores a failure of its first command.
-        f"elif [ -e \"$f\" ]; then if ! {{ cp -p -- \"$f\" \"$b.part\" && mv -f -- \"$b.part\" \"$b\"; }}; then "
-        f"rm -f -- \"$b.part\"; echo {no_backup} >&2; exit 1; fi; "
-        f"else : > \"$b.absent\"; fi; "
-        f"t=$(mktemp \"$d/.fabnet.XXXXXXXX\"); trap 'rm -f -- \"$t\"' EXIT; "
+        + _backup(path, "written")
+        + f"t=$(mktemp \"$d/.fabnet.XXXXXXXX\"); trap 'rm -f -- \"$t\"' EXIT; "
         f"{{ {content}; }} > \"$t\"; "
         + keep_meta + meta
         + ("sha256sum < \"$t\" | cut -c1-64 > \"$b.written\"; " if record else "")
         + "sync -- \"$t\"; mv -fT -- \"$t\" \"$f\"; trap - EXIT; sync -- \"$d\""
     )
+
+
+def _backup(path: str, done: str) -> str:
+    """Shell backing up the file "$f" (of `path`) as `b`, unless this run already did: the true original
+    is the one kept. `done` names what would have been lost in the message of a failed backup."""
+    no_backup = shlex.quote(f"{path} could not be backed up: not {done}")
+    return (
+        f"b={backup_path(path)}; mkdir -p -- \"$(dirname -- \"$b\")\"; "
+        f"if [ -e \"$b\" ] || [ -e \"$b.absent\" ]; then :; "
+        # The backup appears whole or not at all: an undo may run after a kill at any point of this step.
+        # Not an `a && b` list: `sh -e` ignores a failure of its first command.
+        f"elif [ -e \"$f\" ]; then if ! {{ cp -p -- \"$f\" \"$b.part\" && mv -f -- \"$b.part\" \"$b\"; }}; then "
+        f"rm -f -- \"$b.part\"; echo {no_backup} >&2; exit 1; fi; "
+        f"else : > \"$b.absent\"; fi; "
+    )
+
+
+def backed_up(paths: Sequence[str], command: str) -> str:
+    """`command`, which edits `paths` itself (a package tool's own files, such as dnf's versionlock list),
+    after a backup of each as a write takes it, and with what it left recorded beside the backup: undo
+    with `restore_file(path, recorded=True)`, which puts each back unless it was changed by hand since."""
+    before = "".join(_resolve(path) + _backup(path, "changed") for path in paths)
+    after = "".join(_resolve(path) + f"b={backup_path(path)}; "
+                    'if [ -e "$f" ]; then sha256sum < "$f" | cut -c1-64; else echo absent; fi > "$b.written"; '
+                    for path in paths)
+    return before + "{ " + command + "; }; " + after.rstrip("; ")
 
 
 def restore_file(path: str, written: bytes | None = None, *, recorded: bool = False) -> str:

@@ -186,7 +186,7 @@ def test_nccl_apt_step_pins_installs_and_holds() -> None:
 
 
 def test_nccl_dnf_generation() -> None:
-    steps = fix_steps("nccl", {"version": ">=2.19,<2.24", "package": "libnccl"}, {DPKG: "files\n"},
+    steps = fix_steps("nccl", {"version": ">=2.19,<2.24", "package": "libnccl"}, {"rpm -q": "files\n"},
                       HostContext("gpu01", package_manager="dnf"))
     command = steps[0].command
     assert "dnf -q list --showduplicates --available libnccl" in command
