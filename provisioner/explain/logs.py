@@ -16,13 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._loggers import prefix_host
+from provisioner.parsers._loggers import arrow_hosts, prefix_host, prefix_label
 from provisioner.parsers._text import Line, split_lines, strip_prefixes
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
 from provisioner.parsers.nccl_line import label_host, nccl_log
 from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
 
-_HOST_LABEL = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*):\s*$")
 # A pdsh/clush label on a line the shared cleaning left (it takes labels off only when every line has one):
 # `gpu07: ...` or `10.0.0.7: ...`.
 _LINE_LABEL = re.compile(r"^(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):(?: |$)")
@@ -34,20 +33,8 @@ _NCCL_PREFIX = re.compile(
 # A paste's clock (`18:11:06.680 `) is not an srun label: no digit follows the label's colon.
 _PREFIX_RANK = re.compile(
     r"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|^\s*(?P<c>[0-9]+):(?![0-9])|^\[(?P<d>[0-9]+)\]")
-# Ray's prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
-_RAY_IP = re.compile(r"^\([^()]*\bip=(?P<host>[0-9A-Fa-f.:]+)[,)]")
 # nccl-tests `#  Rank  3 Group 0 Pid 1234 on gpu02 device 3 ...`: which host each rank ran on.
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(?P<rank>[0-9]+)\s.*?\bon\s+(?P<host>\S+)\s+device\b")
-
-# A collector's label before every line, `worker-9 >> ` (NVIDIA/nccl#1808), where NCCL's own prefix has an
-# empty host (`:168:1228 [2] NCCL INFO`, a clock may stand between): the label is the host.
-_ARROW_LABEL = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*) >> (?P<rest>.*)$")
-_NO_HOST_NCCL = re.compile(r"^(?:\[[^\]]*\]\s*)?:[1-9][0-9]*:[1-9][0-9]*\s+\[")
-# What such a label may be that is no host: a number, a file, a logger, a level.
-_NOT_A_HOST = re.compile(
-    r"^[0-9.-]+$|\.(?:py|log|txt|out|err|cc|cpp|cu|c|h|sh|json|ya?ml)$"
-    r"|^(?:torch|nccl|root|deepspeed|vllm|ray|jax|transformers|accelerate|lightning|main)(?:\.|$)"
-    r"|^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)$", re.I)
 
 
 @dataclass(frozen=True)
@@ -92,16 +79,12 @@ def _rank(prefix: str) -> int | None:
 
 
 def _host(prefix: str, text: str) -> str | None:
-    if label := _HOST_LABEL.search(re.sub(r"\[[^\]]*\]:?|<\w+>:", " ", prefix)):
-        return label.group("host")
+    if label := prefix_label(prefix):
+        return label
     if nccl := _NCCL_PREFIX.search(text):
         return nccl.group("host")
-    # A syslog line's host, a Kubernetes pod: where any other line was logged.
-    if named := prefix_host(prefix):
-        return named
-    # A line NCCL printed names its host itself; any other line of a Ray worker, the node Ray names.
-    ray = _RAY_IP.match(prefix)
-    return ray.group("host") if ray else None
+    # A syslog line's host, a Kubernetes pod, a Ray worker's node: where any other line was logged.
+    return prefix_host(prefix)
 
 
 def _labelled(lines: list[Line]) -> list[tuple[Line, str | None]]:
@@ -125,23 +108,14 @@ def _labelled(lines: list[Line]) -> list[tuple[Line, str | None]]:
     return out
 
 
-def _arrow_hosts(lines: list[Line]) -> list[str | None]:
-    """Each line's host from its `WORD >> ` label, where most lines carry such a label before an NCCL prefix
-    with an empty host (one label per host in a log of several), and the word can be a host name."""
-    labels = [m.group("host") if (m := _ARROW_LABEL.match(line.text.strip())) and not _NOT_A_HOST.search(
-        m.group("host")) else None for line in lines]
-    empty = sum(1 for line, label in zip(lines, labels, strict=True) if label
-                and _NO_HOST_NCCL.match(line.text.strip()[len(label) + 4:]))
-    return labels if 2 * empty > len(lines) else [None] * len(lines)
-
-
 def read_log(name: str, text: str, host: str | None = None) -> Log:
     """`host`: where the whole log came from, when that is known apart from its lines (one rank's output
     that `fabnet smoke` kept with its host); a line's own label still wins."""
     split = [line for line in split_lines(text) if line.text.strip()]
+    arrows = arrow_hosts([line.text for line in split])
     lines = [LogLine(name, line.number, body.text, _host(body.prefix, body.text) or label or arrow or host,
                      _rank(line.prefix))
-             for line, (body, label), arrow in zip(split, _labelled(split), _arrow_hosts(split), strict=True)]
+             for line, (body, label), arrow in zip(split, _labelled(split), arrows, strict=True)]
     # A line with a rank but no host takes the host that rank ran on, where the log says it.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}
     for line in lines:

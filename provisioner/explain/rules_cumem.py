@@ -16,7 +16,12 @@ and the allocator of the reserved window range finding no room (`Allocation fail
 accommodate size=0x.. within limit=0x..`, 2.28 on). Suspend and resume themselves (2.29.7 on) are refused with
 the manager off (NCCL_DISABLE_MEM_MANAGER), with split-share communicators (a WARN without the prefix), and out of
 order (`Already suspended`, `Not in suspended state`); they fail copying buffers to or from pinned host memory, or
-in the barrier and exchange every rank makes on resume. Each WARN returns an error to the program.
+in the barrier and exchange every rank makes on resume, or mapping a peer's buffer again. The manager also keeps
+the books of every cuMem buffer it maps and the peers it exports each to: an entry missing, of the wrong kind or
+exported twice, a call after the manager was torn down, a peer's buffer without the handle its owner should have
+sent on resume, or an unknown handle type is its bookkeeping gone wrong; a small host allocation of its own
+failing is the process out of host memory; statistics asked of a disabled manager are refused. Each WARN returns
+an error to the program; its INFO lines (initialised, suspended, resumed, an untrack size mismatch) name nothing.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ _SUSPEND: list[tuple[str, re.Pattern[str]]] = [
     ("restore", re.compile(r"MemManager: Failed to restore from CPU backup: (?P<err>.+?)(?: \(backup preserved\))?$")),
     ("peers", re.compile(r"MemManager: (?:(?:Final b|B)arrier failed during resume|AllGather counts failed"
                          r"|(?:Send to|Recv from) rank [0-9]+ failed - handle exchange incomplete)")),
+    ("remap", re.compile(r"MemManager: ncclCuMemMapAndSetAccess failed for re-imported ptr=")),
 ]
 _SUSPEND_SAY = {
     "disabled": ("the memory manager is off", "NCCL_DISABLE_MEM_MANAGER=1 turns the memory manager off: unset it "
@@ -76,7 +82,20 @@ _SUSPEND_SAY = {
     "peers": ("a rank did not join the exchange every rank makes on resume", "Every rank of the communicator must "
               "call ncclCommResume: a rank that did not, or that died or lost its bootstrap connection, stops "
               "the others; read that rank's own log. "),
+    "remap": ("mapping a peer's buffer into this GPU again failed", "The peer's memory is mapped again at its old "
+              "address on resume: the CUDA error before this line says why (GPU memory the program took while "
+              "suspended, peer access between the two GPUs lost). "),
 }
+# The manager's books of the buffers it maps and exports: which entry or peer a warning names, where it does.
+_BOOKS = re.compile(
+    r"MemManager: (?:(?P<gone>Cannot (?:track allocation|untrack allocation|mark export for) ptr=\S+,? manager not "
+    r"initialized)|Cannot mark export for ptr=\S+ - (?:not found in tracked entries|this is an imported buffer)"
+    r"|Buffer ptr=\S+ already exported to peer rank (?P<peer>[0-9]+)"
+    r"|Could not find matching handle info for ptr=\S+ from rank (?P<owner>[0-9]+)"
+    r"|Unknown handle type -?[0-9]+ for peer import)")
+_HOST_ALLOC = re.compile(r"MemManager: Failed to (?:allocate memory entry|grow exportedPeerRanks array|allocate "
+                         r"allCounts)")
+_STATS_OFF = re.compile(r"MemManager: MemStats not supported, memory manager is disabled")
 
 _CUMEM_CUDA = re.compile(r"CUMEM (?P<host>Host )?(?:is )?not supported prior to CUDA (?P<cuda>[0-9]+\.[0-9]+)")
 
@@ -285,6 +304,67 @@ def _suspend(logs: list[Log]) -> list[Cause]:
     )]
 
 
+def _books(logs: list[Log]) -> list[Cause]:
+    found = grep(logs, _BOOKS)
+    if not found:
+        return []
+    lines = [line for line, _ in found]
+    where = _where(lines)
+    ranks = unique([r for _, m in found for r in (m["peer"], m["owner"]) if r])
+    gone = any(m["gone"] for _, m in found)
+    return [Cause(
+        id="mem-manager-bookkeeping", title="NCCL's memory manager lost track of a GPU buffer it maps",
+        detail=f"NCCL's memory manager{_on(where)} (2.29.7 on) keeps an entry for every cuMem buffer a communicator "
+               "maps and the ranks it exports each to, so that it can release and restore them on suspend and "
+               "resume; here an entry was missing, of the wrong kind or exported twice"
+               + (", or the manager had already been torn down" if gone else "")
+               + (f" (rank{'s' if len(ranks) > 1 else ''} {', '.join(ranks)})" if ranks else "")
+               + ". NCCL returned an internal error. Neither the node nor the network is at fault: the library's "
+               "state, or a communicator used while it is being destroyed.",
+        fix=("Check that the program does not allocate, register or free through a communicator after "
+             "ncclCommDestroy/ncclCommAbort began on it (another thread, a framework's shutdown). " if gone else "")
+            + "Move to the latest NCCL release; if it persists, report it to NVIDIA/nccl with the NCCL_DEBUG=INFO "
+            "log (NCCL_DEBUG_SUBSYS=INIT,ALLOC). A job that never suspends communicators can run with "
+            "NCCL_DISABLE_MEM_MANAGER=1, which turns the bookkeeping off.",
+        score=72, hosts=where, evidence=evidence(lines), settings=["NCCL_DISABLE_MEM_MANAGER"],
+    )]
+
+
+def _host_alloc(logs: list[Log]) -> list[Cause]:
+    found = grep(logs, _HOST_ALLOC)
+    if not found:
+        return []
+    lines = [line for line, _ in found]
+    where = _where(lines)
+    return [Cause(
+        id="mem-manager-host-memory", title="the process ran out of host memory (NCCL's memory manager)",
+        detail=f"NCCL's memory manager{_on(where)} could not allocate a few bytes of host memory for its own "
+               "records of the GPU buffers it maps: the process, or its container, had no host memory left. "
+               "NCCL returned a system error; the GPU and the network are not the cause.",
+        fix="Look at the host memory on the hosts named: `free -g`, `dmesg | grep -i -e oom -e 'out of memory'`, the "
+            "container's or the job's memory limit (cgroup `memory.max`, the scheduler's --mem), and what else "
+            "the process holds in host memory (data loader workers, pinned buffers, CPU offload).",
+        score=78, hosts=where, evidence=evidence(lines),
+    )]
+
+
+def _stats_off(logs: list[Log]) -> list[Cause]:
+    found = grep(logs, _STATS_OFF)
+    if not found:
+        return []
+    lines = [line for line, _ in found]
+    where = _where(lines)
+    return [Cause(
+        id="memory-stats-disabled", title="memory statistics asked of NCCL with its memory manager off",
+        detail=f"The program called ncclCommMemStats{_on(where)} while NCCL_DISABLE_MEM_MANAGER=1 turned the "
+               "memory manager off, so NCCL keeps no statistics and returned an invalid-usage error. The "
+               "program's setting, not the node or the network.",
+        fix="Unset NCCL_DISABLE_MEM_MANAGER where the program reads NCCL's memory statistics, or stop it asking "
+            "for them.",
+        score=60, hosts=where, evidence=evidence(lines), settings=["NCCL_DISABLE_MEM_MANAGER"],
+    )]
+
+
 def cumem(logs: list[Log]) -> list[Cause]:
-    return (_handles(logs) + _suspend(logs) + _cumem_cuda(logs) + _sym_unsupported(logs) + _sym_layout(logs)
-            + _sym_space(logs))
+    return (_handles(logs) + _suspend(logs) + _books(logs) + _host_alloc(logs) + _stats_off(logs)
+            + _cumem_cuda(logs) + _sym_unsupported(logs) + _sym_layout(logs) + _sym_space(logs))

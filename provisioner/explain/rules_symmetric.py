@@ -1,5 +1,6 @@
-"""GPU-initiated networking (GIN) a program asked for and could not get, and symmetric buffers the ranks registered
-differently. The first is the node's network stack or a setting; the second is the program, named by its ranks.
+"""GPU-initiated networking (GIN) a program asked for and could not get, GIN asked for in a way NCCL refuses, and
+symmetric buffers the ranks registered differently. The first is the node's network stack or a setting; the other
+two are the program (the last named by its ranks).
 
 Wording read (NCCL's source, by release): connecting GIN for a device communicator that asked for it (2.28.7 on)
 or for the RMA proxy behind window registration across nodes (2.29.2 to 2.30.3) fails with one WARN each:
@@ -10,7 +11,13 @@ FULL/RAIL connection-type refusal and, at connect, `Unable to use GIN: Peermem i
 not support DMA-BUF.` The INFO lines NCCL prints while probing at init (`Unable to use GIN: Peermem is not
 supported, nor DMA-BUF.`, `GIN/Plugin: Failed to initialize any GIN plugin`, a compute capability too low for
 GIN) only say GIN is not offered: a job that never asks for it runs, so they name nothing. NCCL prints no
-`No local ...` variant of these lines. Under NCCL_CHECK_MODE=DEBUG_GLOBAL (2.29.7 on) rank 0 compares every
+`No local ...` variant of these lines. A device communicator's GIN requirements can be refused before anything
+connects (2.29.7 on), the program's request and not the node: GIN signals, counters or barriers asked for with no
+GIN connection type (`User requested GIN resources but did not request GIN to be enabled!`; the hybrid barriers
+of `barrierCount` count as GIN resources), FULL connections on a communicator already connected RAIL (2.29.7
+alone), exclusive GIN contexts past those left or no shared one left (2.29.7 alone; NCCL_GIN_NCONTEXTS sets the
+pool; the INFO line capping the count is no failure), and a world GIN barrier over RAIL connections (2.30.7 on).
+Under NCCL_CHECK_MODE=DEBUG_GLOBAL (2.29.7 on) rank 0 compares every
 collective's symmetric registration: `Coll <op> size <n> symmetric registration check failed on rank <r>: ...`
 (registered or not, window, or offset in it, of the send or receive buffer, against rank 0). Elastic GIN
 (2.30.7 on) with host-backed segments refuses ranks whose buffers are laid out differently: `Elastic GIN: rank <r>
@@ -33,6 +40,32 @@ _GIN = re.compile(
     r"|(?P<ranks>User requested GIN but not all ranks in the communicator support GIN)"
     r"|(?P<rail>User requested GIN connection type NCCL_GIN_CONNECTION_FULL but the communicator supports only)"
     r"|(?P<gdr>Unable to use GIN: Peermem is not supported, and device (?P<dev>[0-9]+) does not support DMA-BUF))")
+# A device communicator's GIN requirements NCCL refuses: what the program asked for, by what was wrong with it.
+_GIN_ASK = re.compile(
+    r"WARN\s+(?:(?P<unrequested>User requested GIN resources but did not request GIN to be enabled)"
+    r"|(?P<railed>User requested GIN connection type NCCL_GIN_CONNECTION_FULL but the communicator is already "
+    r"connected with NCCL_GIN_CONNECTION_RAIL)"
+    r"|(?P<barrier>Cannot create worldGinBarrier with NCCL_GIN_CONNECTION_RAIL)"
+    r"|(?P<exclusive>Requested number of exclusive GIN contexts \([0-9]+\) exceeds the unallocated count)"
+    r"|(?P<shared>No shared contexts are available \([0-9]+ requested\) as all have been allocated for exclusive))")
+_GIN_ASK_SAY = {
+    "unrequested": ("GIN signals, counters or barriers without a GIN connection type",
+                    "Set ginConnectionType (NCCL_GIN_CONNECTION_FULL or _RAIL) in the ncclDevCommRequirements that ask "
+                    "for ginSignalCount, ginCounterCount, barrierCount, railGinBarrierCount or worldGinBarrierCount, "
+                    "or ask for none of them: a kernel that synchronises only within the NVLink domain takes "
+                    "lsaBarrierCount, not barrierCount (whose hybrid barriers need GIN)."),
+    "railed": ("FULL GIN connections on a communicator an earlier device communicator connected RAIL",
+               "Create the device communicator that needs NCCL_GIN_CONNECTION_FULL first, or ask every device "
+               "communicator of that communicator for the same connection type."),
+    "barrier": ("a world GIN barrier over RAIL connections",
+                "A worldGinBarrierCount needs NCCL_GIN_CONNECTION_FULL: ask for it, or use railGinBarrierCount."),
+    "exclusive": ("more exclusive GIN contexts than are left",
+                  "Ask for fewer GIN contexts per device communicator (ginContextCount), share them "
+                  "(ginExclusiveContexts false, NCCL_GIN_EXCLUSIVE_CONTEXTS unset), or raise NCCL_GIN_NCONTEXTS."),
+    "shared": ("shared GIN contexts where exclusive ones took them all",
+               "Leave contexts to share: fewer exclusive contexts in the earlier device communicators, or a larger "
+               "NCCL_GIN_NCONTEXTS."),
+}
 _SYM_CHECK = re.compile(
     r"Coll (?P<coll>\S+) size (?P<size>[0-9]+) symmetric registration check failed on rank (?P<rank>[0-9]+): "
     r"(?P<what>sendReg|(?:send|recv) buffer (?:window|user offset))")
@@ -87,6 +120,30 @@ def _gin(logs: list[Log]) -> list[Cause]:
     )]
 
 
+def _gin_ask(logs: list[Log]) -> list[Cause]:
+    found = grep(logs, _GIN_ASK)
+    if not found:
+        return []
+    lines = [line for line, _ in found]
+    kinds = unique([k for _, m in found for k, v in m.groupdict().items() if v])
+    where = hosts(lines)
+    return [Cause(
+        id="gin-request-refused", title=f"a device communicator asked for GIN in a way NCCL refuses: "
+        f"{_GIN_ASK_SAY[kinds[0]][0]}",
+        detail=f"NCCL{' on ' + ', '.join(where) if where else ''} refused the GPU-initiated networking (GIN) "
+               "requirements the program gave a device communicator (ncclDevCommCreate) before connecting "
+               f"anything: {'; '.join(_GIN_ASK_SAY[k][0] for k in kinds)}. The call returned an error. This is the "
+               "program's request (or a GIN setting), not the node or the network: whether GIN is available "
+               "was never tried.",
+        fix=" ".join(_GIN_ASK_SAY[k][1] for k in kinds) + " The framework's device-API or GIN options set these "
+            "requirements: an NCCL release other than the one the program was written for may count them "
+            "differently.",
+        score=76, hosts=where, evidence=evidence(lines),
+        settings=[s for s in ("NCCL_GIN_NCONTEXTS", "NCCL_GIN_EXCLUSIVE_CONTEXTS")
+                  if {"exclusive", "shared"} & set(kinds)],
+    )]
+
+
 def _mismatch(logs: list[Log]) -> list[Cause]:
     sym = grep(logs, _SYM_CHECK)
     elastic = grep(logs, _ELASTIC)
@@ -113,4 +170,4 @@ def _mismatch(logs: list[Log]) -> list[Cause]:
 
 
 def symmetric(logs: list[Log]) -> list[Cause]:
-    return _gin(logs) + _mismatch(logs)
+    return _gin(logs) + _gin_ask(logs) + _mismatch(logs)

@@ -3,13 +3,17 @@
 Each pattern here is unmistakable one line at a time (a level, a date and a source location together, or
 a syslog stamp with its host and program), so `clean_lines` takes it off wherever it stands; the shapes
 that are not (stern's `pod container `, docker compose's `name-1  | `) go only when most lines carry them.
-Only a prefix that names the machine the line came from gives a host: a syslog host, or a Kubernetes pod
-(its name is the hostname its processes, NCCL included, report). A logger, file or program name never does.
+Only a prefix that names the machine the line came from gives a host: a syslog host, a Kubernetes pod
+(its name is the hostname its processes, NCCL included, report), a Ray worker's address, a pdsh/clush
+label, or a collector's `WORD >> ` label where NCCL's own host is empty. A logger, file or program name
+never does. The job log reader (explain) and the NCCL log parser both take hosts from here, so they name
+the same ones.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 
@@ -53,8 +57,45 @@ COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*[-_]\d+\s*\|(?: |$)", re.ASCII)
 EVERY_LINE = (KUBECTL, SYSLOG, VLLM, TSL, GLOG, C10, DEEPSPEED)
 
 
+# Ray's prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
+_RAY_IP = re.compile(r"^\([^()]*\bip=(?P<host>[0-9A-Fa-f.:]+)[,)]")
+
+
 def prefix_host(prefix: str) -> str | None:
-    """The host a syslog stamp or a Kubernetes pod prefix names in what was taken off a line."""
+    """The host a syslog stamp, a Kubernetes pod prefix or a Ray worker's address names in what was taken
+    off a line."""
     if m := KUBECTL.search(prefix) or STERN.match(prefix):
         return m.group("pod")
-    return m.group("host") if (m := SYSLOG.search(prefix)) else None
+    return m.group("host") if (m := SYSLOG.search(prefix) or _RAY_IP.match(prefix)) else None
+
+
+# A pdsh/clush label among what was taken off a line (`gpu07: `, or `10.0.0.7: `, the last thing before the
+# line once launcher tags in brackets are set aside): a name with a digit, as node names have.
+_PREFIX_LABEL = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*):\s*$")
+
+
+def prefix_label(prefix: str) -> str | None:
+    """The host a pdsh/clush label names in what was taken off a line."""
+    label = _PREFIX_LABEL.search(re.sub(r"\[[^\]]*\]:?|<\w+>:", " ", prefix))
+    return label.group("host") if label else None
+
+
+# A collector's label before every line, `worker-9 >> ` (NVIDIA/nccl#1808), where NCCL's own prefix has an
+# empty host (`:168:1228 [2] NCCL INFO`, a clock may stand between): the label is the host.
+_ARROW_LABEL = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*) >> ")
+_NO_HOST_NCCL = re.compile(r"^(?:\[[^\]]*\]\s*)?:[1-9][0-9]*:[1-9][0-9]*\s+\[")
+# What such a label may be that is no host: a number, a file, a logger, a level.
+_NOT_A_HOST = re.compile(
+    r"^[0-9.-]+$|\.(?:py|log|txt|out|err|cc|cpp|cu|c|h|sh|json|ya?ml)$"
+    r"|^(?:torch|nccl|root|deepspeed|vllm|ray|jax|transformers|accelerate|lightning|main)(?:\.|$)"
+    rf"|^{_LEVEL}$", re.I)
+
+
+def arrow_hosts(texts: Sequence[str]) -> list[str | None]:
+    """Each line's host from its `WORD >> ` label, where most lines carry such a label before an NCCL prefix
+    with an empty host (one label per host in a log of several), and the word can be a host name."""
+    labels = [m.group("host") if (m := _ARROW_LABEL.match(text.strip())) and not _NOT_A_HOST.search(
+        m.group("host")) else None for text in texts]
+    empty = sum(1 for text, label in zip(texts, labels, strict=True)
+                if label and _NO_HOST_NCCL.match(text.strip()[len(label) + 4:]))
+    return labels if 2 * empty > sum(1 for text in texts if text.strip()) else [None] * len(texts)

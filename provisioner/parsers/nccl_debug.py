@@ -3,8 +3,9 @@ environment it reports, plugin messages, warnings, IB completion errors and comm
 
 A log line contains `NCCL INFO|WARN|TRACE|ABORT`, usually after a `host:pid:tid [dev]` prefix (and a
 `file.cc:123` location for WARN), or, from the closed-source 2.0 to 2.2, the level alone after that prefix
-(parsers/nccl_line); `NCCL version X+cudaY` may stand alone. A pdsh/clush `gpu07: ` label before a line
-without NCCL's own prefix names its host. A long WARN that a terminal
+(parsers/nccl_line); `NCCL version X+cudaY` may stand alone. Where NCCL's own prefix names no host, what
+stands before the line names it as it does for `fabnet explain` (parsers/_loggers): a pdsh/clush `gpu07: `
+label, a syslog host, a Kubernetes pod, a collector's `worker-9 >> ` label. A long WARN that a terminal
 wrapped continues on the next line; a traceback or another statement after it does not. nccl-tests
 `#` lines are read for `#  Rank` entries. Logs are noisy, so any other line is recorded in `unplaced`
 with its number, but input without a single NCCL line is not an NCCL log and raises ParseError.
@@ -26,6 +27,7 @@ import re
 
 from pydantic import Field
 
+from provisioner.parsers._loggers import arrow_hosts, prefix_host, prefix_label
 from provisioner.parsers._text import (
     Fact,
     Line,
@@ -347,7 +349,8 @@ def parse_nccl_debug(text: str) -> NcclDebug:
             log.finish_warning(*warn)
         warn, warn_last = None, None
 
-    for line in split_lines(text):
+    lines = split_lines(text)
+    for line, arrow in zip(lines, arrow_hosts([line.text for line in lines]), strict=True):
         body = line.stripped
         if not body:
             end_warning()  # a wrapped line never leaves a blank line behind
@@ -356,7 +359,8 @@ def parse_nccl_debug(text: str) -> NcclDebug:
             end_warning()
             log_lines += 1
             who = _PREFIX.search(m.prefix)
-            host = who.group("host") if who else label_host(m.prefix)
+            host = (who.group("host") if who else label_host(m.prefix)) or prefix_label(line.prefix) \
+                or prefix_host(line.prefix) or arrow
             if host:
                 log.lists["hosts"].append(host)
             log.message(m.level, m.message, line, who, host)

@@ -65,3 +65,41 @@ def test_elastic_gin_segments_that_differ_name_the_ranks(line: str, ranks: str) 
     got, said, _ = _top(line)
     assert got == "symmetric-registration-mismatch"
     assert ranks in said and "Elastic GIN" in said
+
+
+# A device communicator's GIN requirements refused before anything connects (dev_runtime.cc's format strings,
+# 2.29.7 on): the program's request, never GIN's availability.
+@pytest.mark.parametrize(("line", "holds"), [
+    ("dev_runtime.cc:1120 NCCL WARN User requested GIN resources but did not request GIN to be enabled!",
+     "lsaBarrierCount"),
+    ("dev_runtime.cc:854 NCCL WARN User requested GIN connection type NCCL_GIN_CONNECTION_FULL but the "
+     "communicator is already connected with NCCL_GIN_CONNECTION_RAIL", "same connection type"),
+    ("dev_runtime.cc:1142 NCCL WARN Cannot create worldGinBarrier with NCCL_GIN_CONNECTION_RAIL.",
+     "railGinBarrierCount"),
+    ("dev_runtime.cc:882 NCCL WARN Requested number of exclusive GIN contexts (8) exceeds the unallocated count (4). "
+     "Use NCCL_GIN_NCONTEXTS to increase the limit", "raise NCCL_GIN_NCONTEXTS"),
+    ("dev_runtime.cc:889 NCCL WARN No shared contexts are available (4 requested) as all have been allocated for "
+     "exclusive use. Use NCCL_GIN_NCONTEXTS to increase the limit", "fewer exclusive contexts"),
+])
+def test_each_refused_gin_request_names_the_program(line: str, holds: str) -> None:
+    got, said, hosts = _top(line)
+    assert got == "gin-request-refused"
+    assert holds in said, said
+    assert "ibv_devices" not in said and "nvidia_peermem" not in said
+    assert hosts == ["gpu-a"]
+
+
+def test_gin_resources_without_gin_is_not_gin_unavailable() -> None:
+    causes = _causes("dev_runtime.cc:1120 NCCL WARN User requested GIN resources but did not request GIN to be "
+                     "enabled!")
+    assert [c[0] for c in causes] == ["gin-request-refused"]
+    assert "without a GIN connection type" in causes[0][1]
+
+
+@pytest.mark.parametrize("line", [
+    "NCCL INFO Capping the number of GIN contexts to 4 (8 requested). Use NCCL_GIN_NCONTEXTS to increase the limit",
+    "NCCL INFO ginForceEnable set to true, defaulting ginConnectionType to NCCL_GIN_CONNECTION_FULL",
+    "NCCL INFO ginForceEnable is being deprecated in favor of explicitly setting ginConnectionType!",
+])
+def test_gin_requirement_info_lines_name_nothing(line: str) -> None:
+    assert _causes("NCCL INFO NCCL version 2.29.7+cuda12.9", line) == []
