@@ -1,7 +1,8 @@
-"""`explain` on NCCL RAS reports (`ncclras`, NCCL 2.24 on) from the field (tests/samples/logs/, sources in
-tests/samples/INDEX.md): a process RAS declared dead or that stopped answering names its node, and a report that
-saw every rank running leaves the answer to what the rest of the log says; a node the job summary finds running
-fewer processes than the others is named."""
+"""`explain` on NCCL RAS reports (`ncclras`, NCCL 2.24 on; `ncclras -f json`, 2.28.7 on) from the field
+(tests/samples/logs/, sources in tests/samples/INDEX.md): a process RAS declared dead or that stopped answering
+names its node, and a report that saw every rank running leaves the answer to what the rest of the log says; a
+node the job summary finds running fewer processes than the others is named, and a rank behind the others on an
+operation is named as behind."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ CASES: dict[str, tuple[str, str, str]] = {
     # One node runs 2 processes where the other runs 8, and one of its 2 no longer answers: the silent process is
     # the top cause; the outlier node is named beside it (below).
     "ncclras-report-outlier-node-1.txt": ("ras-process-unresponsive", "INCOMPLETE", "rank 1 (process 60004, GPU 0)"),
+    # `ncclras -f json` (2.28.9): every rank answered, rank 1 one AllReduce behind the three others.
+    "ncclras-json-mismatch-a10g-2.28.9.txt": ("collective-desync", '"hash": "0xf31e5874c3f25459",',
+                                              "rank 1 on 10.0.109.86 up to operation 100): behind is rank 1"),
+    # `ncclras -f json` (2.28.9, no comma after the missing rank's nvml_dev): rank 1 not answering, not yet dead.
+    "ncclras-json-unresponsive-2.28.9-missing-comma.txt": (
+        "ras-process-unresponsive", '"hash": "0xa1349768e9517ed7",', "rank 1 (process 10017, GPU 1) on 10.0.77.184"),
 }
 # file -> the hosts the top cause names
 HOSTS: dict[str, list[str]] = {
@@ -29,6 +36,8 @@ HOSTS: dict[str, list[str]] = {
     "ncclras-report-dead-1.txt": ["node1"],
     "ncclras-report-healthy-watchdog-1.txt": [],
     "ncclras-report-outlier-node-1.txt": ["10.4.109.13"],
+    "ncclras-json-mismatch-a10g-2.28.9.txt": ["10.0.109.86"],
+    "ncclras-json-unresponsive-2.28.9-missing-comma.txt": ["10.0.77.184"],
 }
 
 

@@ -1,10 +1,12 @@
-"""`ncclras -f json` (NCCL 2.28.7 on) read as the text report is: no field output has been published yet, so the
-documents here are laid out as NCCL's writer lays them out (src/ras/client_support.cc, its json* functions, 2.28.7
-to 2.30.7): one key a line, a rank's `status` and `collective_counts` as nested objects. 2.28.x leaves out the comma
-after a missing rank's `nvml_dev` (fixed in 2.29.2); both layouts are read."""
+"""`ncclras -f json` (NCCL 2.28.7 on) read as the text report is. Two recorded 2.28.9 documents (tests/samples/logs/,
+sources in tests/samples/INDEX.md) come first; the built documents after them are laid out as NCCL's writer lays them
+out (src/ras/client_support.cc, its json* functions, 2.28.7 to 2.30.7): one key a line, a rank's `status` and
+`collective_counts` as nested objects. 2.28.x leaves out the comma after a missing rank's `nvml_dev` (fixed in
+2.29.2); both layouts are read."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,31 @@ from provisioner.explain import explain
 from provisioner.explain.logs import read_log
 from provisioner.explain.model import Cause
 from provisioner.explain.ras_json import documents, entries
+
+LOGS = Path(__file__).resolve().parents[2] / "samples" / "logs"
+
+
+def test_a_recorded_document_with_one_rank_an_operation_behind_names_that_rank() -> None:
+    name = "ncclras-json-mismatch-a10g-2.28.9.txt"
+    log = read_log(name, (LOGS / name).read_text())
+    assert len(documents(log)) == 1 and entries(log) == []  # every rank answered, none in error
+    top = explain([(name, (LOGS / name).read_text())]).causes[0]
+    assert top.id == "collective-desync" and top.hosts == ["10.0.109.86"]
+    assert ("different AllReduce operation counts (3 ranks up to operation 101; rank 1 on 10.0.109.86 up to "
+            "operation 100): behind is rank 1") in top.detail
+
+
+def test_a_recorded_document_without_the_comma_names_the_rank_that_did_not_answer() -> None:
+    name = "ncclras-json-unresponsive-2.28.9-missing-comma.txt"
+    text = (LOGS / name).read_text()
+    assert '"nvml_dev": 1\n          "status"' in text  # as NCCL 2.28.9 wrote it
+    log = read_log(name, text)
+    assert [(e.kind, [w.rank for w in e.who]) for e in entries(log)] == [("INCOMPLETE", [1])]
+    top = explain([(name, text)]).causes[0]
+    assert top.id == "ras-process-unresponsive" and top.hosts == ["10.0.77.184"]
+    assert "rank 1 (process 10017, GPU 1) on 10.0.77.184" in top.detail
+    assert "communicator (a1349768e9517ed7) is missing rank 1" in top.detail
+    assert "RAS has not declared them dead" in top.detail
 
 
 def _flag(value: bool) -> str:

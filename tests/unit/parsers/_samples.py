@@ -147,6 +147,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "ethtool-S-3-ice-dot-nic.txt": "ethtool_stats",
     "ethtool-S-4-bnx2x-queues-spaces-no-header.txt": "ethtool_stats",
     "ethtool-S-5-mlx5-cx4lx-4.15-no-indent.txt": "ethtool_stats",
+    "ethtool-S-6-mlx5-grep-prio-byteps.txt": "ethtool_stats",
 }
 
 

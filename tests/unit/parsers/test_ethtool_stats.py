@@ -34,6 +34,10 @@ SAMPLES = [
         "rx_prio0_packets": 845715962, "tx_prio0_bytes": 2662454044895, "rx_prio7_packets": 0,
         "rx_global_pause_transition": 0, "rx_8192_to_10239_bytes_phy": 141701654, "tx15_xmit_more": 5530,
     }),
+    ("ethtool-S-6-mlx5-grep-prio-byteps.txt", 32, {
+        "rx_prio0_bytes": 88034564921216, "rx_prio0_packets": 419873392068, "tx_prio0_bytes": 13906677385186,
+        "tx_prio0_packets": 40177770079, "rx_prio3_bytes": 0, "tx_prio3_packets": 0, "tx_prio7_packets": 0,
+    }),
 ]
 
 
@@ -133,3 +137,14 @@ def test_mlx5_lines_with_no_indentation_and_no_header_read_whole() -> None:
     assert {f"rx_prio{p}_bytes" for p in range(8)} <= set(counters)
     assert not any(name.endswith("_pause") and name.startswith("rx_prio") for name in counters)
     assert counters["rx_bytes_phy"] == 2202570777997 and counters["rx_packets_phy"] == 845715962
+
+
+def test_mlx5_per_priority_lines_grepped_from_the_output_read_as_counters() -> None:
+    # `ethtool -S IFACE | grep prio` keeps ethtool's indentation but not its header: each line is still one
+    # counter, named as mlx5 names it, for every priority and both directions.
+    counters = parse_ethtool_stats(read("ethtool-S-6-mlx5-grep-prio-byteps.txt")).counters
+    expected = {f"{way}_prio{p}_{what}" for way in ("rx", "tx") for p in range(8) for what in ("bytes", "packets")}
+    assert set(counters) == expected
+    # Only priority 0 carried traffic: RoCE on this port was not classed onto a lossless priority.
+    assert {name for name, value in counters.items() if value} == {
+        "rx_prio0_bytes", "rx_prio0_packets", "tx_prio0_bytes", "tx_prio0_packets"}

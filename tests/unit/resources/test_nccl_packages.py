@@ -86,6 +86,17 @@ def test_yum_listing_with_plugin_and_mirror_lines(tmp_path: Path) -> None:
     assert dnf_listing(tmp_path, output, "wazuh") == []  # another package's rows
 
 
+def test_dnf_listings_from_nvidia_cuda_repository(tmp_path: Path) -> None:
+    # Rows from NVIDIA's CUDA repository, the one that serves libnccl: the -devel package's rows share the
+    # name's prefix and are not the package's versions.
+    dnf = (SAMPLES / "dnf-list-1-fabric-manager-cuda-repo-devel-row.txt").read_text()
+    assert dnf_listing(tmp_path, dnf, "nvidia-fabric-manager") == ["495.29.05-1"]
+    assert dnf_listing(tmp_path, dnf, "nvidia-fabric-manager-devel") == ["495.29.05-1"]
+    yum = (SAMPLES / "yum-list-showduplicates-2-fabric-manager-rhel8-cut.txt").read_text()
+    assert dnf_listing(tmp_path, yum, "nvidia-fabric-manager") == ["495.29.05-1"]
+    assert dnf_listing(tmp_path, yum, "nvidia-fabric-manager-devel") == ["460.91.03-1", "460.106.00-1"]
+
+
 def test_dnf_listing_wrapped_names_epochs_and_other_packages(tmp_path: Path) -> None:
     # The row layout of dnf's tables: a name too long for its column on its own line, the rest below.
     output = ("Last metadata expiration check: 0:12:01 ago on Thu 26 Nov 2026 10:00:00 AM UTC.\n"
