@@ -8,6 +8,10 @@ each with the step it undoes and that step's outcome ("started": cut off mid-ste
 worked is moved to RUN/undone.TIME/, so a second rollback does not undo it twice; one that failed (a
 file changed by hand since the run) stays in RUN/undo/, and the next rollback of that run, once the
 host is sorted out, retries only those. The run is rolled back when RUN/undo/ is empty.
+
+An undo of the management path runs behind apply's guard (guard_shell.py): a revert timer armed before
+it, acknowledged by fabnet, disarmed only by a fresh login (confirmation.py); if none gets through, the
+host re-does the link changes from what apply recorded beside each undo (RUN/redo/NNNN).
 """
 
 from __future__ import annotations
