@@ -106,8 +106,9 @@ def build_script(run_id: str | None, nonce: str, holder: changes.Holder, *, max_
     run = ('if [ -n "$__fn_n" ] && [ -f "$d/redo/$f" ] && [ "$s" != failed ]; then '
            f"printf '%s\\n' \"$f\" >> {listed}; fi; "
            '__fn_o=$(sh -e "$d/undo/$f" 2>&1 </dev/null); __fn_rc=$?')
-    legacy = ("refused: this undo, recorded by an older fabnet, names the interface the SSH session arrives "
-              "on and has no record of how to re-do it, so no automatic revert could put it back; it is kept: "
+    legacy = ("refused: this undo, recorded by an older fabnet, names the management interface (the one the SSH "
+              "session arrives on, or listed in fabnet_management_interfaces) and has no record of how to re-do "
+              "it, so no automatic revert could put it back; it is kept: "
               "run it from the host's console")
     guarded = guard_shell.guarded('[ "$__fn_c" = 1 ]', arm, f'"{tag}:armed:$f@@"',
                                   guard_shell.ack_seconds(revert_seconds), changes.revert_unit(rid), run)
