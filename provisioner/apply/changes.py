@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from provisioner.apply import guard_shell
+from provisioner.apply.guard_shell import ack_seconds
 from provisioner.apply.guards import Guards
 from provisioner.resources import REGISTRY
 from provisioner.resources.service import restart_handler, unit_name
@@ -184,19 +186,6 @@ def _journal_prefix(step: Step, index: int, run_id: str, host: str, before: str 
     return text[:-1] + ',"time":"'  # the script appends the time and the outcome
 
 
-def ack_seconds(revert_seconds: int) -> int:
-    """How long an armed script waits for fabnet's acknowledgement of its marker: one round trip on a path
-    that works, with room for a loaded controller, and well inside the revert time, so the timer never
-    fires before the change it guards."""
-    return max(2, min(10, revert_seconds // 3))
-
-
-def ack_wait(seconds: int) -> str:
-    """The wait itself. It reads the exec's own standard input, kept as fd 3 by the script's first line:
-    every other command of the script reads /dev/null, so none can take the line or block on the input."""
-    return f"timeout {seconds} sh -c 'read -r __fn_x' <&3 2>/dev/null"
-
-
 def revert_unit(run_id: str) -> str:
     return f"fabnet-revert-{run_id}"
 
@@ -205,35 +194,19 @@ def reverted_flag(run_id: str) -> str:
     return f"/run/fabnet-reverted-{run_id}"
 
 
-def _guard_lines(steps: Sequence[Step], run_id: str, revert_seconds: int, host: str = "") -> tuple[list[str], str]:
-    """Shell finding the interface the SSH session arrives on, and the command arming the revert.
+def redo_list(run_id: str) -> str:
+    """Where a rollback lists, for its revert timer, the undos it ran that a re-do can take back."""
+    return f"/run/fabnet-redo-{run_id}"
 
-    The revert undoes every runtime link change of the run (last first) unless a fresh connection
-    disarms it in time (apply.confirm): "commit confirmed", as network gear does it. The timer fires
-    within a second of its time (systemd's default accuracy would allow a minute). When it fires it
-    writes "ARMED FIRED" (epoch seconds) into the reverted flag, for confirm to report, and a
-    `revert` line into the host's journal.
-    """
+
+def _arm(steps: Sequence[Step], run_id: str, revert_seconds: int, host: str = "") -> str:
+    """The command arming the revert of every runtime link change of the run (last first), unless a
+    fresh connection disarms it in time (apply.confirm): "commit confirmed", as network gear does it.
+    When it fires it writes the reverted flag, for confirm to report, and a `revert` journal line."""
     undo = [s.undo for s in reversed(steps) if s.netdev is not None and s.undo]
-    record = json.dumps({"run": run_id, "host": host, "resource": "management path", "action": "revert",
-                         "command": "; ".join(undo), "outcome": "ran"}, separators=(",", ":"))[:-1]
-    revert = "; ".join([
-        '__fn_at=$1', *undo, '__fn_now=$(date +%s)',
-        f"printf '%s %s\\n' \"$__fn_at\" \"$__fn_now\" > {reverted_flag(run_id)}",
-        f"mkdir -p -m 0700 {JOURNAL_DIR}",
-        f"printf '%s,\"armed\":%s,\"after_s\":%s,\"time\":\"%s\"}}\\n' {shlex.quote(record)} \"$__fn_at\" "
-        f"\"$((__fn_now - __fn_at))\" \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" >> {JOURNAL}",
-    ])
-    find = [
-        # sudo resets the environment: apply hands SSH_CONNECTION over as FABNET_SSH (become.forward_ssh).
-        '__fn_ssh=${FABNET_SSH:-$SSH_CONNECTION}; __fn_armed=',
-        '__fn_mgmt=$(set -- $__fn_ssh; [ -n "$1" ] && ip -o route get "$1" 2>/dev/null '
-        r"| sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1)",
-    ]
-    arm = ("command -v systemd-run >/dev/null 2>&1 && "
-           f"systemd-run --quiet --unit={shlex.quote(revert_unit(run_id))} --on-active={revert_seconds}s "
-           f"--timer-property=AccuracySec=1s /bin/sh -c {shlex.quote(revert)} sh \"$(date +%s)\"")
-    return find, arm
+    record = {"run": run_id, "host": host, "resource": "management path", "command": "; ".join(undo)}
+    revert = guard_shell.revert_command(undo, record, reverted_flag(run_id), JOURNAL_DIR, JOURNAL)
+    return guard_shell.arm_command(revert_unit(run_id), revert_seconds, revert)
 
 
 def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, holder: Holder,
@@ -248,9 +221,8 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
     """
     states = states or {}
     tag = f"@@fabnet:{nonce}"
-    guard_find, arm = _guard_lines(steps, run_id, revert_seconds, host)
+    arm = _arm(steps, run_id, revert_seconds, host)
     ack_in = ack_seconds(revert_seconds)
-    acked = ack_wait(ack_in)
     guards = Guards(steps)
     lines = [
         "exec 3<&0 </dev/null",
@@ -260,7 +232,7 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         "export FABNET_RUN FABNET_BACKUP_DIR",
         f"mkdir -p -m 0700 {JOURNAL_DIR} {BACKUP_ROOT} \"$FABNET_BACKUP_DIR\"",
         *lock_lines(tag, holder, run_id, max_seconds=max_seconds, break_lock=break_lock),
-        *guard_find,
+        *guard_shell.find_lines(),
         # Compare-and-swap: what the plan read is read again under the lock, before the first change
         # (and each step's targets once more right before it runs, below).
         *(line for i in range(len(steps)) for line in guards.before_any(i)),
@@ -288,29 +260,15 @@ def build_script(steps: Sequence[Step], nonce: str, run_id: str, host: str, hold
         run = f"__fn_o=$( (set -e; eval {shlex.quote(step.command)}) 2>&1 </dev/null); __fn_rc=$?"
         if step.netdev is not None or step.lockout:
             carries = f'[ "$__fn_mgmt" = {shlex.quote(step.netdev or "")} ]' + (" || true" if step.lockout else "")
-            # Armed, the script waits for fabnet to acknowledge the marker (transport.run) before the
-            # change: a change that cuts the path at once could otherwise hold the marker back, and fabnet
-            # would not know to stop waiting on this session. Unacknowledged, it disarms and refuses.
-            run = (f"__fn_g=; if {{ {carries}; }}; then if [ -n \"$__fn_unacked\" ]; then __fn_g=unacked; "
-                   f"elif [ -z \"$__fn_armed\" ]; then if {arm}; then __fn_armed=1; "
-                   f"printf '%s\\n' '{tag}:armed:{i}@@'; if ! {acked}; then __fn_g=unacked; __fn_unacked=1; "
-                   f"systemctl stop {shlex.quote(revert_unit(run_id) + '.timer')} >/dev/null 2>&1; fi; "
-                   "else __fn_g=failed; fi; fi; fi; "
-                   'if [ "$__fn_g" = failed ]; then __fn_rc=90; __fn_o="refused: this changes the interface the '
-                   'SSH session arrives on and no automatic revert could be armed (systemd-run)"; '
-                   'elif [ "$__fn_g" = unacked ]; then __fn_rc=92; __fn_o="refused: this changes the interface '
-                   f'the SSH session arrives on, and fabnet did not acknowledge the armed revert within {ack_in} s"; '
-                   f"else {run}; fi")
+            run = guard_shell.guarded(carries, arm, shlex.quote(f"{tag}:armed:{i}@@"), ack_in,
+                                      revert_unit(run_id), run)
         # The step's undo is kept on the host for `fabnet rollback` BEFORE the step runs (a kill mid-step
         # leaves it there), its outcome after. Every undo is safe where its step did not happen: a
         # file's restores the backup taken before the write, or does nothing when there is none; a
         # setting's sets the old value. No file contents: a file's undo restores the run's backup.
-        header = "# " + " ".join(f"{step.id} {step.shown}".split())
         outcome = ""
         if step.undo:
-            undo_file = f"\"$FABNET_BACKUP_DIR/undo/{i:04d}\""
-            run = (f"if mkdir -p \"$FABNET_BACKUP_DIR/undo\" \"$FABNET_BACKUP_DIR/state\" && printf '%s\\n' "
-                   f"{shlex.quote(header)} {shlex.quote(step.undo)} > {undo_file}; then {run}; "
+            run = (f"if {guard_shell.undo_record(step, i)}; then {run}; "
                    "else __fn_rc=91; __fn_o='refused: its undo could not be recorded'; fi")
             outcome = f"printf '%s\\n' \"$__fn_st\" > \"$FABNET_BACKUP_DIR/state/{i:04d}\" 2>/dev/null; "
         lines += [

@@ -1,5 +1,6 @@
-"""A management-path change's "commit confirmed": before such a change the host arms a revert of its own
-(changes.py); after it, only a fresh login proves the path still carries SSH and disarms the revert.
+"""A management-path change's "commit confirmed": before such a change (apply's, changes.py) or undo
+(rollback's, rollback.py) the host arms a revert of its own (guard_shell.py); after it, only a fresh
+login proves the path still carries SSH and disarms the revert.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def confirm(host: Host, options: Options, run_id: str, revert_seconds: int,
     """
     unit = changes.revert_unit(run_id)
     flag = changes.reverted_flag(run_id)
-    command = (f"systemctl stop {unit}.timer >/dev/null 2>&1; "
+    # A rollback's revert reads the undos it may re-do from a list; confirmed, nothing will read it.
+    command = (f"systemctl stop {unit}.timer >/dev/null 2>&1; rm -f {changes.redo_list(run_id)}; "
                f"if [ -e {flag} ]; then echo \"reverted $(cat {flag})\"; else echo confirmed; fi")
 
     def attempt(connect_timeout: float) -> tuple[str, float | None] | None:

@@ -39,15 +39,20 @@ else:
 @click.option("--break-lock", is_flag=True,
               help="Remove another run's lock on the limited hosts first (journaled there). Only for a lock whose "
                    "run is known to be dead: a lock whose holder is gone is taken over without it.")
+@click.option("--revert-after", type=click.IntRange(10, 3600), default=60, show_default=True,
+              help="Seconds after which a host re-does, by itself, the link changes an undo of its management "
+                   "path took back, unless a fresh connection confirmed the rollback.")
 @become_option
 def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id: str | None, yes: bool, as_json: bool,
                      forks: int, connect_timeout: float, command_timeout: float, ssh_config: Path | None,
-                     break_lock: bool, ask_become_pass: bool) -> None:
+                     break_lock: bool, revert_after: int, ask_become_pass: bool) -> None:
     """Undo what a fabnet apply run changed on some hosts: files back from their backups (or removed
     where they did not exist), settings back to their old values, newest change first. ONE exec per host.
     A step a kill cut off is undone too (its undo was recorded before it ran); each undo is reported
     with the step it undoes and whether that step had finished. An undo that failed (a file changed by
-    hand since the run) is kept: a later rollback of the run retries those, and only those.
+    hand since the run) is kept: a later rollback of the run retries those, and only those. An undo of
+    the interface the SSH session arrives on first arms a revert on the host (as apply does); a fresh
+    connection confirms and disarms it, else the host re-does those link changes after --revert-after.
 
     \b
     Example:
@@ -78,7 +83,7 @@ def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id:
             raise SystemExit(2)
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
-    results = undo.rollback(plans, options, run_id, break_lock=break_lock)
+    results = undo.rollback(plans, options, run_id, break_lock=break_lock, revert_seconds=revert_after)
     if as_json:
         report.print_json(undo.to_json(results))
     else:
@@ -87,6 +92,8 @@ def rollback_command(inventory: Path, playbook: Path | None, limit: str, run_id:
                         + (f" — {result.error}" if result.error else ""))
             for warning in result.warnings:
                 report.warn(f"{result.name}: {warning}")
+            if result.armed:
+                report.info(f"    management path: revert armed, {result.confirmation}")
             for step in result.undone:
                 report.info(f"    undo {step.step} ({step.state}) {step.what}: "
                             f"{'ok' if step.exit_code == 0 else f'failed ({step.exit_code})'}")

@@ -18,9 +18,13 @@ from xml.etree import ElementTree as ET
 import pytest
 import yaml
 
+from provisioner.apply import guard_shell
+from provisioner.apply.converge import new_run_id
 from provisioner.lab import manager
 from provisioner.lab.emulation.ofed_install import INSTALL_COMMAND
 from provisioner.lab.state import NodeRecord
+from provisioner.resources.interface_fix import link_read
+from provisioner.resources.steps import Expect, Step, setting_undo
 from tests.e2e.conftest import Lab, lab_name
 from tests.e2e.held import RELEASE, held_inventory, holding_the_lock
 from tests.e2e.terminal import at_prompt
@@ -325,6 +329,80 @@ def test_a_management_path_change_that_keeps_the_session_is_confirmed(alab: Lab,
     time.sleep(11)  # past the revert time: the disarmed timer must not have fired
     assert json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]["mtu"] == 1500
     assert not alab.host(node).file(f"/run/fabnet-reverted-{report['run_id']}").exists
+
+
+MGMT_MTU = MGMT_DOWN.replace("state: down, persistent: false", "mtu: 1500, persistent: false") \
+    .replace("{name: eth0,", "{name: eth0, state: up,")
+
+
+def test_a_rollback_of_a_management_mtu_change_is_armed_and_confirmed(alab: Lab, inventory: Path, first_apply: dict,
+                                                                      tmp_path: Path) -> None:
+    # The MTU apply changed on eth0 (the session kept, confirmed) goes back the same way: the undo of the
+    # management interface is armed, the rollback confirmed over a fresh connection, the timer disarmed.
+    playbook = tmp_path / "mtu.yml"
+    playbook.write_text(MGMT_MTU)
+    node = alab.node("gpu03")
+    alab.ssh(node, "ip link set dev eth0 mtu 1400")
+    try:
+        applied = fabnet("apply", str(inventory), "-p", str(playbook), "--limit", "gpu03", "--yes", "--json",
+                         "--revert-after", "10", "--journal", str(tmp_path / "j.jsonl"))
+        assert applied.returncode == 0, applied.stdout[-2000:]
+        run_id = json.loads(applied.stdout)["run_id"]
+        assert json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]["mtu"] == 1500
+        proc = fabnet("rollback", str(inventory), "-p", str(playbook), "--limit", "gpu03", "--run", run_id,
+                      "--revert-after", "10", "--yes", "--json")
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        host = json.loads(proc.stdout)["hosts"][0]
+        assert host["status"] == "rolled_back" and host["armed"] and host["confirmation"] == "confirmed"
+        assert [(u["step"], u["exit_code"]) for u in host["undone"]] == [("0000", 0)]
+        time.sleep(11)  # past the revert time: the disarmed timer must not have fired
+        assert json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]["mtu"] == 1400
+        assert not alab.host(node).file(f"/run/fabnet-reverted-{host['rollback_id']}").exists
+        assert not alab.host(node).file(f"/var/backups/fabnet/{run_id}/undo").exists  # rolled back
+    finally:
+        alab.ssh(node, "ip link set dev eth0 mtu 1500")
+
+
+def _recorded_run(alab: Lab, node: NodeRecord, step: Step) -> str:
+    """A run on `node` that made `step`, as apply records it: its undo (with its record line), its re-do."""
+    run_id = new_run_id()
+    where = shlex.quote(f"/var/backups/fabnet/{run_id}")
+    alab.ssh(node, f"FABNET_BACKUP_DIR={where}; export FABNET_BACKUP_DIR; mkdir -p \"$FABNET_BACKUP_DIR\" && "
+                   f"{guard_shell.undo_record(step, 0)} && echo ok > \"$FABNET_BACKUP_DIR/state/0000\"")
+    return run_id
+
+
+def test_a_rollback_whose_undo_takes_the_management_path_down_is_reverted_by_the_node(
+        alab: Lab, inventory: Path, first_apply: dict, tmp_path: Path) -> None:
+    # A run that brought eth0 up (as interface_fix makes the step): its undo takes the path down.
+    playbook = tmp_path / "mgmt.yml"
+    playbook.write_text(MGMT_DOWN)
+    node = alab.node("gpu02")
+    name, read = "the link of eth0", link_read("eth0")
+    up = Step("interface[eth0]", "link", "ip link set dev eth0 up", "ip link set dev eth0 up", netdev="eth0",
+              undo=setting_undo(name, read, "up", "down", "ip link set dev eth0 down"),
+              expect=(Expect.setting(name, read, "down"),))
+    run_id = _recorded_run(alab, node, up)
+    started = time.monotonic()
+    try:
+        proc = fabnet("rollback", str(inventory), "-p", str(playbook), "--limit", "gpu02", "--run", run_id,
+                      "--revert-after", "10", "--yes", "--json")
+        assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+        host = json.loads(proc.stdout)["hosts"][0]
+        assert host["status"] == "failed" and host["armed"] and host["confirmation"] == "reverted"
+        assert "management path was lost" in host["error"] and "reverted the rollback on its own" in host["error"]
+        assert time.monotonic() - started < 45  # the revert time, the margin and reconnecting
+        # The node re-did the change on its own, on time, and kept the undo for a later rollback.
+        link = json.loads(alab.host(node).check_output("ip -j link show eth0"))[0]
+        assert "UP" in link["flags"]
+        records = [json.loads(line) for line in alab.host(node).file("/var/log/fabnet/journal.jsonl")
+                   .content_string.splitlines()]
+        revert = next(r for r in records if r.get("action") == "revert" and r["run"] == host["rollback_id"])
+        assert 10 <= revert["after_s"] <= 10 + 3 and revert["host"] == "gpu02"
+        assert f"on its own after {revert['after_s']} s" in host["error"]
+        assert alab.host(node).file(f"/var/backups/fabnet/{run_id}/undo/0000").exists
+    finally:
+        alab.ssh(node, f"rm -rf /var/backups/fabnet/{run_id}", check=False)
 
 
 def test_sigkill_mid_apply_leaves_files_whole_and_the_next_apply_finishes(alab: Lab, inventory: Path, first_apply: dict,

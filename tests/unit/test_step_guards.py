@@ -15,6 +15,7 @@ import pytest
 
 from provisioner.apply import changes, rollback
 from provisioner.resources.steps import Expect, Step, file_step, setting_undo
+from provisioner.run.transport import framed
 from tests.unit.acked import run_acked
 from tests.unit.resources._recorded import IP_LINK
 from tests.unit.resources._recorded import fix as fix_steps
@@ -142,7 +143,7 @@ def test_a_host_value_in_a_conflict_message_is_never_run(host_dirs: Path) -> Non
 
 def _rollback(env: dict[str, str] | None = None) -> list[rollback.UndoResult]:
     holder = changes.Holder("20261123T000100Z-def", "ops@control", "2026-11-23T00:01:00Z")
-    proc = subprocess.run(["sh", "-s"], input=rollback.build_script(HOLDER.run_id, "rb", holder), text=True,
+    proc = subprocess.run(["sh", "-s"], input=framed(rollback.build_script(HOLDER.run_id, "rb", holder)), text=True,
                           capture_output=True, timeout=30, env={**os.environ, **(env or {})})
     _, undone, problem = rollback.parse(proc.stdout, "rb")
     assert problem is None, proc.stdout + proc.stderr
