@@ -180,3 +180,22 @@ def test_a_legend_without_its_matrix_still_names_the_nics() -> None:
     assert topo.nics == [f"NIC{i}" for i in range(5)] and topo.columns == []
     assert topo.nic_devices == {f"NIC{i}": f"mlx5_{i}" for i in range(5)} and topo.complete
 
+
+@pytest.mark.parametrize("command", ["nvidia-smi topo -m", "$ nvidia-smi topo -m", "# nvidia-smi topo --matrix",
+                                     "[root@node1 ~]# sudo nvidia-smi topo -m"])
+def test_the_command_line_pasted_before_the_matrix_is_skipped(command: str) -> None:
+    topo = parse_nvidia_smi_topo(f"{command}\n" + read("nvidia-smi-topo-4.txt"))
+    assert (topo.complete, topo.unplaced) == (True, [])
+    assert topo.model_dump() == parse_nvidia_smi_topo(read("nvidia-smi-topo-4.txt")).model_dump()
+
+
+def test_the_real_paste_with_its_command_line_places_every_line() -> None:
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt"))
+    assert topo.unplaced == []  # line 1 is `nvidia-smi topo -m`, the prompt cut off
+
+
+def test_the_ibstatus_command_before_its_appended_blocks_is_skipped() -> None:
+    text = read("nvidia-smi-topo-6-legend-and-ibstatus.txt")
+    first = text.index("Infiniband device")
+    topo = parse_nvidia_smi_topo(f"{text[:first]}# ibstatus\n{text[first:]}")
+    assert topo.unplaced == [] and topo.ibstatus == parse_nvidia_smi_topo(text).ibstatus
