@@ -25,11 +25,12 @@ _EOL = re.compile(r"\r\n|\r|\n")
 # `host:~ # cmd` without a user), or the next prompt with no command that a paste ends with
 # (`root@host:~# `: `user@host` makes it a prompt; without a user, the `:~` or `:/` of a working directory).
 # A bare `# ...` is deliberately not a prompt: nccl-tests prints its own comments that way.
-_PROMPT = re.compile(
-    r"^\s*(?:\$\s+\S|(?:[\w.-]+@[\w.-]+(?::\S*)?\s*[$#]|[\w.-]+:[~/]\S*\s*[$#]"
-    r"|\[[^\]\s]+@[^\]]+\]\s*[$#])(?:\s+\S|\s*$))",
-    re.ASCII,
-)
+_PROMPT_SIGN = r"(?:[\w.-]+@[\w.-]+(?::\S*)?\s*[$#]|[\w.-]+:[~/]\S*\s*[$#]|\[[^\]\s]+@[^\]]+\]\s*[$#])"
+_PROMPT = re.compile(rf"^\s*(?:\$\s+\S|{_PROMPT_SIGN}(?:\s+\S|\s*$))", re.ASCII)
+# A tool's own command line, as a terminal shows it: behind any prompt above, behind a bare `$ ` or root's
+# `# `, or with the prompt cut off; run with sudo or by its path, with its arguments. Naming the command
+# is what tells root's `# show_gids` from a tool's own `# comment`.
+_COMMAND = r"^\s*(?:(?:{sign}|[$#])\s*)?(?:sudo(?:\s+-\S+)*\s+)?(?:\S*/)?(?:{names})(?:\s|[|;&]|$)"
 
 _INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
@@ -275,6 +276,13 @@ def content_lines(text: str) -> list[Line]:
 def is_prompt(line: Line) -> bool:
     """True for an echoed shell command line such as `$ ibstat | grep mlx5`."""
     return bool(_PROMPT.match(line.text))
+
+
+def is_command(line: Line, *names: str) -> bool:
+    """True for a pasted command line that runs one of `names` (`show_gids mlx5_0`, `# show_gids`,
+    `$ sudo /usr/sbin/show_gids | grep v2`): the command, not its output, with or without its prompt."""
+    pattern = _COMMAND.format(sign=_PROMPT_SIGN, names="|".join(re.escape(name) for name in names))
+    return bool(re.match(pattern, line.text, re.ASCII))
 
 
 class Collector:

@@ -4,7 +4,11 @@ The header names the columns; multi-word headers (`CPU Affinity`, `GPU NUMA ID`)
 from their neighbours by a tab or 2+ spaces. Rows are `NAME CELL...`: one link type per device column
 (`X`, `NV18`, `SYS`, `PIX`, ...), then the affinity columns (NIC rows stop after the device columns).
 Then optional `Legend:` (`X = Self`) and `NIC Legend:` (`NIC0: mlx5_0`) blocks. Every device column
-must have its row: rows cut off make the result incomplete (`missing: ["rows for NIC1..NIC3"]`).
+must have its row: rows cut off make the result incomplete (`missing: ["rows for NIC1..NIC3"]`). Newer
+drivers name NIC columns `NIC0`.. and say in the NIC Legend which RDMA device each is; older ones name the
+column by the device (`mlx5_0`): `nic_devices` gives the device of every NIC either way, where the output
+says it. A NIC Legend that stops before a NIC column's entry was cut (`missing: ["NIC Legend entries for
+NIC6..NIC9"]`).
 Headers re-spaced by `column -t` (`CPU  Affinity`) are put back together.
 
 Captured output may also start mid-legend (no matrix), and may have `ibstatus` blocks appended after
@@ -18,7 +22,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_command, is_prompt
 from provisioner.parsers.ibstatus import HEADER as IBSTATUS_HEADER
 from provisioner.parsers.ibstatus import IbStatusPort, parse_ibstatus_lines
 
@@ -33,6 +37,8 @@ _LEGEND_OWN_HASH = re.compile(r"\s+#.*?(?=\s+#(?:\s|$)|$)")
 # Only a line that reached the edge of a terminal (or of a pager) can have been wrapped onto the next one.
 _WRAP_WIDTH = 60
 _NIC_ENTRY = re.compile(r"^(?P<nic>NIC[0-9]+)\s*:\s*(?P<device>\S+)$", re.ASCII)
+_NIC_N = re.compile(r"^NIC[0-9]+$", re.ASCII)  # a NIC column named by number: its device is in the NIC Legend
+_COMMANDS = ("nvidia-smi", "ibstatus")
 
 _KNOWN_INFO = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
 _PHRASES = sorted(_KNOWN_INFO, key=lambda p: -len(p.split()))
@@ -40,12 +46,15 @@ _PHRASES = sorted(_KNOWN_INFO, key=lambda p: -len(p.split()))
 
 class NvidiaSmiTopo(Parsed):
     """`matrix[row][column]` is the link type; affinity maps hold GPU rows only, None for `N/A`. `gpus` and
-    `nics` are every device the output names, in its header or its rows, whether or not its row is there."""
+    `nics` are every device the output names, in its header, its rows or its NIC Legend, whether or not its
+    row is there. `nic_devices` maps each NIC to its RDMA device (`NIC0` -> `mlx5_0` by the NIC Legend, `mlx5_0`
+    -> itself where the column is named by device); a NIC whose device the output does not say is left out."""
 
     columns: list[str] = Field(default_factory=list)
     info_columns: list[str] = Field(default_factory=list)
     gpus: list[str] = Field(default_factory=list)
     nics: list[str] = Field(default_factory=list)
+    nic_devices: dict[str, str] = Field(default_factory=dict)
     matrix: dict[str, dict[str, str]] = Field(default_factory=dict)
     cpu_affinity: dict[str, str | None] = Field(default_factory=dict)
     numa_affinity: dict[str, str | None] = Field(default_factory=dict)
@@ -169,7 +178,8 @@ class _Topo:
 
 def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
     """The matrix, affinities and legends; rows cut off are named in `missing`, stray lines in `unplaced`."""
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    # The commands themselves (`nvidia-smi topo -m`, then `ibstatus`) pasted with or without their prompt.
+    lines = [line for line in content_lines(text) if not is_prompt(line) and not is_command(line, *_COMMANDS)]
     if not lines:
         fail(KIND, "empty output")
     topo = _Topo()
@@ -203,16 +213,22 @@ def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
         found.lack(f"rows for {_ranges(missing)}")
     for short in topo.short_rows:
         found.lack(short)
+    # nvidia-smi prints an entry for every NICn column; the legend comes last, so a cut takes its tail.
+    if topo.nic_legend and (unnamed := [d for d in topo.devices if _NIC_N.match(d) and d not in topo.nic_legend]):
+        found.lack(f"NIC Legend entries for {_ranges(unnamed)}")
     completeness = found.result("no topology matrix or legend found")
     # Every device the header or a row names: a cut output still says how many GPUs and NICs there are
     # (the rows it lacks are in `missing`).
-    devices = list(dict.fromkeys([*topo.devices, *topo.matrix]))
+    devices = list(dict.fromkeys([*topo.devices, *topo.matrix, *topo.nic_legend]))
+    nics = [d for d in devices if not d.startswith("GPU")]
     info_values = topo.info_values
     return NvidiaSmiTopo(
         columns=topo.devices,
         info_columns=topo.info,
         gpus=[d for d in devices if d.startswith("GPU")],
-        nics=[d for d in devices if not d.startswith("GPU")],
+        nics=nics,
+        nic_devices={nic: topo.nic_legend.get(nic, nic) for nic in nics
+                     if nic in topo.nic_legend or not _NIC_N.match(nic)},
         matrix=topo.matrix,
         cpu_affinity=info_values.get("CPU Affinity", {}),
         numa_affinity=info_values.get("NUMA Affinity", {}),

@@ -8,7 +8,8 @@ trailer after every table, so a header without it was cut short (incomplete too)
 trailer (`show_gids | grep v2`) have `n_gids_found` None. Run once per device (`show_gids mlx5_0; show_gids
 mlx5_1`), the output holds one table after another: a header starts the next table, each table is checked
 against its own trailer, and the rows of all are kept (each names its device). Lines of another shape,
-such as a row after a trailer with no new header, are listed in `unplaced`.
+such as a row after a trailer with no new header, are listed in `unplaced`. The command line itself, pasted
+with its prompt, behind root's bare `# ` or without one (`show_gids mlx5_1`), is skipped like any prompt.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from provisioner.parsers._gid import gid_of
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_command, is_prompt
 
 KIND = "show_gids"
 
@@ -112,9 +113,6 @@ def parse_show_gids(text: str) -> ShowGids:
         if all(_SEPARATOR.match(t) for t in tokens):
             found.recognised -= 1  # a rule alone says nothing
             return
-        if (tokens[1:2] if tokens[0] == "sudo" else tokens[:1]) == ["show_gids"]:
-            found.recognised -= 1  # the command itself, pasted without a prompt: no device is named show_gids
-            return
         if m := _TRAILER.match(line.stripped):
             current = table(line)
             current.count, current.trailer = int(m.group("count")), line
@@ -122,12 +120,18 @@ def parse_show_gids(text: str) -> ShowGids:
         row = _row(tokens, line)
         table(line).rows.append(row)
 
+    commands = 0
     for line in content_lines(text):
-        if not is_prompt(line):
+        # The command itself (`show_gids mlx5_1` before the next table), prompt or not: no row, and no line
+        # after a trailer either.
+        if is_prompt(line) or is_command(line, "show_gids"):
+            commands += 1
+        else:
             found.attempt(line, handle)
     for current in tables:
         _check(current, found, several=len(tables) > 1)
-    completeness = found.result("no show_gids header, rows or n_gids_found trailer")
+    completeness = found.result("no show_gids header, rows or n_gids_found trailer"
+                                + (" after the command line" if commands and not found.first_line else ""))
     counts = [t.count for t in tables if t.count is not None]
     return ShowGids(gids=[row for t in tables for row in t.rows], n_gids_found=sum(counts) if counts else None,
                     tables=[GidTable(line=t.first.number, devices=list(dict.fromkeys(r.device for r in t.rows)),

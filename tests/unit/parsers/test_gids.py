@@ -8,7 +8,7 @@ from provisioner.parsers._gid import normal_gid, same_gid
 from provisioner.parsers.ibv_devinfo import parse_ibv_devinfo
 from provisioner.parsers.show_gids import parse_show_gids
 
-from ._samples import read
+from ._samples import read, rejected
 
 
 def _line(name: str, start: str) -> str:
@@ -31,13 +31,41 @@ def test_two_real_tables_back_to_back_keep_every_row() -> None:
     assert result.gids == parse_show_gids(first).gids + parse_show_gids(second).gids
 
 
-@pytest.mark.parametrize("command", ["show_gids", "show_gids mlx5_0", "sudo show_gids mlx5_0 1"])
-def test_the_command_pasted_without_its_prompt_is_no_row(command: str) -> None:
-    # A real table after its command line, as a terminal shows it once the prompt is cut off.
+COMMANDS = ["show_gids", "show_gids mlx5_0", "sudo show_gids mlx5_0 1", "$ show_gids", "# show_gids",
+            "# show_gids mlx5_0 | grep v2", "$ sudo -E /usr/sbin/show_gids mlx5_0", "root@gpu07:~# show_gids"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_command_pasted_with_or_without_its_prompt_is_no_row(command: str) -> None:
+    # A real table after its command line, as a terminal shows it: root's bare `# `, a `$ `, or no prompt.
     table = read("show_gids-6-prompt.txt").split("\n", 1)[1]
     with_prompt, bare = parse_show_gids(read("show_gids-6-prompt.txt")), parse_show_gids(f"{command}\n{table}")
-    assert (bare.complete, bare.unplaced) == (True, [])
+    assert (bare.complete, bare.missing, bare.unplaced) == (True, [], [])
     assert bare.gids == with_prompt.gids
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_command_alone_is_named_as_such_not_as_a_short_row(command: str) -> None:
+    line, reason = rejected(parse_show_gids, f"{command}\n")
+    assert line is None and reason == "no show_gids header, rows or n_gids_found trailer after the command line"
+
+
+def test_a_session_of_bare_commands_keeps_every_table() -> None:
+    # `show_gids mlx5_0` then `show_gids mlx5_1`, the prompts cut off: the second command follows a trailer.
+    first, second = read("show_gids-6-prompt.txt").split("\n", 1)[1], read("show_gids-3.txt")
+    result = parse_show_gids(f"show_gids mlx5_0\n{first}# show_gids mlx5_1\n{second}")
+    assert (result.complete, result.missing, result.unplaced) == (True, [], [])
+    assert [(t.line, t.rows, t.n_gids_found) for t in result.tables] == [(2, 6, 6), (12, 5, 5)]
+
+
+@pytest.mark.parametrize("row", ["mlx5_0 1 3", "mlx5_0\t1\t3\tfe80::1", "show_gidsX 1 3", "# mlx5_0 1"])
+def test_a_short_row_is_still_a_short_row(row: str) -> None:
+    # Only a line that runs show_gids is a command: a row cut short, whatever its first cell, is reported.
+    table = read("show_gids-6-prompt.txt")
+    result = parse_show_gids(table.replace("n_gids_found=6", f"{row}\nn_gids_found=6"))
+    assert [(u.line, u.reason) for u in result.unplaced] == [
+        (10, "row has too few columns (expected DEV PORT INDEX GID [IPv4] VER [DEV])")]
+    assert len(result.gids) == 6 and result.complete
 
 
 def test_each_table_is_checked_against_its_own_trailer() -> None:

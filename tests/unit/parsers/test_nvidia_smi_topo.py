@@ -129,3 +129,73 @@ def test_truncated_topo_keeps_the_rows_printed_and_names_the_rest() -> None:
         (7, "row NIC1 has 2 cells; expected 8 link types plus up to 3 affinity columns")
     ]
     assert cut.missing == ["rows for NIC1..NIC3"]
+
+
+# ------------------------------------------------------------------------------------- NICs of a cut output
+
+TENS = read("nvidia-smi-topo-11-10nics-pxb-tabs.txt").splitlines(keepends=True)  # NIC rows 10..19, NIC Legend 31..
+NICS10 = [f"NIC{i}" for i in range(10)]
+LEGEND10 = {f"NIC{i}": f"mlx5_{i}" for i in range(10)}
+
+
+@pytest.mark.parametrize(
+    ("name", "nics"),
+    [
+        ("nvidia-smi-topo-9-nv8-cut.txt", [f"NIC{i}" for i in range(9)]),
+        ("nvidia-smi-topo-10-18nics-cut.txt", [f"NIC{i}" for i in range(18)]),
+        ("nvidia-smi-topo-12-gb200-cut.txt", [f"NIC{i}" for i in range(6)]),
+        ("nvidia-smi-topo-8-mlx4-column-cut.txt", ["mlx4_0"]),
+        ("nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt", [f"mlx5_{i}" for i in range(10)]),
+    ],
+)
+def test_real_outputs_cut_before_their_nic_rows_still_name_every_nic(name: str, nics: list[str]) -> None:
+    topo = parse_nvidia_smi_topo(read(name))
+    assert topo.nics == nics and not any(nic in topo.matrix for nic in nics)
+    (missing,) = topo.missing
+    assert missing.startswith("rows for ") and missing.endswith(nics[-1])
+    # Old drivers name the column by its device; the NIC0.. names of newer ones need the NIC Legend, cut here.
+    assert topo.nic_devices == ({nic: nic for nic in nics} if nics[0].startswith("mlx") else {})
+
+
+def test_the_nic_legend_says_the_device_of_every_nic_column() -> None:
+    topo = parse_nvidia_smi_topo("".join(TENS))
+    assert topo.complete and topo.nics == NICS10 and topo.nic_devices == LEGEND10
+
+
+def test_nic_rows_cut_out_of_an_excerpt_keep_the_legends_devices() -> None:
+    # The header, the GPU rows and both legends, as an issue quotes them without the NIC rows.
+    topo = parse_nvidia_smi_topo("".join(TENS[:9] + TENS[19:]))
+    assert topo.nics == NICS10 and topo.nic_devices == LEGEND10
+    assert topo.missing == ["rows for NIC0..NIC9"] and topo.unplaced == []
+
+
+def test_a_nic_legend_cut_short_is_missing_its_last_entries() -> None:
+    topo = parse_nvidia_smi_topo("".join(TENS[:38]))  # the paste stops after `NIC5: mlx5_5`
+    assert topo.nics == NICS10 and topo.nic_devices == {f"NIC{i}": f"mlx5_{i}" for i in range(6)}
+    assert (topo.complete, topo.missing) == (False, ["NIC Legend entries for NIC6..NIC9"])
+
+
+def test_a_legend_without_its_matrix_still_names_the_nics() -> None:
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-6-legend-and-ibstatus.txt"))
+    assert topo.nics == [f"NIC{i}" for i in range(5)] and topo.columns == []
+    assert topo.nic_devices == {f"NIC{i}": f"mlx5_{i}" for i in range(5)} and topo.complete
+
+
+@pytest.mark.parametrize("command", ["nvidia-smi topo -m", "$ nvidia-smi topo -m", "# nvidia-smi topo --matrix",
+                                     "[root@node1 ~]# sudo nvidia-smi topo -m"])
+def test_the_command_line_pasted_before_the_matrix_is_skipped(command: str) -> None:
+    topo = parse_nvidia_smi_topo(f"{command}\n" + read("nvidia-smi-topo-4.txt"))
+    assert (topo.complete, topo.unplaced) == (True, [])
+    assert topo.model_dump() == parse_nvidia_smi_topo(read("nvidia-smi-topo-4.txt")).model_dump()
+
+
+def test_the_real_paste_with_its_command_line_places_every_line() -> None:
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt"))
+    assert topo.unplaced == []  # line 1 is `nvidia-smi topo -m`, the prompt cut off
+
+
+def test_the_ibstatus_command_before_its_appended_blocks_is_skipped() -> None:
+    text = read("nvidia-smi-topo-6-legend-and-ibstatus.txt")
+    first = text.index("Infiniband device")
+    topo = parse_nvidia_smi_topo(f"{text[:first]}# ibstatus\n{text[first:]}")
+    assert topo.unplaced == [] and topo.ibstatus == parse_nvidia_smi_topo(text).ibstatus

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from provisioner.errors import ParseError
 from provisioner.parsers import KINDS, PARSERS, parse
-from provisioner.parsers._text import is_prompt, split_lines
+from provisioner.parsers._text import is_command, is_prompt, split_lines
 
 from ._samples import SAMPLE_KINDS, SAMPLES, read
 
@@ -75,3 +75,23 @@ def test_split_lines_handles_every_line_ending_and_keeps_numbers() -> None:
 )
 def test_prompt_detection(text: str, expected: bool) -> None:
     assert is_prompt(split_lines(text)[0]) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("show_gids", True),
+        ("show_gids mlx5_0", True),
+        ("# show_gids mlx5_0 | grep v2", True),  # root's bare prompt: the command's name tells it from a comment
+        ("$ sudo -E /usr/sbin/show_gids", True),
+        ("[root@node1 ~]# nvidia-smi topo -m", True),
+        ("nvidia-smi topo -m", True),
+        ("show_gids;ibdev2netdev", True),
+        ("# nThread 1 nGpus 8 minBytes 8", False),
+        ("# ibstat", False),  # another tool's command line is not this one's
+        ("show_gidsX 1 3", False),
+        ("mlx5_0 1 0 fe80:0000:0000:0000:0e42:a1ff:fe5d:4db8 v1 ens1f0", False),
+    ],
+)
+def test_command_line_detection(text: str, expected: bool) -> None:
+    assert is_command(split_lines(text)[0], "show_gids", "nvidia-smi") is expected
