@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
-
 from provisioner.run.session import Options
 from provisioner.scheduler import drain
 from provisioner.scheduler.select import SchedulerArgs, narrow
@@ -42,10 +40,7 @@ def settle(args: SchedulerArgs, source: drain.Source, outcome: Any, inventory: P
                            playbook.parent if playbook else None, options, fields)
     if source == "smoke":  # smoke's JSON, history and report list what was drained
         outcome.drained = settled.drains
-    from provisioner.output.core import clean  # a drain command's output and Slurm's errors are foreign text
+    from provisioner.output import scheduler_report  # reasons, a drain command's output, Slurm's errors: foreign
 
-    for action in settled.actions:
-        click.echo(clean(action.line()), err=True)
-    if settled.error:
-        click.echo(clean(f"error: {settled.scheduler}: {settled.error}"), err=True)
+    scheduler_report.settled(settled.actions, settled.error, settled.scheduler)
     return EXIT_SCHEDULER if settled.failed else code

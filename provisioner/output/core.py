@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from provisioner.output.files import REPORT_MODE, OutputError, check_target, write_report
 
-__all__ = ["REPORT_MODE", "cell", "check_report", "clean", "clean_data", "junit_xml", "markup", "write_report",
-           "write_reports"]
+__all__ = ["REPORT_MODE", "cell", "check_report", "clean", "clean_data", "junit_xml", "markup", "one_line",
+           "write_report", "write_reports"]
 
 if TYPE_CHECKING:
     from xml.etree.ElementTree import Element
@@ -48,6 +48,13 @@ def _escape_char(match: re.Match[str]) -> str:
         return "\\r"
     code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def one_line(text: object) -> str:
+    """`text` cleaned, and its line breaks and tabs written as `\\n` and `\\t` too: for a line that holds a
+    value from elsewhere (a Slurm reason may span lines) and must stay one line, the value whole, none of its
+    lines passing for a line of fabnet's own."""
+    return clean(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def markup(text: object) -> str:

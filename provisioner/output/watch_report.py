@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from provisioner.output.core import clean, clean_data, count
+from provisioner.output.core import clean, clean_data, count, one_line
 from provisioner.output.report import info, warn
 from provisioner.output.stdout import print_json, writing
 
@@ -45,10 +45,10 @@ def changes(found: Sequence[Any], as_json: bool) -> None:
 
 def drained(actions: Sequence[Any], error: str | None) -> None:
     """What --drain-failed did, on stderr as audit's scheduler lines (standard output stays the changes)."""
-    for action in actions:
-        warn(f"slurm: {action.action} {action.host}: {action.detail}")
+    for action in actions:  # a reason may span lines: shown whole, on this one
+        warn(one_line(f"slurm: {action.action} {action.host}: {action.detail}"))
     if error:
-        warn(f"slurm: {error} (tried again at the next failing cycle)")
+        warn(one_line(f"slurm: {error} (tried again at the next failing cycle)"))
 
 
 def pruning(gone: int) -> None:

@@ -149,24 +149,25 @@ def parse_state(word: str) -> tuple[str, str]:
 
 
 def _records(text: str, mark: str) -> list[str]:
-    """The records of sinfo's answer: each line, or with a mark, each line that starts with it together with
-    the lines after it that do not (a reason's further lines), the mark taken off."""
+    """The records of sinfo's answer: each line, or with a mark, what lies between a line break and the mark
+    at the start of the next line (a reason's further lines included), the mark taken off. sinfo ends every
+    record with one line break, which is not the reason's: a reason's own line breaks, even at its end, stay."""
     if not mark:
-        return text.splitlines()
-    records: list[str] = []
-    for line in text.split("\n"):
-        if line.startswith(mark):
-            records.append(line[len(mark):])
-        elif records:
-            records[-1] += "\n" + line
+        return text.split("\n")
+    records = ("\n" + text).split("\n" + mark)[1:]
+    if records and records[-1].endswith("\n"):
+        records[-1] = records[-1][:-1]
     return records
 
 
 def parse_sinfo(text: str, wanted: Sequence[str], mark: str = "") -> dict[str, NodeState]:
-    """`sinfo -N -h -o '%N|%T|%u|%E'` -> host -> state. The reason is last, so a '|' in it is kept. sinfo
-    prints `none` for no reason and `Unknown` for no reason's user (`Unk(UID)` for a user it cannot name).
-    With `mark` (see Slurm.state), each record starts with it, a reason may span lines, and the records
-    after `DRAIN_LIST` name the nodes whose DRAIN flag is set."""
+    """`sinfo -N -h -o '%N|%T|%u|%E'` -> host -> state. The reason is last, so a '|' in it is kept, and it is
+    kept as Slurm holds it: blanks around it and line breaks in it are the reason's own (sinfo pads nothing
+    and adds one line break after the record), and a reason with a blank before `fabnet:` is not fabnet's.
+    sinfo prints `none` for no reason and `Unknown` for no reason's user (`Unk(UID)` for a user it cannot
+    name): a reason `none` set by someone is that word. With `mark` (see Slurm.state), each record starts
+    with it, a reason may span lines, and the records after `DRAIN_LIST` name the nodes whose DRAIN flag is
+    set."""
     states: dict[str, NodeState] = {}
     drain: set[str] | None = None
     for record in _records(text, mark):
@@ -181,11 +182,11 @@ def parse_sinfo(text: str, wanted: Sequence[str], mark: str = "") -> dict[str, N
             continue
         name, word, user, reason = fields
         state, flag = parse_state(word)
-        reason = reason.strip()
+        nobody = user.strip() in ("Unknown", "N/A")
         states[name] = NodeState(
             state=state,
-            reason="" if reason == "none" else reason,
-            reason_user="" if user.strip() in ("Unknown", "N/A") else user.strip(),
+            reason="" if reason == "none" and nobody else reason,
+            reason_user="" if nobody else user.strip(),
             responding=flag != "*",
             flag=flag,
         )

@@ -1,13 +1,15 @@
 """A real Slurm on the lab (`lab up --slurm`) and fabnet's scheduler options against it, checked with
 Slurm's own commands over the system ssh client (sinfo, srun, scontrol show node), not with fabnet.
 
-One 3-node lab: gpu02 starts with a drifted sysctl, the others in sync.
+One 3-node lab: gpu02 starts with a drifted sysctl, the others in sync. `sinfo --json` (22.05) gives a reason
+exactly as Slurm stores it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -153,6 +155,60 @@ def test_drain_failed_then_resume_fixed_leaves_other_drains_alone(slab: Lab, pla
     gpu03 = _node(slab, "gpu03")
     assert "DRAIN" in gpu03["State"] and gpu03["Reason"].startswith("disk check")
     _on_controller(slab, "scontrol update NodeName=gpu03 State=RESUME")
+
+
+# Reasons an admin or a health check may set: line breaks (a later line shaped like a record, or starting
+# with fabnet's prefix), blanks before `fabnet:` and at the ends, `|`, `=`, non-ASCII text.
+ODD_REASONS = {
+    "gpu01": "disk check\nfabnet: audit: drifted: mtu\ngpu03|drained|root|fabnet: audit: x",
+    "gpu03": "  fabnet: audit: drifted  \ngpu01|idle|Unknown|none\nticket=42 | caf\u00e9 \u2713 ",
+}
+
+
+def _sinfo_reasons(lab: Lab) -> dict[str, str]:
+    """Each node's reason as `sinfo --json` gives it (Slurm's own encoding of the stored text)."""
+    return {node["name"]: node.get("reason", "") for node in json.loads(_on_controller(lab, "sinfo --json"))["nodes"]}
+
+
+def test_a_reason_of_several_lines_is_read_whole_and_never_taken_for_fabnets(slab: Lab, playbook: Path) -> None:
+    """Slurm keeps a reason as scontrol was given it; fabnet reads it whole: no later line taken for
+    another node or field, a node whose reason only looks like fabnet's left drained, the reason shown
+    whole on its one line. `sinfo --json`, `sinfo -o %E` and `scontrol show node` are the oracle."""
+    inventory = str(slab.state.inventory_path)
+    try:
+        for name, why in ODD_REASONS.items():
+            _on_controller(slab, f"scontrol update NodeName={name} State=DRAIN Reason={shlex.quote(why)}")
+        assert {name: _sinfo_reasons(slab)[name] for name in ODD_REASONS} == ODD_REASONS
+        for name, why in ODD_REASONS.items():
+            assert _on_controller(slab, f"sinfo -h -N -n {name} -o %E") == why + "\n"
+            shown = _on_controller(slab, f"scontrol show node {name}")
+            # scontrol puts [user@time] after the reason's first line and indents the later ones.
+            first, *later = why.split("\n")
+            assert f"Reason={first} [root@" in shown, shown
+            assert all(any(line.strip() == part.strip() for line in shown.splitlines()) for part in later), shown
+
+        proc = fabnet("audit", inventory, "-p", str(playbook), "--limit", "gpu01,gpu03", "--resume-fixed")
+        assert proc.returncode == 0, proc.stderr
+        for name, why in ODD_REASONS.items():
+            escaped = why.replace("\n", "\\n")
+            assert f"slurm: left {name}: drained by root for another reason: {escaped}\n" in proc.stderr, proc.stderr
+        assert "resumed" not in proc.stderr
+        assert all("DRAIN" in _node(slab, name)["State"] for name in ODD_REASONS)
+        assert {name: _sinfo_reasons(slab)[name] for name in ODD_REASONS} == ODD_REASONS
+
+        # gpu03 drifts: audit's drain leaves it, since it would replace a reason that is not fabnet's.
+        slab.ssh(slab.node("gpu03"), "sysctl -qw net.ipv4.conf.all.arp_ignore=0")
+        proc = fabnet("audit", inventory, "-p", str(playbook), "--limit", "gpu01,gpu03", "--drain-failed")
+        assert proc.returncode == 2, proc.stderr
+        escaped = ODD_REASONS["gpu03"].replace("\n", "\\n")
+        assert (f"slurm: left gpu03: already drained by root for: {escaped} (a drain would replace that reason)\n"
+                in proc.stderr), proc.stderr
+        assert {name: _sinfo_reasons(slab)[name] for name in ODD_REASONS} == ODD_REASONS
+    finally:
+        slab.ssh(slab.node("gpu03"), "sysctl -qw net.ipv4.conf.all.arp_ignore=1")
+        for name in ODD_REASONS:
+            _on_controller(slab, f"scontrol update NodeName={name} State=RESUME 2>/dev/null; true")
+    _wait_idle(slab, set(ODD_REASONS))
 
 
 def test_smoke_drains_what_it_fails_and_only_smoke_resumes_it(slab: Lab, playbook: Path) -> None:

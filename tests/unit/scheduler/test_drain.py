@@ -166,3 +166,23 @@ def test_causes_name_what_failed_in_each_command() -> None:
     smoke = SimpleNamespace(verdict="below_threshold", failed_hosts={"gpu02": "slow: 3.1 GB/s"})
     assert smoke_causes(smoke) == {"gpu02": "slow: 3.1 GB/s"}
     assert smoke_causes(SimpleNamespace(verdict="pass", failed_hosts={})) == {}
+
+
+def test_a_reason_of_several_lines_is_shown_whole_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A reason an admin or a health check set may span lines and hold markup or control bytes: each action
+    is still one line on stderr, the reason whole and escaped, none of its lines a line of the report."""
+    from provisioner.output import scheduler_report, watch_report
+
+    why = "disk a|b=c\nslurm: resumed gpu02: passes audit now\n[bold]x[/bold] \x1b[31m é\t "
+    cluster = Recorded({"gpu01": NodeState("drained", why, "alice"), "gpu02": NodeState("drained", "  " + why)})
+    actions = resume_fixed(cluster, "audit", ["gpu01", "gpu02"], {"gpu01", "gpu02"})
+    assert cluster.resumed == [] and [a.action for a in actions] == ["left", "left"]
+    assert actions[0].detail.endswith(why) and actions[1].detail.endswith("  " + why)  # the data keeps it whole
+    scheduler_report.settled(actions, "unreachable\nslurm: resumed gpu03", "slurm")
+    watch_report.drained(actions, None)
+    lines = capsys.readouterr().err.splitlines()
+    shown = "disk a|b=c\\nslurm: resumed gpu02: passes audit now\\n[bold]x[/bold] \\x1b[31m é\\t "
+    assert lines[:3] == [f"slurm: left gpu01: drained by alice for another reason: {shown}",
+                         f"slurm: left gpu02: drained for another reason:   {shown}",
+                         "error: slurm: unreachable\\nslurm: resumed gpu03"]
+    assert len(lines) == 5 and all(shown in line and line.startswith("warning: slurm: left") for line in lines[3:])

@@ -153,6 +153,8 @@ DRAINS = [
     ("gpu01|drained|root|fabnet: audit: drifted: mtu", "audit", "drained"),  # its own: cause brought up to date
     ("gpu01|drained$|root|fabnet: apply: not converged", "audit", "drained"),  # audit resumes apply's drains
     ("gpu01|drained~|root|fabnet: smoke: slow", "smoke", "drained"),
+    ("gpu01|drained|alice|  fabnet: audit: drifted", "audit", "left"),  # blanks first: someone else's words
+    ("gpu01|drained|root|none", "audit", "left"),  # the word `none`, set by root: a reason, not its absence
 ]
 
 
@@ -186,6 +188,7 @@ RESUMES = [
     ("gpu01|drained^|root|fabnet: audit: drifted", "left"),
     ("gpu01|drained~|root|fabnet: audit: drifted", "resumed"),
     ("gpu01|drained|alice|maintenance", "left"),
+    ("gpu01|drained|alice| fabnet: audit: drifted", "left"),
     ("gpu01|drained|root|fabnet: smoke: slow", "left"),
     ("gpu01|down*|slurm|fabnet: audit: unreachable", "left"),  # not shown drained: not fabnet's to undo
     ("gpu01|reboot^|root|fabnet: audit: drifted", "left"),
