@@ -66,6 +66,14 @@ class Log:
     def line(self, number: int) -> LogLine | None:
         return next((line for line in self.lines if line.number == number), None)
 
+    def surrounding_host(self, line: LogLine) -> str | None:
+        """The host a line without a prefix came from, when the nearest prefixed lines before and after it both
+        name that host (a process's bare stdout line among its own prefixed ones); otherwise unknown."""
+        at = self.lines.index(line)
+        before = next((ln.host for ln in reversed(self.lines[:at]) if ln.host), None)
+        after = next((ln.host for ln in self.lines[at + 1:] if ln.host), None)
+        return before if before is not None and before == after else None
+
 
 def _rank(prefix: str) -> int | None:
     # torch's own `[rank3]:` names the global rank whatever stands before it (a viewer's line counter

@@ -122,9 +122,10 @@ def version_mismatch(logs: list[Log]) -> list[Cause]:
             names = log.nccl.hosts
             if log.nccl.nccl_version and len(names) == 1 and names[0] not in by_who:
                 by_who[names[0]] = log.nccl.nccl_version
-        # Each line's own version, by the host or launcher task it came from (bare stdout lines have no host).
+        # Each line's own version, by the host or launcher task it came from, or for a bare stdout line (NCCL
+        # printed it with printf, once per process, until 2.23) the host whose output surrounds it.
         for line, m in log.grep(_VERSION):
-            who = line.host or (f"rank {line.rank}" if line.rank is not None else None)
+            who = line.host or (f"rank {line.rank}" if line.rank is not None else None) or log.surrounding_host(line)
             if who:
                 by_who.setdefault(who, m.group("version"))
             lines.append(line)
