@@ -75,7 +75,7 @@ def test_a_heartbeat_timeout_is_not_called_a_collective_timeout() -> None:
 def test_no_field_log_of_another_class_is_read_as_desync_or_a_hung_watchdog() -> None:
     # RAS's report of ranks a collective behind the others is a desync by NCCL's own count.
     ours = set(FIELD) | {"torch-watchdog-stuck-wrapped-3.txt", "torch-watchdog-stuck-and-caught-4.txt",
-                         "ncclras-json-mismatch-a10g-2.28.9.txt"}
+                         "torch-stuck-watchdog-dump-wrapped-116-1.txt", "ncclras-json-mismatch-a10g-2.28.9.txt"}
     for path in sorted(LOGS.glob("*.txt")):
         if path.name in ours:
             continue
