@@ -2,7 +2,7 @@
 Causes with evidence, kept in one module per class (rules_socket, rules_bootstrap, rules_verbs, rules_provider,
 rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy, rules_ras, rules_torch, rules_desync,
 rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm, rules_nvlink, rules_store, rules_plugins,
-rules_topo, rules_symmetric).
+rules_topo, rules_symmetric, rules_versions).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -38,6 +38,7 @@ from provisioner.explain import (
     rules_topo,
     rules_torch,
     rules_verbs,
+    rules_versions,
     smoke,
 )
 from provisioner.explain.evidence import evidence
@@ -57,7 +58,7 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_socket.message_truncated,
     rules_socket.unreachable_peers, rules_socket.address_family,
     rules_socket.suspect_interfaces, rules_socket.socket_fallback, rules_plugins.plugins,
-    rules_job.version_mismatch,
+    rules_versions.version_mismatch,
     rules_desync.desync, rules_torch.watchdog, rules_torch.watchdog_hung,
     rules_torch.rendezvous_wait, rules_store.store_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
     rules_gloo.stalled_transfers, rules_gdr.gpudirect_disabled, rules_rocm.rccl_settings, rules_job.dead_peer,
