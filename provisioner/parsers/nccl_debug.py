@@ -27,7 +27,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._loggers import arrow_hosts, prefix_host, prefix_label
+from provisioner.parsers._loggers import prefix_arrow, prefix_host, prefix_label
 from provisioner.parsers._text import (
     Fact,
     Line,
@@ -349,8 +349,7 @@ def parse_nccl_debug(text: str) -> NcclDebug:
             log.finish_warning(*warn)
         warn, warn_last = None, None
 
-    lines = split_lines(text)
-    for line, arrow in zip(lines, arrow_hosts([line.text for line in lines]), strict=True):
+    for line in split_lines(text):
         body = line.stripped
         if not body:
             end_warning()  # a wrapped line never leaves a blank line behind
@@ -360,7 +359,7 @@ def parse_nccl_debug(text: str) -> NcclDebug:
             log_lines += 1
             who = _PREFIX.search(m.prefix)
             host = (who.group("host") if who else label_host(m.prefix)) or prefix_label(line.prefix) \
-                or prefix_host(line.prefix) or arrow
+                or prefix_host(line.prefix) or prefix_arrow(line.prefix)
             if host:
                 log.lists["hosts"].append(host)
             log.message(m.level, m.message, line, who, host)

@@ -72,3 +72,8 @@ def test_nccls_own_host_wins_over_what_a_syslog_line_names() -> None:
 def test_an_arrow_label_on_few_lines_names_no_host() -> None:
     text = f"worker-9 >> {_NO_HOST}\n" + f"{_NO_HOST}\n" * 3
     assert parse_nccl_debug(text).hosts == []
+
+
+def test_a_label_on_few_lines_stays_in_the_text() -> None:
+    text = f"worker-9 >> {_NO_HOST}\n" + f"{_NO_HOST}\n" * 3
+    assert read_log("j.log", text).lines[0].text == f"worker-9 >> {_NO_HOST}"
