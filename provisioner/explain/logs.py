@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._loggers import arrow_hosts, prefix_host, prefix_label
+from provisioner.parsers._loggers import prefix_arrow, prefix_host, prefix_label
 from provisioner.parsers._text import Line, split_lines, strip_prefixes
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
 from provisioner.parsers.nccl_line import label_host, nccl_log
@@ -120,10 +120,9 @@ def read_log(name: str, text: str, host: str | None = None) -> Log:
     """`host`: where the whole log came from, when that is known apart from its lines (one rank's output
     that `fabnet smoke` kept with its host); a line's own label still wins."""
     split = [line for line in split_lines(text) if line.text.strip()]
-    arrows = arrow_hosts([line.text for line in split])
-    lines = [LogLine(name, line.number, body.text, _host(body.prefix, body.text) or label or arrow or host,
-                     _rank(line.prefix))
-             for line, (body, label), arrow in zip(split, _labelled(split), arrows, strict=True)]
+    lines = [LogLine(name, line.number, body.text,
+                     _host(body.prefix, body.text) or label or prefix_arrow(line.prefix) or host, _rank(line.prefix))
+             for line, (body, label) in zip(split, _labelled(split), strict=True)]
     # A line with a rank but no host takes the host that rank ran on, where the log says it.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}
     for line in lines:

@@ -81,8 +81,11 @@ def prefix_label(prefix: str) -> str | None:
 
 
 # A collector's label before every line, `worker-9 >> ` (NVIDIA/nccl#1808), where NCCL's own prefix has an
-# empty host (`:168:1228 [2] NCCL INFO`, a clock may stand between): the label is the host.
+# empty host (`:168:1228 [2] NCCL INFO`, a clock may stand between): the label is the host. Line cleaning
+# (parsers/_text) takes it off where `arrow_hosts` finds it, so what is left starts with what the program said.
 _ARROW_LABEL = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*) >> ")
+ARROW = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9.-]* >> ")
+_ARROW_TAKEN = re.compile(r"(?<![A-Za-z0-9.-])(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*) >> ")
 _NO_HOST_NCCL = re.compile(r"^(?:\[[^\]]*\]\s*)?:[1-9][0-9]*:[1-9][0-9]*\s+\[")
 # What such a label may be that is no host: a number, a file, a logger, a level.
 _NOT_A_HOST = re.compile(
@@ -99,3 +102,9 @@ def arrow_hosts(texts: Sequence[str]) -> list[str | None]:
     empty = sum(1 for text, label in zip(texts, labels, strict=True)
                 if label and _NO_HOST_NCCL.match(text.strip()[len(label) + 4:]))
     return labels if 2 * empty > sum(1 for text in texts if text.strip()) else [None] * len(texts)
+
+
+def prefix_arrow(prefix: str) -> str | None:
+    """The host a collector's `WORD >> ` label names in what line cleaning took off a line (it takes the
+    label off only where `arrow_hosts` found it a host's)."""
+    return m.group("host") if (m := _ARROW_TAKEN.search(prefix)) else None

@@ -15,7 +15,7 @@ from typing import NoReturn, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._loggers import COMPOSE, EVERY_LINE, STERN
+from provisioner.parsers._loggers import ARROW, COMPOSE, EVERY_LINE, STERN, arrow_hosts
 
 # Only real line breaks: str.splitlines() would also split on form feeds, \x1c.. and U+2028,
 # which would make our line numbers disagree with what an editor shows.
@@ -230,6 +230,11 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     cleaned = _strip_common(cleaned, _HOST_LABEL, 1.0, least=2)
     # `0: [2026-01-02 03:04:05] ...`: a label outside a timestamp or a logger's prefix.
     cleaned = [strip_prefixes(line) for line in cleaned]
+    # A collector's `worker-9 >> ` where most lines carry one before NCCL's prefix with an empty host, and a
+    # clock after it (`worker-9 >> [2025-08-12 01:37:03] :166:1226 [0] ...`).
+    arrows = arrow_hosts([line.text for line in cleaned])
+    cleaned = [strip_prefixes(_strip(line, ARROW)) if arrow else line
+               for line, arrow in zip(cleaned, arrows, strict=True)]
     # A prompt's own `#` (`host:~ # ibstat`) is not a person's note: taking it off would hide the prompt.
     return [_strip_note(line) if "#" in line.text and not line.text.lstrip().startswith("#")
             and not _PROMPT.match(line.text) else line

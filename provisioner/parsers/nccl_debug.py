@@ -5,10 +5,11 @@ A log line contains `NCCL INFO|WARN|TRACE|ABORT`, usually after a `host:pid:tid 
 `file.cc:123` location for WARN), or, from the closed-source 2.0 to 2.2, the level alone after that prefix
 (parsers/nccl_line); `NCCL version X+cudaY` may stand alone. Where NCCL's own prefix names no host, what
 stands before the line names it as it does for `fabnet explain` (parsers/_loggers): a pdsh/clush `gpu07: `
-label, a syslog host, a Kubernetes pod, a collector's `worker-9 >> ` label. A long WARN that a terminal
-wrapped continues on the next line; a traceback or another statement after it does not. nccl-tests
-`#` lines are read for `#  Rank` entries. Logs are noisy, so any other line is recorded in `unplaced`
-with its number, but input without a single NCCL line is not an NCCL log and raises ParseError.
+label, a syslog host, a Kubernetes pod, a collector's `worker-9 >> ` label, and the line is followed per
+thread (host, pid, tid) like any other; a line of no known host is not (pids repeat from host to host). A
+long WARN that a terminal wrapped continues on the next line; a traceback or another statement after it does
+not. nccl-tests `#` lines are read for `#  Rank` entries. Logs are noisy, so any other line is recorded in
+`unplaced` with its number, but input without a single NCCL line is not an NCCL log and raises ParseError.
 
 `network` is the last `Using network X`. Logs of NCCL <= 2.5 print no such line: there `NET/Socket :
 Using` names the bootstrap interface, and the network is IB when a `NET/IB : Using` line is present.
@@ -27,7 +28,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._loggers import arrow_hosts, prefix_host, prefix_label
+from provisioner.parsers._loggers import prefix_arrow, prefix_host, prefix_label
 from provisioner.parsers._text import (
     Fact,
     Line,
@@ -52,7 +53,9 @@ from provisioner.parsers.nccl_tests import NcclTestRank, parse_rank, split_nccl_
 
 KIND = "nccl_debug"
 
-_PREFIX = re.compile(r"(?P<host>[^\s:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[(?P<dev>[^\]]*)\]", re.ASCII)
+# The host may be empty (`:168:1228 [2]`, NVIDIA/nccl#1808): then only a blank or the line's start before it.
+_PREFIX = re.compile(
+    r"(?:(?P<host>[^\s:]+)|(?<!\S)):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[(?P<dev>[^\]]*)\]", re.ASCII)
 # `Using network IB` (2.6 on); the closed-source 2.1/2.2 releases said `Using internal Network IB`.
 _USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>\w+)")
 # 2.1/2.2: `NET : Using interface eth0:10.0.0.1<0>` and `NET/IB : Using interface ib0 for sideband ...`
@@ -177,16 +180,16 @@ class _Log:
         self.completions: list[CompletionError] = []
         self.calls: list[CallFailure] = []
         self.events: list[AsyncEvent] = []
-        self.communicators: dict[str, dict[str, object]] = {}
+        self.communicators: dict[tuple[str, str, str], dict[str, object]] = {}  # (host, pid, comm): per process
         self.networks: dict[tuple[str, str, str], str] = {}  # (host, pid, tid) -> last `Using network`
-        self.comm_of: dict[tuple[str, str, str], str] = {}
+        self.comm_of: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # (host, pid, tid) -> its comm
         self.suspects: list[SuspectInterface] = []
         self.versions: dict[str, str] = {}
         self.ib_unavailable: list[str] = []
 
     def message(self, level: str, message: str, line: Line, who: re.Match[str] | None, host: str | None) -> None:
         message = message.strip()
-        thread = (host or "", who.group("pid"), who.group("tid")) if who else None
+        thread = (host, who.group("pid"), who.group("tid")) if who and host else None
         if level == "WARN":
             self.warnings.append(message)
         if version := split_nccl_version(message):
@@ -200,12 +203,13 @@ class _Log:
                 if comm := self.comm_of.get(thread):
                     self.communicators[comm]["network"] = m.group("name")
         elif m := _COMM.search(message):
-            record = self.communicators.setdefault(m.group("comm"), {
+            key = (host or "", who.group("pid") if who else "", m.group("comm"))
+            record = self.communicators.setdefault(key, {
                 "comm": m.group("comm"), "rank": int(m.group("rank")), "nranks": int(m.group("nranks")),
                 "host": host, "pid": int(who.group("pid")) if who else None, "line": line.number,
             })
             if thread:
-                self.comm_of[thread] = m.group("comm")
+                self.comm_of[thread] = key
                 if record.get("network") is None and thread in self.networks:
                     record["network"] = self.networks[thread]
         elif m := _VIA_NET.match(message):
@@ -349,8 +353,7 @@ def parse_nccl_debug(text: str) -> NcclDebug:
             log.finish_warning(*warn)
         warn, warn_last = None, None
 
-    lines = split_lines(text)
-    for line, arrow in zip(lines, arrow_hosts([line.text for line in lines]), strict=True):
+    for line in split_lines(text):
         body = line.stripped
         if not body:
             end_warning()  # a wrapped line never leaves a blank line behind
@@ -360,7 +363,7 @@ def parse_nccl_debug(text: str) -> NcclDebug:
             log_lines += 1
             who = _PREFIX.search(m.prefix)
             host = (who.group("host") if who else label_host(m.prefix)) or prefix_label(line.prefix) \
-                or prefix_host(line.prefix) or arrow
+                or prefix_host(line.prefix) or prefix_arrow(line.prefix)
             if host:
                 log.lists["hosts"].append(host)
             log.message(m.level, m.message, line, who, host)

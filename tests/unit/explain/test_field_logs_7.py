@@ -58,6 +58,12 @@ def test_the_timestamp_is_not_evidence() -> None:
     assert first.startswith("ncivki7qpk7pmo1btv0h0:179:3087 [6] proxy.cc:1458 NCCL WARN"), first
 
 
+def test_a_collectors_host_label_is_not_evidence() -> None:
+    # The `worker-9 >> ` label names the cause's host; the evidence starts with what NCCL printed.
+    [first] = causes_of("nccl-proxy-wrong-magic-worker-prefix-1.txt")[0].evidence
+    assert first.text.startswith(":166:1226 [0] misc/socket.cc:484 NCCL WARN socketFinalizeAccept"), first.text
+
+
 W = "gpu07:4242:4250 [3] proxy.cc:{loc} NCCL WARN {text}"
 
 
