@@ -39,6 +39,33 @@ _WHERE: dict[str, tuple[str, str]] = {
     "traffic_class": ("traffic_class", "parse_traffic_class"),
 }
 
+_NCCL_TESTS = tuple(f"{name}_perf" for name in (
+    "all_reduce", "all_gather", "alltoall", "broadcast", "gather", "hypercube", "reduce", "reduce_scatter",
+    "scatter", "sendrecv"))
+
+# kind -> the commands that print it. Operators paste whole terminal sessions: a parser skips its own
+# command line (`ibstat`, root's `# ibstat`, `sudo /usr/sbin/ibstat | grep mlx5`) as it skips any prompt line
+# (see `_text.is_shell`). Another tool's command without a prompt stays unplaced: it is not this output.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "dcb": ("dcb",),
+    "ethtool_stats": ("ethtool",),
+    "ibdev2netdev": ("ibdev2netdev",),
+    "ibstat": ("ibstat",),
+    "ibstatus": ("ibstatus",),
+    "ibv_devinfo": ("ibv_devinfo",),
+    "mlnx_qos": ("mlnx_qos",),
+    "nccl_debug": _NCCL_TESTS,  # NCCL_DEBUG=INFO is most often pasted from an nccl-tests run
+    "nccl_tests": _NCCL_TESTS,
+    "nvidia_smi_topo": ("nvidia-smi", "ibstatus"),  # `nvidia-smi topo -m`, often followed by `ibstatus`
+    "ofed_info": ("ofed_info", "hca_self_test.ofed"),
+    "perfquery": ("perfquery",),
+    "port_counters": ("grep", "cat"),  # the sysfs counter files, read as the probe reads them
+    "rdma_link": ("rdma",),
+    "rdma_qos_script": ("rdma-qos.sh",),
+    "show_gids": ("show_gids",),
+    "traffic_class": ("cat",),  # the sysfs/configfs traffic_class file
+}
+
 
 def _lazily(module: str, function: str) -> Callable[[str], BaseModel]:
     def parse_with(text: str) -> BaseModel:
@@ -62,4 +89,4 @@ def parse(kind: str, text: str) -> dict[str, Any]:
     return parser(text).model_dump(mode="json")
 
 
-__all__ = ["KINDS", "PARSERS", "parse"]
+__all__ = ["COMMANDS", "KINDS", "PARSERS", "parse"]

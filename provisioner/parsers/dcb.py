@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pydantic import Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_shell
 from provisioner.parsers.mlnx_qos import MlnxQos, QosTrafficClass
 
 KIND = "dcb"
@@ -333,7 +333,7 @@ def _feed_json(lines: list[Line], builder: _Builder, found: Collector) -> None:
 def parse_dcb(text: str) -> DcbReport:
     found = Collector(KIND)
     builder = _Builder()
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     if lines and lines[0].stripped[:1] in ("{", "["):
         _feed_json(lines, builder, found)
     else:

@@ -21,7 +21,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_shell
 from provisioner.parsers.port_counters import INTERVAL
 
 KIND = "ethtool_stats"
@@ -81,7 +81,7 @@ def parse_ethtool_stats(text: str) -> EthtoolStats:
             repeated.append(name)
         readings[-1][name] = value
 
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     for line in lines:
         found.attempt(line, handle)
     for header, reading in zip(headers, readings, strict=True):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell
 
 KIND = "ibdev2netdev"
 
@@ -49,7 +49,7 @@ class Ibdev2netdev(Parsed):
 def parse_ibdev2netdev(text: str) -> Ibdev2netdev:
     links: list[Ibdev2netdevLink] = []
     found = Collector(KIND)
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
 
     def add(line: Line) -> None:
         link = _link(line)

@@ -2,10 +2,10 @@
 
 `CA 'name'` starts an adapter and `Port N:` one of its ports; every other line is `key: value`.
 Incomplete records are facts too (`ibstat | grep mlx5` leaves only the CA names): they are returned
-with None fields and described in `errors` (and `missing`: the result is then incomplete), as are echoed
-shell prompt lines and the divider a script prints between adapters it asks about one at a time
-(`---- mlx5_1 ----`). Lines of any other shape, or key lines before the first CA, are listed in `unplaced`;
-only output without any recognisable line raises ParseError.
+with None fields and described in `errors` (and `missing`: the result is then incomplete), as are skipped
+shell lines (prompts, and `ibstat` itself pasted with or without one) and the divider a script prints
+between adapters it asks about one at a time (`---- mlx5_1 ----`). Lines of any other shape, or key lines
+before the first CA, are listed in `unplaced`; only output without any recognisable line raises ParseError.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from provisioner.parsers._text import (
     Unplaced,
     content_lines,
     fail,
-    is_prompt,
+    is_shell,
     number,
     to_int,
 )
@@ -194,7 +194,7 @@ def parse_ibstat(text: str) -> Ibstat:
     lines = content_lines(text)
     for line in lines:
         body = line.stripped
-        if is_prompt(line):
+        if is_shell(line, KIND):
             errors.append(f"line {line.number}: shell prompt line skipped: {body}")
             continue
         if _NO_DEVICES.match(body):

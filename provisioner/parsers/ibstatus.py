@@ -16,7 +16,7 @@ import re
 from pydantic import Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt, number
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell, number
 
 KIND = "ibstatus"
 
@@ -158,7 +158,7 @@ def parse_ibstatus_lines(kind: str, lines: list[Line], found: Collector | None =
 
     seen: set[str] = set()  # keys of every block before the last one
     for line in lines:
-        if is_prompt(line):
+        if is_shell(line, kind):
             continue
         if found is None:
             handle(line)
@@ -179,7 +179,7 @@ def _check_last_block(header: tuple[Line, str, int], attrs: dict[str, str], attr
                       earlier: set[str], lines: list[Line], found: Collector) -> None:
     """Record in `found` where the output stopped inside its last block (see the module's docstring)."""
     _, device, port = header
-    body = [line for line in lines if not is_prompt(line)]
+    body = [line for line in lines if not is_shell(line, found.kind)]
     last = body[-1] if body else None
     if last is not None and found.unplaced and found.unplaced[-1].line == last.number:
         if _header_cut(last.stripped) or any(key.startswith(last.stripped.rstrip(":").strip().lower())

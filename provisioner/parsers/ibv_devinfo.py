@@ -20,7 +20,7 @@ from pydantic import Field
 
 from provisioner.errors import ParseError
 from provisioner.parsers._gid import gid_of
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, Unplaced, content_lines, fail, is_prompt, to_int
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, Unplaced, content_lines, fail, is_shell, to_int
 from provisioner.parsers.hca_faults import is_fault
 
 KIND = "ibv_devinfo"
@@ -274,7 +274,7 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
     faults: list[Unplaced] = []
     lines = content_lines(text)
     for line in lines:
-        if is_prompt(line):
+        if is_shell(line, KIND):
             continue
         if device is None and _NO_DEVICES.match(line.stripped):
             found.recognised += 1

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_int, is_prompt, to_int
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_int, is_shell, to_int
 
 KIND = "mlnx_qos"
 
@@ -275,7 +275,7 @@ def parse_mlnx_qos_lines(kind: str, lines: list[Line], *, require_trust_or_pfc: 
             fail(kind, "line fits no mlnx_qos block", line)
 
     for line in lines:
-        if not is_prompt(line):
+        if not is_shell(line, kind):
             found.attempt(line, handle)
     if require_trust_or_pfc:
         builder.check_whole(found)  # an embedded excerpt (rdma_qos_script) is judged by its container

@@ -36,7 +36,7 @@ from provisioner.parsers._text import (
     Unplaced,
     content_lines,
     fail,
-    is_prompt,
+    is_shell,
     split_lines,
     unique,
 )
@@ -323,7 +323,7 @@ def _continues(previous: Line, line: Line) -> bool:
         and not line.text[:1].isspace()
         and not _NEW_STATEMENT.match(line.stripped)
         and not line.stripped.startswith("#")
-        and not is_prompt(line)
+        and not is_shell(line, KIND)
     )
 
 
@@ -394,7 +394,8 @@ def parse_nccl_debug(text: str) -> NcclDebug:
             if rank := parse_rank(line):
                 ranks.append(rank)
             continue
-        unparsed.append(Unplaced(line=line.number, text=line.text))
+        if not is_shell(line, KIND):  # a prompt, or the nccl-tests command the log came from
+            unparsed.append(Unplaced(line=line.number, text=line.text))
     end_warning()
     if not log_lines:
         lines = content_lines(text)

@@ -33,7 +33,7 @@ from provisioner.parsers._text import (
     Parsed,
     content_lines,
     fail,
-    is_prompt,
+    is_shell,
     number,
     to_float,
 )
@@ -237,7 +237,7 @@ class _Run:
 
 
 def parse_nccl_tests(text: str) -> NcclTests:
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     run = _Run()
     found = Collector(KIND)
     for line in lines:

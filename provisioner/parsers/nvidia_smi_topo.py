@@ -22,7 +22,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_command, is_prompt
+from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_shell
 from provisioner.parsers.ibstatus import HEADER as IBSTATUS_HEADER
 from provisioner.parsers.ibstatus import IbStatusPort, parse_ibstatus_lines
 
@@ -38,7 +38,6 @@ _LEGEND_OWN_HASH = re.compile(r"\s+#.*?(?=\s+#(?:\s|$)|$)")
 _WRAP_WIDTH = 60
 _NIC_ENTRY = re.compile(r"^(?P<nic>NIC[0-9]+)\s*:\s*(?P<device>\S+)$", re.ASCII)
 _NIC_N = re.compile(r"^NIC[0-9]+$", re.ASCII)  # a NIC column named by number: its device is in the NIC Legend
-_COMMANDS = ("nvidia-smi", "ibstatus")
 
 _KNOWN_INFO = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
 _PHRASES = sorted(_KNOWN_INFO, key=lambda p: -len(p.split()))
@@ -179,7 +178,7 @@ class _Topo:
 def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
     """The matrix, affinities and legends; rows cut off are named in `missing`, stray lines in `unplaced`."""
     # The commands themselves (`nvidia-smi topo -m`, then `ibstatus`) pasted with or without their prompt.
-    lines = [line for line in content_lines(text) if not is_prompt(line) and not is_command(line, *_COMMANDS)]
+    lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     if not lines:
         fail(KIND, "empty output")
     topo = _Topo()

@@ -1,6 +1,6 @@
 """Parse the installed OFED / DOCA driver stack version (`ofed_info -s` and the forms other tools print).
 
-Accepted lines (one per output, shell prompt lines are skipped):
+Accepted lines (one per output; prompt lines and `ofed_info` itself, prompt or not, are skipped):
 
     MLNX_OFED_LINUX-23.07-0.5.1.2:                                  ofed_info -s
     OFED-internal-4.7-3.2.9                                         internal / DOCA-host builds
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Line, Parsed, Unplaced, content_lines, fail, is_prompt
+from provisioner.parsers._text import Line, Parsed, Unplaced, content_lines, fail, is_shell
 from provisioner.parsers.versions import Version
 
 KIND = "ofed_info"
@@ -87,7 +87,7 @@ def _from_package(package: str, line: Line) -> OfedInfo | None:
 
 
 def parse_ofed_info(text: str) -> OfedInfo:
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     if not lines:
         fail(KIND, "no version line (ofed_info -s prints one, e.g. MLNX_OFED_LINUX-23.10-1.1.9.0:)")
     # The version is one line; whatever else was captured (a banner, a second tool) is listed, not read.

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt, number
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell, number
 
 _SYSFS = re.compile(
     r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/(?P<name>[\w.-]+)"
@@ -191,7 +191,7 @@ def parse_port_counters(text: str) -> PortCounters:
         else:
             fail(kind, f"{m.group('prog')} could not read {path}: {reason}", line)
 
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, kind)]
     for line in lines:
         found.attempt(line, handle)
     if interval is not None and not readings[1]:
@@ -230,7 +230,7 @@ def parse_perfquery(text: str) -> PortCounters:
             return
         ports[-1]["counters"][_snake(m.group("name"))] = _count(m.group("value"), line, kind)
 
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, kind)]
     for line in lines:
         found.attempt(line, handle)
     for entry in ports:

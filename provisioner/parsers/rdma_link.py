@@ -18,7 +18,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell
 
 KIND = "rdma_link"
 
@@ -89,7 +89,7 @@ def parse_rdma_link(text: str) -> RdmaLinks:
             fail(KIND, "an 'rdma dev' line (a device, not a link: no port state)", line)
         fail(KIND, "expected 'link DEV/PORT state ... physical_state ... [netdev ...]'", line)
 
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     if lines and lines[0].stripped.startswith("["):
         entries = _from_json(lines, found)
         lines = []

@@ -19,7 +19,7 @@ import re
 from pydantic import Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt, to_int
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell, to_int
 from provisioner.parsers.mlnx_qos import MlnxQos, parse_mlnx_qos_lines
 from provisioner.parsers.traffic_class import TclassRule, cut_inside, is_rule, parse_rule, parse_traffic_class_value
 
@@ -141,7 +141,7 @@ def _check_last_section(sections: list[_Section], lines: list[Line], found: Coll
 
 
 def parse_rdma_qos_script(text: str) -> RdmaQosScript:
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     if not lines:
         fail(KIND, "empty output")
     sections: list[_Section] = []

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from provisioner.parsers._gid import gid_of
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_command, is_prompt
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell
 
 KIND = "show_gids"
 
@@ -124,7 +124,7 @@ def parse_show_gids(text: str) -> ShowGids:
     for line in content_lines(text):
         # The command itself (`show_gids mlx5_1` before the next table), prompt or not: no row, and no line
         # after a trailer either.
-        if is_prompt(line) or is_command(line, "show_gids"):
+        if is_shell(line, KIND):
             commands += 1
         else:
             found.attempt(line, handle)

@@ -15,7 +15,7 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_prompt
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell
 
 KIND = "traffic_class"
 
@@ -139,7 +139,7 @@ def cut_inside(text: str) -> bool:
 
 
 def parse_traffic_class(text: str) -> TrafficClassSetting:
-    lines = [line for line in content_lines(text) if not is_prompt(line)]
+    lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     if not lines:
         return TrafficClassSetting()
     found = Collector(KIND)

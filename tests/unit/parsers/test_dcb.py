@@ -93,10 +93,12 @@ def test_text_without_a_dcb_row_is_an_error(text: str) -> None:
         parse_dcb(text)
 
 
-def test_a_pasted_command_line_is_unplaced_not_a_row() -> None:
+def test_a_pasted_command_line_is_skipped_not_a_row() -> None:
     report = parse_dcb("dcb pfc show dev eth1\nprio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off\n")
-    assert [(u.line, u.reason) for u in report.unplaced] == [(1, "keywords without entries: dcb, pfc, show, dev, eth1")]
-    assert report.other == {}
+    assert report.unplaced == [] and report.other == {}
+    # Another tool's command without a prompt is not dcb's: it stays unplaced.
+    other = parse_dcb("mlnx_qos -i eth1\nprio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off\n")
+    assert [u.line for u in other.unplaced] == [1] and other.other == {}
 
 
 def test_the_mlnx_qos_facts_of_a_report() -> None:

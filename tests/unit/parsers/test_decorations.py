@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from provisioner.parsers import parse
+from provisioner.errors import ParseError
+from provisioner.parsers import COMMANDS, parse
 from provisioner.parsers.nccl_debug import parse_nccl_debug
 from provisioner.parsers.nccl_tests import parse_nccl_tests, version_from_code
 from provisioner.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
@@ -129,6 +130,52 @@ def test_a_decoration_names_the_host_of_nccl_lines_without_their_own() -> None:
     assert parse_nccl_debug(text).hosts == []
     for decoration, host in _NAMES_A_HOST.items():
         assert parse_nccl_debug(DECORATIONS[decoration](text)).hosts == [host]
+
+
+# How a tool's own command line reaches a paste: behind a prompt, root's bare `#`, no prompt at all, or run
+# with sudo, by its path, with its arguments and a pipe.
+PASTED_COMMANDS = {
+    "dollar": "$ {name} -a 1",
+    "root": "# {name}",
+    "bare": "{name}",
+    "sudo-path-pipe": "sudo /usr/bin/{name} -x | grep y",
+}
+
+
+def _without_skip_note(facts: dict) -> dict:
+    # ibstat notes every shell line it skipped in `errors`: the one note a skipped command line adds.
+    if facts.get("errors", [""])[0].startswith("line 1: shell prompt line skipped: "):
+        facts["errors"] = facts["errors"][1:]
+    return facts
+
+
+@pytest.mark.parametrize("form", sorted(PASTED_COMMANDS))
+@pytest.mark.parametrize(("name", "kind"), sorted(SAMPLE_KINDS.items()))
+def test_own_command_line_before_a_sample_is_skipped(name: str, kind: str, form: str) -> None:
+    # A blank first line keeps the line numbers of both texts the same: the results must be equal.
+    text = read(name)
+    command = PASTED_COMMANDS[form].format(name=COMMANDS[kind][0])
+    assert _without_skip_note(parse(kind, f"{command}\n{text}")) == parse(kind, f"\n{text}")
+
+
+@pytest.mark.parametrize("kind", sorted(COMMANDS))
+def test_every_command_of_a_kind_is_skipped(kind: str) -> None:
+    text = read(next(name for name, k in sorted(SAMPLE_KINDS.items()) if k == kind))
+    for command in COMMANDS[kind]:
+        assert _without_skip_note(parse(kind, f"{command} -v\n{text}")) == parse(kind, f"\n{text}"), command
+
+
+@pytest.mark.parametrize(("name", "kind"), sorted(SAMPLE_KINDS.items()))
+def test_another_tools_command_line_is_still_reported(name: str, kind: str) -> None:
+    # Not this tool's output, so not for this parser to drop: unplaced, or the error when nothing else is
+    # output of the kind (traffic_class's empty value).
+    other = next(c for k in sorted(COMMANDS) for c in COMMANDS[k] if c not in COMMANDS[kind])
+    try:
+        facts = parse(kind, f"{other} -v\n{read(name)}")
+    except ParseError as err:
+        assert (err.line, err.text) == (1, f"{other} -v")
+        return
+    assert [u["text"] for u in facts["unplaced"] if u["line"] == 1] == [f"{other} -v"]
 
 
 def column_t(text: str) -> str:

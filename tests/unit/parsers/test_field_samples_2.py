@@ -21,7 +21,7 @@ def _lines(name: str) -> list[str]:
 def test_perfquery_root_prompt_is_not_a_port_and_every_counter_is_read() -> None:
     facts = parse("perfquery", read("perfquery-x-3-prompt.txt"))
     assert facts["complete"] is True
-    assert [u["line"] for u in facts["unplaced"]] == [1]  # `# perfquery -x 10 1`
+    assert facts["unplaced"] == []  # root's `# perfquery -x 10 1` is the command, not a port header
     (port,) = facts["ports"]
     assert (port["lid"], port["port"]) == (10, 1)
     assert len(port["counters"]) == 22 and set(port["counters"].values()) == {0}

@@ -38,7 +38,7 @@ def test_mlnx_qos_skprio_lines_belong_to_their_traffic_class() -> None:
     facts = parse("mlnx_qos", read("mlnx_qos-7-skprio.txt"))
     assert facts["complete"] is True
     assert facts["extra"] == {}  # the 16 `skprio:` lines are not one `skprio` key
-    assert [u["line"] for u in facts["unplaced"]] == [1]  # `# mlnx_qos -i eth35`
+    assert facts["unplaced"] == []  # root's `# mlnx_qos -i eth35` is the command, skipped
     by_tc = {tc["tc"]: tc for tc in facts["tcs"]}
     assert by_tc[1]["priorities"] == [0]
     assert [s["skprio"] for s in by_tc[1]["skprios"]] == list(range(16))
@@ -175,7 +175,7 @@ def test_rdma_link_with_index_prefix_and_no_netdev() -> None:
 def test_ibdev2netdev_verbose_with_a_long_board_description() -> None:
     facts = parse("ibdev2netdev", read("ibdev2netdev-7-long-description.txt"))
     assert facts["complete"] is True
-    assert [u["line"] for u in facts["unplaced"]] == [1]  # `# ibdev2netdev -v`
+    assert facts["unplaced"] == []  # root's `# ibdev2netdev -v` is the command, skipped
     assert [(x["pci"], x["device"], x["netdev"], x["port_state"], x["state"], x["fw"]) for x in facts["links"]][2] == (
         "0000:8f:00.0", "mlx5_2", "p2p1", "ACTIVE", "Up", "20.28.1002")
     assert "(200Gb/s)" in facts["links"][0]["description"]

@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from provisioner.errors import ParseError
-from provisioner.parsers import KINDS, PARSERS, parse
-from provisioner.parsers._text import is_command, is_prompt, split_lines
+from provisioner.parsers import COMMANDS, KINDS, PARSERS, parse
+from provisioner.parsers._text import is_command, is_prompt, is_shell, split_lines
 
 from ._samples import SAMPLE_KINDS, SAMPLES, read
 
@@ -21,6 +21,11 @@ def test_kinds_are_sorted_and_match_parsers() -> None:
         "show_gids", "rdma_link", "nvidia_smi_topo", "nccl_tests", "nccl_debug", "traffic_class",
         "perfquery", "port_counters", "dcb", "ethtool_stats",
     } == set(KINDS)
+
+
+def test_every_kind_names_the_commands_that_print_it() -> None:
+    assert sorted(COMMANDS) == KINDS
+    assert all(COMMANDS[kind] for kind in KINDS)
 
 
 def test_unknown_kind_lists_known_kinds() -> None:
@@ -87,6 +92,8 @@ def test_prompt_detection(text: str, expected: bool) -> None:
         ("[root@node1 ~]# nvidia-smi topo -m", True),
         ("nvidia-smi topo -m", True),
         ("show_gids;ibdev2netdev", True),
+        ("NCCL_DEBUG=INFO sudo -E env A=1 /opt/bin/nvidia-smi topo -m", True),  # variables set for it
+        ("NCCL_DEBUG=INFO", False),
         ("# nThread 1 nGpus 8 minBytes 8", False),
         ("# ibstat", False),  # another tool's command line is not this one's
         ("show_gidsX 1 3", False),
@@ -95,3 +102,20 @@ def test_prompt_detection(text: str, expected: bool) -> None:
 )
 def test_command_line_detection(text: str, expected: bool) -> None:
     assert is_command(split_lines(text)[0], "show_gids", "nvidia-smi") is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "expected"),
+    [
+        ("# ibstat", "ibstat", True),
+        ("ibstat -l", "ibstat", True),
+        ("# ibstat", "show_gids", False),  # another tool's command without a prompt: left to the parser
+        ("$ ibstat", "show_gids", True),  # any prompt line is the shell's
+        ("# nThread 1 nGpus 8 minBytes 8", "nccl_tests", False),  # nccl-tests' own comment
+        ("# Port counters: Lid 3 port 1 (CapMask: 0x1B01)", "perfquery", False),
+        ("NCCL_DEBUG=INFO mpirun -np 8 ./all_reduce_perf", "nccl_tests", False),  # a launcher's line is not one
+        ("NCCL_DEBUG=INFO ./build/all_reduce_perf -b 8 -e 128M", "nccl_tests", True),
+    ],
+)
+def test_shell_lines_of_a_kind(text: str, kind: str, expected: bool) -> None:
+    assert is_shell(split_lines(text)[0], kind) is expected
