@@ -10,13 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import NoReturn, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers import COMMANDS  # the registry: loaded before its modules, importing none of them
 from provisioner.parsers._loggers import ARROW, COMPOSE, EVERY_LINE, STERN, arrow_hosts
 
 # Only real line breaks: str.splitlines() would also split on form feeds, \x1c.. and U+2028,
@@ -27,15 +25,8 @@ _EOL = re.compile(r"\r\n|\r|\n")
 # `host:~ # cmd` without a user), or the next prompt with no command that a paste ends with
 # (`root@host:~# `: `user@host` makes it a prompt; without a user, the `:~` or `:/` of a working directory).
 # A bare `# ...` is deliberately not a prompt: nccl-tests prints its own comments that way.
-_PROMPT_SIGN = r"(?:[\w.-]+@[\w.-]+(?::\S*)?\s*[$#]|[\w.-]+:[~/]\S*\s*[$#]|\[[^\]\s]+@[^\]]+\]\s*[$#])"
-_PROMPT = re.compile(rf"^\s*(?:\$\s+\S|{_PROMPT_SIGN}(?:\s+\S|\s*$))", re.ASCII)
-# A tool's own command line, as a terminal shows it: behind any prompt above, a bare `$ ` or root's `# `, or
-# none; with sudo, env or variables (`NCCL_DEBUG=INFO`), by its path, with its arguments. Naming the command
-# is what tells root's `# show_gids` from a tool's own `# comment`.
-_ASSIGN = r"(?:[A-Za-z_]\w*=\S*\s+)*"
-_COMMAND = (rf"^\s*(?:(?:{{sign}}|[$#])\s*)?{_ASSIGN}(?:sudo(?:\s+-\S+)*\s+)?(?:env\s+)?{_ASSIGN}"
-            r"(?:\S*/)?(?:{names})(?:\s|[|;&]|$)")
-
+PROMPT_SIGN = r"(?:[\w.-]+@[\w.-]+(?::\S*)?\s*[$#]|[\w.-]+:[~/]\S*\s*[$#]|\[[^\]\s]+@[^\]]+\]\s*[$#])"
+PROMPT = re.compile(rf"^\s*(?:\$\s+\S|{PROMPT_SIGN}(?:\s+\S|\s*$))", re.ASCII)
 _INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 
@@ -241,7 +232,7 @@ def clean_lines(lines: list[Line]) -> list[Line]:
                for line, arrow in zip(cleaned, arrows, strict=True)]
     # A prompt's own `#` (`host:~ # ibstat`) is not a person's note: taking it off would hide the prompt.
     return [_strip_note(line) if "#" in line.text and not line.text.lstrip().startswith("#")
-            and not _PROMPT.match(line.text) else line
+            and not PROMPT.match(line.text) else line
             for line in cleaned]
 
 
@@ -280,30 +271,6 @@ def _strip_note(line: Line) -> Line:
 def content_lines(text: str) -> list[Line]:
     """The non-blank lines, with their original line numbers."""
     return [line for line in split_lines(text) if not line.blank]
-
-
-def is_prompt(line: Line) -> bool:
-    """True for an echoed shell command line such as `$ ibstat | grep mlx5`."""
-    return bool(_PROMPT.match(line.text))
-
-
-def is_command(line: Line, *names: str) -> bool:
-    """True for a pasted command line that runs one of `names` (`show_gids mlx5_0`, `# show_gids`,
-    `$ sudo /usr/sbin/show_gids | grep v2`): the command, not its output, with or without its prompt."""
-    return bool(names) and bool(_command(names).match(line.text))
-
-
-def is_shell(line: Line, kind: str) -> bool:
-    """True for a line the shell printed, not the tool: any prompt line, or a command line that runs one of
-    `kind`'s own commands (the registry's COMMANDS) with or without a prompt. Every parser skips these the
-    same way; another tool's command line without a prompt is left to the parser to report."""
-    return is_prompt(line) or is_command(line, *COMMANDS[kind])
-
-
-@lru_cache(maxsize=64)
-def _command(names: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(_COMMAND.format(sign=_PROMPT_SIGN, names="|".join(re.escape(name) for name in names)),
-                      re.ASCII)
 
 
 class Collector:

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from pydantic import Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_shell
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail
 from provisioner.parsers.mlnx_qos import MlnxQos, QosTrafficClass
 
 KIND = "dcb"

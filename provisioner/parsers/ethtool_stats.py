@@ -21,7 +21,8 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_shell
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail
 from provisioner.parsers.port_counters import INTERVAL
 
 KIND = "ethtool_stats"

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail
 
 KIND = "ibdev2netdev"
 

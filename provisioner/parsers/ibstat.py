@@ -15,6 +15,7 @@ import re
 from pydantic import Field
 
 from provisioner.errors import ParseError
+from provisioner.parsers._shell import is_shell
 from provisioner.parsers._text import (
     Collector,
     Fact,
@@ -23,7 +24,6 @@ from provisioner.parsers._text import (
     Unplaced,
     content_lines,
     fail,
-    is_shell,
     number,
     to_int,
 )

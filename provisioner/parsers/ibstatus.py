@@ -16,7 +16,8 @@ import re
 from pydantic import Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell, number
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, number
 
 KIND = "ibstatus"
 

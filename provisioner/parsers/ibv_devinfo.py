@@ -20,7 +20,8 @@ from pydantic import Field
 
 from provisioner.errors import ParseError
 from provisioner.parsers._gid import gid_of
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, Unplaced, content_lines, fail, is_shell, to_int
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, Unplaced, content_lines, fail, to_int
 from provisioner.parsers.hca_faults import is_fault
 
 KIND = "ibv_devinfo"

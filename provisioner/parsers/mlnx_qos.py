@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_int, is_shell, to_int
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_int, to_int
 
 KIND = "mlnx_qos"
 

@@ -29,17 +29,8 @@ import re
 from pydantic import Field
 
 from provisioner.parsers._loggers import prefix_arrow, prefix_host, prefix_label
-from provisioner.parsers._text import (
-    Fact,
-    Line,
-    Parsed,
-    Unplaced,
-    content_lines,
-    fail,
-    is_shell,
-    split_lines,
-    unique,
-)
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Fact, Line, Parsed, Unplaced, content_lines, fail, split_lines, unique
 from provisioner.parsers.nccl_errors import (
     AsyncEvent,
     CallFailure,

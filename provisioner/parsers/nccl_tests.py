@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from provisioner.parsers._shell import is_shell
 from provisioner.parsers._text import (
     Collector,
     Fact,
@@ -33,7 +34,6 @@ from provisioner.parsers._text import (
     Parsed,
     content_lines,
     fail,
-    is_shell,
     number,
     to_float,
 )

@@ -22,7 +22,8 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail, is_shell
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Line, Parsed, content_lines, fail
 from provisioner.parsers.ibstatus import HEADER as IBSTATUS_HEADER
 from provisioner.parsers.ibstatus import IbStatusPort, parse_ibstatus_lines
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Line, Parsed, Unplaced, content_lines, fail, is_shell
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Line, Parsed, Unplaced, content_lines, fail
 from provisioner.parsers.versions import Version
 
 KIND = "ofed_info"

@@ -26,7 +26,8 @@ from typing import Any
 
 from pydantic import Field
 
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell, number
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, number
 
 _SYSFS = re.compile(
     r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/(?P<name>[\w.-]+)"

@@ -19,7 +19,8 @@ import re
 from pydantic import Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell, to_int
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, to_int
 from provisioner.parsers.mlnx_qos import MlnxQos, parse_mlnx_qos_lines
 from provisioner.parsers.traffic_class import TclassRule, cut_inside, is_rule, parse_rule, parse_traffic_class_value
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from provisioner.parsers._gid import gid_of
-from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, is_shell
+from provisioner.parsers._shell import is_shell
+from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail
 
 KIND = "show_gids"
 

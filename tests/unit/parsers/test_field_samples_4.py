@@ -5,7 +5,8 @@ from narrow terminals and older drivers."""
 from __future__ import annotations
 
 from provisioner.parsers import parse
-from provisioner.parsers._text import is_prompt, split_lines
+from provisioner.parsers._shell import is_prompt
+from provisioner.parsers._text import split_lines
 
 from ._samples import read
 

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ValidationError
 
 from provisioner.errors import ParseError
 from provisioner.parsers import COMMANDS, KINDS, PARSERS, parse
-from provisioner.parsers._text import is_command, is_prompt, is_shell, split_lines
+from provisioner.parsers._shell import is_command, is_prompt, is_shell
+from provisioner.parsers._text import split_lines
 
 from ._samples import SAMPLE_KINDS, SAMPLES, read
 
