@@ -47,8 +47,9 @@ KIND = "nccl_debug"
 # The host may be empty (`:168:1228 [2]`, NVIDIA/nccl#1808): then only a blank or the line's start before it.
 _PREFIX = re.compile(
     r"(?:(?P<host>[^\s:]+)|(?<!\S)):(?P<pid>[0-9]+):(?P<tid>[0-9]+)\s+\[(?P<dev>[^\]]*)\]", re.ASCII)
-# `Using network IB` (2.6 on); the closed-source 2.1/2.2 releases said `Using internal Network IB`.
-_USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>\w+)")
+# `Using network IB` (2.6 on); the closed-source 2.1/2.2 releases said `Using internal Network IB`. The name
+# is the network plugin's own (`ncclNet->name`), and may hold blanks: aws-ofi-nccl's is `AWS Libfabric`.
+_USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>\S(?:.*\S)?)\s*$")
 # 2.1/2.2: `NET : Using interface eth0:10.0.0.1<0>` and `NET/IB : Using interface ib0 for sideband ...`
 # (https://github.com/horovod/horovod/issues/489, /134).
 _NET_INTERFACE = re.compile(r"^NET(?:/(?P<name>\w+))?\s*:\s*Using interface (?P<iface>\S+)")

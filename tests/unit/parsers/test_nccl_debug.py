@@ -136,3 +136,16 @@ def test_the_bootstrap_line_tells_an_interface_from_an_out_of_band_device(line: 
                                                                          devices: list[str]) -> None:
     parsed = parse_nccl_debug(line + "\n")
     assert (parsed.bootstrap, parsed.bootstrap_devices) == (interfaces, devices)
+
+
+# `Using network %s` prints the network plugin's own name (ncclNet->name), which may hold blanks: aws-ofi-nccl
+# calls itself `AWS Libfabric`; NCCL's external IB plugin `IBext_v8`; the closed-source 2.1/2.2 wording.
+@pytest.mark.parametrize(("line", "name"), [
+    ("algo-1:46:58 [0] NCCL INFO Using network AWS Libfabric", "AWS Libfabric"),
+    ("gpu01:12:34 [0] NCCL INFO Using network IBext_v8  ", "IBext_v8"),
+    ("gpu01:12:34 [0] NCCL INFO Using network Socket", "Socket"),
+    ("gpu01:24499:24701 [0] INFO Using internal Network IB", "IB"),
+])
+def test_the_network_is_the_plugins_whole_name(line: str, name: str) -> None:
+    log = parse_nccl_debug(f"{line}\ngpu01:12:34 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE\n")
+    assert log.network == name
