@@ -10,12 +10,15 @@ from functools import lru_cache
 from provisioner.parsers import COMMANDS  # the registry: loaded before its modules, importing none of them
 from provisioner.parsers._text import PROMPT, PROMPT_SIGN, Line
 
-# A tool's own command line, as a terminal shows it: behind any prompt above, a bare `$ ` or root's `# `, or
-# none; with sudo, env or variables (`NCCL_DEBUG=INFO`), by its path, with its arguments. Naming the command
-# is what tells root's `# show_gids` from a tool's own `# comment`.
+# A tool's own command line, as a terminal shows it: behind any prompt above, a bare `$ ` or root's `# `, a
+# `set -x` trace's `+ `, or none; with sudo, env or variables (`NCCL_DEBUG=INFO`), behind a launcher (`mpirun
+# -np 8 -x NCCL_DEBUG=INFO ./all_reduce_perf`, `srun -N2 ibstat`), by its path, with its arguments. Naming the
+# command is what tells root's `# show_gids` from a tool's own `# comment`, and a launcher's command line from
+# its own messages (`mpirun noticed that process rank 3 ...` names no program).
 _ASSIGN = r"(?:[A-Za-z_]\w*=\S*\s+)*"
-_COMMAND = (rf"^\s*(?:(?:{{sign}}|[$#])\s*)?{_ASSIGN}(?:sudo(?:\s+-\S+)*\s+)?(?:env\s+)?{_ASSIGN}"
-            r"(?:\S*/)?(?:{names})(?:\s|[|;&]|$)")
+_LAUNCHER = r"(?:(?:\S*/)?(?:mpirun|mpiexec|orterun|srun|jsrun|prun)\s(?:[^|;&]*?\s)?)?"
+_COMMAND = (rf"^\s*(?:(?:{{sign}}|[$#]|\++)\s*)?{_ASSIGN}(?:sudo(?:\s+-\S+)*\s+)?(?:env\s+)?{_ASSIGN}"
+            rf"{_LAUNCHER}(?:\S*/)?(?:{{names}})(?:\s|[|;&]|$)")
 
 
 def is_prompt(line: Line) -> bool:

@@ -20,7 +20,9 @@ def test_ibstat_stopped_by_ibpanic_is_incomplete_and_keeps_the_adapters_it_print
 
 def test_ibstat_own_warnings_and_a_cut_value() -> None:
     facts = parse("ibstat", read("ibstat-7-ibwarn.txt"))
-    assert [line.split(": ")[0] for line in facts["errors"][:4]] == [f"line {n}" for n in range(2, 6)]
+    # Line 1 is the `set -x` trace of the command (`+ ibstat`): the shell's, noted and skipped.
+    assert facts["errors"][0] == "line 1: shell prompt line skipped: + ibstat"
+    assert [line.split(": ")[0] for line in facts["errors"][1:5]] == [f"line {n}" for n in range(2, 6)]
     ca = facts["cas"][0]
     assert (ca["name"], ca["type"], ca["number_of_ports"]) == ("mlx4_0", "MT4099", 2)
     down, up = ca["ports"]

@@ -114,7 +114,15 @@ def test_command_line_detection(text: str, expected: bool) -> None:
         ("$ ibstat", "show_gids", True),  # any prompt line is the shell's
         ("# nThread 1 nGpus 8 minBytes 8", "nccl_tests", False),  # nccl-tests' own comment
         ("# Port counters: Lid 3 port 1 (CapMask: 0x1B01)", "perfquery", False),
-        ("NCCL_DEBUG=INFO mpirun -np 8 ./all_reduce_perf", "nccl_tests", False),  # a launcher's line is not one
+        # A launcher's command line runs the tool; its own messages name no program.
+        ("NCCL_DEBUG=INFO mpirun -np 8 -x NCCL_DEBUG=INFO ./all_reduce_perf -b 8", "nccl_tests", True),
+        ("$ srun -N 2 --ntasks-per-node=8 /opt/nccl-tests/build/all_reduce_perf -g 1", "nccl_tests", True),
+        ("mpirun noticed that process rank 3 with PID 1234 on node gpu02 exited on signal 6 (Aborted).",
+         "nccl_tests", False),
+        ("srun: error: gpu02: task 3: Exited with exit code 1", "nccl_tests", False),
+        ("+ ibstat", "ibstat", True),  # a `set -x` trace of the command
+        ("++ ibstat mlx5_0", "ibstat", True),
+        ("+ 12 more", "ibstat", False),
         ("NCCL_DEBUG=INFO ./build/all_reduce_perf -b 8 -e 128M", "nccl_tests", True),
     ],
 )
