@@ -31,7 +31,7 @@ def apply_write(target: Path, data: bytes, env: dict[str, str] | None = None) ->
 
 def roll_back() -> list[rollback.UndoResult]:
     holder = changes.Holder("20261123T000001Z-def", "ops@control", "2026-11-23T00:00:01Z")
-    proc = subprocess.run(["sh", "-s"], input=rollback.build_script(HOLDER.run_id, "r0nce", holder),
+    proc = subprocess.run(["sh", "-s"], input=framed(rollback.build_script(HOLDER.run_id, "r0nce", holder)),
                           capture_output=True, text=True, timeout=30)
     _, undone, problem = rollback.parse(proc.stdout, "r0nce")
     assert problem is None, proc.stdout + proc.stderr
@@ -139,7 +139,7 @@ def test_a_failed_undo_is_kept_and_a_second_rollback_retries_only_it(host_dirs: 
     assert kept.read_text() == "OLD=1\n" and other.read_text() == "OTHER=3  # by hand, after the first rollback\n"
     assert not (run_dir / "undo").exists()
     holder = changes.Holder("20261123T000002Z-fed", "ops@control", "2026-11-23T00:00:02Z")
-    proc = subprocess.run(["sh", "-s"], input=rollback.build_script(HOLDER.run_id, "r1", holder),
+    proc = subprocess.run(["sh", "-s"], input=framed(rollback.build_script(HOLDER.run_id, "r1", holder)),
                           capture_output=True, text=True, timeout=30)
     assert rollback.parse(proc.stdout, "r1")[2] == "no run with something to undo on this host"
 
