@@ -145,6 +145,9 @@ def call_failure(message: str, line: int, host: str | None) -> CallFailure | Non
     error = (m.group("error") if m else message).strip().strip(",.")
     code = _ERRNO.search(message)
     errno = int(code.group("errno") or code.group("rc")) if code else None
+    # 2.26 on: `Call to ibv_modify_qp failed with 110 Connection timed out, ...`, the errno before its text.
+    if m and errno is None and (lead := re.match(r"([0-9]+)\s+(\D.*)$", error)):
+        errno, error = int(lead.group(1)), lead.group(2)
     api = "ofi" if ofi or (call or "").startswith("fi_") else "verbs"
     return CallFailure(host=host, api=api, call=call, error=error or message, errno=errno, line=line)
 

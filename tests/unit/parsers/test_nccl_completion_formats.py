@@ -1,9 +1,9 @@
-"""IB work-completion errors in the wording of the releases that print them, built from NCCL's own format
-strings (each test names the release and the source file)."""
+"""IB work-completion errors and failed verbs calls in the wording of the releases that print them, built from
+NCCL's own format strings (each test names the release and the source file)."""
 
 from __future__ import annotations
 
-from provisioner.parsers.nccl_errors import completion
+from provisioner.parsers.nccl_errors import call_failure, completion
 
 
 def test_completion_status_that_ncclwcstatusstr_does_not_name() -> None:
@@ -29,3 +29,13 @@ def test_completion_request_type() -> None:
         "NET/IB: Got completion from peer 10.0.0.2<43211> with status=5 opcode=0 len=0 vendor err 249 (Flush) "
         "hca mlx5_0", 1, None)
     assert flush is not None and flush.direction == "Flush"
+
+
+def test_failed_call_errno_before_its_text() -> None:
+    # 2.26 to 2.30.7 src/misc/ibvwrap.cc: "Call to ibv_modify_qp failed with %d %s, %s" (ret, strerror(ret), ...);
+    # the older "Call to " name " failed with error %s errno %d" names it after the text.
+    failure = call_failure("Call to ibv_modify_qp failed with 110 Connection timed out, qp 0x1 state 3", 1, None)
+    assert failure is not None and (failure.call, failure.errno) == ("ibv_modify_qp", 110)
+    assert failure.error.startswith("Connection timed out")
+    older = call_failure("Call to ibv_create_qp failed with error Cannot allocate memory errno 12", 1, None)
+    assert older is not None and older.errno == 12
