@@ -40,6 +40,15 @@ from provisioner.parsers.nccl_errors import (
     completion,
 )
 from provisioner.parsers.nccl_line import label_host, nccl_log
+from provisioner.parsers.nccl_net import (
+    ADDRESS_TAIL,
+    NET_USING,
+    OOB,
+    VIA_NET,
+    bootstrap_interfaces,
+    ib_devices,
+    interfaces,
+)
 from provisioner.parsers.nccl_tests import NcclTestRank, parse_rank, split_nccl_version
 
 KIND = "nccl_debug"
@@ -53,30 +62,23 @@ _USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>\S(?:.*\S
 # 2.1/2.2: `NET : Using interface eth0:10.0.0.1<0>` and `NET/IB : Using interface ib0 for sideband ...`
 # (https://github.com/horovod/horovod/issues/489, /134).
 _NET_INTERFACE = re.compile(r"^NET(?:/(?P<name>\w+))?\s*:\s*Using interface (?P<iface>\S+)")
-# Connections between ranks through the network: `Ring 00 : 0 -> 1 [send] via NET/IB/0` (2.3 to 2.6),
-# `Channel 00/0 : 0[1a000] -> 1[1a000] [send] via NET/Socket/0` (2.7 on); 2.1/2.2 print the pair alone,
-# `3 -> 12 via NET/IB/0/GDRDMA` (https://github.com/NVIDIA/nccl/issues/133).
-_VIA_NET = re.compile(r"^(?:(?:Ring|Channel) [0-9]+.*|[0-9]+ -> [0-9]+ )\bvia NET/(?P<name>\w+)")
-_NET_USING = re.compile(r"^NET/(?P<name>\w+)\s*:\s*Using\s+(?P<rest>\[.*)$")
 # NCCL 2.27+: one line per device, `NET/IB: [2] mlx5_2:uverbs2:1/RoCE provider=Mlx5 speed=400000 ...`.
 _NET_DEVICE = re.compile(
     r"^NET/IB\s*:\s*\[[0-9]+\]\s*(?P<device>[^\s:]+):(?:uverbs[0-9]+:)?(?P<port>[0-9]+)/(?P<layer>\w+)"
 )
-_NET_ENTRY = re.compile(r"\[[0-9]+\](?P<entry>\S+)")
-_OOB = re.compile(r"\bOOB\s+(?P<iface>\S+)")
 _DRIVER = re.compile(r"^cudaDriverVersion\s+(?P<version>[0-9]+)", re.ASCII)
 _BOOTSTRAP = re.compile(r"^Bootstrap\s*:\s*Using\s+(?P<rest>.*)$")
 # 2.23+ with an out-of-band network (NCCL_OOB_NET_ENABLE): `Bootstrap: Using mlx5_0:1`, a net device and its
 # port (`N/A:-1` when its properties could not be read), not an IP interface.
 _BOOTSTRAP_DEVICE = re.compile(r"^(?P<device>[^\s:\[]+):(?P<port>-?[0-9]+)$")
-_ENV = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*) set (?:by (?P<source>.+?) )?to (?P<value>.*)$")
+# 2.21 to 2.23 say which plugin loader reads it: `TUNER/Plugin: NCCL_TUNER_PLUGIN set to X`.
+_ENV = re.compile(r"^(?:[A-Z]+/Plugin:\s*)?(?P<name>[A-Z][A-Z0-9_]*) set (?:by (?P<source>.+?) )?to (?P<value>.*)$")
 _PLUGIN = re.compile(r"plugin", re.IGNORECASE)
-_ADDRESS_TAIL = re.compile(r"<[0-9]+>$")
 _COMM = re.compile(r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>[0-9]+) nr?[Rr]anks (?P<nranks>[0-9]+)")
 # Interface names and addresses that are almost never the path between GPU nodes.
 # torch's quote of ncclGetLastError(): `Last error:` and the message after it, or on the next line.
 _LAST_ERROR = re.compile(r"\bLast error:\s*(?P<message>.*)$")
-_BARE_NET = re.compile(r"^NET/\w+\s*:")
+_BARE_NET = re.compile(r"^NET/\w+(?:/\w+)*\s*:")  # `NET/IB/GIN:` from 2.29 on
 _SUSPECT_NAME = re.compile(r"^(?:docker[0-9]*|veth\w*|br-\w+|virbr[0-9]*|cni[0-9]*|flannel\S*|lo)$")
 _SUSPECT_ADDRESS = (
     (re.compile(r"^fe80:", re.IGNORECASE), "link-local IPv6 address"),
@@ -148,16 +150,6 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"[0-9]+", version)[:2])
 
 
-def _interfaces(rest: str) -> list[str]:
-    # `[0]eth0:10.0.0.23<0>` -> `eth0:10.0.0.23`
-    return [_ADDRESS_TAIL.sub("", m.group("entry")) for m in _NET_ENTRY.finditer(rest)]
-
-
-def _bootstrap(rest: str) -> list[str]:
-    # `ens7:10.128.0.33<0>`, older `[0]ens7:10.128.0.33<0>`; several interfaces are space separated.
-    return [_ADDRESS_TAIL.sub("", re.sub(r"^\[[0-9]+\]", "", token)) for token in rest.split()]
-
-
 class _Log:
     def __init__(self) -> None:
         self.fields: dict[str, object] = {}
@@ -184,7 +176,9 @@ class _Log:
         thread = (host, who.group("pid"), who.group("tid")) if who and host else None
         if level == "WARN":
             self.warnings.append(message)
-        if version := split_nccl_version(message):
+        # The version line is the whole message: a 2.30 WARN names the version an application was compiled
+        # with (`... compiled with NCCL version 2.30.7, but is running with NCCL library version 2.29.7.`).
+        if message.startswith("NCCL version") and (version := split_nccl_version(message)):
             self.fields["nccl_version"], self.fields["cuda_version"] = version
             if host:
                 self.versions[host] = version[0]
@@ -204,14 +198,14 @@ class _Log:
                 self.comm_of[thread] = key
                 if record.get("network") is None and thread in self.networks:
                     record["network"] = self.networks[thread]
-        elif m := _VIA_NET.match(message):
+        elif m := VIA_NET.match(message):
             self.lists["net_paths"].append(m.group("name"))
         elif m := _NET_INTERFACE.match(message):
             kind = "oob_interfaces" if m.group("name") == "IB" else "socket_interfaces"
-            self.lists[kind].append(_ADDRESS_TAIL.sub("", m.group("iface")))
+            self.lists[kind].append(ADDRESS_TAIL.sub("", m.group("iface")))
             # 2.1 to 2.3 list every interface they use this way, `lo` among them where nothing excluded it.
             self._suspects(m.group("iface"), line, host)
-        elif m := _NET_USING.match(message):
+        elif m := NET_USING.match(message):
             self._net(m.group("name"), m.group("rest"))
             self._suspects(m.group("rest"), line, host)
         elif m := _NET_DEVICE.match(message):
@@ -223,7 +217,7 @@ class _Log:
         elif (m := _BOOTSTRAP.match(message)) and _BOOTSTRAP_DEVICE.match(m.group("rest").strip()):
             self.lists["bootstrap_devices"].append(m.group("rest").strip())
         elif m := _BOOTSTRAP.match(message):
-            self.lists["bootstrap"] += _bootstrap(m.group("rest"))
+            self.lists["bootstrap"] += bootstrap_interfaces(m.group("rest"))
             self._suspects(m.group("rest"), line, host)
         elif m := _ENV.match(message):
             # NCCL ends some of these with a period (`set by environment to 0.`): not part of the value.
@@ -243,7 +237,7 @@ class _Log:
             self.calls.append(failure)
 
     def _suspects(self, rest: str, line: Line, host: str | None) -> None:
-        for entry in _bootstrap(rest.replace(";", " ")):
+        for entry in bootstrap_interfaces(rest.replace(";", " ")):
             name, _, address = entry.partition(":")
             if not name or name.startswith("["):
                 continue
@@ -259,12 +253,12 @@ class _Log:
                 ))
 
     def _net(self, name: str, rest: str) -> None:
-        entries = _interfaces(rest)
+        entries = ib_devices(rest) if name == "IB" else interfaces(rest)
         if name == "IB" and not entries:
             # NCCL 2.2x prints `NET/IB : Using [RO]; OOB eth0:...` after `No device found.`: IB listed no
             # device, so it is no transport here (and its flags describe nothing); the OOB interface stands.
-            if oob := _OOB.search(rest):
-                self.lists["oob_interfaces"].append(_ADDRESS_TAIL.sub("", oob.group("iface")))
+            if oob := OOB.search(rest):
+                self.lists["oob_interfaces"].append(ADDRESS_TAIL.sub("", oob.group("iface")))
             return
         self.last_net = name
         self.lists["net_transports"].append(name)
@@ -272,8 +266,8 @@ class _Log:
             self.lists["ib_devices"] += entries
             if "[RO]" in rest:
                 self.fields["ib_relaxed_ordering"] = True
-            if oob := _OOB.search(rest):
-                self.lists["oob_interfaces"].append(_ADDRESS_TAIL.sub("", oob.group("iface")))
+            if oob := OOB.search(rest):
+                self.lists["oob_interfaces"].append(ADDRESS_TAIL.sub("", oob.group("iface")))
         else:
             self.lists["socket_interfaces"] += entries
 

@@ -6,7 +6,8 @@ The wording changed across NCCL releases; each pattern here reads every form by 
 - completion errors: `NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129` (2.3 to
   2.11: no peer), `... from peer 10.0.0.2<4567> with error 12, opcode 0, len 0, vendor err 129 (Recv)`
   (2.12 to 2.18), `... with status=12 opcode=0 len=0 vendor err 129 (Recv) ... hca mlx5_0` (2.19 on),
-  `... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 ... hca mlx5_0` (newest),
+  `... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 ... hca mlx5_0` (2.28.7 on;
+  `UNKNOWN_STATUS(23)` for a status NCCL does not name),
   and the resiliency path's `NET/IB: Unsupported completion status IBV_WC_REM_ACCESS_ERR (10)` (2.30).
 - failed calls: `Call to ibv_create_qp failed` (2.3 on, misc/ibvwrap), later `... failed with error
   Cannot allocate memory` and `... errno 12`; `ibv_post_send() failed with error ...`; `Call to
@@ -28,13 +29,16 @@ from provisioner.parsers._text import Fact
 
 _COMPLETION = re.compile(
     r"(?:Got completion(?:\s+from peer\s+(?P<peer>[^\s<,]+)(?:<(?P<port>[0-9]+)>)?)?\s*with\s+"
-    r"(?:error|status)|Unsupported completion status)\s*[=:]?\s*(?:(?P<symbol>IBV_WC_\w+)\s*\(\s*)?(?P<status>[0-9]+)"
+    r"(?:error|status)|Unsupported completion status)\s*[=:]?\s*"
+    r"(?:(?P<symbol>[A-Z][A-Z0-9_]*)\s*\(\s*)?(?P<status>[0-9]+)"
 )
 _OPCODE = re.compile(r"\bopcode\s*[= ]\s*(?:\w+\()?(?P<opcode>[0-9]+)")
 _VENDOR = re.compile(r"\bvendor[ _]err(?:or)?\s*[= ]?\s*(?P<vendor>[0-9]+)")
 _HCA = re.compile(r"\b(?:hca|dev(?:ice)?)\s+(?P<hca>[A-Za-z][\w.-]*[0-9])\b")
 _DEVICE_PORT = re.compile(r"NET/IB\s*:\s*(?P<hca>[A-Za-z][\w.-]*[0-9]):[0-9]+\s")
-_DIRECTION = re.compile(r"\((Recv|Send|Read|Write)\)")
+# The request's type: `(Recv)` (2.18 to 2.28.3), `req_type=Recv` (2.28.7/2.28.9); NCCL's are Send, Recv, Flush,
+# IPut and Unused.
+_DIRECTION = re.compile(r"\((?P<a>Recv|Send|Flush|IPut|Unused|Read|Write)\)|\breq_type=(?P<b>[A-Za-z]+)")
 
 # A verbs or libfabric call that failed: `Call to ibv_reg_mr failed with error Cannot allocate memory`,
 # `ibv_post_send() failed with error ...`, `fi_mr_reg failed`, `OFI fi_getinfo() call failed: ...`.
@@ -124,7 +128,7 @@ def completion(message: str, line: int, host: str | None) -> CompletionError | N
         peer_port=int(m.group("port")) if m.group("port") else None, status=int(m.group("status")),
         vendor_error=int(vendor.group("vendor")) if vendor else None,
         opcode=int(opcode.group("opcode")) if opcode else None,
-        direction=direction.group(1) if direction else None, line=line,
+        direction=(direction["a"] or direction["b"]) if direction else None, line=line,
     )
 
 
@@ -141,6 +145,9 @@ def call_failure(message: str, line: int, host: str | None) -> CallFailure | Non
     error = (m.group("error") if m else message).strip().strip(",.")
     code = _ERRNO.search(message)
     errno = int(code.group("errno") or code.group("rc")) if code else None
+    # 2.26 on: `Call to ibv_modify_qp failed with 110 Connection timed out, ...`, the errno before its text.
+    if m and errno is None and (lead := re.match(r"([0-9]+)\s+(\D.*)$", error)):
+        errno, error = int(lead.group(1)), lead.group(2)
     api = "ofi" if ofi or (call or "").startswith("fi_") else "verbs"
     return CallFailure(host=host, api=api, call=call, error=error or message, errno=errno, line=line)
 

@@ -1,0 +1,45 @@
+"""The shapes of NCCL's network lines (parsers/nccl_debug): the `NET/<name> : Using ...` device and interface
+lists, and the `via NET/<name>/<dev>` connections, in the wording of every release that prints them.
+
+A network's name is its plugin's own (`ncclNet->name`): NCCL's `IB` and `Socket`, but also aws-ofi-nccl's
+`AWS Libfabric` (with a blank), the rdma-sharp plugins' `UCX-RMA` and `IBext_v8`, so it is read up to the
+`/<device index>` that follows it, never as one word.
+"""
+
+from __future__ import annotations
+
+import re
+
+ADDRESS_TAIL = re.compile(r"<[0-9]+>$")
+# `NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:10.0.0.1<0>`, `NET/Socket : Using [0]eth0:10.0.0.1<0>`; NET/IB
+# with no device (2.24 on print the line after `No device found.`): `Using [RO]; OOB ...` or `Using  ; OOB ...`.
+NET_USING = re.compile(r"^NET/(?P<name>\w+)\s*:\s*Using\s*(?P<rest>[\[;].*)$")
+# Connections between ranks through the network: `Ring 00 : 0 -> 1 [send] via NET/IB/0` (2.3 to 2.6),
+# `Channel 00/0 : 0[1a000] -> 1[1a000] [send] via NET/Socket/0/GDRDMA` (2.7 on, `/1(0)` for a shared
+# device); 2.1/2.2 print the pair alone, `3 -> 12 via NET/IB/0/GDRDMA` (https://github.com/NVIDIA/nccl/issues/133).
+VIA_NET = re.compile(
+    r"^(?:(?:Ring|Channel) [0-9]+.*|[0-9]+ -> [0-9]+ )\bvia NET/(?P<name>[^/]*?\S)/[0-9]+(?=[/(\s]|$)"
+)
+OOB = re.compile(r"\bOOB\s+(?P<iface>\S+)")
+_ENTRY = re.compile(r"\[[0-9]+\](?P<entry>\S+)")
+# One IB device of the list: ` [0]mlx5_0:1/IB` (2.3 on); the members of a merged device, ` [0]={[0] mlx5_0:1/IB,
+# [1] mlx5_1:1/IB}` (2.20 to 2.23); the rail and plane after the port, ` [0]mlx5_0:1:2:0/IB`, `mlx5_0:1::0/IB`
+# (2.30.7). The link layer is IB, RoCE or UNSPECIFIED.
+_IB_ENTRY = re.compile(
+    r"\[[0-9]+\]\s*(?P<device>[^\s:\[\]{},=]+):(?P<port>[0-9]+)(?::[0-9]*){0,2}/(?P<layer>[A-Za-z]\w*)"
+)
+
+
+def interfaces(rest: str) -> list[str]:
+    """The interfaces of a socket list: `[0]eth0:10.0.0.23<0>` -> `eth0:10.0.0.23`."""
+    return [ADDRESS_TAIL.sub("", m.group("entry")) for m in _ENTRY.finditer(rest)]
+
+
+def ib_devices(rest: str) -> list[str]:
+    """The devices of an IB list as `name:port/layer`, merged devices' members each on their own."""
+    return [f"{m['device']}:{m['port']}/{m['layer']}" for m in _IB_ENTRY.finditer(rest.split("; OOB")[0])]
+
+
+def bootstrap_interfaces(rest: str) -> list[str]:
+    """`ens7:10.128.0.33<0>`, older `[0]ens7:10.128.0.33<0>`; several interfaces are space separated."""
+    return [ADDRESS_TAIL.sub("", re.sub(r"^\[[0-9]+\]", "", token)) for token in rest.split()]
