@@ -189,25 +189,41 @@ def _name_missing(targets: Sequence[Target], settings: Settings, chosen: nccltes
                   missing: tuple[str, list[str]] | None, session_of: SessionOf, result: Result,
                   only_if_found: bool = False) -> bool:
     """The launch failed for a program that is not there: look on the hosts again, name where it lacks.
-    With `only_if_found` (the output only suggests it), nothing is said unless a host really lacks it.
-    Returns whether a host was named."""
+    With `only_if_found` (the output only suggests it), nothing is said unless a host really lacks it, or
+    a host the launcher named cannot be looked at again (then that is said). Returns whether a host was
+    named."""
     program, named = missing if missing is not None else (chosen.launcher, [launch_host.name])
     # The launcher is looked for where it runs; anything else (all_reduce_perf) on every rank's host.
     where = [launch_host] if program == chosen.launcher else list(targets)
     probe = {"tools": programs.tools_probe([program])}
 
-    def look(target: Target) -> str | None:
-        nonce = batch.new_nonce()
-        try:
-            done = session_of(target).exec(preflight.build_script(probe, nonce), timeout=30)
-        except (transport.HostUnreachable, transport.CommandFailed):
-            return None
-        facts = preflight.parse_facts(target.name, probe, batch.split_output(done.stdout, nonce))
-        return target.name if facts.tools.get(program, "") is None else None
+    def look(target: Target) -> str:
+        """"lacks", "has", or why the host could not be looked at (a busy node gets a second try)."""
+        why = ""
+        for _ in range(2):
+            nonce = batch.new_nonce()
+            try:
+                done = session_of(target).exec(preflight.build_script(probe, nonce), timeout=30)
+            except (transport.HostUnreachable, transport.CommandFailed) as exc:
+                why = str(exc)
+                continue
+            found = preflight.parse_facts(target.name, probe, batch.split_output(done.stdout, nonce)).tools
+            if program in found:
+                return "lacks" if found[program] is None else "has"
+            why = f"the look for {program} gave no answer"
+        return why
 
-    lacking = [h for h in runner.each(where, look, forks=FORKS) if h]
+    looked = dict(zip([t.name for t in where], runner.each(where, look, forks=FORKS), strict=True))
+    lacking = [h for h, seen in looked.items() if seen == "lacks"]
+    unseen = {h: looked[h] for h in named if looked.get(h, "has") not in ("lacks", "has")}
     if not lacking and only_if_found:
-        return False
+        if not unseen:
+            return False
+        message = (f"{', '.join(unseen)}: the task ended as a program that could not start ({chosen.launcher}), "
+                   f"and the host could not be checked again for {program}: {'; '.join(unseen.values())}")
+        result.verdict, result.reason = "failed", message
+        result.failed_hosts = dict.fromkeys(unseen, message)
+        return True
     hosts = lacking or [h for h in named if h] or [launch_host.name]
     message = f"{', '.join(hosts)}: {program} not found on PATH"
     result.findings.append(preflight.Finding("tools", tuple(hosts), message,
