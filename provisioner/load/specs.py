@@ -1,9 +1,9 @@
 """The desired-state resources a play can declare, as strict pydantic models.
 
 A play lists resources as one-key mappings `{kind: spec}`; each kind's ResourceType names its model
-(`provisioner.resources.REGISTRY`), which may live here or in the kind's own module. Models
-refuse unknown keys, and every field carries a description because `fabnet validate` quotes it to say
-what is allowed. Numbers also arrive as strings (a rendered "{{ mtu }}" is text) and are coerced.
+(`provisioner.resources.REGISTRY`), which may live here or in the kind's own module. Models refuse unknown
+keys, and every field carries a description because `fabnet validate` quotes it to say what is allowed.
+Numbers also arrive as strings (a rendered "{{ mtu }}" is text) and are coerced.
 """
 
 from __future__ import annotations
@@ -345,8 +345,7 @@ class PortCountersSpec(Spec):
 
     kind: ClassVar[str] = "port_counters"
 
-    # The RDMA device check of roce_qos and interface: the name becomes a path under class/infiniband
-    # (a '..' would leave it) and perfquery's -C argument.
+    # Checked as roce_qos and interface check it: a path under class/infiniband (no '..'), and perfquery's -C.
     device: RdmaDevice | None = Field(None, description="RDMA device such as mlx5_0; every device when unset")
     port: Int | None = Field(None, ge=1, le=255, description="port number; every port when unset")
     interface: NetDev | None = Field(

@@ -28,6 +28,16 @@ if TYPE_CHECKING:
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a known_hosts file larger than this is not one
 
 
+def files_for(configured: object, inventory: str | Path | None) -> list[Path]:
+    """The known_hosts files a login checks, those that exist: the user's, each UserKnownHostsFile of the
+    ssh config (`configured`, its words), and the inventory's `fabnet_known_hosts`."""
+    files = [Path("~/.ssh/known_hosts").expanduser()]
+    files += [Path(word).expanduser() for word in str(configured or "").split()]
+    if inventory:
+        files.append(Path(inventory))
+    return [f for f in files if f.is_file()]
+
+
 @functools.lru_cache(maxsize=4096)
 def _pattern(text: str) -> re.Pattern[str]:
     # OpenSSH patterns: `*` and `?` are wildcards; everything else (brackets of [host]:port included)

@@ -77,15 +77,6 @@ class ExecResult:
     marked_at: float | None = None  # seconds from the start to the `shorten_after` marker's arrival, if it came
 
 
-def _known_hosts_files(host: Host, conn: Connection) -> list[Path]:
-    files = [Path("~/.ssh/known_hosts").expanduser()]
-    for configured in str(conn.ssh_config.get("userknownhostsfile", "")).split():
-        files.append(Path(configured).expanduser())
-    if host.known_hosts:
-        files.append(Path(host.known_hosts))
-    return [f for f in files if f.is_file()]
-
-
 class _Refuse(paramiko.MissingHostKeyPolicy):
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         raise UnknownHostKey(key)
@@ -108,7 +99,7 @@ def connect(host: Host, *, connect_timeout: float = 10.0, ssh_config: Path | Non
     `ssh_config` replaces ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump are honoured).
     """
     conn = _connection(host, connect_timeout, ssh_config, login=True)
-    known = knownhosts.load_cached(_known_hosts_files(host, conn))
+    known = knownhosts.load_cached(knownhosts.files_for(conn.ssh_config.get("userknownhostsfile"), host.known_hosts))
     try:
         _open_chain(_hops(conn, known), host.name, known, connect_timeout, target=conn)
     except BaseException:
@@ -187,7 +178,7 @@ def host_key(host: Host, *, timeout: float = 10.0, ssh_config: Path | None = Non
     is not supported here: HostUnreachable says so.
     """
     conn = _connection(host, timeout, ssh_config)
-    files = _known_hosts_files(host, conn)
+    files = knownhosts.files_for(conn.ssh_config.get("userknownhostsfile"), host.known_hosts)
     where = f"{conn.host}:{conn.port}"
     name = conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
     known_hosts = knownhosts.load_cached(files)
