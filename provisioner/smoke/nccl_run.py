@@ -62,7 +62,8 @@ def probe_outside(launch: Plan, settings: Settings, session_of: SessionOf) -> pr
     found = {"tools": programs.tools_probe(wanted)}
     nonce = batch.new_nonce()
     try:
-        result = session_of(launch.launch_host).exec(preflight.build_script(found, nonce), timeout=60)
+        result = session_of(launch.launch_host).exec(preflight.build_script(found, nonce), timeout=60,
+                                                     ticks=batch.TICK)
     except (transport.HostUnreachable, transport.CommandFailed) as exc:
         return str(getattr(exc, "reason", exc))
     return preflight.parse_facts(launch.launch_host.name, found, batch.split_output(result.stdout, nonce))
@@ -203,7 +204,7 @@ def _name_missing(targets: Sequence[Target], settings: Settings, chosen: nccltes
         for _ in range(2):
             nonce = batch.new_nonce()
             try:
-                done = session_of(target).exec(preflight.build_script(probe, nonce), timeout=30)
+                done = session_of(target).exec(preflight.build_script(probe, nonce), timeout=30, ticks=batch.TICK)
             except (transport.HostUnreachable, transport.CommandFailed) as exc:
                 why = str(exc)
                 continue

@@ -46,7 +46,10 @@ class Node:
     def __init__(self, path: str, fails: int = 0) -> None:
         self.path, self.fails, self.calls = path, fails, 0
 
-    def exec(self, script: str, *, timeout: float | None = None) -> ExecResult:
+    def exec(self, script: str, *, timeout: float | None = None, ticks: float | None = None) -> ExecResult:
+        # Without ticks the transport ends a probe script's input at once, and its watchdog reads that as the
+        # connection gone and stops the probe: on a busy node before it has answered.
+        assert ticks or "__fn_budget=" not in script, "a probe script is run without ticks"
         self.calls += 1
         if self.calls <= self.fails:
             raise CommandFailed("gpu02: the exec did not finish within 30 s")
