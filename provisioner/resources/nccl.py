@@ -113,7 +113,6 @@ class Installed:
     state: str = "installed"
     held: bool | None = None
     pin: str | None = None
-    locks: tuple[str, ...] = ()  # dnf: the versionlock lines read (lists, then the TOML's)
 
 
 def read_installed(text: str, package: str = "libnccl2") -> Installed:
@@ -153,17 +152,18 @@ def _unexpected(lines: list[str]) -> Installed:
 
 def _read_rpm(lines: list[str], package: str) -> Installed:
     """`rpm` lines (several when more than one version is installed), then the versionlock lines."""
-    rpms = [versionlock.parse_rpm(package, line[4:]) for line in lines if line.startswith("rpm ")]
-    if not rpms or None in rpms:
-        bad = next((line for line, r in zip(lines, rpms, strict=False) if r is None), lines[0])
-        raise ProbeFailed(f"rpm -q printed {bad[4:]!r}, not EPOCH:VERSION-RELEASE ARCH")
-    found = max((r for r in rpms if r is not None), key=lambda r: (int(r.epoch), Version(r.version + "-" + r.release)))
+    rpms = []
+    for line in (line[4:] for line in lines if line.startswith("rpm ")):
+        if (rpm := versionlock.parse_rpm(package, line)) is None:
+            raise ProbeFailed(f"rpm -q printed {line!r}, not EPOCH:VERSION-RELEASE ARCH")
+        rpms.append(rpm)
+    found = max(rpms, key=lambda r: (int(r.epoch), Version(r.version + "-" + r.release)))
     listed = [line[5:] for line in lines if line.startswith("lock ")]
     toml = "\n".join(line[5:] for line in lines if line == "toml" or line.startswith("toml "))
     held: bool | None = versionlock.list_holds(found, listed)
     if not held and toml:
         held = versionlock.toml_holds(found, toml)
-    return Installed(found.shown, "package", held=held, locks=(*listed, *([toml] if toml else [])))
+    return Installed(found.shown, "package", held=held)
 
 
 def _read_files(lines: list[str]) -> Installed:
