@@ -39,6 +39,9 @@ _CALL = re.compile(r"(?:include/shm\.h|shmutils\.cc):[0-9]+\s+(?:NCCL\s+)?WARN\s
 SHM_SOURCE = re.compile(r"(?:include/shm\.h|shmutils\.cc|transport/shm\.cc?u?):[0-9]+")
 _MISSING = re.compile(r"No such file or directory|\(2\)\s*$")
 _FULL = re.compile(r"No space left on device|\(28\)|ENOSPC")
+# The system refused the file itself, whatever the room: EACCES, EPERM or EROFS (`Call to shm_open failed :
+# Permission denied`, 2.4; `error: Permission denied (13)` from 2.23).
+_DENIED = re.compile(r"Permission denied|Operation not permitted|Read-only file system")
 
 _FIX_SPACE = ("Give the job's /dev/shm room: in Docker `--shm-size=8g` (or `--ipc=host`), in Kubernetes an "
               "emptyDir with `medium: Memory` mounted at /dev/shm, on the host a larger tmpfs (`mount -o "
@@ -51,6 +54,11 @@ _FIX_ATTACH = ("The segment another rank of this host created was not there to o
                "user's IPC files when the session ends (RemoveIPC=no in /etc/systemd/logind.conf), and run the "
                "same NCCL on every rank of the host; from NCCL 2.23, NCCL_CUMEM_HOST_ENABLE=0 on every rank makes "
                "them all use /dev/shm (or try the release before). NCCL_SHM_DISABLE=1 to confirm.")
+_FIX_DENIED = ("NCCL was not allowed to create or open its files in /dev/shm: check where the ranks run that "
+               "/dev/shm is a tmpfs of mode 1777 (`ls -ld /dev/shm`; `chmod 1777 /dev/shm`), writable and not mounted "
+               "read-only into the container, that no `/dev/shm/nccl-*` file of another user's crashed job holds the "
+               "name (remove it), and, under SELinux or AppArmor, the audit log for a denial. NCCL_SHM_DISABLE=1 "
+               "only to confirm.")
 _FIX_REGISTER = ("CUDA could not pin the shared-memory segment (cudaHostRegister): check that /dev/shm has room "
                  "for it (`df -h /dev/shm`; Docker `--shm-size`), the locked-memory limit (`ulimit -l unlimited`; "
                  "Docker `--ulimit memlock=-1`), and that every rank of the host sees the same /dev/shm. "
@@ -100,7 +108,10 @@ def shared_memory(logs: list[Log]) -> list[Cause]:
         return []
     text = " ".join(line.text for line in lines)
     # The op the evidence settles, most telling first: a full /dev/shm explains a failed pin or attach after it.
-    if _FULL.search(text) or ("create" in ops and "register" not in ops and "attach" not in ops):
+    if not _FULL.search(text) and _DENIED.search(" ".join(why)):
+        kind, fix = "denied", _FIX_DENIED
+        title = "NCCL was not allowed to create its shared-memory segments in /dev/shm"
+    elif _FULL.search(text) or ("create" in ops and "register" not in ops and "attach" not in ops):
         kind, fix = "space", _FIX_SPACE
         title = "/dev/shm had no room for NCCL's shared-memory segments"
     elif "attach" in ops and _MISSING.search(text):
@@ -124,12 +135,14 @@ def shared_memory(logs: list[Log]) -> list[Cause]:
                            "namespace), removed when the user's session ended, or never made: from NCCL 2.23 a rank "
                            "may keep host buffers in cuMem host memory instead, and two ranks of one host that "
                            "chose differently do not find each other's segment.",
+                 "denied": "the system refused the file itself (its permissions, a read-only mount, a security "
+                           "policy, or a file of that name another user owns), whatever room /dev/shm has.",
                  "register": "CUDA refused to pin the mapped file: /dev/shm too small to back it, a low memlock "
                              "limit, or a /dev/shm the ranks do not share."}[kind]
               + " Not a network fault: the errors after it on other ranks follow from it." + same_name_hint(lines))
     return [Cause(
         id="shared-memory", title=title, detail=detail, fix=fix, score=93, hosts=hosts(lines),
         settings=["NCCL_SHM_DISABLE"] + (["--ipc=host", "NCCL_CUMEM_HOST_ENABLE"] if kind == "attach"
-                                         else ["--shm-size"]),
+                                         else [] if kind == "denied" else ["--shm-size"]),
         evidence=evidence(lines),
     )]

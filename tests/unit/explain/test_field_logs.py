@@ -27,6 +27,9 @@ CASES: dict[str, tuple[str, str, str]] = {
                                       "RemoveIPC=no"),
     "nccl-shm-register-ipc-localhost-6.txt": ("shared-memory", "failed to register host buffer 0x7f685140d000",
                                               "calls itself `localhost`"),
+    # nccl#328: shm_open refused with EACCES, fixed by /dev/shm's mode; not a full /dev/shm.
+    "nccl-shm-open-permission-denied-7.txt": ("shared-memory", "Call to shm_open failed : Permission denied",
+                                              "chmod 1777 /dev/shm"),
     # GPU side, named as such.
     "nccl-ipc-peer-access-1.txt": ("gpu-p2p-failure", "failed to open CUDA IPC handle : 217 peer access",
                                    "NCCL_P2P_DISABLE"),
