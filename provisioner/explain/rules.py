@@ -1,8 +1,8 @@
 """The causes `explain` knows: one registry of rules, each a function from the logs to zero or more
-Causes with evidence, kept in one module per class (rules_socket, rules_bootstrap, rules_verbs, rules_provider,
-rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy, rules_ras, rules_torch, rules_desync,
-rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm, rules_nvlink, rules_store, rules_plugins,
-rules_topo, rules_symmetric, rules_versions).
+Causes with evidence, kept in one module per class (rules_socket, rules_container, rules_bootstrap,
+rules_verbs, rules_provider, rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy,
+rules_ras, rules_torch, rules_desync, rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm,
+rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 
 from provisioner.explain import (
     rules_bootstrap,
+    rules_container,
     rules_cuda,
     rules_cumem,
     rules_desync,
@@ -47,7 +48,8 @@ from provisioner.explain.model import Cause, Explanation, NetworkUse
 from provisioner.parsers._text import unique
 
 RULES: list[Callable[[list[Log]], list[Cause]]] = [
-    rules_socket.no_interface, rules_bootstrap.oob_device, rules_bootstrap.bootstrap_root,
+    rules_socket.no_interface, rules_container.bridge_network, rules_bootstrap.oob_device,
+    rules_bootstrap.bootstrap_root,
     rules_bootstrap.bootstrap_accept, rules_job.duplicate_gpu, rules_shm.shared_memory, rules_verbs.firmware_fault,
     rules_verbs.resource_failures,
     rules_verbs.incompatible_devices, rules_verbs.completion_errors, rules_provider.provider_completion_errors,
