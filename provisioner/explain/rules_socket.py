@@ -53,6 +53,13 @@ _STORE = re.compile(r"\[c10d\]|TCPStore|connect\(\) timed out|RendezvousConnecti
 _LOOPBACK = re.compile(r"^(?:127\.|::1$|localhost$)")
 _IB_STATE_LINES = re.compile(r"Using (?:internal )?network|NET/IB\s*:|NET/Socket\s*:|Bootstrap\s*:|NET/Plugin|"
                              r"libibverbs|NCCL_IB_|via NET/", re.I)
+# NCCL 2.16 to 2.23 retried connect() on the socket whose earlier attempt the peer refused or let time out;
+# Linux answers that with ECONNABORTED, so the reason printed is not the one that happened (2.24 resets the socket).
+_ABORTED = re.compile(r"Software caused connection abort", re.I)
+_ABORTED_NOTE = ("; `Software caused connection abort` is how NCCL 2.16 to 2.23 report a connection whose earlier "
+                 "attempt was refused or timed out (they retried on the failed socket): nothing listened at that "
+                 "address and port (the peer's process had exited or not started, or published an address it does "
+                 "not hold), or a firewall dropped or refused the port")
 _STORE_FIX = ("Check that MASTER_ADDR (or --rdzv_endpoint) is the master node's address on the network every "
               "node shares, that its launcher is up and listening on that port (`ss -ltnp` there), and that no "
               "firewall or security group drops the port between the nodes.")
@@ -116,6 +123,8 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
               f"{', '.join(peers) or 'a peer'} failed ({'; '.join(reasons or ['timed out'])})")
     if chosen:
         detail += f"; the interface chosen looks wrong: {', '.join(unique(chosen))}"
+    if any(_ABORTED.search(r) for r in reasons):
+        detail += _ABORTED_NOTE
     if loopback := [p for p in peers if _LOOPBACK.match(p)]:
         # A peer's address is what that peer published: a loopback one means it picked `lo`.
         detail += (f"; {', '.join(loopback)} is a loopback address: the rank that published it chose the `lo` "

@@ -58,6 +58,9 @@ CASES: dict[str, tuple[str, str, str]] = {
                                              "supported by protocol", "IPv6"),
     "nccl-socket-connect-abort-1.txt": ("peer-unreachable", "Connect to 10.0.0.2<45763> failed : Software caused "
                                         "connection abort", "10.0.0.2"),
+    # nccl#1515: the maintainers called the wording a bug in NCCL's error path, the real failure earlier; said so.
+    "nccl-socket-abort-retry-3.txt": ("peer-unreachable", "Connect to 10.45.234.83<47527> failed",
+                                      "earlier attempt was refused or timed out"),
 }
 
 
