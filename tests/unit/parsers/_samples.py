@@ -140,6 +140,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "all_gather_perf-18-nixos-2.13.6-one-gpu-cut.txt": "nccl_tests",
     "nvidia-smi-topo-14-wrapped-legend-and-p2p.txt": "nvidia_smi_topo",
     "nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-16-b200-16nics-glued-cells.txt": "nvidia_smi_topo",
     "show_gids-9-k8s-net1-index4.txt": "show_gids",
     "ibv_devinfo-10-efa-unspecified-link-layer.txt": "ibv_devinfo",
     "ethtool-S-1-mlx5-discards-phy-cut.txt": "ethtool_stats",
