@@ -132,6 +132,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "ibstat-10-efa-empty-values.txt": "ibstat",
     "ibv_devinfo-9-irdma-e810.txt": "ibv_devinfo",
     "ibv_devinfo-v-10-irdma-e810-verbose.txt": "ibv_devinfo",
+    "ibv_devinfo-v-11-bf3-grep-filtered.txt": "ibv_devinfo",
     "rdma-link-7-irdma.txt": "rdma_link",
     "rdma-link-8-bnxt-re.txt": "rdma_link",
     "ibstat-11-bnxt-re-cut.txt": "ibstat",
