@@ -3,7 +3,9 @@
 Structure, not columns: `hca_id:` starts a device, `port: N` a port, `GID[ N]:` a GID of that port.
 Between them: `key: value`, `key = value` and `label<tab or 2+ spaces>value` attributes; lines indented
 deeper than the `key:` line above them continue that key as a flag list (`device_cap_flags`,
-`*_odp_caps`); indented sentences of two or more words (`Multi-Packet RQ is not supported`) are kept as notes.
+`*_odp_caps`), though a `key:<gap>value` attribute line there is no flag (in output filtered by grep, port
+lines under the last mask) and is unplaced; indented sentences of two or more words (`Multi-Packet RQ is not
+supported`) are kept as notes.
 A `key:` with no value may instead open a block of its own `key: value` lines (rdma-core's `tso_caps:`,
 `rss_caps:`, `cq moderation caps:`): those are attributes named `block.key`, and a nested `key:` opens a
 nested block (`tso_caps.supported_qp` then holds its flags), so two blocks' `supported_qp` stay apart.
@@ -33,6 +35,9 @@ _GID = re.compile(r"^GID\[\s*(?P<index>[0-9]+)\s*\]:\s*(?P<gid>[^\s,]+)\s*(?:,\s
 _KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z_][\w .()/-]*?)\s*:\s*(?P<value>.*)$")
 _KEY_EQUALS = re.compile(r"^(?P<key>[A-Za-z_][\w .()/-]*?)\s*=\s*(?P<value>\S.*)$")
 _KEY_GAP = re.compile(r"^(?P<key>[A-Za-z_][\w .()/-]*?)(?:\t+|\s{2,})(?P<value>\S+)$")
+# ibv_devinfo prints an attribute as `key:` and a gap (tabs, or spaces where tabs were expanded) before its value;
+# a flag under a mask is a bare name, or `Unknown flags: 0x...` with one space.
+_GAPPED_ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*:(?:\t|\s{2,})\S", re.ASCII)
 _NOTE = re.compile(r"^[A-Za-z][\w .,()/+-]*$")
 _STATE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\s*\(\s*(?P<code>[0-9]+)\s*\))?$", re.ASCII)
 _MTU = re.compile(r"^(?P<mtu>[0-9]+)(?:\s*\(\s*[0-9]+\s*\))?$", re.ASCII)
@@ -251,6 +256,9 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
             m = _KEY_VALUE.match(body)
             # Under a mask (`device_cap_flags: 0x...`) every line is a flag, `Unknown flags: 0x...` too;
             # under a bare `key:` a `name: value` line is one of the block's own attributes.
+            if not block and _GAPPED_ATTRIBUTE.match(body):
+                # An attribute where a flag was due: the lines between were filtered out (`| grep`).
+                fail(KIND, f"an attribute line where a flag of {name} was due (lines left out before it?)", line)
             if not block or not m:
                 device.flags.setdefault(name, []).append(body)
                 return

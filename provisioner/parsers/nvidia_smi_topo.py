@@ -9,7 +9,9 @@ drivers name NIC columns `NIC0`.. and say in the NIC Legend which RDMA device ea
 column by the device (`mlx5_0`): `nic_devices` gives the device of every NIC either way, where the output
 says it. A NIC Legend that stops before a NIC column's entry was cut (`missing: ["NIC Legend entries for
 NIC6..NIC9"]`).
-Headers re-spaced by `column -t` (`CPU  Affinity`) are put back together.
+Headers re-spaced by `column -t` (`CPU  Affinity`) are put back together. A row one or more cells short
+where a cell is two of nvidia-smi's link types run together (`SYSSYS`, `PXBNODE`: the tab between two
+columns missing, as in some 16-NIC matrices) is split back into its cells.
 
 Captured output may also start mid-legend (no matrix), and may have `ibstatus` blocks appended after
 the legend: those are parsed into `ibstatus`. Lines that fit nowhere are listed in `unplaced`; output
@@ -32,6 +34,10 @@ KIND = "nvidia_smi_topo"
 _DEVICE = re.compile(r"^(?:GPU|NIC|CPU|mlx[0-9]*_|ib|rdma|bnxt_re|irdma|efa|hfi)[\w.:-]*[0-9]$", re.ASCII)
 _CELL_SPLIT = re.compile(r"\t+|\s{2,}")
 _LINK = re.compile(r"^(?:X|NV[0-9]+|[A-Z][A-Z0-9]{1,7}|N/A)$", re.ASCII)
+# nvidia-smi's own link types, which may lose the tab between them in wide matrices (`SYSSYS`, `PXBNODE`).
+_KNOWN_LINK = r"X|NV[0-9]+|SYS|NODE|PHB|PXB|PIX"
+_GLUED = re.compile(rf"^(?:{_KNOWN_LINK}){{2,}}$", re.ASCII)
+_GLUED_PART = re.compile(_KNOWN_LINK, re.ASCII)
 _LEGEND_TITLE = re.compile(r"^(?P<nic>NIC\s+)?Legend:$")
 _LEGEND_ENTRY = re.compile(r"^(?P<key>\S+)\s*=\s*(?P<text>\S.*)$")
 _LEGEND_OWN_HASH = re.compile(r"\s+#.*?(?=\s+#(?:\s|$)|$)")
@@ -117,6 +123,11 @@ def _ranges(names: list[str]) -> str:
     return ", ".join(names)
 
 
+def _fits(cells: list[str], devices: int, info: int) -> bool:
+    """Whether a row's cells are one link type per device column and then at most the affinity columns."""
+    return devices <= len(cells) <= devices + info and all(_LINK.match(c) for c in cells[:devices])
+
+
 class _Topo:
     def __init__(self) -> None:
         self.devices: list[str] = []
@@ -137,6 +148,13 @@ class _Topo:
                 and not _LEGEND_ENTRY.match(line.stripped)):
             return False
         name, cells = tokens[0], tokens[1:]
+        if not _fits(cells, len(devices), len(info)):
+            # Wide matrices (16 NICs) have been seen with one column's tab missing in every row: two of
+            # nvidia-smi's own link types run together. Split them only where that makes the row fit.
+            unglued = [part for cell in cells for part in
+                       (_GLUED_PART.findall(cell) if _GLUED.match(cell) else [cell])]
+            if _fits(unglued, len(devices), len(info)):
+                cells = unglued
         if not len(devices) <= len(cells) <= len(devices) + len(info):
             fail(KIND, f"row {name} has {len(cells)} cells; expected {len(devices)} link types "
                        f"plus up to {len(info)} affinity columns", line)

@@ -144,3 +144,17 @@ def test_truncated_mid_port_keeps_the_fields_printed() -> None:
         (1, "PORT_ACTIVE", 4096),
         (2, "PORT_DOWN", None),
     ]
+
+
+def test_v_11_port_lines_left_under_a_mask_by_grep_are_not_its_flags() -> None:
+    # `ibv_devinfo -v | grep ...` kept `device_cap_flags_ex: 0x...` and then the port's own lines.
+    info = parse_ibv_devinfo(read("ibv_devinfo-v-11-bf3-grep-filtered.txt"))
+    assert [d.name for d in info.devices] == ["mlx5_0", "mlx5_1"]
+    bf3 = info.devices[0]
+    assert (bf3.vendor_part_id, bf3.fw_ver, bf3.board_id) == (41692, "32.47.1088", "MT_0000000965")
+    assert bf3.attributes["atomic_cap"] == "ATOMIC_HCA (1)"
+    assert bf3.attributes["device_cap_flags_ex"] == "0x3000005021361C36"
+    assert all(not d.flags for d in info.devices) and all(not d.ports for d in info.devices)
+    assert [u.text.split(":")[0].strip() for u in info.unplaced] == ["state", "active_width", "active_speed",
+                                                                      "phys_state"] * 2
+    assert not info.complete and "ports of mlx5_0" in info.missing

@@ -199,3 +199,27 @@ def test_the_ibstatus_command_before_its_appended_blocks_is_skipped() -> None:
     first = text.index("Infiniband device")
     topo = parse_nvidia_smi_topo(f"{text[:first]}# ibstatus\n{text[first:]}")
     assert topo.unplaced == [] and topo.ibstatus == parse_nvidia_smi_topo(text).ibstatus
+
+
+def test_topo_16_b200_cells_run_together_are_split_back() -> None:
+    # nvidia-smi left out the tab after the NIC8 column in most rows: `SYSSYS`, `PXBNODE`, ` X NODE`.
+    topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-16-b200-16nics-glued-cells.txt"))
+    assert topo.complete and topo.unplaced == []
+    nics = [f"NIC{i}" for i in range(16)]
+    assert topo.gpus == GPUS8 and topo.nics == nics
+    assert set(topo.matrix) == set(GPUS8 + nics)
+    # The matrix is symmetric: each cell split back agrees with the one across the diagonal.
+    for row in topo.matrix:
+        for column, link in topo.matrix[row].items():
+            assert topo.matrix[column][row] == link, (row, column)
+    assert topo.matrix["GPU2"]["NIC8"] == "PXB" and topo.matrix["GPU2"]["NIC9"] == "NODE"
+    assert topo.matrix["GPU4"]["NIC10"] == "PXB" and topo.matrix["NIC10"]["NIC9"] == "SYS"
+    assert topo.cpu_affinity["GPU7"] == "56-111,168-223" and topo.numa_affinity["GPU7"] == "1"
+    assert topo.gpu_numa_id["GPU7"] is None
+    assert topo.nic_devices["NIC15"] == "mlx5_15"
+
+
+def test_a_cell_that_is_not_two_link_types_is_still_refused() -> None:
+    text = "\tGPU0\tNIC0\tNIC1\nGPU0\t X \tPXBQ\nNIC0\tPXB\t X \tPIX\nNIC1\tPXB\tPIX\t X\n"
+    topo = parse_nvidia_smi_topo(text)
+    assert "GPU0" not in topo.matrix and [u.line for u in topo.unplaced] == [2]

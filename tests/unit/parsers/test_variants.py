@@ -86,6 +86,9 @@ def test_variant_parses_to_the_same_facts(name: str, kind: str, variant: str) ->
     changed = parse(kind, VARIANTS[variant](read(name)))
     if variant == "blank-lines":
         changed = _shift_back(kind, changed, 2)
+    # A line left unplaced is shown as printed: re-spacing the output re-spaces it too.
+    for facts in (original, changed):
+        facts["unplaced"] = [{**u, "text": " ".join(u["text"].split())} for u in facts["unplaced"]]
     assert changed == original
 
 
