@@ -91,8 +91,9 @@ def become_password(ask: bool) -> Secret | None:
 
 
 SCHEDULER_HELP = {
-    "nodelist": "Only these hosts, as a Slurm hostlist (e.g. 'gpu[01-04,07]'); with --limit, the hosts in both. "
-                "A name the inventory lacks is an error.",
+    "nodelist": "Only these hosts, as a Slurm hostlist (e.g. 'gpu[01-04,07]') of Slurm node names "
+                "(fabnet_slurm_node, else the inventory's); with --limit, the hosts in both. A name no host has "
+                "is an error.",
     "slurm_job": "Only the hosts Slurm job JOBID runs on (asked of the inventory's fabnet_slurm_controller); "
                  "with --limit or --nodelist, the hosts in all of them.",
     "drain_failed": "Drain in Slurm each host that failed (or stays drifted, or was slow), with the reason "
@@ -100,8 +101,9 @@ SCHEDULER_HELP = {
     "resume_fixed": "Resume in Slurm each host fabnet drained (by this kind of check) that passes now; a node "
                     "drained by anyone else, or for another reason, is left drained.",
     "drain_cmd": "Drain each host --drain-failed would, by running TEMPLATE locally instead of asking Slurm, e.g. "
-                 "'scontrol update nodename={host} state=drain reason=\"fabnet: {reason}\"' (fields {host}, "
-                 "{reason}, and {busbw} in smoke; split into words first, no shell involved).",
+                 "'scontrol update nodename={node} state=drain reason=\"fabnet: {reason}\"' (fields {host}, "
+                 "{node} (its Slurm name: fabnet_slurm_node, else {host}), {reason}, and {busbw} in smoke; split "
+                 "into words first, no shell involved).",
 }
 
 

@@ -118,7 +118,7 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     Examples:
       fabnet smoke hosts.yml --min-busbw 20 --sizes 1M:1G
       fabnet smoke hosts.yml -l 'rack_a' --json --junit smoke.xml --prom /var/lib/node_exporter/smoke.prom
-      fabnet smoke hosts.yml --min-busbw 20 --drain-cmd 'scontrol update nodename={host} state=drain reason="{reason}"'
+      fabnet smoke hosts.yml --min-busbw 20 --drain-cmd 'scontrol update nodename={node} state=drain reason="{reason}"'
       fabnet smoke hosts.yml --runner nccl-tests --launcher srun --sizes 1M:64M --json
       fabnet smoke hosts.yml --runner nccl-tests --launcher mpirun
       fabnet smoke hosts.yml --runner nccl-tests \\

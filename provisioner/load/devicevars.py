@@ -1,5 +1,6 @@
 """Inventory variables that name interfaces and paths on a host (`data_iface`, `fabnet_data_ifaces`,
-`fabnet_management_interfaces`, `fabnet_sysfs_root`), checked when the inventory loads.
+`fabnet_management_interfaces`, `fabnet_sysfs_root`) or the host's name in Slurm (`fabnet_slurm_node`),
+checked when the inventory loads.
 
 They reach sysfs paths (`/sys/class/net/IFACE/mtu`), `ping -I`, GLOO_SOCKET_IFNAME and the boot-time
 replay scripts of roce_qos, so each must be what the kernel would accept (`names.netdev`, the check the
@@ -21,6 +22,8 @@ DATA_IFACES = "fabnet_data_ifaces"
 DATA_IFACE = "data_iface"
 MANAGEMENT_IFACES = "fabnet_management_interfaces"
 SYSFS_ROOT = "fabnet_sysfs_root"
+# The host's NodeName in Slurm where it differs from its inventory name (scheduler/names.py).
+SLURM_NODE = "fabnet_slurm_node"
 
 
 def iface_list(value: Any) -> list[str]:
@@ -46,7 +49,8 @@ def _checks() -> list[tuple[str, Callable[[str], str], bool]]:
     instead), and a rendered `interface:` field is checked by the playbook's model; the management
     interfaces and the sysfs root are never rendered, so a template there could only be used as text."""
     return [(DATA_IFACE, names.netdev, True), (DATA_IFACES, names.netdev, True),
-            (MANAGEMENT_IFACES, names.netdev, False), (SYSFS_ROOT, _sysfs_root, False)]
+            (MANAGEMENT_IFACES, names.netdev, False), (SYSFS_ROOT, _sysfs_root, False),
+            (SLURM_NODE, names.slurm_node, False)]
 
 
 def check_device_vars(values: Mapping[str, Any], origins: Mapping[str, Origin]) -> None:
@@ -69,4 +73,5 @@ def check_device_vars(values: Mapping[str, Any], origins: Mapping[str, Origin]) 
                        else ConfigError(message, key=var)) from None
 
 
-__all__ = ["DATA_IFACE", "DATA_IFACES", "MANAGEMENT_IFACES", "SYSFS_ROOT", "check_device_vars", "iface_list"]
+__all__ = ["DATA_IFACE", "DATA_IFACES", "MANAGEMENT_IFACES", "SLURM_NODE", "SYSFS_ROOT", "check_device_vars",
+           "iface_list"]

@@ -30,7 +30,7 @@ from provisioner.load.connvars import (
     current_user,
     pick,
 )
-from provisioner.load.devicevars import check_device_vars
+from provisioner.load.devicevars import SLURM_NODE, check_device_vars
 from provisioner.load.hostpatterns import limit_terms, match_hosts
 from provisioner.load.hostrange import expand_host_range
 from provisioner.load.ini_or_yaml import parse_yaml_text
@@ -72,9 +72,16 @@ class Host:
     var_origins: Mapping[str, Origin] = field(default_factory=dict, repr=False)
     explicit: frozenset[str] = frozenset()
     ignored_vars: tuple[str, ...] = ()
+    slurm_name: str | None = None  # fabnet_slurm_node, rendered and checked; see node_name
 
     def __hash__(self) -> int:
         return hash(self.name)
+
+    @property
+    def node_name(self) -> str:
+        """The host's name in the scheduler (Slurm's NodeName): `fabnet_slurm_node` where the inventory sets
+        it (an inventory of FQDNs or addresses for nodes Slurm knows by short names), else the host's name."""
+        return self.slurm_name or self.name
 
     @property
     def ssh_config_host(self) -> str:
@@ -225,6 +232,7 @@ def _host_model(name: str, merged: VarSet, values: Mapping[str, Any], groups: tu
         name=name, address=address, port=port, user=user, key_file=key_file, become=become,
         become_user=become_user, known_hosts=known_hosts, groups=groups, vars=dict(merged.values),
         var_origins=dict(origins), explicit=frozenset(explicit),
+        slurm_name=str(values[SLURM_NODE]).strip() if values.get(SLURM_NODE) is not None else None,
         ignored_vars=tuple(sorted(v for v in values if v in _IGNORED_VARS
                                   and not (v == "ansible_connection" and str(values[v]) in _SSH_CONNECTIONS)
                                   and not (v == "ansible_ssh_common_args" and understood))),
@@ -303,7 +311,8 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
         groups = tuple(sorted(graph.host_groups(name) - {"all"}))
         try:
             values = dict(merged.values)
-            templated = [v for v in CONNECTION_VARS if isinstance(values.get(v), str) and has_template(values[v])]
+            templated = [v for v in (*CONNECTION_VARS, SLURM_NODE)
+                         if isinstance(values.get(v), str) and has_template(values[v])]
             if templated:
                 magic = magic_vars_for(name, groups, group_order, hostvars, first_file)
                 resolver = VarResolver(name, merged.values, merged.origins, magic)

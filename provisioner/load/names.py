@@ -30,9 +30,12 @@ USER_NAME_MAX = 32
 SYSCTL_VALUE_MAX = 4096
 PACKAGE_NAME_MAX = 255
 SYSCTL_NAME_MAX = 255
+# A Slurm node name is usually a host name; a DNS name's length bounds it.
+SLURM_NODE_MAX = 255
 
 _NETDEV = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _RDMA = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_SLURM_NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _UNIT_CHARS = re.compile(r"[A-Za-z0-9:_.@\-]+")
 _MODULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*")
 _SYSCTL_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-+@:]*")
@@ -96,6 +99,14 @@ def netdev(value: str) -> str:
 def rdma_device(value: str) -> str:
     allowed = f"allowed: 1..{RDMA_NAME_MAX} letters, digits, '_', '.', '-', not starting with '-' or '.'"
     return _matching("an RDMA device name", value, _RDMA, RDMA_NAME_MAX, allowed)
+
+
+def slurm_node(value: str) -> str:
+    """A Slurm NodeName: it goes into `scontrol update NodeName=...`, `sinfo -n` and srun's `-w` hostlist,
+    where a comma or a bracket would be hostlist syntax and name other nodes."""
+    allowed = (f"allowed: 1..{SLURM_NODE_MAX} letters, digits, '_', '.', '-' (commas and brackets are Slurm's "
+               "hostlist syntax), starting with a letter, digit or '_'")
+    return _matching("a Slurm node name", value, _SLURM_NODE, SLURM_NODE_MAX, allowed)
 
 
 def unit(value: str) -> str:

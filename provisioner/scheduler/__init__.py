@@ -4,7 +4,8 @@ drain command (command.py, `--drain-cmd`, which only drains). The commands reach
 (which hosts a command works on) and drain.py (what it tells the scheduler afterwards; the only place
 that drains).
 
-Node names are the inventory's host names: the scheduler is asked about exactly those names.
+Commands name hosts as the inventory does; names.py turns those names into the scheduler's node names
+(`fabnet_slurm_node`) and back, so a backend is asked about exactly the names it knows.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class NodeState:
     flag: str = ""  # the one mark Slurm puts after the word, if any: * ~ # ! % $ @ ^ - +
     # Slurm's DRAIN flag, where the backend reads it apart from the word (a word may hide it, see above).
     drain: bool = False
+    node: str = ""  # the scheduler's name for the host where it is not the inventory's (names.py)
 
     @property
     def drained(self) -> bool:

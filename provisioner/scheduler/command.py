@@ -3,13 +3,15 @@ scheduler other than Slurm, or a controller fabnet does not reach over SSH).
 
 The template is split into words like a shell would (shlex) BEFORE the values are put in, and run
 without a shell: a host name or a reason can never become part of a command, whatever it contains.
-Fields: `{host}`; `{reason}`, the cause fabnet gives (its reason without the `fabnet: COMMAND:` in
-front); `{busbw}`, the host's bus bandwidth in GB/s where smoke measured one, else empty.
+Fields: `{host}`, the inventory's name; `{node}`, the scheduler's (`fabnet_slurm_node`, else the
+inventory's); `{reason}`, the cause fabnet gives (its reason without the `fabnet: COMMAND:` in front);
+`{busbw}`, the host's bus bandwidth in GB/s where smoke measured one, else empty.
 """
 
 from __future__ import annotations
 
 import shlex
+import string
 import subprocess
 from collections.abc import Mapping, Sequence
 
@@ -17,7 +19,7 @@ from provisioner.load import cmdtemplate
 from provisioner.scheduler import REASON_PREFIX, NodeState, NoStates, Ran, SchedulerError
 from provisioner.scheduler.hostlist import expand as expand_hostlist
 
-FIELDS = ("host", "reason", "busbw")
+FIELDS = ("host", "node", "reason", "busbw")
 TIMEOUT = 60.0
 MAX_OUTPUT = 500
 
@@ -27,8 +29,14 @@ def check_template(template: str) -> None:
     cmdtemplate.words(template, FIELDS, "drain command")
 
 
+def uses(template: str, field: str) -> bool:
+    """Whether the (checked) template puts `{field}` anywhere."""
+    return any(name == field for word in cmdtemplate.words(template, FIELDS, "drain command")
+               for _text, name, _spec, _conv in string.Formatter().parse(word))
+
+
 def render(template: str, values: Mapping[str, str]) -> list[str]:
-    """The argument list for one host. `{host}`, `{reason}`, `{busbw}` may appear inside any word."""
+    """The argument list for one host. Any field may appear inside any word."""
     return cmdtemplate.fill(template, FIELDS, "drain command", values)
 
 
@@ -62,14 +70,16 @@ class Command:
     name = "command"
 
     def __init__(self, template: str, fields: Mapping[str, Mapping[str, str]] | None = None,
-                 timeout: float = TIMEOUT) -> None:
+                 timeout: float = TIMEOUT, nodes: Mapping[str, str] | None = None) -> None:
         check_template(template)
         self.template = template
         self.fields = fields or {}  # host -> extra fields ({busbw})
         self.timeout = timeout
+        self.nodes = nodes or {}  # host -> its scheduler node name, where the two differ
 
     def drain(self, reasons: Mapping[str, str]) -> dict[str, str | Ran | None]:
-        return {host: run(render(self.template, {**self.fields.get(host, {}), "host": host, "reason": cause(why)}),
+        return {host: run(render(self.template, {**self.fields.get(host, {}), "host": host,
+                                                 "node": self.nodes.get(host, host), "reason": cause(why)}),
                           self.timeout)
                 for host, why in reasons.items()}
 

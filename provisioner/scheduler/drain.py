@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from provisioner.run.session import Options
 from provisioner.scheduler import REASON_PREFIX, NoStates, Ran, Scheduler, SchedulerError
-from provisioner.scheduler.command import Command
-from provisioner.scheduler.select import SchedulerArgs, connect, load
+from provisioner.scheduler.command import Command, uses
+from provisioner.scheduler.select import SchedulerArgs, connect, load, node_names
 
 Source = Literal["audit", "apply", "smoke"]
 RESUMES: dict[str, tuple[str, ...]] = {"audit": ("audit", "apply"), "apply": ("audit", "apply"), "smoke": ("smoke",)}
@@ -176,7 +176,8 @@ def resume_fixed(scheduler: Scheduler, source: str, checked: Sequence[str], pass
             actions.append(Action(host, "left", f"drained{by} for another reason: {state.reason or '(none)'}"))
         elif origin == "watch":  # watch drains and never resumes: a person decides when it is fixed
             actions.append(Action(host, "left", f"drained by fabnet {origin}, which resumes no host (resume it "
-                                                f"once fixed: scontrol update nodename={host} state=resume): "
+                                                f"once fixed: scontrol update nodename={state.node or host} "
+                                                f"state=resume): "
                                                 f"{state.reason}"))
         elif origin not in RESUMES[source]:
             actions.append(Action(host, "left", f"drained by fabnet {origin}, which `fabnet {origin} --resume-fixed` "
@@ -197,7 +198,9 @@ def told(args: SchedulerArgs, inventory: Path, playbook_dir: Path | None, option
          fields: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[tuple[str, Scheduler]]:
     """The backend the options choose, and its name: the drain command when given, else Slurm."""
     if args.drain_cmd is not None:
-        yield Command.name, Command(args.drain_cmd, fields)
+        # Only {node} needs the inventory: a drain command otherwise reads nothing and asks no controller.
+        nodes = node_names(load(inventory, playbook_dir)).to_node if uses(args.drain_cmd, "node") else None
+        yield Command.name, Command(args.drain_cmd, fields, nodes=nodes)
         return
     with connect(load(inventory, playbook_dir), options) as slurm:
         yield "slurm", slurm

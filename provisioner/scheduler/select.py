@@ -3,7 +3,7 @@
 
 The inventory names the Slurm controller, the node the scheduler's commands run on: the variable
 `fabnet_slurm_controller: NAME` (one value for all hosts), else the first host of the group
-`slurm_controller`.
+`slurm_controller`. Hosts Slurm knows by other names carry `fabnet_slurm_node` (names.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from provisioner.errors import ConfigError
+from provisioner.load.devicevars import SLURM_NODE
 from provisioner.load.inventory import Inventory, load_inventory
 from provisioner.run.session import Options, open_session
+from provisioner.scheduler import Scheduler
 from provisioner.scheduler.hostlist import HostlistError, expand
+from provisioner.scheduler.names import NodeNames, Renamed
 from provisioner.scheduler.slurm import Slurm
 
 CONTROLLER_VAR = "fabnet_slurm_controller"
@@ -63,11 +66,17 @@ def controller_name(inventory: Inventory) -> str:
     return name
 
 
+def node_names(inventory: Inventory) -> NodeNames:
+    return NodeNames.of(inventory.hosts.values(), str(inventory.source))
+
+
 @contextmanager
-def connect(inventory: Inventory, options: Options) -> Iterator[Slurm]:
-    """Slurm, over one session to the inventory's controller, closed when the block ends."""
+def connect(inventory: Inventory, options: Options) -> Iterator[Scheduler]:
+    """Slurm, over one session to the inventory's controller, closed when the block ends; asked and
+    answering in the inventory's host names (names.py)."""
+    names = node_names(inventory)  # an inventory that gives two hosts one node name is refused first
     with open_session(inventory.hosts[controller_name(inventory)], options) as session:
-        yield Slurm(session)
+        yield Renamed(Slurm(session), names)
 
 
 def load(inventory: Path, playbook_dir: Path | None) -> Inventory:
@@ -77,7 +86,8 @@ def load(inventory: Path, playbook_dir: Path | None) -> Inventory:
 def _known(names: Sequence[str], inventory: Inventory, what: str) -> list[str]:
     missing = list(dict.fromkeys(name for name in names if name not in inventory.hosts))
     if missing:
-        raise ConfigError(f"{what} names hosts the inventory lacks: {', '.join(missing)}", file=str(inventory.source))
+        raise ConfigError(f"{what} names hosts the inventory lacks: {', '.join(missing)} (a host the inventory "
+                          f"names otherwise needs {SLURM_NODE}: its Slurm node name)", file=str(inventory.source))
     return list(dict.fromkeys(names))
 
 
@@ -93,7 +103,9 @@ def selected_names(args: SchedulerArgs, inventory: Inventory, options: Options) 
             raise ConfigError(str(exc), key="--nodelist") from None
         if not names:
             raise ConfigError("--nodelist is empty", key="--nodelist")
-        chosen = set(_known(names, inventory, f"--nodelist {args.nodelist}"))
+        # Slurm's node names, or the inventory's where a host's are the same.
+        hosts = [node_names(inventory).host(name) for name in names]
+        chosen = set(_known(hosts, inventory, f"--nodelist {args.nodelist}"))
     if args.slurm_job is not None:
         with connect(inventory, options) as slurm:
             job = set(_known(slurm.nodes_of_job(args.slurm_job), inventory, f"Slurm job {args.slurm_job}"))
@@ -109,6 +121,7 @@ def narrow(plans: list[T], args: SchedulerArgs, inventory: Path, playbook_dir: P
     loaded = load(inventory, playbook_dir)
     if args.slurm_job is not None or args.drain_failed or args.resume_fixed:
         controller_name(loaded)  # an inventory without one is refused before any host is contacted
+        node_names(loaded)
     names = selected_names(args, loaded, options)
     if names is None:
         return plans

@@ -127,7 +127,7 @@ def launch_line(targets: Sequence[Target], settings: Settings, ranks: int, chose
     limit = max(3.0, settings.timeout * 0.9)
     line = nccltests.command(chosen.template, hosts=[t.host.address for t in targets], ranks_per_host=ranks,
                              binary=settings.binary, sizes=settings.sizes, iters=settings.iters, env=env,
-                             names=[t.name for t in targets], limit=limit)
+                             names=[t.host.node_name for t in targets], limit=limit)
     return f"{line} 2>&1"
 
 
@@ -159,10 +159,12 @@ def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: ncclt
     if (note := nccltests.emulation_note(output)) is not None:
         result.notes.append(f"{launch_host.name}: all_reduce_perf is an emulation: {note}")
     missing = nccltests.missing_program(output, code) if code != TIMED_OUT else None
+    if missing is not None:
+        missing = missing[0], _inventory_names(targets, missing[1])
     if missing is not None or code == 127:
         _name_missing(targets, settings, chosen, launch_host, missing, session_of, result)
         return result
-    unstarted = nccltests.tasks_failed_to_start(output, code) if code != TIMED_OUT else []
+    unstarted = _inventory_names(targets, nccltests.tasks_failed_to_start(output, code) if code != TIMED_OUT else [])
     if unstarted and _name_missing(targets, settings, chosen, launch_host, (settings.binary, unstarted),
                                    session_of, result, only_if_found=True):
         return result
@@ -184,6 +186,13 @@ def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: ncclt
     result.rows = rows
     result.avg_busbw = avg if avg is not None else average_busbw(rows)
     return result
+
+
+def _inventory_names(targets: Sequence[Target], named: Sequence[str]) -> list[str]:
+    """The targets a launcher's message names: srun names Slurm nodes (`fabnet_slurm_node`), mpirun the
+    addresses it was given; a name that is neither is kept as it is."""
+    known = {t.host.address: t.name for t in targets} | {t.host.node_name: t.name for t in targets}
+    return [known.get(name, name) for name in named]
 
 
 def _name_missing(targets: Sequence[Target], settings: Settings, chosen: nccltests.Launch, launch_host: Target,

@@ -88,7 +88,7 @@ def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary:
             limit: float | None = None) -> str:
     """The remote script: `export K=V ...` (plan.exports: no value on a command line), then the template
     rendered, every word quoted, under `timeout` when a `limit` (seconds) is given. `names` are the
-    hosts' inventory (Slurm node) names for {hostlist}; `hosts` their addresses for {hosts}."""
+    hosts' Slurm node names for {hostlist}; `hosts` their addresses for {hosts}."""
     values = {
         "np": str(len(hosts) * ranks_per_host), "ppn": str(ranks_per_host), "nodes": str(len(hosts)),
         "hosts": ",".join(f"{h}:{ranks_per_host}" for h in hosts),

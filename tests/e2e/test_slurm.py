@@ -316,3 +316,56 @@ def test_a_program_gone_after_the_preflight_is_named_by_the_launch(slab: Lab, pl
     assert list(outcome.failed_hosts) == ["gpu03"]
     assert [f.hosts for f in outcome.findings_after] == [("gpu03",)]
     _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})
+
+
+def _fqdn_inventory(lab: Lab, folder: Path, *, node_var: bool = True) -> Path:
+    """The lab's inventory with each host named by an FQDN Slurm does not know (`gpu01.cluster.test`), as
+    many sites' inventories are; `fabnet_slurm_node` gives Slurm's name (a template, as an operator would)."""
+    import yaml
+
+    data = yaml.safe_load(lab.state.inventory_path.read_text())
+    group = data["all"]["children"]["gpu"]
+    group["hosts"] = {f"{name}.cluster.test": values for name, values in group["hosts"].items()}
+    data["all"]["vars"]["fabnet_slurm_controller"] = "gpu01.cluster.test"
+    if node_var:
+        data["all"]["vars"]["fabnet_slurm_node"] = "{{ inventory_hostname_short }}"
+    path = folder / "fqdn.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_an_inventory_of_fqdns_reaches_slurm_by_its_node_names(slab: Lab, playbook: Path, tmp_path: Path) -> None:
+    """Hosts named otherwise in the inventory: --nodelist takes Slurm's names, the drain and the resume
+    reach the right Slurm nodes (scontrol and sinfo say so), srun gets Slurm's names, and every report
+    speaks the inventory's."""
+    inventory = str(_fqdn_inventory(slab, tmp_path))
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--nodelist", "gpu[01,03]", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert [h["name"] for h in json.loads(proc.stdout)["hosts"]] == ["gpu01.cluster.test", "gpu03.cluster.test"]
+
+    slab.ssh(slab.node("gpu02"), "sysctl -qw net.ipv4.conf.all.arp_ignore=0")
+    try:
+        proc = fabnet("audit", inventory, "-p", str(playbook), "--drain-failed")
+        assert proc.returncode == 2, proc.stderr
+        assert "slurm: drained gpu02.cluster.test: fabnet: audit: drifted:" in proc.stderr, proc.stderr
+        gpu02 = _node(slab, "gpu02")
+        assert "DRAIN" in gpu02["State"] and gpu02["Reason"].startswith("fabnet: audit: drifted:"), gpu02
+        assert _states(slab)["gpu01"] == "idle" and _states(slab)["gpu03"] == "idle"
+    finally:
+        slab.ssh(slab.node("gpu02"), "sysctl -qw net.ipv4.conf.all.arp_ignore=1")
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--resume-fixed")
+    assert proc.returncode == 0, proc.stderr
+    assert "slurm: resumed gpu02.cluster.test" in proc.stderr, proc.stderr
+    _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})
+
+    proc = fabnet("smoke", inventory, "-p", str(playbook), *NCCL_SMOKE)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    assert "-w gpu01,gpu02,gpu03" in data["launch"]["command"] and data["launch"]["host"] == "gpu01.cluster.test"
+    assert sorted(h["name"] for h in data["hosts"]) == [f"gpu0{n}.cluster.test" for n in (1, 2, 3)]
+    _wait_idle(slab, {"gpu01", "gpu02", "gpu03"})
+
+    # Without the variable, Slurm's names are no inventory host's: refused before anything is contacted.
+    proc = fabnet("audit", str(_fqdn_inventory(slab, tmp_path, node_var=False)), "-p", str(playbook),
+                  "--nodelist", "gpu01")
+    assert proc.returncode == 3 and "lacks: gpu01" in proc.stderr and "fabnet_slurm_node" in proc.stderr, proc.stderr

@@ -55,7 +55,7 @@ def test_unknown_field_and_empty_template() -> None:
     with pytest.raises(ValueError):
         drain.check_template("   ")
     with pytest.raises(ValueError, match="unknown field"):
-        Command("scontrol {node}")
+        Command("scontrol {nodes}")
 
 
 def test_run_executes_without_a_shell() -> None:

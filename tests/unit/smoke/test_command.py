@@ -22,7 +22,7 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 @pytest.mark.parametrize(("args", "message"), [
     (["--sizes", "lots"], "not a size"),
     (["--sizes", "8M:1M"], "maximum is below the minimum"),
-    (["--drain-cmd", "scontrol {node}"], "unknown field {node}"),
+    (["--drain-cmd", "scontrol {nodes}"], "unknown field {nodes}"),
     (["--drain-cmd", "true {host}", "--drain-failed"], "cannot go with --drain-failed"),
     (["--drain-cmd", "true {host}", "--resume-fixed"], "cannot go with --resume-fixed"),
     (["--backend", "mpi"], "mpi"),
@@ -34,8 +34,8 @@ def test_bad_options_are_usage_errors(args: list[str], message: str, capsys: pyt
 
 @pytest.mark.parametrize("command", ["audit", "apply"])
 def test_audit_and_apply_check_drain_cmd_as_smoke_does(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _out, err = run_cli([command, str(INVENTORY), "--drain-cmd", "scontrol {node}"], capsys)
-    assert code == 64 and "unknown field {node}" in err
+    code, _out, err = run_cli([command, str(INVENTORY), "--drain-cmd", "scontrol {nodes}"], capsys)
+    assert code == 64 and "unknown field {nodes}" in err
 
 
 def test_bad_verify_section_is_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
