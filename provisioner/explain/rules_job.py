@@ -327,7 +327,9 @@ def nccl_tests_results(logs: list[Log]) -> list[Cause]:
         if tests.verdict == "ok" or _stalled(tests):
             continue  # a run that stalled after some sizes is the MTU rule's
         marker = {"wrong results": re.compile(r"^\s*[0-9]"), "out of bounds": re.compile(r"Out of bounds"),
-                  "failed": re.compile(r"failure", re.I)}.get(tests.verdict, re.compile(r"^#\s*size|^\s*[0-9]"))
+                  "failed": re.compile(r"failure", re.I),
+                  "below minimum bandwidth": re.compile(r"Avg bus bandwidth")}.get(
+                      tests.verdict, re.compile(r"^#\s*size|^\s*[0-9]"))
         lines = [line for line, _ in log.grep(marker)]
         if tests.verdict == "wrong results":
             bad = {f"{r.size}" for r in tests.rows if (r.oop_wrong or 0) > 0 or (r.ip_wrong or 0) > 0}
@@ -339,6 +341,10 @@ def nccl_tests_results(logs: list[Log]) -> list[Cause]:
                                      "NVLink, PCIe or the network)",
                     "out of bounds": "results outside the expected range",
                     "failed": _failed_detail(tests),
+                    "unreadable row": "a result row does not fit the table's header: that size's figures "
+                                      "cannot be judged (output mixed into it, or a line cut short)",
+                    "below minimum bandwidth": "the average bus bandwidth is below the NCCL_TESTS_MIN_BW the "
+                                               "run was given",
                     }.get(tests.verdict, "the output stops before the run's footer: the test crashed, hung or "
                                          "was killed"),
             fix="Rerun with NCCL_DEBUG=INFO on the same hosts; bisect by host pairs to find the bad path.",

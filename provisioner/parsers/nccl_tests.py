@@ -11,6 +11,15 @@ nccl-library=22809`, i.e. NCCL 2.28.9) and the run is framed by `# Collective te
 A run ends with `# Out of bounds values` and `# Avg bus bandwidth`: without them the output was cut
 (`complete` False, `verdict` `truncated: no footer`). Several runs in one log are all read (`runs`).
 
+Release shapes (nccl-tests' own print code): 2017-2018 builds print `nThread ...` and the footer without `#`,
+`#   Rank N on HOST` without a pid, a `bytes N` header and times in ms (see nccl_tests_table); 2019-2022
+`#   Rank N Pid P`, an `error` column and, for broadcast/gather/scatter, `root` without `redop`; 2.13
+`#wrong`, 2.13.4 `Group`, 2.14.1 `[dddd:bb:dd]` bus ids, 2.16.7 the starting/concluded frame, 2.17.3 `# error:`
+(NCCL's last error, kept in `nccl_last_error`), 2.17.4 the version line. rccl-tests adds `rccl-tests: Version
+X` (no `#`), an in-place-only table (`-O 0`) and `# Errors with asterisks ...`. `# Avg bus bandwidth : X
+FAILED` (under NCCL_TESTS_MIN_BW) and a table line with a size and a count that does not fit the header fail
+the run, as do the launch errors printed before any table.
+
 Comment lines (`# ...`) that are not recognised are skipped, as are NCCL log lines interleaved by
 NCCL_DEBUG; `Test NCCL failure` style lines, and a rank killed by a signal (`Bus error`,
 `Segmentation fault (core dumped)`, mpirun's `exited on signal 11`), are collected in `failures`.
@@ -26,6 +35,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from provisioner.errors import ParseError
 from provisioner.parsers._shell import is_shell
 from provisioner.parsers._text import (
     Collector,
@@ -50,18 +60,33 @@ RANK = re.compile(
 NCCL_VERSION = re.compile(r"NCCL version (?P<version>[0-9]+(?:\.[0-9]+)+)(?:[-+](?P<suffix>\S+))?", re.ASCII)
 CUDA_SUFFIX = re.compile(r"cuda(?P<cuda>[0-9]+(?:\.[0-9]+)*)", re.ASCII)
 
+# The footer and the parameter line carry no `#` in the 2017-2018 builds (` Out of bounds values : 0 OK`).
 _OUT_OF_BOUNDS = re.compile(
-    r"^#\s*Out of bounds values\s*:\s*(?P<count>[0-9]+)\s*(?P<verdict>\S+)?$", re.ASCII
+    r"^#?\s*Out of bounds values\s*:\s*(?P<count>[0-9]+)\s*(?P<verdict>\S+)?$", re.ASCII
 )
-_AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)(?:\s+(?P<verdict>OK|FAILED))?$")
+_AVG_BUSBW = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)(?:\s+(?P<verdict>OK|FAILED))?$")
 _BITWISE = re.compile(r"^#\s*Bitwise mismatches\s*:\s*(?P<count>[0-9]+)", re.ASCII)
 _TESTS_VERSION = re.compile(
     r"^#\s*nccl-tests version\s+(?P<version>[0-9][\w.]*)(?:\s+\((?P<commit>[0-9a-f]+)\))?(?P<rest>.*)$"
 )
 _CODE = re.compile(r"\bnccl-(?P<what>headers|library)=(?P<code>[0-9]+)\b", re.ASCII)
 _COLLECTIVE = re.compile(r"^#\s*Collective test (?P<event>starting|concluded)\s*:\s*(?P<name>\S+)")
-_PARAMS = re.compile(r"^#\s*nThread\s")
+_PARAMS = re.compile(r"^#?\s*nThread\s")
+_BARE = re.compile(r"^(?:nThread\s|Out of bounds values\s*:|Avg bus bandwidth\s*:)")
+# rccl-tests prints its own build without `#` (`rccl-tests: Version develop:33cc4df`); 2017-2018 nccl-tests
+# the NCCL it was compiled with (`# NCCL Tests compiled with NCCL 2.2`).
+_RCCL_TESTS = re.compile(r"^rccl-tests: Version (?P<version>\S+)")
+_COMPILED_WITH = re.compile(r"^#\s*NCCL Tests compiled with NCCL (?P<version>[0-9]+\.[0-9]+)", re.ASCII)
+# nccl-tests 2.17.3+ ends with NCCL's last error message (ncclGetLastError), when it has one.
+_LAST_ERROR = re.compile(r"^#\s*error:\s*(?P<text>.*)$")
 _FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b|: Test timeout \(", re.IGNORECASE)
+# Lines that end a run before its table: 2017-2018 builds' `NCCL failure common.cu:393 '...'` and `Cuda
+# failure ...`, nccl-tests' `Invalid number of GPUs: 16 requested but only 8 were found.` and `Incompatible
+# NCCL versions. ...`, rccl-tests' `[ERROR] The number of requested GPUs (16) is greater than ...`.
+_STOPPED = re.compile(
+    r"^(?:NCCL|Cuda) failure \S+:[0-9]+ |^Invalid number of GPUs: |^Incompatible NCCL versions\. "
+    r"|^\[ERROR\] The number of requested GPUs "
+)
 # A rank killed by a signal, as the launching shell reports it (strsignal's name, then `(core dumped)` when
 # it dumped: `Segmentation fault (core dumped)`, bash's `line 3: 4711 Bus error  (core dumped) ./x`), as
 # Open MPI's mpirun reports it (`exited on signal 7 (Bus error)`) or Slurm's srun (`task 0: Bus error`).
@@ -87,16 +112,21 @@ class NcclTestRank(Fact):
     name: str
 
 
-Verdict = Literal["ok", "wrong results", "out of bounds", "failed", "truncated: no footer"]
+Verdict = Literal["ok", "wrong results", "out of bounds", "failed", "truncated: no footer", "unreadable row",
+                  "below minimum bandwidth"]
 
 
 class NcclTests(Parsed):
     """`verdict` sums the run up: `ok`, `wrong results` (a #wrong cell above 0), `out of bounds`,
-    `failed` (a `Test ... failure` line) or `truncated: no footer`."""
+    `failed` (a `Test ... failure` line), `truncated: no footer`, `unreadable row` (a line of the table with
+    a size and a count that does not fit its header: a size whose figures cannot be judged) or `below minimum
+    bandwidth` (the average under NCCL_TESTS_MIN_BW: `# Avg bus bandwidth : X FAILED`)."""
 
     verdict: Verdict = "ok"
     rows: list[NcclTestRow] = Field(default_factory=list)
     avg_busbw: float | None = None
+    avg_busbw_ok: bool | None = None  # None: no NCCL_TESTS_MIN_BW to judge it against
+    unreadable_rows: list[int] = Field(default_factory=list)  # line numbers
     out_of_bounds: int | None = None
     out_of_bounds_ok: bool | None = None
     wrong_column: str | None = None
@@ -109,6 +139,8 @@ class NcclTests(Parsed):
     nccl_tests_version: str | None = None
     nccl_headers_version: str | None = None
     nccl_library_version: str | None = None
+    rccl_tests_version: str | None = None
+    nccl_last_error: str | None = None  # `# error: ...`: informative, a run can pass with it
     collective: str | None = None
     bitwise_mismatches: int | None = None
     runs: int = 0
@@ -162,10 +194,14 @@ class _Run:
         self.open = False  # a run has started (header, rows) and its footer is not printed yet
         self.in_table = False  # a column header was printed and its footer was not yet
         self.headerless = False  # rows came before any column header (a fragment of the output)
+        self.alone = "oop"  # the group a one-group header names, from the label line above it
+        self.unreadable: list[int] = []
 
     def comment(self, line: Line, body: str) -> bool:
         """Read a `#` line; False when it is an unrecognised comment (skipped, not an error)."""
-        if (header := columns_of(line)) is not None:
+        if "in-place" in body or "out-of-place" in body:
+            self.alone = "oop" if "out-of-place" in body else "ip"
+        if (header := columns_of(line, self.alone)) is not None:
             if self.columns != header or not self.in_table:
                 self.runs += 1
             self.columns, self.open, self.in_table = header, True, True
@@ -177,6 +213,8 @@ class _Run:
             self.fields["out_of_bounds_ok"] = verdict == "OK" if verdict else None
         elif m := _AVG_BUSBW.match(body):
             self.fields["avg_busbw"] = to_float(KIND, m.group("value"), line, "average bus bandwidth")
+            if m.group("verdict"):
+                self.fields["avg_busbw_ok"] = m.group("verdict") == "OK"
             self.open = self.in_table = False
         elif m := _BITWISE.match(body):
             self.fields["bitwise_mismatches"] = int(m.group("count"))
@@ -186,6 +224,10 @@ class _Run:
             self.fields["nccl_tests_version"] = m.group("version")
             for code in _CODE.finditer(m.group("rest")):
                 self.fields[f"nccl_{code.group('what')}_version"] = version_from_code(int(code.group("code")))
+        elif m := _COMPILED_WITH.match(body):
+            self.fields["nccl_headers_version"] = m.group("version")
+        elif m := _LAST_ERROR.match(body):
+            self.fields["nccl_last_error"] = m.group("text").strip()
         elif m := _COLLECTIVE.match(body):
             self.fields["collective"] = m.group("name")
             if m.group("event") == "starting":
@@ -196,15 +238,18 @@ class _Run:
 
     def line(self, line: Line) -> bool:
         body = line.stripped
-        if body.startswith("#"):
+        if body.startswith("#") or _BARE.match(body):
             return self.comment(line, body)
+        if m := _RCCL_TESTS.match(body):
+            self.fields["rccl_tests_version"] = m.group("version")
+            return True
         version = split_nccl_version(body)
         if version and (body.startswith("NCCL version") or is_log_line(body)):
             self.fields["nccl_version"], self.fields["cuda_version"] = version
             return True
         if is_log_line(body):
             return False
-        if _FAILURE.search(body) or _KILLED.search(body):
+        if _FAILURE.search(body) or _KILLED.search(body) or _STOPPED.search(body):
             self.failures.append(body)
             return True
         if self.columns is None:
@@ -215,7 +260,13 @@ class _Run:
             # marked incomplete for the header it lacks.
             self.columns, self.headerless, self.in_table = inferred, True, True
             self.runs += 1
-        self.rows.append(parse_row(self.columns, line))
+        try:
+            self.rows.append(parse_row(self.columns, line))
+        except ParseError:
+            cells = body.split()
+            if len(cells) >= 2 and number(cells[0]) is not None and number(cells[1]) is not None:
+                self.unreadable.append(line.number)  # a size and a count: a result row gone wrong
+            raise
         self.open = True
         return True
 
@@ -233,6 +284,10 @@ class _Run:
             return "out of bounds"
         if self.open or "avg_busbw" not in self.fields:
             return "truncated: no footer"
+        if self.unreadable:
+            return "unreadable row"
+        if self.fields.get("avg_busbw_ok") is False:
+            return "below minimum bandwidth"
         return "ok"
 
 
@@ -252,6 +307,8 @@ def parse_nccl_tests(text: str) -> NcclTests:
         found.lack("result table")
     if verdict == "truncated: no footer" or run.open:
         found.lack("footer (# Out of bounds values, # Avg bus bandwidth)")
+    if run.unreadable:
+        found.lack(f"a readable result row at line {', '.join(str(n) for n in run.unreadable)}")
     if not run.rows and verdict == "ok":
         verdict = "truncated: no footer" if run.columns is not None else verdict
     completeness = found.result("no nccl-tests header, result table or summary found")
@@ -268,6 +325,7 @@ def parse_nccl_tests(text: str) -> NcclTests:
         devices=run.devices,
         failures=run.failures,
         runs=run.runs,
+        unreadable_rows=run.unreadable,
         single_rank_runs=_single_rank_runs(run.devices),
         separate_runs=len(copies := _separate_copies(run.devices)),
         separate_ranks=[len(copy) for copy in copies],

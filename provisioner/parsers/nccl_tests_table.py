@@ -1,7 +1,10 @@
 """The result table of nccl-tests output: the column header, and the rows it names.
 
 The header names a prefix (`size count type redop root`; 2017-2019 builds `bytes N type op|root`) and two
-groups, out-of-place then in-place, each `time algbw busbw` then `error`, `res` or `#wrong`. Later builds
+groups, out-of-place then in-place, each `time algbw busbw` then `error`, `res` or `#wrong`. One group alone
+is printed too: 2017-2018 broadcast (out-of-place only) and rccl-tests `-O 0` (in-place only, the label line
+above the header says so). The 2017-2018 builds (`bytes N` header, no units line) printed the time in
+milliseconds (`%7.3f` of seconds * 1e3); it is read into the same microsecond fields. Later builds
 add what an option asks for: `cputime` for `time` (`-C 1`, CPU time), four per-iteration columns after
 each group (`i_min i_max i_p99 i_cv%`, per-iteration timing), and a trailing `timestamp` (`-T`) whose
 cells are a date and a time (`%Y-%m-%d %H:%M:%S`, two blank-separated cells).
@@ -53,20 +56,28 @@ class NcclTestRow(Fact):
     timestamp: str | None = None  # `-T`: when the row was printed, `YYYY-MM-DD HH:MM:SS`
 
 
-def columns_of(line: Line) -> list[str] | None:
-    """Column names from a header line, or None when the line is not the header."""
-    tokens = [_OLD_NAMES.get(t, t) for t in line.stripped.lstrip("#").split()]
+def columns_of(line: Line, alone: str = "oop") -> list[str] | None:
+    """Column names from a header line, or None when the line is not the header. `alone` names the group
+    of a header with one group only (`ip` where the label line above it reads `in-place` alone)."""
+    raw = line.stripped.lstrip("#").split()
+    tokens = [_OLD_NAMES.get(t, t) for t in raw]
     if len(tokens) < 2 or tokens[:2] != ["size", "count"]:
         return None
+    # `bytes N ...`: the 2017-2018 builds, whose time column is in milliseconds.
+    time_name = "time_ms" if raw[:2] == ["bytes", "N"] else "time_us"
     prefix: list[str] = []
     while tokens and tokens[0] in _PREFIX_COLUMNS:
         prefix.append(tokens.pop(0))
     columns = list(prefix)
-    for group in ("oop", "ip"):
+    for index, group in enumerate(("oop", "ip")):
+        if index == 1 and (not tokens or tokens == ["timestamp"]):
+            # One group only: it is the one the label line names.
+            columns = [c.replace("oop_", f"{alone}_", 1) for c in columns]
+            break
         if not tokens or tokens[0] not in _TIMES or tokens[1:3] != list(_GROUP[1:]):
             fail(KIND, f"header: expected 'time algbw busbw' for the {group} group", line)
         tokens = tokens[3:]
-        columns += [f"{group}_time_us", f"{group}_algbw", f"{group}_busbw"]
+        columns += [f"{group}_{time_name}", f"{group}_algbw", f"{group}_busbw"]
         if tokens and tokens[0] in _WRONG:
             columns.append(f"{group}_wrong:{tokens.pop(0)}")
         if tuple(tokens[:4]) == _PER_ITER:
@@ -101,6 +112,10 @@ def infer_columns(cells: list[str]) -> list[str] | None:
         # The 2017-2019 all_gather form: no reduction column, `res` (max error) after each group.
         groups = ["time_us", "algbw", "busbw"] + (["wrong:error"] if len(cells) == 11 else [])
         return ["size", "count", "type"] + [f"{g}_{c}" for g in ("oop", "ip") for c in groups]
+    if len(cells) in (10, 12) and cells[2][:1].isalpha() and re.fullmatch(r"-?[0-9]+", cells[3]):
+        # The 2019-2022 broadcast, gather and scatter form: a root but no reduction column.
+        groups = ["time_us", "algbw", "busbw"] + (["wrong:error"] if len(cells) == 12 else [])
+        return ["size", "count", "type", "root"] + [f"{g}_{c}" for g in ("oop", "ip") for c in groups]
     if len(cells) not in (10, 11, 12, 13) or not cells[2][:1].isalpha() or not cells[3][:1].isalpha():
         return None
     root = len(cells) in (11, 13)
@@ -133,6 +148,8 @@ def parse_row(columns: list[str], line: Line) -> NcclTestRow:
             values[name] = None
         elif name in ("size", "count", "root") or wrong == "#wrong":
             values[name] = _int_cell(cell, line, name)
+        elif name.endswith("_time_ms"):
+            values[name.removesuffix("_ms") + "_us"] = round(to_float(KIND, cell, line, name) * 1000, 6)
         else:
             values[name] = to_float(KIND, cell, line, name)
     if values.get("size") is None or values.get("count") is None:

@@ -178,7 +178,7 @@ def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: ncclt
         result.verdict, result.reason = "failed", f"nccl-tests output: {exc}"
         return result
     if problem and code == 0:
-        result.verdict, result.reason = "failed", f"nccl-tests output is not a complete run: {problem}"
+        result.verdict, result.reason = "failed", f"nccl-tests output is not a complete, passing run: {problem}"
         return result
     if code != 0 or not rows:
         result.verdict, result.reason = "failed", f"nccl-tests exited {code}: {tail}"

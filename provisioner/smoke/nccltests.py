@@ -116,7 +116,9 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
         raise ParseError("nccl_tests", f"no result rows: {first.reason}", line=first.line, text=first.text)
     problem = None
     failures = [str(failure) for failure in parsed.failures]
-    if not parsed.complete or failures:
+    # A whole run can still fail: wrong or out-of-bounds results, a row that cannot be read, an average below
+    # NCCL_TESTS_MIN_BW. Its exit status says so too, but a launcher may not pass that status on.
+    if not parsed.complete or failures or parsed.verdict != "ok":
         missing = ", ".join(parsed.missing)
         verdict = str(parsed.verdict or "incomplete")
         problem = "; ".join(p for p in (verdict, f"missing: {missing}" if missing else "", *failures[:3]) if p)
@@ -129,7 +131,8 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
             continue
         if bus is None:
             bus = alg * all_reduce_factor(ranks)
-        wrong = row.oop_wrong if isinstance(row.oop_wrong, int) else 0
+        # Wrong elements in either group: an in-place run that corrupts data is as wrong as the other.
+        wrong = sum(w for w in (row.oop_wrong, row.ip_wrong) if isinstance(w, int))
         found.append(SizeResult(row.size, time_us, alg, bus, wrong))
     return found, parsed.avg_busbw, problem
 

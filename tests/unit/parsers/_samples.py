@@ -139,6 +139,8 @@ SAMPLE_KINDS: dict[str, str] = {
     "all_reduce_perf-16-gb200-nvl72-integer-time.txt": "nccl_tests",
     "reduce_scatter_perf-17-zero-size-rows-cut.txt": "nccl_tests",
     "all_gather_perf-18-nixos-2.13.6-one-gpu-cut.txt": "nccl_tests",
+    "alltoall_perf-19-rtx5090-one-gpu-inplace-na.txt": "nccl_tests",
+    "alltoall_perf-20-rccl-mi355x-version-line.txt": "nccl_tests",
     "nvidia-smi-topo-14-wrapped-legend-and-p2p.txt": "nvidia_smi_topo",
     "nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt": "nvidia_smi_topo",
     "nvidia-smi-topo-16-b200-16nics-glued-cells.txt": "nvidia_smi_topo",

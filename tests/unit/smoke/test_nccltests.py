@@ -62,3 +62,17 @@ def test_srun_template_and_hostile_host_names() -> None:
     assert shlex.split(line) == ["srun", "-N", "2", "-w", "a;reboot,b", "all_reduce_perf", "-n", "5"]
     with pytest.raises(ValueError, match="unknown field"):
         nccltests.command("srun {gpus}", hosts=["a"], ranks_per_host=1, binary="x", sizes=[4], iters=1, env={})
+
+
+def test_a_complete_run_that_did_not_pass_is_a_problem() -> None:
+    """Wrong results in-place only, or an average under NCCL_TESTS_MIN_BW: the output is whole, but the run
+    failed; the smoke test never passes it on figures alone, whatever exit status the launcher passed on."""
+    head = ("#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n")
+    wrong = head + "  8  2  float  sum  -1  10.5  0.00  0.00  0  10.4  0.00  0.00  3\n" \
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 \n"
+    rows, _avg, problem = nccltests.rows(wrong, 2)
+    assert problem and problem.startswith("wrong results") and rows[0].wrong == 3
+    slow = head + "  8  2  float  sum  -1  10.5  0.00  0.00  0  10.4  0.00  0.00  0\n" \
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 FAILED\n"
+    _rows, _avg, problem = nccltests.rows(slow, 2)
+    assert problem and problem.startswith("below minimum bandwidth")
