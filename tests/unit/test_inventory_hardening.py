@@ -108,6 +108,19 @@ def test_a_placeholder_host_name_is_refused_at_the_line_that_writes_it(tmp_path:
     assert "'<MASTER_IP>'" in str(info.value.errors[0]) and "no ansible_host" in str(info.value.errors[0])
 
 
+@pytest.mark.parametrize("first", ["[gpu]", "# a comment", "gpu00", ""])
+def test_an_ini_file_with_a_byte_order_mark_is_refused_naming_it(tmp_path: Path, first: str) -> None:
+    # Ansible's ini plugin keeps the mark in line 1: a phantom host '\ufeff' (or '\ufeffgpu00'), or an error.
+    path = tmp_path / "hosts"
+    path.write_text(f"\ufeff{first}\n[gpu]\ngpu01\n")
+    with pytest.raises(ConfigError, match="byte-order mark") as info:
+        load_inventory(path)
+    assert (info.value.file, info.value.line) == (str(path), 1) and str(info.value).isprintable()
+    yaml = tmp_path / "hosts.yml"  # YAML readers drop the mark, Ansible's too
+    yaml.write_text("\ufeffall:\n  hosts:\n    gpu01:\n")
+    assert list(load_inventory(yaml).hosts) == ["gpu01"]
+
+
 def test_huge_host_range_is_refused_quickly(tmp_path: Path) -> None:
     path = tmp_path / "hosts.yml"
     path.write_text("all:\n  children:\n    gpu:\n      hosts:\n        gpu[0:99999999]:\n")
