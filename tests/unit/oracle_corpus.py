@@ -17,6 +17,10 @@ MITOGEN = CORPUS / "mitogen/hosts"
 CEPH = CORPUS / "ceph-ansible"
 SONIC = CORPUS / "sonic-mgmt/ansible"
 GOLDENTOOTH = CORPUS / "goldentooth/inventory"
+OMNIA = CORPUS / "omnia"
+STACKHPC_KAYOBE = CORPUS / "stackhpc-kayobe-config/etc/kayobe"
+ONE_DEPLOY = CORPUS / "one-deploy/inventory"
+NVUE = CORPUS / "nvidia-nvue/examples"
 CASES: dict[str, list[Path]] = {
     "deepops-config-example": [CORPUS / "deepops/config.example/inventory"],
     "deepops-virtual": [CORPUS / "deepops/virtual/virtual_inventory"],
@@ -85,6 +89,25 @@ CASES: dict[str, list[Path]] = {
     "core-host-pinned": [CORE / "strategy_host_pinned/hosts"],
     "core-vault-toml": [CORE / "ansible-vault/inventory.toml"],
     "goldentooth": [GOLDENTOOTH],
+    "omnia-hosts": [OMNIA / "examples/inventory/host_inventory_file"],
+    "omnia-ip-rule": [OMNIA / "examples/inventory/ip_rule_inv_template"],
+    "omnia-server-spec": [OMNIA / "examples/inventory/server_spec_inv"],
+    "omnia-nfs": [OMNIA / "examples/inventory/nfs_server_inventory_file"],
+    "omnia-pxeboot": [OMNIA / "test/test_one_time_pxeboot_inv"],
+    "omnia-k8s-upgrade": [OMNIA / "utils/k8s-upgrade/inventory.yml"],
+    "omnia-k8s-localhost": [OMNIA / "telemetry/roles/orchestrator/files/k8s_inv.ini"],
+    "cloud-native-stack": [CORPUS / "cloud-native-stack/playbooks/hosts"],
+    "stackhpc-kayobe-config": [KAYOBE[0], STACKHPC_KAYOBE / "inventory"],
+    "stackhpc-kayobe-ci-multinode": [KAYOBE[0], STACKHPC_KAYOBE / "inventory",
+                                     STACKHPC_KAYOBE / "environments/ci-multinode/inventory"],
+    "nvue-hosts": [NVUE / "hosts"],
+    "nvue-mlag-bgp": [NVUE / "inventories/mlag-bgp"],
+    "one-deploy-evpn-ha": [ONE_DEPLOY / "evpn-ha.yml"],
+    "one-deploy-ceph-hci": [ONE_DEPLOY / "ceph-hci.yml"],
+    "one-deploy-infra": [ONE_DEPLOY / "infra.yml"],
+    "one-deploy-shared-generic": [ONE_DEPLOY / "shared-generic.yml"],
+    "one-deploy-federation-master": [ONE_DEPLOY / "federation-master.yml"],
+    "galaxy-eu": [CORPUS / "galaxy-eu/hosts"],
 }
 
 # Patterns whose answer both tools must give identically.
@@ -160,6 +183,20 @@ PATTERNS: dict[str, list[str]] = {
         "slurm_compute:!k8s_control_plane", "all_pi_4b_8gb[-1]", "k8s_worker_gpu:ray_worker_gpu", "*gpu",
         "consul_*:&all_pi_5", "all:!all_pis", "all_nodes[1:]", "slurm[2:4]", "all:!localhost",
     ],
+    "omnia-hosts": [
+        "etcd:&kube_node", "kube_node[1:3]", "slurm_node:login", "kube_node:!etcd", "~node1[02]?$", "node1*",
+        "etcd[-1]", "all:!kube_node", "kube_control_plane:slurm_control_node",
+    ],
+    "nvue-mlag-bgp": [
+        "switches", "switches[0]", "switches[-1]", "leafs:spines", "switches:!borders", "~^(leaf|spine)0[24]$",
+        "*01", "switches:&leafs[1:]", "border*",
+    ],
+    "one-deploy-ceph-hci": ["ceph", "ceph:!frontend", "osd:&node", "ceph[1:]", "n?", "~^[fn]1$", "mon:osd"],
+    "galaxy-eu": [
+        "htcondor", "htcondor:&galaxyservers", "build:libvirt", "dnbd3:!sn12.galaxyproject.eu", "~^sn1[0-2]",
+        "celery*", "celerycluster[0:2]", "celerycluster[-1]", "htcondor-submit:&sn09", "all:!celerycluster",
+        "*.bi.privat:&htcondor", "dnbd3[1]",
+    ],
 }
 
 # Known groups without hosts: nothing selected, and no error (as in Ansible).
@@ -167,6 +204,7 @@ EMPTY = {
     "slurm-appliance-site": ["fatimage", "builder"], "kolla-multinode": ["ungrouped"],
     "kayobe": ["controllers", "overcloud", "switches", "compute-vgpu"], "debops-rails": ["ansible_controller"],
     "openshift-openstack": ["lb"],
+    "cloud-native-stack": ["master", "nodes"], "omnia-hosts": ["nfs:&etcd"],
 }
 
 # Patterns where Ansible selects no host (unknown names only) or fails: fabnet refuses them.
@@ -199,6 +237,9 @@ ORDERED = {
     "sonic-veos-vtb": ["servers", "vms_1[10:20]", "eos:lab"],
     "core-hostnames": ["group02", "all", "all[2:4]"],
     "goldentooth": ["k8s_worker", "all_pi_4b", "ray_worker", "slurm_compute[1:3]", "all"],
+    "omnia-hosts": ["kube_node", "etcd", "kube_node:!etcd"],
+    "nvue-mlag-bgp": ["switches", "switches[1:4]", "leafs:spines"],
+    "galaxy-eu": ["celerycluster", "htcondor", "dnbd3", "celerycluster[1:3]"],
 }
 
 LIMITS = {
@@ -214,6 +255,8 @@ LIMITS = {
     "goldentooth": [
         "k8s_cluster:!k8s_worker_gpu", "~^(bettley|dalt)$,velaryon", "all_pi_5,!payne", "localhost:all_pi_5",
     ],
+    "galaxy-eu": ["htcondor:!maintenance.bi.privat", "celerycluster[1:3],sn*", "@retry"],
+    "nvue-mlag-bgp": ["switches:!leafs", "leafs[0:1],spine0*"],
 }
 RETRY_FILES = {
     "kolla-multinode": "control02\nnetwork01\n\n", "slurm-appliance-site": "hpc-gpu-0\nhpc-login-0\n",
@@ -221,4 +264,5 @@ RETRY_FILES = {
     "ceph-all-daemons": "osd2\nclient1\n", "fgci-examples": "ph1\nphoenix\n",
     "bluebanquise-icebergs": "gpu001\nc004\n", "mitogen": "k3-050\ntc-port-unset\n",
     "sonic-veos-vtb": "VM0101\nptf-03\n",
+    "galaxy-eu": "sn09.galaxyproject.eu\ncelery-2.bi.privat\n",
 }

@@ -19,6 +19,7 @@ from provisioner.load.inventory_json import list_json
 from tests.unit.ansible_oracle import BIN, Ansible, available
 from tests.unit.oracle_corpus import (
     CASES,
+    CORPUS,
     EMPTY,
     GOLDENTOOTH,
     LIMITS,
@@ -137,6 +138,8 @@ def test_fabnet_inventory_limit_equals_ansible_inventory_limit(
     ("core-var-blending", (["--host", "testhost"], ["--graph"])),
     ("examples-two", (["--host", "host2"], ["--graph"])),
     ("fgci-examples", (["--host", "gpu"], ["--graph", "pxe_bootable_nodes"])),
+    ("galaxy-eu", (["--host", "sn09.galaxyproject.eu"], ["--graph", "htcondor"])),
+    ("nvue-mlag-bgp", (["--host", "leaf01"], ["--graph"])),
 ])
 def test_fabnet_inventory_host_and_graph_equal_ansible(
     case: str, queries: tuple[list[str], ...], ansible: Ansible, capsys: pytest.CaptureFixture[str]
@@ -221,6 +224,17 @@ def test_yaml_timestamps_and_sets_print_as_ansible_prints_them(
                                         "      at: 2001-12-14t21:59:43.10-05:00\n      racks: !!set {a}\n")
     ours, theirs = _list(ansible, capsys, tmp_path / "hosts.yml")
     assert ours == theirs
+
+
+def test_placeholder_host_names_ansible_reads_are_refused_at_their_lines(ansible: Ansible) -> None:
+    # cloud-native-stack's template to fill in: Ansible takes `<MASTER_IP>` as a host and fails on connecting.
+    example = CORPUS / "cloud-native-stack/skills/cns-install/templates/hosts.master-workers.example"
+    hosts = ansible.inventory_list([example])["_meta"]["hostvars"]
+    assert sorted(hosts) == ["<MASTER_IP>", "<WORKER_1_IP>", "<WORKER_2_IP>"]
+    with pytest.raises(ConfigErrors) as raised:
+        load_inventory(example)
+    assert [(error.file, error.line) for error in raised.value.errors] == [(str(example), 2), (str(example), 4),
+                                                                          (str(example), 5)]
 
 
 def test_a_directory_with_a_pipe_lookup_is_refused_at_each_file_line_and_key(ansible: Ansible) -> None:
