@@ -45,6 +45,12 @@ def read_inventory_text(graph: InventoryGraph, text: str, file: str) -> str:
                 return "yaml"
     if yaml_error is not None and suffix in _YAML_EXTENSIONS and not looks_like_ini(text):
         raise yaml_error
+    if text.startswith("\ufeff") and suffix != ".toml":
+        # Ansible's ini plugin keeps the mark as part of line 1: a host named '\ufeff' (or '\ufeffgpu01') that
+        # no machine answers to, or a first section it cannot read. A file saved by a Windows editor.
+        raise ConfigError("the file starts with a byte-order mark (U+FEFF, as some Windows editors save UTF-8); "
+                          "Ansible's INI reader takes it as part of the first line (a host named '\\ufeff...' "
+                          "or an unreadable first section): save the file as UTF-8 without a BOM", file=file, line=1)
     # Ansible discards what a failed plugin added before trying the next one (here: toml after ini).
     before = copy.deepcopy(graph.__dict__) if suffix == ".toml" else None
     try:

@@ -191,8 +191,10 @@ def _merge(graph: InventoryGraph, host: str, files: _VarFiles, inv_bases: list[P
     return merged
 
 
-def _host_model(name: str, merged: VarSet, values: Mapping[str, Any], groups: tuple[str, ...], base: Path) -> Host:
-    """`values` are the merged vars with templated connection vars rendered; `merged` the raw ones."""
+def _host_model(name: str, merged: VarSet, values: Mapping[str, Any], groups: tuple[str, ...], base: Path,
+                declared: Origin) -> Host:
+    """`values` are the merged vars with templated connection vars rendered; `merged` the raw ones;
+    `declared` where the host is first written, which a bad name used as the address is reported at."""
     origins = merged.origins
     check_device_vars(values, origins)
     explicit: set[str] = set()
@@ -200,7 +202,7 @@ def _host_model(name: str, merged: VarSet, values: Mapping[str, Any], groups: tu
         address = check_address(found[1], origins.get(found[0]), found[0])
         explicit.add("address")
     else:
-        address = check_address(name, origins.get("ansible_port"), "the host's name (used as its address)")
+        address = check_address(name, declared, "the host's name (used as its address, no ansible_host set)")
     port = 22
     if found := pick(values, "ansible_port", "ansible_ssh_port"):
         port = check_port(found[1], origins.get(found[0]))
@@ -319,7 +321,8 @@ def load_inventory(source: str | Path | Sequence[str | Path], *, playbook_dir: s
                 for var in templated:
                     values[var] = resolver.var(var)
             # Relative paths in vars: beside the first inventory folder; a host list has none (as Ansible's cwd)
-            hosts[name] = _host_model(name, merged, values, groups, inv_bases[0] if inv_bases else Path.cwd())
+            hosts[name] = _host_model(name, merged, values, groups, inv_bases[0] if inv_bases else Path.cwd(),
+                                      graph.hosts[name].origin)
         except ConfigError as exc:
             errors.extend(exc.errors if isinstance(exc, ConfigErrors) else [exc])
     if errors:

@@ -120,9 +120,25 @@ def read_source(graph: InventoryGraph, source: Path) -> list[Path]:
             # Ansible's script plugin runs it and reads the JSON it prints; running it here would run any
             # program an inventory directory holds, so say what to do instead of misreading it as INI.
             raise ConfigError("an executable inventory script: Ansible runs it and reads the JSON it prints, "
-                              "fabnet does not run inventory scripts; " + save_as_static(str(path)), file=str(path))
-        read_inventory_text(graph, text, str(path))
+                              "fabnet does not run inventory scripts; " + _save_as_static(source, path),
+                              file=str(path))
+        try:
+            read_inventory_text(graph, text, str(path))
+        except ConfigError as exc:
+            if exc.key != "plugin" or path == source:
+                raise
+            raise ConfigError("an inventory plugin configuration: fabnet does not run inventory plugins; "
+                              + _save_as_static(source, path), file=exc.file, line=exc.line, key=exc.key) from None
     return files
+
+
+def _save_as_static(source: Path, path: Path) -> str:
+    """The advice for a script or plugin file: within a directory, Ansible's answer for the whole directory
+    (a plugin such as `constructed` groups the hosts the directory's other files define; alone it has none)."""
+    if path == source:
+        return save_as_static(str(path))
+    return save_as_static(str(source)) + " (for the whole directory: Ansible reads its files together, and a " \
+        "plugin such as constructed groups the hosts the others define)"
 
 
 def vars_dir(source: Path) -> Path:

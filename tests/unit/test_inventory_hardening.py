@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.cli import main
-from provisioner.errors import ConfigError
+from provisioner.errors import ConfigError, ConfigErrors
 from provisioner.load.hostplans import resolve
 from provisioner.load.inventory import load_inventory
 from provisioner.load.playbook import load_playbook
@@ -95,6 +95,30 @@ def test_a_host_name_used_as_address_is_validated_too(tmp_path: Path) -> None:
     path.write_text("[gpu]\n'a;id'\n")
     with pytest.raises(ConfigError, match="host's name"):
         load_inventory(path)
+
+
+def test_a_placeholder_host_name_is_refused_at_the_line_that_writes_it(tmp_path: Path) -> None:
+    # NVIDIA cloud-native-stack's example inventory: Ansible reads `<MASTER_IP>` as a host and fails only when
+    # it connects; fabnet refuses it, and the error has to say where it is.
+    path = tmp_path / "hosts"
+    path.write_text("[master]\n<MASTER_IP> ansible_ssh_user=nvidia\n[nodes]\n<WORKER_1_IP> ansible_ssh_user=nvidia\n")
+    with pytest.raises(ConfigErrors) as info:
+        load_inventory(path)
+    assert [(e.file, e.line) for e in info.value.errors] == [(str(path), 2), (str(path), 4)]
+    assert "'<MASTER_IP>'" in str(info.value.errors[0]) and "no ansible_host" in str(info.value.errors[0])
+
+
+@pytest.mark.parametrize("first", ["[gpu]", "# a comment", "gpu00", ""])
+def test_an_ini_file_with_a_byte_order_mark_is_refused_naming_it(tmp_path: Path, first: str) -> None:
+    # Ansible's ini plugin keeps the mark in line 1: a phantom host '\ufeff' (or '\ufeffgpu00'), or an error.
+    path = tmp_path / "hosts"
+    path.write_text(f"\ufeff{first}\n[gpu]\ngpu01\n")
+    with pytest.raises(ConfigError, match="byte-order mark") as info:
+        load_inventory(path)
+    assert (info.value.file, info.value.line) == (str(path), 1) and str(info.value).isprintable()
+    yaml = tmp_path / "hosts.yml"  # YAML readers drop the mark, Ansible's too
+    yaml.write_text("\ufeffall:\n  hosts:\n    gpu01:\n")
+    assert list(load_inventory(yaml).hosts) == ["gpu01"]
 
 
 def test_huge_host_range_is_refused_quickly(tmp_path: Path) -> None:

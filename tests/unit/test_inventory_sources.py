@@ -276,7 +276,21 @@ def test_an_executable_inventory_script_is_a_clear_error_naming_it(tmp_path: Pat
     script.chmod(0o644)  # not executable: Ansible reads it as INI (and fails), so does fabnet
     with pytest.raises(ConfigError) as raised:
         load_inventory(tmp_path / "inv")
-    assert "executable" not in str(raised.value)
+    assert "executable inventory script" not in str(raised.value)
+
+
+def test_a_plugin_file_in_an_inventory_directory_advises_saving_the_whole_directory(tmp_path: Path) -> None:
+    # `constructed` beside static files groups the hosts they define: on its own Ansible gives no hosts at all.
+    write(tmp_path, "inv/01-hosts", "[gpu]\ngpu01 rack=a\n")
+    plugin = write(tmp_path, "inv/zz-constructed.yml", "plugin: ansible.builtin.constructed\nkeyed_groups:\n"
+                                                     "  - key: rack\n")
+    with pytest.raises(ConfigError, match="inventory plugin configuration") as raised:
+        load_inventory(tmp_path / "inv")
+    assert (raised.value.file, raised.value.line, raised.value.key) == (str(plugin), 1, "plugin")
+    assert f"ansible-inventory -i {tmp_path / 'inv'} --list" in str(raised.value)
+    with pytest.raises(ConfigError) as raised:  # given alone, the file itself is what to save
+        load_inventory(plugin)
+    assert f"ansible-inventory -i {plugin} --list" in str(raised.value)
 
 
 def test_a_host_name_in_another_script_is_taken_as_ansible_takes_it(tmp_path: Path) -> None:
