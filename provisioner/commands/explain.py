@@ -72,7 +72,8 @@ def _mapping(inventory: Path, playbook: Path, seen: list[str]) -> dict[str, str]
 
     # Variables beside the playbook too (a data_ip in its group_vars/), as the audit that follows reads them.
     loaded = load_inventory(inventory, playbook_dir=playbook.parent)
-    return map_hosts(seen, [(h.name, h.address, h.vars) for h in loaded.hosts.values()])
+    return map_hosts(seen, [(h.name, h.address, h.vars) for h in loaded.hosts.values()],
+                     {h.name: h.node_name for h in loaded.hosts.values()})
 
 
 class _Out:

@@ -1,5 +1,6 @@
-"""Which inventory host a name or address in a log is: by inventory name, short name, or any address
-the inventory gives the host (ansible_host, and variables holding IP addresses such as data_ip)."""
+"""Which inventory host a name or address in a log is: by inventory name, short name, Slurm node name
+(`fabnet_slurm_node`), or any address the inventory gives the host (ansible_host, and variables holding IP
+addresses such as data_ip)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,15 @@ def _addresses(address: str, variables: Mapping[str, Any]) -> set[str]:
     return found
 
 
-def map_hosts(seen: Iterable[str], inventory: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[str, str]:
-    """{name or address in the log: inventory host} for those that match one host; others are left out."""
+def map_hosts(seen: Iterable[str], inventory: Iterable[tuple[str, str, Mapping[str, Any]]],
+              node_names: Mapping[str, str] | None = None) -> dict[str, str]:
+    """{name or address in the log: inventory host} for those that match one host; others are left out.
+    `node_names` (host -> its Slurm node name) lets srun's and Slurm's own lines name a host too."""
     by_key: dict[str, set[str]] = {}
     for name, address, variables in inventory:
         keys = {name, name.split(".")[0]} | _addresses(address, variables)
+        if node_names and name in node_names:
+            keys.add(node_names[name])
         for key in keys:
             by_key.setdefault(key.lower(), set()).add(name)
     mapped = {}

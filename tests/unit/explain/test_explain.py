@@ -128,6 +128,13 @@ def test_map_hosts_by_name_short_name_and_address_variables() -> None:
                                           "198.18.3.2": "gpu02"}
 
 
+def test_map_hosts_by_slurm_node_name() -> None:
+    """srun's `srun: error: n17: task 3: ...` names Slurm's node; the inventory knows it as 10.2.0.17."""
+    inventory = [("10.2.0.17", "10.2.0.17", {}), ("10.2.0.18", "10.2.0.18", {})]
+    assert map_hosts(["n17", "n18", "10.2.0.18"], inventory, {"10.2.0.17": "n17"}) == {
+        "n17": "10.2.0.17", "10.2.0.18": "10.2.0.18"}
+
+
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     with pytest.raises(SystemExit) as info:
         main(args)
