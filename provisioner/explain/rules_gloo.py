@@ -11,6 +11,13 @@ up on segments the peer never acknowledged on a connection that worked before: t
 A process that died closes its sockets instead (`Connection closed by peer`, `Connection reset by peer`),
 which is the dead-peer rule's, unless the ranks that closed had themselves given up waiting (gloo closes a
 rank's connections when its transfer times out; a `fabnet smoke` rank exits at its deadline).
+
+Before any transfer, the address gloo binds: with GLOO_SOCKET_IFNAME unset, torch's ProcessGroupGloo takes
+the one the hostname resolves to and, where it resolves to none of the host's own, warns `Unable to resolve
+hostname to a (local) address. Using the loopback address as fallback.` (every release since 1.x) and
+publishes 127.0.0.1, which no other node can reach: `Gloo connectFullMesh failed with [...pair.cc:N] no
+error` (older), `... timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:PORT` (newer).
+vLLM and SGLang build such CPU groups even where NCCL carries the data.
 """
 
 from __future__ import annotations
@@ -36,6 +43,12 @@ _ADDRESS = re.compile(r"\[(?P<peer>[0-9a-fA-F.:]+)\]:[0-9]+")
 # A peer process went away (or a rank crashed): then timeouts are its echo, not the path's.
 _GONE = re.compile(r"Connection (?:closed by (?:remote )?peer|reset by peer)|Socket (?:unexpectedly )?closed|"
                    r"Broken pipe|remote process exited|ncclRemoteError", re.I)
+
+
+_LOOPBACK_FALLBACK = re.compile(r"Unable to resolve hostname to a \(local\) address\. Using the loopback address "
+                                r"as fallback", re.I)
+# What a rank on another node gets from a peer that published the loopback address.
+_MESH_FAILED = re.compile(r"Gloo connectFullMesh failed|remote=\[(?:127\.|::1\])", re.I)
 
 
 def _fix(where: str) -> str:
@@ -136,3 +149,28 @@ def stalled_transfers(logs: list[Log]) -> list[Cause]:
     return [Cause(id="mtu-blackhole", title="collectives timed out after the ranks connected (MTU blackhole?)",
                   detail=detail, fix=_fix("the path of every node the ranks ran on"), score=62,
                   evidence=evidence(lines + [line for line, _ in gone]))]
+
+
+def loopback_fallback(logs: list[Log]) -> list[Cause]:
+    """gloo bound to loopback because the hostname did not resolve to one of the host's addresses. On one
+    node that works (the warning is routine there); across nodes the ranks cannot connect."""
+    warned = grep(logs, _LOOPBACK_FALLBACK)
+    if not warned:
+        return []
+    failed = grep(logs, _MESH_FAILED)
+    if not failed and not multi_node(logs):
+        return []
+    lines = [line for line, _ in warned] + [line for line, _ in failed]
+    return [Cause(
+        id="gloo-loopback-fallback",
+        title="gloo bound to the loopback address: the hostname does not resolve to an address of the host",
+        detail=("torch's gloo process group binds the address the hostname resolves to; it resolved to none of "
+                "the host's own, so gloo fell back to 127.0.0.1 and published it, and ranks on other nodes cannot "
+                "connect to it" + (" (the full-mesh connect failed)" if failed else "")
+                + ". vLLM and SGLang build such CPU groups even where NCCL carries the data."),
+        fix=("On every node set GLOO_SOCKET_IFNAME to the interface the nodes share (for Ray workers, in the "
+             "environment of `ray start` or the job's runtime env, so the workers inherit it), or make the "
+             "hostname resolve to that interface's address (/etc/hosts or DNS; a container on the host's network "
+             "sees the host's name but its own /etc/hosts)."),
+        score=88 if failed else 60, hosts=hosts(lines), settings=["GLOO_SOCKET_IFNAME"], evidence=evidence(lines),
+    )]
