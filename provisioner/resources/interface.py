@@ -180,13 +180,42 @@ def _attributes(spec: InterfaceSpec) -> list[tuple[str, object]]:
     return attributes
 
 
+def _flags(link: dict[str, Any]) -> list[str]:
+    flags = link.get("flags")
+    return [str(f) for f in flags] if isinstance(flags, list) else []
+
+
+def bond_of(link: dict[str, Any]) -> str | None:
+    """The bond (or team) `link` is a member of: the SLAVE flag (bridge ports and VRF members have none), or
+    `-d`'s `info_slave_kind`; its MTU is the bond's to set."""
+    master = link.get("master")
+    info = link.get("linkinfo")
+    kind = info.get("info_slave_kind") if isinstance(info, dict) else None
+    if isinstance(master, str) and ("SLAVE" in _flags(link) or kind in ("bond", "team")):
+        return master
+    return None
+
+
+def _mtu_check(spec: InterfaceSpec, link: dict[str, Any], mtu: int | None) -> Check:
+    bond = bond_of(link)
+    message = ""
+    if bond is not None and mtu != spec.mtu:
+        message = f"{link.get('ifname')} is a member of bond {bond}, which sets its members' MTU: set it on {bond}"
+    return compare("mtu", spec.mtu, mtu, message)
+
+
 def _link_check(spec: InterfaceSpec, link: dict[str, Any]) -> Check:
-    flags = [str(f) for f in link.get("flags", [])]
+    flags = _flags(link)
     actual = "up" if "UP" in flags else "down"
     operstate = str(link.get("operstate", "UNKNOWN"))
     message = ""
-    if actual == "up" and operstate not in ("UP", "UNKNOWN"):
+    # operstate UNKNOWN is what drivers without operstate support report (lo, tun, some IPoIB): NO-CARRIER
+    # is then the only sign the link is missing.
+    if actual == "up" and (operstate not in ("UP", "UNKNOWN") or "NO-CARRIER" in flags):
         message = f"admin up, operstate {operstate}" + (" (no carrier)" if "NO-CARRIER" in flags else "")
+        lower = link.get("link")
+        if operstate == "LOWERLAYERDOWN" and isinstance(lower, str):
+            message += f": {lower}, the device it rides on, is down"
     return compare("link", spec.state, actual, message)
 
 
@@ -223,7 +252,7 @@ def evaluate(spec: InterfaceSpec, results: Results, ctx: HostContext) -> list[Ch
         return [drift(attribute, desired, "absent", what) for attribute, desired in attributes]
     checks: list[Check] = []
     if spec.mtu is not None:
-        checks.append(compare("mtu", spec.mtu, mtu))
+        checks.append(_mtu_check(spec, link, mtu))
     checks.append(_link_check(spec, link))
     if spec.persistent and spec.mtu is not None:
         checks.append(_persistence_check(spec, netdev, results))

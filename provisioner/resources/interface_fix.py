@@ -308,6 +308,14 @@ def link_read(netdev: str) -> str:
             + r" | sed -n 's/^[^<]*<\([^>]*\)>.*/,\1,/p' | grep -q ',UP,' && echo up || echo down")
 
 
+def _bond(netdev: str, results: Results) -> str | None:
+    try:
+        link = interface.ip_links(results).get(netdev)
+    except ProbeFailed:
+        return None
+    return interface.bond_of(link) if link is not None else None
+
+
 def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
     target = spec.target()
     drifted = {c.attribute: c for c in checks if c.status == "drift"}
@@ -323,7 +331,13 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
     steps: list[Step] = []
     # Each runtime change runs only if the host still holds what was read (an administrator may have
     # set another MTU, or taken the link down, while apply waited at its prompt): never overwritten.
-    if "mtu" in drifted and spec.mtu is not None:
+    bond = _bond(netdev, results)
+    if "mtu" in drifted and spec.mtu is not None and bond is not None:
+        # The kernel takes a member's own MTU, but the bond keeps its own and resets the members' at its next
+        # change: the fix is the bond's MTU, which a spec on the bond sets.
+        steps.append(impossible(target, "mtu", f"{netdev} is a member of bond {bond}: set the MTU on {bond}",
+                                PHASE_NETWORK))
+    elif "mtu" in drifted and spec.mtu is not None:
         old = drifted["mtu"].actual
         step = command_step(target, "mtu", ("ip", "link", "set", "dev", netdev, "mtu", str(spec.mtu)),
                             undo=["ip", "link", "set", "dev", netdev, "mtu", str(old)] if old else None,

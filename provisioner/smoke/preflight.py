@@ -80,10 +80,28 @@ def check_interfaces(targets: Sequence[Target], facts: Mapping[str, HostFacts]) 
                                         f"{target.name}: data interface {iface} does not exist "
                                         f"(it has: {', '.join(sorted(host.ifaces)) or 'none'})",
                                         "fix data_iface in the inventory or the NIC's name on the host"))
+            elif live.bond:
+                findings.append(Finding("interface", (target.name,),
+                                        f"{target.name}: data interface {iface} is a member of bond {live.bond}: "
+                                        f"its addresses and traffic are {live.bond}'s",
+                                        f"use {live.bond} as the data interface (data_iface, NCCL_SOCKET_IFNAME)"))
             elif not live.up:
-                findings.append(Finding("interface", (target.name,), f"{target.name}: data interface {iface} is down",
-                                        f"bring it up (ip link set {iface} up) and check the cable/switch port"))
+                findings.append(_down(target.name, iface, live))
     return findings
+
+
+def _down(host: str, iface: str, live: Iface) -> Finding:
+    if not live.admin_up:
+        return Finding("interface", (host,), f"{host}: data interface {iface} is down",
+                       f"bring it up (ip link set {iface} up) and check the cable/switch port")
+    # Administratively up already: `ip link set up` changes nothing; the carrier (or the device below) is missing.
+    state = f"operstate {live.operstate}" if live.operstate else "no carrier"
+    if live.operstate == "LOWERLAYERDOWN" and live.lower:
+        return Finding("interface", (host,), f"{host}: data interface {iface} is up but {live.lower}, "
+                                             f"the device it rides on, is down ({state})",
+                       f"bring up {live.lower} and check its cable/switch port")
+    return Finding("interface", (host,), f"{host}: data interface {iface} is up but has no link ({state})",
+                   "check the cable, the transceiver and the switch port (or the InfiniBand subnet manager)")
 
 
 def check_mtu(targets: Sequence[Target], facts: Mapping[str, HostFacts]) -> list[Finding]:

@@ -27,9 +27,13 @@ IP_HEADERS = 28  # IPv4 (20) + ICMP (8): `ping -s MTU-28` fills exactly one MTU-
 @dataclass(frozen=True)
 class Iface:
     name: str
-    mtu: int
-    up: bool
+    mtu: int | None  # None: `ip` printed none
+    up: bool  # administratively up and with carrier
     ipv4: tuple[str, ...] = ()
+    admin_up: bool | None = None  # the UP flag; None: not read (built by hand)
+    operstate: str = ""
+    bond: str | None = None  # the bond (or team) it is a member of: addresses and traffic are the bond's
+    lower: str | None = None  # the device it rides on (a VLAN's parent), when `ip` names it
 
 
 @dataclass(frozen=True)
@@ -118,12 +122,31 @@ def build_script(found: Mapping[str, Probe], nonce: str) -> str:
 
 
 def parse_addr(text: str) -> dict[str, Iface]:
+    """`ip -j addr` as name -> Iface. An entry without a name is skipped, not an error: iproute2 before
+    5.0 prints `{}` for every interface a filter left out (`[{},{"ifindex":2,...},{}]`)."""
+    data = json.loads(text or "[]")
+    if not isinstance(data, list):
+        raise ValueError("expected a JSON list of interfaces")
     ifaces = {}
-    for entry in json.loads(text or "[]"):
-        flags = set(entry.get("flags", []))
-        up = "UP" in flags and ("LOWER_UP" in flags or entry.get("operstate") == "UP")
-        ipv4 = tuple(a["local"] for a in entry.get("addr_info", []) if a.get("family") == "inet" and "local" in a)
-        ifaces[entry["ifname"]] = Iface(entry["ifname"], int(entry.get("mtu", 0)), up, ipv4)
+    for entry in data:
+        if not isinstance(entry, dict) or not isinstance(entry.get("ifname"), str):
+            continue
+        flags = {str(f) for f in entry.get("flags") or []}
+        operstate = str(entry.get("operstate") or "")
+        up = "UP" in flags and ("LOWER_UP" in flags or operstate == "UP")
+        addrs = entry.get("addr_info") or []
+        ipv4 = tuple(str(a["local"]) for a in addrs
+                     if isinstance(a, dict) and a.get("family") == "inet" and "local" in a)
+        mtu = entry.get("mtu")
+        master = entry.get("master")
+        lower = entry.get("link")
+        ifaces[entry["ifname"]] = Iface(
+            entry["ifname"], mtu if isinstance(mtu, int) and not isinstance(mtu, bool) else None, up, ipv4,
+            admin_up="UP" in flags, operstate=operstate,
+            # SLAVE is set on bond and team members only (a bridge port or a VRF member keeps its own
+            # addresses and has none).
+            bond=str(master) if "SLAVE" in flags and master else None,
+            lower=lower if isinstance(lower, str) else None)
     return ifaces
 
 

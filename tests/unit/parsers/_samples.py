@@ -145,6 +145,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "nvidia-smi-topo-15-16gpu-mlx5-columns-cut.txt": "nvidia_smi_topo",
     "nvidia-smi-topo-16-b200-16nics-glued-cells.txt": "nvidia_smi_topo",
     "show_gids-9-k8s-net1-index4.txt": "show_gids",
+    "show_gids-10-mi355-ipv6-only-cut.txt": "show_gids",
     "ibv_devinfo-10-efa-unspecified-link-layer.txt": "ibv_devinfo",
     "ethtool-S-1-mlx5-discards-phy-cut.txt": "ethtool_stats",
     "ethtool-S-2-bnxt_en-rings-tabs.txt": "ethtool_stats",

@@ -195,3 +195,14 @@ def test_show_gids_of_a_pod_from_index_4_with_blank_ipv4_cells() -> None:
     assert facts["gids"][1]["gid_normal"] == "0000:0000:0000:0000:0000:ffff:0a0c:0015"
     assert facts["unplaced"] == []  # the bare `show_gids` echoed before the header is the command, not a row
     assert facts["complete"] is False and facts["n_gids_found"] is None  # cut before its trailer
+
+
+def test_show_gids_of_ipv6_only_rocev2_ports() -> None:
+    # No IPv4 on any port: every IPv4 cell is blank, and the rows (v1 and v2 alike) are still placed.
+    facts = parse("show_gids", read("show_gids-10-mi355-ipv6-only-cut.txt"))
+    gids = facts["gids"]
+    assert len(gids) == 10 and facts["unplaced"] == [] and all(g["ipv4"] is None for g in gids)
+    assert (gids[1]["device"], gids[1]["index"], gids[1]["gid"], gids[1]["version"], gids[1]["netdev"]) == (
+        "rocep105s0", 1, "fd93:16d3:59b6:010d:0690:81ff:fe39:e3e8", "v2", "enp105s0")
+    assert [(g["version"], g["netdev"]) for g in gids[-2:]] == [("v1", "enp193s0f0np0"), ("v2", "enp193s0f0np0")]
+    assert facts["complete"] is False  # the excerpt ends before the trailer

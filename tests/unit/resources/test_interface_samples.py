@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ._recorded import SAMPLES, run
+from ._recorded import SAMPLES, fix, run
 
 IP = "ip -j -d link show"
 
@@ -20,6 +20,7 @@ CASES = [
     ("ipoib-8x-1.json", "ibp204s0", 4092, [("mtu", "drift", "4092", "2044"), ("link", "ok", "up", "up")], ""),
     # iproute2 4.14, pretty-printed: a bond member (`master`, `info_slave_kind`) up, the bond without carrier.
     ("bond-802.3ad-4.14-2.json", "swp5", 1500, [("mtu", "ok", "1500", "1500"), ("link", "ok", "up", "up")], ""),
+    ("bond-802.3ad-4.14-2.json", "swp5", 9000, [("mtu", "drift", "9000", "1500"), ("link", "ok", "up", "up")], ""),
     ("bond-802.3ad-4.14-2.json", "bond42", 9000, [("mtu", "drift", "9000", "1500"), ("link", "ok", "up", "up")],
      "admin up, operstate DOWN (no carrier)"),
     # A VLAN (`link`: its parent) created and never set up: no UP flag.
@@ -39,3 +40,18 @@ def test_every_ipoib_port_reports_its_mtu_to_the_fleet_check() -> None:
     for netdev in ("ibp12s0", "ibp18s0", "ibp75s0", "ibp84s0", "ibp141s0", "ibp148s0", "ibp186s0", "ibp204s0"):
         result = run("mtu_uniform", {"interface": netdev}, {IP: _ip("ipoib-8x-1.json")})
         assert result.summary() == [("mtu", "ok", "same on all hosts", "2044")]
+
+
+def test_a_bond_members_mtu_is_the_bonds_to_set() -> None:
+    # swp5 is a member of bond42 (SLAVE flag, `master`, `info_slave_kind` bond): setting its own MTU would
+    # leave the bond at 1500 and be undone at the bond's next change.
+    outputs = {IP: _ip("bond-802.3ad-4.14-2.json")}
+    spec = {"name": "swp5", "mtu": 9000, "persistent": False}
+    mtu = run("interface", spec, outputs).by_attribute()["mtu"]
+    assert "member of bond bond42" in mtu.message and "set it on bond42" in mtu.message
+    steps = fix("interface", spec, outputs)
+    assert [(s.action, s.possible) for s in steps] == [("mtu", False)]
+    assert "set the MTU on bond42" in steps[0].shown
+    # The bond itself is fixed as any netdev is.
+    bond = fix("interface", {"name": "bond42", "mtu": 9000, "persistent": False}, outputs)
+    assert [(s.action, s.possible) for s in bond] == [("mtu", True)]

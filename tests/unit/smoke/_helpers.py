@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from provisioner.load.inventory import Host
@@ -22,6 +23,6 @@ def facts(name: str, *, mtu: int = 9000, up: bool = True, pings: list[preflight.
     recorded = "ip-j-addr-healthy.json" if up else "ip-j-addr-eth1-down.json"
     ifaces = preflight.parse_addr((HERE / recorded).read_text())
     live = ifaces["eth1"]
-    ifaces["eth1"] = preflight.Iface("eth1", mtu, live.up, live.ipv4)
+    ifaces["eth1"] = dataclasses.replace(live, mtu=mtu)
     return preflight.HostFacts(name, ifaces=ifaces, ib_devices=("mlx5_0",), gpus=gpus, python="3.11.2",
                                torch=torch, pings=pings or [])

@@ -142,3 +142,44 @@ def test_unreadable_probe_is_its_own_finding() -> None:
     findings = preflight.evaluate([target("gpu01")], {"gpu01": got}, runner="torch", backend="auto")
     assert findings[0].check == "probe" and "ip -j addr" in findings[0].message
     assert 'Option "-j" is unknown' in findings[0].message
+
+
+SAMPLES = HERE.parents[1] / "samples"
+
+
+def test_parse_addr_skips_the_empty_entries_of_older_iproute2() -> None:
+    # iproute2 before 5.0 printed `{}` for every interface a filter left out (greshake/i3status-rust#997):
+    # one such entry made the whole host's interfaces unreadable.
+    ifaces = preflight.parse_addr((SAMPLES / "ip-addr" / "empty-objects-4.20-1.json").read_text())
+    assert list(ifaces) == ["wlp0s20f3"]
+    assert ifaces["wlp0s20f3"] == preflight.Iface("wlp0s20f3", 1500, True, ("192.168.1.124",), admin_up=True,
+                                                  operstate="UP")
+    # Every entry empty, addresses too (greshake/i3status-rust#922): no interface, and no error.
+    assert preflight.parse_addr((SAMPLES / "ip-addr" / "addr-info-empty-objects-2.json").read_text()) == {}
+
+
+def test_an_entry_without_an_mtu_has_no_mtu_rather_than_zero() -> None:
+    ifaces = preflight.parse_addr('[{"ifindex":1,"ifname":"eth1","flags":["UP","LOWER_UP"],"operstate":"UP"}]')
+    assert ifaces["eth1"].mtu is None
+
+
+@pytest.mark.parametrize(("iface", "message", "fix"), [
+    # A bond member (SLAVE flag, `master`): its addresses are the bond's.
+    ("swp5", "gpu01: data interface swp5 is a member of bond bond42", "use bond42 as the data interface"),
+    # Administratively up without carrier: `ip link set up` would change nothing.
+    ("bond42", "gpu01: data interface bond42 is up but has no link (operstate DOWN)", "check the cable"),
+])
+def test_data_interface_findings_from_real_ip_json(iface: str, message: str, fix: str) -> None:
+    # `ip -j addr` prints each link as `ip -j link` does (iproute2 4.14 here), with addr_info added.
+    ifaces = preflight.parse_addr((SAMPLES / "ip-link" / "bond-802.3ad-4.14-2.json").read_text())
+    found = preflight.check_interfaces([target("gpu01", data_ifaces=(iface,))],
+                                       {"gpu01": preflight.HostFacts("gpu01", ifaces=ifaces)})
+    assert len(found) == 1 and found[0].message.startswith(message) and found[0].fix.startswith(fix)
+
+
+def test_an_interface_never_set_up_is_reported_down() -> None:
+    ifaces = preflight.parse_addr((SAMPLES / "ip-link" / "vlan-4.14-3.json").read_text())
+    found = preflight.check_interfaces([target("gpu01", data_ifaces=("eth0.42",))],
+                                       {"gpu01": preflight.HostFacts("gpu01", ifaces=ifaces)})
+    assert [f.message for f in found] == ["gpu01: data interface eth0.42 is down"]
+    assert found[0].fix.startswith("bring it up (ip link set eth0.42 up)")
