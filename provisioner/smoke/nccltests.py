@@ -129,6 +129,11 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
     failures = [str(failure) for failure in parsed.failures]
     # A whole run can still fail: wrong or out-of-bounds results, a row that cannot be read, an average below
     # NCCL_TESTS_MIN_BW. Its exit status says so too, but a launcher may not pass that status on.
+    # Each process ran a job of its own (no PMI between them: a build with MPI started by srun without
+    # --mpi, as after a PMIx plugin that would not load, or a build without MPI): every copy may pass, alone.
+    copies = max(parsed.single_rank_runs, parsed.separate_runs)
+    if copies > 1:
+        failures.insert(0, f"{copies} processes each ran a job of their own, not one job of {ranks} ranks")
     if not parsed.complete or failures or parsed.verdict != "ok":
         missing = ", ".join(parsed.missing)
         verdict = str(parsed.verdict or "incomplete")

@@ -98,3 +98,22 @@ def _run(tmp_path: Path, output: str, code: int) -> nccl_run.Result:
 def test_no_failure_is_a_pass(tmp_path: Path, output: str, code: int) -> None:
     assert _run(tmp_path, output, code).verdict == "failed"
 
+
+def _copy(host: str, pid: int, gpus: int) -> str:
+    """A complete run of one process driving `gpus` GPUs, as nccl-tests prints it with no peers."""
+    lines = sample("all_reduce_perf-30-h200-one-gpu.txt").splitlines(keepends=True)
+    ranks = "".join(f"#  Rank {r:2d} Group  0 Pid {pid:6d} on {host:>10} device {r:2d} [0000:00:06] NVIDIA H200\n"
+                    for r in range(gpus))
+    return "".join(ranks if line.startswith("#  Rank") else line for line in lines)
+
+
+@pytest.mark.parametrize("gpus", [1, 8])
+def test_copies_that_each_ran_alone_are_not_a_pass_even_when_srun_exits_0(tmp_path: Path, gpus: int) -> None:
+    """A build with MPI started without PMI (srun without --mpi, as after a PMIx plugin that would not load)
+    runs one job per process: each passes alone, on its own GPUs, and srun exits 0."""
+    output = _copy("gpu01", 1327, gpus) + _copy("gpu02", 2211, gpus)
+    result = _run(tmp_path, output, 0)
+    assert result.verdict == "failed"
+    assert "2 processes each ran a job of their own, not one job of 2 ranks" in result.reason
+    # One process of the same output is a run of its own, read as before.
+    assert nccltests.rows(_copy("gpu01", 1327, gpus), gpus)[2] is None
