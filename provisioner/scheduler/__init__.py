@@ -19,14 +19,21 @@ from provisioner.errors import FabnetError
 # Every reason fabnet sets starts with this; a node drained with any other reason is someone else's.
 REASON_PREFIX = "fabnet:"
 
-# The words `sinfo --format %T` prints for a node that Slurm starts no new job on, where the node's
-# reason says who took it out and why (Slurm's node_state_string(), lower-cased by sinfo). Each word
-# hides the others: a drained node that also stops responding still reads `drained*`, one being
-# rebooted reads `reboot` or `reboot^` and one whose registration was refused reads `inval`, drained or
-# not (in every release from 20.02 on), so the DRAIN flag is read apart (NodeState.drain). `drain` and
-# `drng` are the short forms of `%t`, never printed for `%T`.
+# The words `sinfo --format %T` prints (Slurm's node_state_string(), lower-cased by sinfo), in every release
+# from 20.11 to 25.11. Each word hides the others: a drained node that also stops responding still reads
+# `drained*`, one being rebooted reads `reboot` or `reboot^` and one whose registration was refused reads
+# `inval`, drained or not, so the DRAIN flag is read apart (NodeState.drain). `drain` and `drng` are the
+# short forms of `%t`, never printed for `%T`.
 DRAINED = frozenset({"drained", "draining"})
-OUT_OF_SERVICE = DRAINED | {"down", "fail", "failing", "inval", "reboot", "reboot_issued"}
+# The words of a node Slurm runs jobs on or keeps ready for them: its base state is idle, allocated or
+# mixed (`completing` is an idle one whose last job is ending; `reserved`, `planned` and `blocked` are
+# idle ones that the scheduler holds for a job; `perfctrs`, before 24.05, one whose network counters a job
+# holds; `maint`, one in a maintenance reservation). Every other word is out of service: down, failed or
+# failing, refused at registration (`inval`), being rebooted, not yet part of the cluster (`future`,
+# `unknown`, and the power, cloud, external and dynamic words Slurm prints for a node with no base
+# state), or a word this list does not know, such as a later release's: fabnet keeps its reason.
+IN_SERVICE = frozenset({"idle", "mixed", "allocated", "completing", "reserved", "planned", "blocked",
+                        "perfctrs", "maint"})
 # A node whose reboot was asked for (`@`) or is under way (`^`, or the word `reboot` of an idle or down
 # node): Slurm's resume clears the reboot request along with the drain (node_mgr.c, update_node()).
 REBOOTING_STATES = frozenset({"reboot", "reboot_issued"})
@@ -64,8 +71,9 @@ class NodeState:
 
     @property
     def out_of_service(self) -> bool:
-        """Taken out by someone (or by Slurm itself): its reason, if any, is what brings it back."""
-        return self.state in OUT_OF_SERVICE
+        """Taken out by someone (or by Slurm itself), or not known to be in service: its reason, if any, is
+        what brings it back, and a drain must not replace it."""
+        return self.state not in IN_SERVICE or self.drained or self.rebooting
 
     @property
     def drained_by_fabnet(self) -> bool:

@@ -22,6 +22,8 @@ from provisioner.errors import ParseError
 from provisioner.load import cmdtemplate
 from provisioner.parsers.nccl_tests import parse_nccl_tests
 from provisioner.resources.base import sh
+from provisioner.scheduler.hostlist import HostlistError
+from provisioner.scheduler.hostlist import expand as expand_hostlist
 from provisioner.smoke.busbw import SizeResult, all_reduce_factor
 from provisioner.smoke.plan import exports
 from provisioner.smoke.settings import DEFAULT_LAUNCH, SRUN_LAUNCH, Settings
@@ -75,11 +77,20 @@ def without_pmix(launch: Launch) -> Launch:
     return Launch(launch.launcher, launch.host, launch.template.replace("srun --mpi=pmix ", "srun ", 1))
 
 
-_PMIX_UNUSABLE = re.compile(r"mpi/pmix\S*: init:|(?:can ?not|cannot) load PMIx library", re.IGNORECASE)
+# srun's words when the plugin it lists cannot be loaded where srun runs (20.11 to 25.11): the plugin's own
+# `mpi/pmix_v4: init: ... can not load PMIx library`, then Slurm's `Couldn't load specified plugin name for
+# mpi/pmix: ...` (also `Dlopen of plugin file failed`, where a library the plugin links is missing), `cannot
+# create mpi context for mpi/pmix` (before 22.05; `MPI: Cannot create context for mpi/pmix` since) and
+# `invalid MPI type 'pmix'` (`Invalid` since 22.05).
+_PMIX_UNUSABLE = re.compile(
+    r"mpi/pmix\S*: init:|(?:can ?not|cannot) load PMIx library"
+    r"|^srun: error: Couldn't load specified plugin name for mpi/pmix\S*:"
+    r"|^srun: error: (?:MPI: )?cannot create (?:mpi )?context for mpi/pmix"
+    r"|^srun: error: invalid MPI type '?pmix", re.IGNORECASE | re.MULTILINE)
 
 
 def pmix_unusable(output: str, exit_code: int) -> bool:
-    """srun offered --mpi=pmix but its plugin failed to start (no libpmix on the node): no task ran."""
+    """srun offered --mpi=pmix but could not load its plugin (no libpmix where srun runs): no task ran."""
     return exit_code != 0 and bool(_PMIX_UNUSABLE.search(output))
 
 
@@ -118,6 +129,11 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
     failures = [str(failure) for failure in parsed.failures]
     # A whole run can still fail: wrong or out-of-bounds results, a row that cannot be read, an average below
     # NCCL_TESTS_MIN_BW. Its exit status says so too, but a launcher may not pass that status on.
+    # Each process ran a job of its own (no PMI between them: a build with MPI started by srun without
+    # --mpi, as after a PMIx plugin that would not load, or a build without MPI): every copy may pass, alone.
+    copies = max(parsed.single_rank_runs, parsed.separate_runs)
+    if copies > 1:
+        failures.insert(0, f"{copies} processes each ran a job of their own, not one job of {ranks} ranks")
     if not parsed.complete or failures or parsed.verdict != "ok":
         missing = ", ".join(parsed.missing)
         verdict = str(parsed.verdict or "incomplete")
@@ -138,15 +154,20 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
 
 
 # A shell that could not find a program: bash `X: command not found`, dash `X: not found`, env's
-# `env: 'X': No such file or directory`; srun's step `execve(): X: No such file or directory`; Open MPI's
-# "unable to find the specified executable".
+# `env: 'X': No such file or directory`; srun's step `execve(): X: No such file or directory` (slurmstepd,
+# 20.11 to 25.11, X as the task's PATH gave it, or as named where no PATH entry has it); srun's own `srun:
+# fatal: Can not execute X` where it looks first (`--bcast`, LaunchParameters=test_exec): X is missing where
+# srun runs; Open MPI's "unable to find the specified executable".
 _NOT_FOUND = (
     re.compile(r"^(?:\S+: )?(?:line \d+: |\d+: )?(?P<tool>[^\s:]+): (?:command )?not found\s*$", re.MULTILINE),
     re.compile(r"^env: [\u2018'`]?(?P<tool>[^\s\u2019']+)[\u2019']?: No such file or directory\s*$", re.MULTILINE),
     re.compile(r"execve\(\): (?P<tool>[^\s:]+): No such file or directory"),
+    re.compile(r"^srun: fatal: Can not execute (?P<tool>\S+)\s*$", re.MULTILINE),
     re.compile(r"^\s*Executable:\s*(?P<tool>\S+)\s*$", re.MULTILINE),
 )
-# srun: `srun: error: gpu02: task 1: Exited with exit code 2`; Open MPI: `Node: gpu02`.
+# srun: `srun: error: gpu02: task 1: Exited with exit code 2` (20.11 to 25.11: the nodes of the tasks that
+# one message reports, as a hostlist, `task` or `tasks` and a task range such as `0-3,8`); Open MPI:
+# `Node: gpu02`.
 _FAILED_ON = (re.compile(r"^srun: error: (?P<host>[^\s:]+): tasks? [0-9,\-\[\]]+: Exited with exit code (?:2|127)\b",
                          re.MULTILINE),
               re.compile(r"^\s*Node:\s*(?P<host>\S+)\s*$", re.MULTILINE))
@@ -160,9 +181,21 @@ def missing_program(output: str, exit_code: int) -> tuple[str, list[str]] | None
     for pattern in _NOT_FOUND:
         match = pattern.search(output)
         if match:
-            hosts = list(dict.fromkeys(m["host"] for p in _FAILED_ON for m in p.finditer(output)))
-            return match["tool"], hosts
+            return match["tool"], _failed_on(output)
     return None
+
+
+def _failed_on(output: str) -> list[str]:
+    """The hosts the launcher's task-exit lines name, a hostlist such as `gpu[01-02]` expanded."""
+    hosts: list[str] = []
+    for pattern in _FAILED_ON:
+        for match in pattern.finditer(output):
+            try:
+                names = expand_hostlist(match["host"]) if "[" in match["host"] else [match["host"]]
+            except HostlistError:
+                names = [match["host"]]
+            hosts += [name for name in names if name not in hosts]
+    return hosts
 
 
 def tasks_failed_to_start(output: str, exit_code: int) -> list[str]:
@@ -173,7 +206,7 @@ def tasks_failed_to_start(output: str, exit_code: int) -> list[str]:
     names one only if it really lacks the program."""
     if exit_code == 0:
         return []
-    return list(dict.fromkeys(m["host"] for p in _FAILED_ON for m in p.finditer(output)))
+    return _failed_on(output)
 
 
 def emulation_note(output: str) -> str | None:

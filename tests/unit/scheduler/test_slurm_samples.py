@@ -41,7 +41,7 @@ LONG = [
     ("sinfo-lNe-2-down-not-responding-cut.txt", "compute003",
      ("down", "*", False, False, True, "Not responding")),
     ("sinfo-Nl-3-unknown-two-partitions.txt", "c1", ("idle", "", True, False, False, "")),
-    ("sinfo-Nl-3-unknown-two-partitions.txt", "c3", ("unknown", "*", False, False, False, "")),
+    ("sinfo-Nl-3-unknown-two-partitions.txt", "c3", ("unknown", "*", False, False, True, "")),  # never registered
 ]
 
 

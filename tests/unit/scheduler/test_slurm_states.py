@@ -24,8 +24,8 @@ STATES = [
     ("idle%", "idle", "%", True, False, False),  # 24.05.8 :3571
     ("idle!", "idle", "!", True, False, False),  # 21.08.8 :3804
     ("idle$", "idle", "$", True, False, False),  # 24.05.8 :3563
-    ("idle@", "idle", "@", True, False, False),  # 20.02.7 :3555
-    ("idle^", "idle", "^", True, False, False),  # 21.08.8 :3794
+    ("idle@", "idle", "@", True, False, True),  # 20.02.7 :3555
+    ("idle^", "idle", "^", True, False, True),  # 21.08.8 :3794
     ("mixed", "mixed", "", True, False, False),  # 24.05.8 :3605
     ("mixed-", "mixed", "-", True, False, False),  # 21.08.8 :3833 (planned)
     ("mixed*", "mixed", "*", False, False, False),  # 24.05.8 :3602
@@ -40,17 +40,17 @@ STATES = [
     ("blocked", "blocked", "", True, False, False),  # 24.05.8 :3581
     ("maint", "maint", "", True, False, False),  # 24.05.8 :3417
     ("maint*", "maint", "*", False, False, False),  # 24.05.8 :3415
-    ("future", "future", "", True, False, False),  # 24.05.8 :3624
-    ("unknown*", "unknown", "*", False, False, False),  # 24.05.8 :3630
-    ("cloud", "cloud", "", True, False, False),  # 20.11.9 (added beside POWER_DOWN)
-    ("power_down", "power_down", "", True, False, False),  # 24.05.8 :3490
-    ("powering_up", "powering_up", "", True, False, False),  # 24.05.8 :3498
-    ("cancel_reboot", "cancel_reboot", "", True, False, False),  # 24.05.8 :3486
-    ("undrain", "undrain", "", True, False, False),  # 24.05.8 :3500
-    ("external", "external", "", True, False, False),  # 25.11.7 :3623
-    ("dynamic_norm", "dynamic_norm", "", True, False, False),  # 25.11.7 :3639
-    ("resume", "resume", "", True, False, False),  # 24.05.8 :3627
-    ("?", "?", "", True, False, False),  # 24.05.8 :3633
+    ("future", "future", "", True, False, True),  # 24.05.8 :3624
+    ("unknown*", "unknown", "*", False, False, True),  # 24.05.8 :3630
+    ("cloud", "cloud", "", True, False, True),  # 20.11.9 (added beside POWER_DOWN)
+    ("power_down", "power_down", "", True, False, True),  # 24.05.8 :3490
+    ("powering_up", "powering_up", "", True, False, True),  # 24.05.8 :3498
+    ("cancel_reboot", "cancel_reboot", "", True, False, True),  # 24.05.8 :3486
+    ("undrain", "undrain", "", True, False, True),  # 24.05.8 :3500
+    ("external", "external", "", True, False, True),  # 25.11.7 :3623
+    ("dynamic_norm", "dynamic_norm", "", True, False, True),  # 25.11.7 :3639
+    ("resume", "resume", "", True, False, True),  # 24.05.8 :3627
+    ("?", "?", "", True, False, True),  # 24.05.8 :3633
     ("drained", "drained", "", True, True, True),  # 24.05.8 :3468
     ("drained*", "drained", "*", False, True, True),  # 24.05.8 :3467
     ("drained~", "drained", "~", True, True, True),  # 24.05.8 :3463
@@ -73,11 +73,12 @@ STATES = [
     ("reboot*", "reboot", "*", False, False, True),  # 24.05.8 :3426
     ("reboot^", "reboot", "^", True, False, True),  # 21.08.8 :3655
     ("reboot_issued", "reboot_issued", "", True, False, True),  # 24.05.8 :3484
-    # Not %T's: `%t` short forms and StateComplete's `+` joins. Kept whole, so never read as drained.
-    ("drain", "drain", "", True, False, False),
-    ("drng", "drng", "", True, False, False),
-    ("idle+drain", "idle+drain", "", True, False, False),
-    ("drained*+", "drained*+", "", True, False, False),
+    # Not %T's: `%t` short forms and StateComplete's `+` joins. Kept whole, so never read as drained, and
+    # out of service as every word fabnet does not know is.
+    ("drain", "drain", "", True, False, True),
+    ("drng", "drng", "", True, False, True),
+    ("idle+drain", "idle+drain", "", True, False, True),
+    ("drained*+", "drained*+", "", True, False, True),
 ]
 
 
