@@ -15,7 +15,7 @@ from typing import NoReturn, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._loggers import ARROW, COMPOSE, EVERY_LINE, STERN, arrow_hosts
+from provisioner.parsers._loggers import ARROW, COMPOSE, EVERY_LINE, STERN, TSL, arrow_hosts
 
 # Only real line breaks: str.splitlines() would also split on form feeds, \x1c.. and U+2028,
 # which would make our line numbers disagree with what an editor shows.
@@ -97,12 +97,13 @@ def split_lines(text: str) -> list[Line]:
 # titles/links, and lone two-character escapes. nvidia-smi writes them even into files and pipes.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # Prefixes that loggers and launchers put before every line, in the order they nest (outermost first).
-# A timestamp (a date and a time, to the minute or finer, indented or not) or an Open MPI `--tag-output` tag
+# A timestamp (a date and a time, to the minute or finer, indented or not, a collector's `...Z: ` colon
+# after it or not) or an Open MPI `--tag-output` tag
 # cannot be mistaken for tool output, so they go wherever they appear. The others are ambiguous one line at a
 # time and go only when most lines carry them.
 _TIMESTAMP = re.compile(
     r"^(?:[ \t]*\[?(?:\d{4}[-/]\d{2}[-/]\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?: ?(?:Z|[+-]\d{2}:?\d{2}|UTC))?"
-    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\]?|\[\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\])(?:[ \t]|$)",
+    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\]?:?|\[\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\])(?:[ \t]|$)",
     re.ASCII,
 )
 # A CI console's clock alone (`19:34:56 ` before every line, as Jenkins' timestamper prints): without a date
@@ -237,7 +238,9 @@ def clean_lines(lines: list[Line]) -> list[Line]:
 
 
 # The prefixes that are unmistakable one line at a time, in the order tried at each step.
-_EVERY_LINE = (*EVERY_LINE[:2], _TIMESTAMP, _CLOCK_BEFORE, _MPI_TAG, _TORCH_RANK, *EVERY_LINE[2:])
+# TensorFlow's `2024-11-25 10:00:00.123456: E file.cc:12] ` before the bare timestamp, whose colon form would
+# leave its level and source behind.
+_EVERY_LINE = (*EVERY_LINE[:2], TSL, _TIMESTAMP, _CLOCK_BEFORE, _MPI_TAG, _TORCH_RANK, *EVERY_LINE[2:])
 
 
 def strip_prefixes(line: Line) -> Line:

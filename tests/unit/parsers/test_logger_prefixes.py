@@ -37,6 +37,8 @@ _PREFIXES: dict[str, tuple[str, str | None]] = {
     "syslog-iso": ("2024-11-25T10:00:00.123456+00:00 gpu03.example.com torchrun[77]: ", "gpu03.example.com"),
     "journald-then-vllm": ("Nov 25 10:00:00 gpu03 vllm[9]: (VllmWorker rank=1 pid=11) ERROR 11-25 10:00:00 [x.py:1] ",
                            "gpu03"),
+    # A job collector's ISO time with a colon after it, then Open MPI's tag (NVIDIA/nccl#230).
+    "collector-iso-colon-then-mpi-tag": ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:", None),
     "ray-then-glog": ("(RayTrainWorker pid=1, ip=10.0.0.8) E1125 10:00:00.123456  1234 nccl_utils.cc:12] ", "10.0.0.8"),
 }
 
