@@ -33,6 +33,7 @@ _FIRMWARE = re.compile(
 # A work completion's syndrome is the request's failure, not the device's: UCX's `Send completion with error on
 # qp 0x2a8af: remote invalid request error syndrome 0x8a`, `Remote QP on mlx5_0:1/IB (synd 0x14 vend 0x89 ...)`.
 _COMPLETION_SYNDROME = re.compile(r"completion with error|\bQP on \S+ \(synd\b", re.I)
+_EVENT_CHANNEL = re.compile(r"get_async_event")
 _KERNEL_DEVICE = re.compile(r"\b(?P<dev>mlx\d_core \S+?|mlx\d_\d+)[:\s]")
 
 
@@ -160,7 +161,9 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
         causes.append(cause)
     other = [(log, f) for log, f in failures
              if not (_NO_MEMORY.search(f.error) or f.errno == 12) or (f.api == "ofi" and not causes)]
-    verbs = [(log, f) for log, f in other if f.api == "verbs"]
+    # NCCL's async-event thread reads the device's event channel until the call fails: a failed
+    # ibv_get_async_event is the device gone (the firmware rule's), not a resource the HCA refused.
+    verbs = [(log, f) for log, f in other if f.api == "verbs" and not _EVENT_CHANNEL.search(f.call or "")]
     ofi = [(log, f) for log, f in other if f.api == "ofi"]
     if verbs:
         lines = [line for log, f in verbs for line in _line_of(log, f.line)]
@@ -197,6 +200,8 @@ def firmware_fault(logs: list[Log]) -> list[Cause]:
     lines += [line for log, e in events for line in _line_of(log, e.line)]
     if not lines:
         return []
+    lines += [line for log in logs for f in (log.nccl.call_failures if log.nccl else [])
+              if _EVENT_CHANNEL.search(f.call or "") for line in _line_of(log, f.line)]
     devices = unique([e.device for _, e in events if e.device]
                      + [m.group("dev") for line in lines if (m := _KERNEL_DEVICE.search(line.text))])
     return [Cause(
