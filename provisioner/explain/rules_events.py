@@ -56,7 +56,8 @@ def port_down(logs: list[Log]) -> list[Cause]:
 
 def queue_errors(logs: list[Log]) -> list[Cause]:
     """A queue pair or completion queue the HCA put in error outside a work completion: an access violation
-    is a memory registration that no longer holds, an invalid request a malformed or mismatched queue pair,
+    is a request the responder could not take (an MTU the two ends disagree on, or a memory registration
+    that no longer holds), an invalid request a malformed or mismatched queue pair,
     a CQ error an overrun completion queue."""
     events = _events(logs, "queue")
     if not events:
@@ -64,9 +65,14 @@ def queue_errors(logs: list[Log]) -> list[Cause]:
     names = unique([e.event for _, e in events])
     text = " ".join(names).lower()
     if "access" in text:
-        fix = ("Check the memory registration on the host named: GPUDirect RDMA (`lsmod | grep nvidia_peermem`, "
-               "or dma-buf with the open GPU kernel module), IOMMU/ATS settings for the HCA and GPU, and that "
-               "the application does not free buffers still in flight.")
+        # The responder raises it for a request it cannot take: a buffer whose registration no longer holds,
+        # or a packet longer than its queue pair's MTU. NCCL 2.20.3 stopped lowering the receive side's MTU
+        # to the peer's (NVIDIA/nccl#1524: two servers with different MTUs), so a mismatch fails this way.
+        fix = ("Compare the port MTU on both ends first (`ibv_devinfo` active_mtu; on RoCE the interface MTU, "
+               "`ip link`): with NCCL 2.20.3 and later, ports of different MTUs fail this way, so set the same "
+               "MTU on every node. Then check the memory registration on the host named: GPUDirect RDMA "
+               "(`lsmod | grep nvidia_peermem`, or dma-buf with the open GPU kernel module), IOMMU/ATS settings "
+               "for the HCA and GPU, and that the application does not free buffers still in flight.")
     else:
         fix = ("Compare the queue-pair setup on both ends (same NCCL on every node, NCCL_IB_* settings alike, "
                "`ibv_devinfo` active_mtu) and read dmesg for mlx5_core errors on the host named.")
