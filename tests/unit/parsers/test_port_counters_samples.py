@@ -126,3 +126,16 @@ def test_counter_files_of_an_mlx5_an_hfi1_and_a_two_port_mlx4_are_read_whole() -
             mlx5.value("roce_slow_restart_cnps")) == (131, 1, 3481, 131)
     assert ports[("mlx4_0", 2)].value("port_xmit_wait") == 3846
     assert ports[("hfi1_0", 1)].hw_counters == {}
+
+
+def test_hw_counter_names_are_the_file_names_whatever_their_punctuation() -> None:
+    # hfi1 names its 32-bit hw_counters files `NAME,32` (init_cntrs in drivers/infiniband/hw/hfi1/chip.c); a
+    # find over one such port lists `/sys/class/infiniband/hfi1_0/ports/1/hw_counters/SwLinkUp,32`
+    # (github.com/prometheus/node_exporter/issues/2023).
+    text = ("hfi1_0/ports/1/hw_counters/RcResend:2079\nhfi1_0/ports/1/hw_counters/SwLinkUp,32:3\n"
+            "grep: hfi1_0/ports/1/hw_counters/TxLinkdownErr,32: Invalid argument\n")
+    facts = parse_port_counters(text)
+    assert not facts.unplaced
+    [port] = facts.ports
+    assert port.hw_counters == {"RcResend": 2079, "SwLinkUp,32": 3}
+    assert port.unreadable == {"TxLinkdownErr,32": "Invalid argument"}
