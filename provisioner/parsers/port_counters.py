@@ -29,17 +29,20 @@ from pydantic import Field
 from provisioner.parsers._shell import is_shell
 from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, number
 
+# A counter's name is its file name as the driver spells it: hfi1 appends `,32` to its 32-bit hw_counters
+# (`SwLinkUp,32`), so anything but a slash, a colon or a space belongs to it.
+_NAME = r"(?P<name>[^/\s:]+)"
 _SYSFS = re.compile(
-    r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/(?P<name>[\w.-]+)"
-    r":(?P<value>.*)$"
+    r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/" + _NAME
+    + r":(?P<value>.*)$"
 )
 # A reader's error on stderr when 2>&1 kept it: GNU grep and coreutils print `PROG: FILE: strerror`.
 _READ_ERROR = re.compile(r"^(?P<prog>grep|cat|head|tail):\s+(?P<path>\S.*?):\s+(?P<reason>[A-Z][^:]*)$")
 _COUNTER_PATH = re.compile(
-    r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/(?P<name>[\w.-]+)$"
+    r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/" + _NAME + "$"
 )
 # The start of a counter line the output stopped inside (before its `:VALUE`, or right after the colon).
-_SYSFS_CUT = re.compile(r"^(?:.*/)?[^/\s:]+/ports(?:/[0-9]*(?:/\w*(?:/[\w.-]*:?)?)?)?$")
+_SYSFS_CUT = re.compile(r"^(?:.*/)?[^/\s:]+/ports(?:/[0-9]*(?:/\w*(?:/[^/\s:]*:?)?)?)?$")
 _NOT_AVAILABLE = re.compile(r"^N/A\b", re.IGNORECASE)
 # The line resources/port_counters.py puts between a rate check's two readings (every source's).
 INTERVAL = re.compile(r"^@@interval\s+(?P<seconds>[0-9.]+)$")

@@ -109,10 +109,19 @@ def _limit_checks(spec: PortCountersSpec, port: PortCounterSet, later: PortCount
                                 f"{where} {counter} is stuck at its maximum ({after}): its rate cannot be measured "
                                 "until the port's counters are reset (perfquery -R)"))
             continue
-        rate = (after - before) / interval
-        message = f"{after - before} in {interval:g} s"
-        checks.append((ok if rate <= limit else drift)(attribute, f"<= {limit:g}/s", f"{rate:g}/s", message))
+        checks.append(_rate(f"{where} {counter}", limit, before, after, interval))
     return checks
+
+
+def _rate(subject: str, limit: float, before: int, after: int, interval: float) -> Check:
+    attribute, desired = f"{subject} rate", f"<= {limit:g}/s"
+    if after < before:
+        # A driver reload or a port reset zeroes the counters: the difference says nothing about the link, and a
+        # negative rate would pass any limit.
+        return error(attribute, desired, f"{subject} went down from {before} to {after} between the readings: "
+                     "the counters were reset; check again")
+    rate = (after - before) / interval
+    return (ok if rate <= limit else drift)(attribute, desired, f"{rate:g}/s", f"{after - before} in {interval:g} s")
 
 
 def _attributes(spec: PortCountersSpec) -> list[tuple[str, str]]:
@@ -148,14 +157,8 @@ def _ethtool_checks(spec: PortCountersSpec, stats: EthtoolStats) -> list[Check]:
             checks.append(error(attribute, desired, absent(counter, stats.counters if before is None else stats.later)))
         elif counter in stats.repeated:
             checks.append(error(attribute, desired, f"{where} prints {counter} more than once"))
-        elif after < before:
-            # A driver reload or a port reset zeroes the statistics: the difference says nothing about the link.
-            checks.append(error(attribute, desired, f"{where} {counter} went down from {before} to {after} between "
-                                "the readings: the statistics were reset; check again"))
         else:
-            rate = (after - before) / interval
-            checks.append((ok if rate <= limit else drift)(attribute, desired, f"{rate:g}/s",
-                                                           f"{after - before} in {interval:g} s"))
+            checks.append(_rate(f"{where} {counter}", limit, before, after, interval))
     return checks
 
 

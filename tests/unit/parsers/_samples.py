@@ -107,6 +107,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "dcb-maxrate-12-man.txt": "dcb",
     "rdma-link-5-ib-polling.txt": "rdma_link",
     "port-counters-sysfs-2-iwarp-no-pma.txt": "port_counters",
+    "port-counters-sysfs-3-procfs-mlx5-hfi1-mlx4.txt": "port_counters",
     "ibstatus-1-pod-ib-and-ethernet.txt": "ibstatus",
     "ibstatus-2-1x-edr-prompt.txt": "ibstatus",
     "traffic_class-2-prompt.txt": "traffic_class",

@@ -110,3 +110,32 @@ def test_a_bad_value_mid_listing_is_unplaced_not_a_cut() -> None:
     facts = parse("port_counters", text)
     assert facts["complete"] is True
     assert [u["line"] for u in facts["unplaced"]] == [1]
+
+
+def test_counter_files_of_an_mlx5_an_hfi1_and_a_two_port_mlx4_are_read_whole() -> None:
+    facts = parse_port_counters(read("port-counters-sysfs-3-procfs-mlx5-hfi1-mlx4.txt"))
+    assert facts.complete is True and not facts.unplaced and not facts.absent
+    ports = {(p.device, p.port): p for p in facts.ports}
+    assert sorted(ports) == [("hfi1_0", 1), ("mlx4_0", 1), ("mlx4_0", 2), ("mlx5_0", 1)]
+    assert [len(ports[k].counters) for k in sorted(ports)] == [17, 17, 17, 21]
+    mlx5 = ports[("mlx5_0", 1)]
+    assert len(mlx5.hw_counters) == 25 and not mlx5.unreadable and not mlx5.saturated
+    # Past 32 bits (the extended PortCounters the kernel serves when the device has them), read whole.
+    assert mlx5.value("port_xmit_data") == 2880761508848 and mlx5.value("port_xmit_packets") == 10907922116
+    assert (mlx5.value("local_ack_timeout_err"), mlx5.value("out_of_sequence"), mlx5.value("req_cqe_error"),
+            mlx5.value("roce_slow_restart_cnps")) == (131, 1, 3481, 131)
+    assert ports[("mlx4_0", 2)].value("port_xmit_wait") == 3846
+    assert ports[("hfi1_0", 1)].hw_counters == {}
+
+
+def test_hw_counter_names_are_the_file_names_whatever_their_punctuation() -> None:
+    # hfi1 names its 32-bit hw_counters files `NAME,32` (init_cntrs in drivers/infiniband/hw/hfi1/chip.c); a
+    # find over one such port lists `/sys/class/infiniband/hfi1_0/ports/1/hw_counters/SwLinkUp,32`
+    # (github.com/prometheus/node_exporter/issues/2023).
+    text = ("hfi1_0/ports/1/hw_counters/RcResend:2079\nhfi1_0/ports/1/hw_counters/SwLinkUp,32:3\n"
+            "grep: hfi1_0/ports/1/hw_counters/TxLinkdownErr,32: Invalid argument\n")
+    facts = parse_port_counters(text)
+    assert not facts.unplaced
+    [port] = facts.ports
+    assert port.hw_counters == {"RcResend": 2079, "SwLinkUp,32": 3}
+    assert port.unreadable == {"TxLinkdownErr,32": "Invalid argument"}

@@ -6,6 +6,7 @@ The sysfs probe is also run for real with /bin/sh against a directory tree laid 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +21,7 @@ from provisioner.resources.base import HostContext, ProbeResult, Results
 from ._recorded import failed, run, sample
 
 GREP = "grep -r -H"
+PROCFS = "port-counters-sysfs-3-procfs-mlx5-hfi1-mlx4.txt"
 PERFQUERY = "perfquery -x"
 
 SYSFS = (
@@ -69,6 +71,18 @@ CASES = [
         ("mlx5_0/1 symbol_error rate", "ok", "<= 1/s", "0/s"),
         ("mlx5_1/1 symbol_error rate", "error", "<= 1/s", None),
     ], id="saturated-counter-rate-cannot-be-measured"),
+    pytest.param({"device": "mlx5_0", "max": {"local_ack_timeout_err": 0, "out_of_buffer": 0}},
+                 {GREP: sample(PROCFS)}, [
+        ("mlx5_0/1 local_ack_timeout_err", "drift", "<= 0", "131"), ("mlx5_0/1 out_of_buffer", "ok", "<= 0", "0"),
+    ], id="real-roce-hw-counters"),
+    # A driver reload between the readings zeroes the hw_counters: 131 -> 0 is no rate at all (and a negative
+    # one would pass any limit); a counter that held still is still judged.
+    pytest.param({"device": "mlx5_0", "max_rate": {"local_ack_timeout_err": 0, "symbol_error": 0}, "interval": 2},
+                 {GREP: sample(PROCFS) + "@@interval 2\n" + re.sub(r"(?m)(hw_counters/[^:]+):[0-9]+$", r"\1:0",
+                                                                   sample(PROCFS))}, [
+        ("mlx5_0/1 local_ack_timeout_err rate", "error", "<= 0/s", None),
+        ("mlx5_0/1 symbol_error rate", "ok", "<= 0/s", "0/s"),
+    ], id="counters-reset-between-readings"),
 ]
 
 
@@ -82,6 +96,14 @@ def test_a_saturated_counter_says_so_and_how_to_reset_it() -> None:
     result = run("port_counters", {"max_rate": {"symbol_error": 1}, "interval": 2},
                  {GREP: text + "@@interval 2\n" + text})
     assert "stuck at its maximum (65535)" in result.checks[1].message and "perfquery -R" in result.checks[1].message
+
+
+def test_a_reset_between_the_readings_says_so() -> None:
+    first = sample(PROCFS)
+    result = run("port_counters", {"device": "mlx5_0", "max_rate": {"roce_adp_retrans": 0}, "interval": 2},
+                 {GREP: first + "@@interval 2\n" + first.replace("roce_adp_retrans:99", "roce_adp_retrans:4")})
+    [check] = result.checks
+    assert "went down from 99 to 4" in check.message and "reset" in check.message
 
 
 def test_messages_name_what_is_missing() -> None:
