@@ -13,7 +13,9 @@ not. nccl-tests `#` lines are read for `#  Rank` entries. Logs are noisy, so any
 
 `network` is the last `Using network X`. Logs of NCCL <= 2.5 print no such line: there `NET/Socket :
 Using` names the bootstrap interface, and the network is IB when a `NET/IB : Using` line is present.
-Env values are kept as NCCL applied them (`set by environment to 0.` is `0`).
+Env values are kept as NCCL applied them (`set by environment to 0.` is `0`). What each communicator built
+(its place among nodes, rings, trees, the transport per channel and peer, init timing) is read by parsers/
+nccl_channels.
 
 A framework's quote of NCCL's last WARN (torch: `Last error:` then the message on the next line, or both on
 one line when a paste flattened them) is read as that WARN when the log does not hold the WARN itself: often
@@ -31,6 +33,7 @@ from pydantic import Field
 from provisioner.parsers._loggers import prefix_arrow, prefix_host, prefix_label
 from provisioner.parsers._shell import is_shell
 from provisioner.parsers._text import Fact, Line, Parsed, Unplaced, content_lines, fail, split_lines, unique
+from provisioner.parsers.nccl_channels import Communicator, Link, Thread, Topology
 from provisioner.parsers.nccl_errors import (
     AsyncEvent,
     CallFailure,
@@ -94,18 +97,6 @@ _NEW_STATEMENT = re.compile(
 _WRAP_WIDTH = 70
 
 
-class Communicator(Fact):
-    """One communicator as a rank saw it: `network` is what that rank's `Using network` line said."""
-
-    host: str | None = None
-    pid: int | None = None
-    comm: str
-    rank: int
-    nranks: int
-    network: str | None = None
-    line: int
-
-
 class SuspectInterface(Fact):
     """An interface NCCL chose that rarely connects GPU nodes: a container bridge, loopback, link-local."""
 
@@ -144,6 +135,7 @@ class NcclDebug(Parsed):
     call_failures: list[CallFailure] = Field(default_factory=list)
     async_events: list[AsyncEvent] = Field(default_factory=list)
     net_paths: list[str] = Field(default_factory=list)  # networks ranks were connected through (`via NET/X`)
+    links: list[Link] = Field(default_factory=list)  # connections per peer: channels and transport
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -165,15 +157,20 @@ class _Log:
         self.calls: list[CallFailure] = []
         self.events: list[AsyncEvent] = []
         self.communicators: dict[tuple[str, str, str], dict[str, object]] = {}  # (host, pid, comm): per process
-        self.networks: dict[tuple[str, str, str], str] = {}  # (host, pid, tid) -> last `Using network`
+        self.networks: dict[tuple[str, ...], str] = {}  # (host, pid, tid) and (host, pid) -> last `Using network`
         self.comm_of: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # (host, pid, tid) -> its comm
         self.suspects: list[SuspectInterface] = []
         self.versions: dict[str, str] = {}
         self.ib_unavailable: list[str] = []
+        self.topology = Topology()
 
     def message(self, level: str, message: str, line: Line, who: re.Match[str] | None, host: str | None) -> None:
         message = message.strip()
         thread = (host, who.group("pid"), who.group("tid")) if who and host else None
+        # A log without NCCL's prefixes is one process's: its lines share one thread.
+        build_thread: Thread = (host or "", who.group("pid"), who.group("tid")) if who else (host or "", "", "")
+        if level == "INFO":
+            self.topology.read(message, build_thread, host, line.number)
         if level == "WARN":
             self.warnings.append(message)
         # The version line is the whole message: a 2.30 WARN names the version an application was compiled
@@ -185,7 +182,7 @@ class _Log:
         elif m := _USING_NETWORK.match(message):
             self.network = m.group("name")
             if thread:
-                self.networks[thread] = m.group("name")
+                self.networks[thread] = self.networks[thread[:2]] = m.group("name")
                 if comm := self.comm_of.get(thread):
                     self.communicators[comm]["network"] = m.group("name")
         elif m := _COMM.search(message):
@@ -196,8 +193,10 @@ class _Log:
             })
             if thread:
                 self.comm_of[thread] = key
-                if record.get("network") is None and thread in self.networks:
-                    record["network"] = self.networks[thread]
+                # The process's main thread may have chosen the network (2.7 to 2.18 init a comm on another).
+                if record.get("network") is None:
+                    record["network"] = self.networks.get(thread) or self.networks.get(thread[:2])
+            self.topology.comm(record, message, build_thread)
         elif m := VIA_NET.match(message):
             self.lists["net_paths"].append(m.group("name"))
         elif m := _NET_INTERFACE.match(message):
@@ -210,7 +209,9 @@ class _Log:
             self._suspects(m.group("rest"), line, host)
         elif m := _NET_DEVICE.match(message):
             self.lists["ib_devices"].append(f"{m.group('device')}:{m.group('port')}/{m.group('layer')}")
-        elif message.startswith("NET/IB") and ("No device found" in message or "disabled" in message.lower()):
+        # No verbs library (2.3 on, `Failed to open libibverbs.so[.1]`): IB is out before it looks for a device.
+        elif (message.startswith("NET/IB") and ("No device found" in message or "disabled" in message.lower())) \
+                or message.startswith("Failed to open libibverbs"):
             self.ib_unavailable.append(message)
         elif m := _DRIVER.match(message):
             self.fields["cuda_driver_version"] = int(m.group("version"))
@@ -296,6 +297,7 @@ class _Log:
             communicators=[Communicator.model_validate(c) for c in self.communicators.values()],
             suspect_interfaces=self.suspects,
             nccl_versions_by_host=self.versions,
+            links=self.topology.build(),
             ib_unavailable=unique(self.ib_unavailable),
             **lists,
             **self.fields,
