@@ -67,9 +67,10 @@ def queue_errors(logs: list[Log]) -> list[Cause]:
     if "access" in text:
         # The responder raises it for a request it cannot take: a buffer whose registration no longer holds,
         # or a packet longer than its queue pair's MTU. NCCL 2.20.3 stopped lowering the receive side's MTU
-        # to the peer's (NVIDIA/nccl#1524: two servers with different MTUs), so a mismatch fails this way.
+        # to the peer's (NVIDIA/nccl#1524: two servers with different MTUs), so a mismatch can fail this way;
+        # later releases changed the negotiation again, so the advice says "can", not "does".
         fix = ("Compare the port MTU on both ends first (`ibv_devinfo` active_mtu; on RoCE the interface MTU, "
-               "`ip link`): with NCCL 2.20.3 and later, ports of different MTUs fail this way, so set the same "
+               "`ip link`): from NCCL 2.20.3 on, ports of different MTUs can fail this way, so set the same "
                "MTU on every node. Then check the memory registration on the host named: GPUDirect RDMA "
                "(`lsmod | grep nvidia_peermem`, or dma-buf with the open GPU kernel module), IOMMU/ATS settings "
                "for the HCA and GPU, and that the application does not free buffers still in flight.")
