@@ -17,12 +17,15 @@ from provisioner.resources.base import Probe, Results, sh
 NET_MARK = "@@fabnet-net"
 _NET = re.compile(r"^/sys/class/net/(?P<iface>[^/\s]+)/(?P<name>carrier_changes|carrier):(?P<value>-?[0-9]+)$")
 
-# Error counters whose rise means a sick link or port; traffic counters (packets, data) are left out.
+# Error counters whose rise means a sick link or port; traffic counters (packets, data) are left out. The
+# mlx5 hw_counters after local_ack_timeout_err count RoCE transport trouble a lossy fabric causes: a peer
+# not ready past the retry limit, a sequence gap the responder inferred, and retransmissions.
 ERROR_COUNTERS = frozenset({
     "symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_rcv_remote_physical_errors",
     "port_rcv_switch_relay_errors", "port_xmit_discards", "port_xmit_constraint_errors",
     "port_rcv_constraint_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
     "VL15_dropped", "out_of_buffer", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
+    "rnr_nak_retry_err", "implied_nak_seq_err", "roce_adp_retrans",
 })
 
 
