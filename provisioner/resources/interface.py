@@ -219,19 +219,25 @@ def _link_check(spec: InterfaceSpec, link: dict[str, Any]) -> Check:
     return compare("link", spec.state, actual, message)
 
 
-def _persistence_check(spec: InterfaceSpec, netdev: str, results: Results) -> Check:
+def _persistence_check(spec: InterfaceSpec, netdev: str, results: Results, bond: str | None = None) -> Check:
+    """The MTU the boot-time config gives `netdev`; a bond member's comes from its bond when its own files
+    set none (networkd, netplan and ifcfg set members from the bond)."""
     assert spec.mtu is not None
     try:
         listing = parse_file_listing(stdout_of(results, BOOT_CONFIG, "reading the network config files"))
         mtu, source = persistent_mtu(listing.files, netdev)
+        if mtu is None and bond is not None:
+            mtu, source = persistent_mtu(listing.files, bond)
+            source = f"{source} (bond {bond})" if mtu is not None else source
     except (ProbeFailed, ParseError) as exc:
         return error("mtu_persistent", spec.mtu, str(exc))
+    which = f"{netdev} or its bond {bond}" if bond is not None else netdev
     if mtu is None:
         if listing.unreadable:
             return error("mtu_persistent", spec.mtu,
-                         f"no MTU found for {netdev}, but cannot read {', '.join(listing.unreadable)}")
+                         f"no MTU found for {which}, but cannot read {', '.join(listing.unreadable)}")
         return drift("mtu_persistent", spec.mtu, "none in boot config",
-                     f"no boot-time network config sets the MTU of {netdev}")
+                     f"no boot-time network config sets the MTU of {which}")
     actual = f"{mtu} in {source}"
     return (ok if mtu == spec.mtu else drift)("mtu_persistent", spec.mtu, actual)
 
@@ -255,5 +261,5 @@ def evaluate(spec: InterfaceSpec, results: Results, ctx: HostContext) -> list[Ch
         checks.append(_mtu_check(spec, link, mtu))
     checks.append(_link_check(spec, link))
     if spec.persistent and spec.mtu is not None:
-        checks.append(_persistence_check(spec, netdev, results))
+        checks.append(_persistence_check(spec, netdev, results, bond_of(link)))
     return checks

@@ -358,7 +358,11 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
         steps.append(dataclasses.replace(step, expect=(Expect.setting(name, link_read(netdev), was),),
                                          undo=setting_undo(name, link_read(netdev), spec.state, back,
                                                            step.undo or "")))
-    if "mtu_persistent" in drifted and spec.mtu is not None:
+    if "mtu_persistent" in drifted and spec.mtu is not None and bond is not None:
+        # The boot-time config gives the bond its MTU too (networkd, netplan and ifcfg set members from it).
+        steps.append(impossible(target, "persist", f"{netdev} is a member of bond {bond}: persist the MTU on "
+                                f"{bond}", PHASE_NETWORK))
+    elif "mtu_persistent" in drifted and spec.mtu is not None:
         try:
             files: dict[str, Any] = parse_file_listing(stdout_of(results, BOOT_CONFIG, "network config")).files
             path, text = persist_edit(files, netdev, spec.mtu)

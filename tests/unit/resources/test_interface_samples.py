@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ._recorded import SAMPLES, fix, run
+from ._recorded import SAMPLES, fix, listing, run
 
 IP = "ip -j -d link show"
 
@@ -55,3 +55,24 @@ def test_a_bond_members_mtu_is_the_bonds_to_set() -> None:
     # The bond itself is fixed as any netdev is.
     bond = fix("interface", {"name": "bond42", "mtu": 9000, "persistent": False}, outputs)
     assert [(s.action, s.possible) for s in bond] == [("mtu", True)]
+
+
+def test_a_bond_members_boot_time_mtu_is_the_bonds_to_persist() -> None:
+    # The boot-time config sets members from their bond (networkd, netplan, ifcfg): a member's own MTU line
+    # would be overridden, so the step names the bond instead of editing a file.
+    network = "[Match]\nName=swp5\n\n[Network]\nBond=bond42\n"
+    outputs = {IP: _ip("bond-802.3ad-4.14-2.json"),
+               "/etc/systemd/network/": listing({"/etc/systemd/network/10-swp5.network": network})}
+    steps = fix("interface", {"name": "swp5", "mtu": 9000, "persistent": True}, outputs)
+    assert [(s.action, s.possible) for s in steps] == [("mtu", False), ("persist", False)]
+    assert "persist the MTU on bond42" in steps[1].shown and not any(s.writes for s in steps)
+
+
+def test_a_bond_members_boot_time_mtu_is_read_from_its_bond() -> None:
+    files = {"/etc/systemd/network/10-swp5.network": "[Match]\nName=swp5\n\n[Network]\nBond=bond42\n",
+             "/etc/systemd/network/20-bond42.network": "[Match]\nName=bond42\n\n[Link]\nMTUBytes=9000\n"}
+    outputs = {IP: _ip("bond-802.3ad-4.14-2.json"), "/etc/systemd/network/": listing(files)}
+    persisted = run("interface", {"name": "swp5", "mtu": 9000, "persistent": True}, outputs).by_attribute()
+    assert persisted["mtu_persistent"].status == "ok"
+    assert persisted["mtu_persistent"].actual == "9000 in /etc/systemd/network/20-bond42.network (bond bond42)"
+
