@@ -134,6 +134,10 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
     copies = max(parsed.single_rank_runs, parsed.separate_runs)
     if copies > 1:
         failures.insert(0, f"{copies} processes each ran a job of their own, not one job of {ranks} ranks")
+    # nccl-tests lists every rank it ran (one per GPU of each process: never fewer than the processes
+    # started). Fewer means processes that never joined: the figures are those of a smaller job.
+    elif parsed.devices and (joined := len({d.rank for d in parsed.devices})) < ranks:
+        failures.insert(0, f"nccl-tests lists {joined} ranks, fewer than the {ranks} processes started")
     if not parsed.complete or failures or parsed.verdict != "ok":
         missing = ", ".join(parsed.missing)
         verdict = str(parsed.verdict or "incomplete")

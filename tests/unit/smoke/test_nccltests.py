@@ -76,3 +76,14 @@ def test_a_complete_run_that_did_not_pass_is_a_problem() -> None:
         "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 FAILED\n"
     _rows, _avg, problem = nccltests.rows(slow, 2)
     assert problem and problem.startswith("below minimum bandwidth")
+
+
+def test_a_run_that_lists_fewer_ranks_than_processes_started_is_a_problem() -> None:
+    """A real 8-rank run read as the launch of 16 processes: 8 never joined, so its figures are those of a
+    smaller job. As many ranks as processes, or more (several GPUs per process), is no problem."""
+    text = (SAMPLES / "all_reduce_perf-4.txt").read_text()
+    assert len({d.rank for d in parse_nccl_tests(text).devices}) == 8
+    _rows, _avg, problem = nccltests.rows(text, 16)
+    assert problem and "nccl-tests lists 8 ranks, fewer than the 16 processes started" in problem
+    for started in (8, 2):
+        assert nccltests.rows(text, started)[2] is None
