@@ -343,16 +343,18 @@ def test_an_inventory_of_fqdns_reaches_slurm_by_its_node_names(slab: Lab, playbo
     assert proc.returncode == 0, proc.stderr
     assert [h["name"] for h in json.loads(proc.stdout)["hosts"]] == ["gpu01.cluster.test", "gpu03.cluster.test"]
 
+    # Converged first (whatever the tests before left), then gpu02's live setting drifts.
+    proc = fabnet("apply", inventory, "-p", str(playbook), "--yes")
+    assert proc.returncode == 0, proc.stderr
     slab.ssh(slab.node("gpu02"), "sysctl -qw net.ipv4.conf.all.arp_ignore=0")
-    try:
-        proc = fabnet("audit", inventory, "-p", str(playbook), "--drain-failed")
-        assert proc.returncode == 2, proc.stderr
-        assert "slurm: drained gpu02.cluster.test: fabnet: audit: drifted:" in proc.stderr, proc.stderr
-        gpu02 = _node(slab, "gpu02")
-        assert "DRAIN" in gpu02["State"] and gpu02["Reason"].startswith("fabnet: audit: drifted:"), gpu02
-        assert _states(slab)["gpu01"] == "idle" and _states(slab)["gpu03"] == "idle"
-    finally:
-        slab.ssh(slab.node("gpu02"), "sysctl -qw net.ipv4.conf.all.arp_ignore=1")
+    proc = fabnet("audit", inventory, "-p", str(playbook), "--drain-failed")
+    assert proc.returncode == 2, proc.stderr
+    assert "slurm: drained gpu02.cluster.test: fabnet: audit: drifted:" in proc.stderr, proc.stderr
+    gpu02 = _node(slab, "gpu02")
+    assert "DRAIN" in gpu02["State"] and gpu02["Reason"].startswith("fabnet: audit: drifted:"), gpu02
+    assert _states(slab)["gpu01"] == "idle" and _states(slab)["gpu03"] == "idle"
+    proc = fabnet("apply", inventory, "-p", str(playbook), "--yes")
+    assert proc.returncode == 0, proc.stderr
     proc = fabnet("audit", inventory, "-p", str(playbook), "--resume-fixed")
     assert proc.returncode == 0, proc.stderr
     assert "slurm: resumed gpu02.cluster.test" in proc.stderr, proc.stderr
