@@ -21,7 +21,8 @@ from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
 from provisioner.parsers.nccl_channels import Link
 
-_USING = re.compile(r"Using (?:internal )?network (?P<name>\S.*?)\s*$")
+# The whole message, as nccl_debug reads it: `... libnccl-net.so. Using internal network plugin.` is no choice.
+_USING = re.compile(r"\bINFO Using (?:internal )?[Nn]etwork (?P<name>\S(?:.*\S)?)\s*$")
 
 
 @dataclass

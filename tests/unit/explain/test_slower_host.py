@@ -80,6 +80,12 @@ def test_shared_gdrdma_connections_count_as_gdrdma() -> None:
     assert not _causes(_job({**GOOD, "gpu-b": "NET/IB/1/GDRDMA/Shared"}))
 
 
+def test_a_plugin_message_on_one_host_is_no_network() -> None:
+    text = ("gpu-a:100:100 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\n"
+            + _job(GOOD))
+    assert not _causes(text)
+
+
 def test_nccl_2_5_ring_lines() -> None:
     text = ("gpu-a:1:2 [0] NCCL INFO Ring 00 : 1 -> 2 [send] via NET/IB/0/GDRDMA\n"
             "gpu-b:3:4 [0] NCCL INFO Ring 00 : 1 -> 2 [receive] via NET/IB/0\n")
