@@ -2,7 +2,7 @@
 Causes with evidence, kept in one module per class (rules_socket, rules_container, rules_bootstrap,
 rules_verbs, rules_provider, rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy,
 rules_ras, rules_torch, rules_desync, rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm,
-rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions).
+rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions, rules_transport).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -38,6 +38,7 @@ from provisioner.explain import (
     rules_symmetric,
     rules_topo,
     rules_torch,
+    rules_transport,
     rules_verbs,
     rules_versions,
     smoke,
@@ -64,7 +65,7 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_desync.desync, rules_torch.watchdog, rules_torch.watchdog_hung,
     rules_torch.rendezvous_wait, rules_store.store_wait, rules_job.nccl_tests_results, rules_job.mtu_blackhole,
     rules_gloo.stalled_transfers, rules_gloo.loopback_fallback,
-    rules_gdr.gpudirect_disabled, rules_rocm.rccl_settings, rules_job.dead_peer,
+    rules_gdr.gpudirect_disabled, rules_transport.slower_host, rules_rocm.rccl_settings, rules_job.dead_peer,
     rules_ras.ras,
     rules_proxy.proxy_failures,
     rules_job.crashes,
@@ -73,6 +74,8 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
 # A rank the launcher or scheduler saw die explains what the generic crash rule and the stalled-path rules
 # would otherwise blame: with one, those are dropped.
 SUPERSEDES = {"process-crashed", "mtu-blackhole"}
+# A host named as the one on TCP among RDMA hosts says better what the per-log "sockets between nodes" says.
+NARROWED = {"host-slower-transport": "ib-not-used"}
 # Rules that only summarise what others explain better: used when nothing else names a failure.
 FALLBACK: list[Callable[[list[Log]], list[Cause]]] = [rules_job.nccl_error]
 
@@ -110,6 +113,8 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
         causes += rule(read)
     if any(c.id in rules_launch.DEATHS for c in causes):
         causes = [c for c in causes if c.id not in SUPERSEDES]
+    narrowed = {NARROWED[c.id] for c in causes if c.id in NARROWED}
+    causes = [c for c in causes if c.id not in narrowed]
     if not causes:
         for rule in FALLBACK:
             causes += rule(read)
