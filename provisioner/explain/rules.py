@@ -2,7 +2,7 @@
 Causes with evidence, kept in one module per class (rules_socket, rules_container, rules_bootstrap,
 rules_verbs, rules_provider, rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy,
 rules_ras, rules_torch, rules_desync, rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm,
-rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions).
+rules_pcie, rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -27,6 +27,7 @@ from provisioner.explain import (
     rules_job,
     rules_launch,
     rules_nvlink,
+    rules_pcie,
     rules_plugins,
     rules_provider,
     rules_proxy,
@@ -110,6 +111,8 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
         causes += rule(read)
     if any(c.id in rules_launch.DEATHS for c in causes):
         causes = [c for c in causes if c.id not in SUPERSEDES]
+    # A hang with nothing else to explain it, on PCIe peer paths: read once every other rule has spoken.
+    causes += rules_pcie.p2p_hang(read, causes)
     if not causes:
         for rule in FALLBACK:
             causes += rule(read)
