@@ -78,3 +78,18 @@ def test_other_causes_of_the_same_silence_win() -> None:
 
 def test_no_hang_no_cause() -> None:
     assert _ids(_TOPO + _INIT) == []
+
+
+_FLUSH = ("gpu07:984:1357 [4] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<44206> "
+          "with status=5 opcode=32656 len=32659 vendor err 249 (Recv) localGid ::ffff:10.0.0.1 "
+          "remoteGids::ffff:10.0.0.2\n")
+
+
+def test_a_lone_flush_names_the_platform_causes_and_an_echo_does_not() -> None:
+    # nccl#1353: status 5, vendor err 249 with nothing before it; a maintainer named ACS and platform firmware.
+    alone = explain([("job.log", _FLUSH)]).causes[0]
+    assert alone.id == "ib-completion-error" and alone.score < 60
+    assert "ACSCtl" in alone.fix and "firmware" in alone.fix and "No earlier error" in alone.detail
+    retry = _FLUSH.replace("status=5", "status=12").replace("err 249", "err 129")
+    echo = next(c for c in explain([("job.log", retry + _FLUSH)]).causes if "IBV_WC_WR_FLUSH_ERR" in c.title)
+    assert "ACSCtl" not in echo.fix and "comes first" in echo.detail
