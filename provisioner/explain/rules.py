@@ -46,7 +46,7 @@ from provisioner.explain import (
 from provisioner.explain.evidence import evidence
 from provisioner.explain.logs import Log, read_log
 from provisioner.explain.model import Cause, Explanation, NetworkUse
-from provisioner.parsers._text import unique
+from provisioner.parsers._text import redacted, unique
 
 RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_socket.no_interface, rules_container.bridge_network, rules_bootstrap.oob_device,
@@ -91,6 +91,25 @@ def network_use(log: Log) -> NetworkUse | None:
     )
 
 
+def _unnamed(cause: Cause) -> Cause:
+    """A cause without the placeholders a poster wrote for a host's name or address (`...-48`, `xxx`,
+    `<hostname>`): they name no host to look at, so `where` leaves them out and the text says the name was
+    redacted. The evidence lines keep them as written."""
+    hidden = [h for h in cause.hosts + cause.addresses if redacted(h)]
+    if not hidden:
+        return cause
+    text = {"title": cause.title, "detail": cause.detail}
+    for name in sorted(hidden, key=len, reverse=True):
+        token = re.compile(rf"(?<![\w.*<>-]){re.escape(name)}(?![\w*<>-]|\.\w)")
+        text = {key: token.sub("a host whose name the log redacts", value) for key, value in text.items()}
+    what = "a host name" if len(hidden) == 1 else "host names"
+    note = f" The log redacts {what} ({', '.join(hidden)}): find the host from the job's allocation."
+    return cause.model_copy(update={
+        "title": text["title"], "detail": text["detail"] + note,
+        "hosts": [h for h in cause.hosts if not redacted(h)],
+        "addresses": [a for a in cause.addresses if not redacted(a)]})
+
+
 def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = None) -> Explanation:
     """Causes, most likely first, for the (name, text) logs of one job (`fabnet smoke --json` output
     included: its findings are causes and its ranks' output is read as logs). `aliases`: {name or
@@ -117,6 +136,7 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
         for rule in FALLBACK:
             causes += rule(read)
     causes = rules_ras.fold(rules_proxy.fold(causes), read)
+    causes = [_unnamed(c) for c in causes]
     causes.sort(key=lambda c: -c.score)
     networks = [use for log in read if (use := network_use(log)) is not None]
     return Explanation(files=[name for name, _ in logs], networks=networks, causes=causes)

@@ -93,3 +93,4 @@ def test_a_lone_flush_names_the_platform_causes_and_an_echo_does_not() -> None:
     retry = _FLUSH.replace("status=5", "status=12").replace("err 249", "err 129")
     echo = next(c for c in explain([("job.log", retry + _FLUSH)]).causes if "IBV_WC_WR_FLUSH_ERR" in c.title)
     assert "ACSCtl" not in echo.fix and "comes first" in echo.detail
+
