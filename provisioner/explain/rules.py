@@ -3,6 +3,7 @@ Causes with evidence, kept in one module per class (rules_socket, rules_containe
 rules_verbs, rules_provider, rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy,
 rules_ras, rules_torch, rules_desync, rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm,
 rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions, rules_transport).
+rules_pcie, rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -27,6 +28,7 @@ from provisioner.explain import (
     rules_job,
     rules_launch,
     rules_nvlink,
+    rules_pcie,
     rules_plugins,
     rules_provider,
     rules_proxy,
@@ -46,7 +48,7 @@ from provisioner.explain import (
 from provisioner.explain.evidence import evidence
 from provisioner.explain.logs import Log, read_log
 from provisioner.explain.model import Cause, Explanation, NetworkUse
-from provisioner.parsers._text import unique
+from provisioner.parsers._text import redacted, unique
 
 RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_socket.no_interface, rules_container.bridge_network, rules_bootstrap.oob_device,
@@ -93,6 +95,25 @@ def network_use(log: Log) -> NetworkUse | None:
     )
 
 
+def _unnamed(cause: Cause) -> Cause:
+    """A cause without the placeholders a poster wrote for a host's name or address (`...-48`, `xxx`,
+    `<hostname>`): they name no host to look at, so `where` leaves them out and the text says the name was
+    redacted. The evidence lines keep them as written."""
+    hidden = [h for h in cause.hosts + cause.addresses if redacted(h)]
+    if not hidden:
+        return cause
+    text = {"title": cause.title, "detail": cause.detail}
+    for name in sorted(hidden, key=len, reverse=True):
+        token = re.compile(rf"(?<![\w.*<>-]){re.escape(name)}(?![\w*<>-]|\.\w)")
+        text = {key: token.sub("a host whose name the log redacts", value) for key, value in text.items()}
+    what = "a host name" if len(hidden) == 1 else "host names"
+    note = f" The log redacts {what} ({', '.join(hidden)}): find the host from the job's allocation."
+    return cause.model_copy(update={
+        "title": text["title"], "detail": text["detail"] + note,
+        "hosts": [h for h in cause.hosts if not redacted(h)],
+        "addresses": [a for a in cause.addresses if not redacted(a)]})
+
+
 def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = None) -> Explanation:
     """Causes, most likely first, for the (name, text) logs of one job (`fabnet smoke --json` output
     included: its findings are causes and its ranks' output is read as logs). `aliases`: {name or
@@ -115,10 +136,13 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
         causes = [c for c in causes if c.id not in SUPERSEDES]
     narrowed = {NARROWED[c.id] for c in causes if c.id in NARROWED}
     causes = [c for c in causes if c.id not in narrowed]
+    # A hang with nothing else to explain it, on PCIe peer paths: read once every other rule has spoken.
+    causes += rules_pcie.p2p_hang(read, causes)
     if not causes:
         for rule in FALLBACK:
             causes += rule(read)
     causes = rules_ras.fold(rules_proxy.fold(causes), read)
+    causes = [_unnamed(c) for c in causes]
     causes.sort(key=lambda c: -c.score)
     networks = [use for log in read if (use := network_use(log)) is not None]
     return Explanation(files=[name for name, _ in logs], networks=networks, causes=causes)

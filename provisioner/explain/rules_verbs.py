@@ -37,6 +37,24 @@ _EVENT_CHANNEL = re.compile(r"get_async_event")
 _KERNEL_DEVICE = re.compile(r"\b(?P<dev>mlx\d_core \S+?|mlx\d_\d+)[:\s]")
 
 
+# Flushed requests with no earlier error anywhere in the log: NCCL's maintainers traced these (vendor error 249,
+# 0xf9) to PCIe ACS left on between NIC and GPU and to the platform's firmware (NVIDIA/nccl#1353, #1405).
+_LONE_FLUSH = (" No earlier error is in the log: the first failure is on the peer's side (its log) or below NCCL. "
+               "Where no rank logs one, NCCL's maintainers have traced such flushes to PCIe ACS redirecting the NIC's "
+               "peer traffic to GPU memory, and to the server's platform firmware.")
+_LONE_FLUSH_FIX = (" If no rank shows an earlier error: check ACS on the PCIe bridges between NIC and GPU "
+                   "(`sudo lspci -vvv | grep ACSCtl` must show SrcValid- everywhere; turn ACS off in the BIOS), the "
+                   "IOMMU (`iommu=pt`), and update the server's BIOS/platform firmware.")
+
+
+def _earlier_errors(logs: list[Log]) -> bool:
+    """Whether the log shows anything a flushed request could echo: a completion error of another class, an async
+    event, a failed verbs call."""
+    return any(log.nccl and (log.nccl.async_events or log.nccl.call_failures
+                             or any(ibverbs.status(e.status).first_cause for e in log.nccl.completion_errors))
+               for log in logs)
+
+
 def completion_errors(logs: list[Log]) -> list[Cause]:
     groups: dict[tuple[str | None, str | None, int], list[tuple[Log, CompletionError]]] = defaultdict(list)
     for log in logs:
@@ -54,8 +72,12 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
         detail = f"{counted(len(items), 'completion error')}{towards}: {found.meaning}."
         if vendor:
             detail += f" Vendor syndrome {', '.join(vendor)}."
+        fix = found.fix
         if not found.first_cause and first_causes:
             detail += " Another completion error above comes first."
+        elif not found.first_cause and not _earlier_errors(logs):
+            detail += _LONE_FLUSH
+            fix += _LONE_FLUSH_FIX
         hint, gid_lines = gid_changes(logs)
         detail += hint
         lines += gid_lines
@@ -63,7 +85,7 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
         causes.append(Cause(
             id="ib-completion-error",
             title=f"RDMA completion error {code} ({found.symbol}) on {where}",
-            detail=detail, fix=found.fix, score=score,
+            detail=detail, fix=fix, score=score,
             hosts=[h for h in [host] if h], addresses=peers, evidence=evidence(lines),
         ))
     return causes

@@ -374,3 +374,14 @@ def number(value: str) -> int | float | None:
 def unique(items: list[str]) -> list[str]:
     """`items` without repeats, first occurrence kept: logs repeat the same fact once per rank."""
     return list(dict.fromkeys(items))
+
+
+# What posters put in place of a host's name or address: an ellipsis (`...-48`), a run of x or * (`xxx`,
+# `***`, `10.x.x.x`), a bracketed placeholder (`<hostname>`, `{host}`, `[REDACTED]`).
+_REDACTED = re.compile(r"\.\.\.|\u2026|\*|^[<{\[].*[>}\]]$|(?:^|[.\-_])[xX]{2,}(?:$|[.\-_])|^(?:[xX]+\.){3}[xX]+$|"
+                       r"(?:^|[.\-_])x(?:\.|$)|redacted|^hostname$", re.I)
+
+
+def redacted(name: str) -> bool:
+    """Whether a host name or address in a log is a placeholder a poster wrote instead of the real one."""
+    return bool(_REDACTED.search(name.strip()))

@@ -1,0 +1,20 @@
+"""`explain` does not name a poster's placeholder for a host (`...-48`, `xxx`, `<hostname>`, `***`) as a host to look
+at: the cause says the name was redacted, and the evidence keeps the line as written."""
+
+from __future__ import annotations
+
+from provisioner.explain import explain
+
+_FLUSH = ("gpu07:984:1357 [4] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<44206> "
+          "with status=5 opcode=32656 len=32659 vendor err 249 (Recv) localGid ::ffff:10.0.0.1 "
+          "remoteGids::ffff:10.0.0.2\n")
+
+
+def test_redacted_host_names_are_not_named_as_hosts() -> None:
+    for placeholder in ("...-48", "xxx", "<hostname>", "***"):
+        text = _FLUSH.replace("status=5", "status=12").replace("gpu07", placeholder)
+        top = explain([("job.log", text)]).causes[0]
+        assert top.hosts == [] and placeholder not in top.title, (placeholder, top.title, top.hosts)
+        assert "redacts" in top.detail and top.evidence[0].text.startswith(placeholder)
+    real = explain([("job.log", _FLUSH.replace("status=5", "status=12"))]).causes[0]
+    assert real.hosts == ["gpu07"] and "redacts" not in real.detail
