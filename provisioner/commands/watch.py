@@ -103,6 +103,7 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
     options = engine.Options(forks=forks, connect_timeout=connect_timeout, command_timeout=command_timeout,
                              ssh_config=ssh_config, become_password=become_password(ask_become_pass))
     target = history_path(history_file)
+    drainer = _drainer(inventory, playbook, options) if drain_failed else None
     state = watch_metrics.WatchState()
     registry = watch_metrics.registry(state)
     with WatchLock(inventory, default_path().parent), Sessions(options) as sessions:
@@ -118,8 +119,6 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
         def cycled(cycle: Cycle) -> None:
             if prom is not None:
                 watch_metrics.write_textfile(prom, registry)
-
-        drainer = _drainer(inventory, playbook, options) if drain_failed else None
 
         def found(changes: Sequence[Change]) -> None:
             watch_report.changes(changes, as_json)
@@ -154,8 +153,11 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
 
 
 def _drainer(inventory: Path, playbook: Path, options: Options) -> Drainer:
-    from provisioner.scheduler.select import connect, load
+    from provisioner.scheduler.select import connect, controller_name, load, node_names
     from provisioner.watch.drainer import Drainer
 
     slurm_inventory = load(inventory, playbook.parent)
+    # Refused now (exit 3, nothing contacted), not at the first drain: the drainer catches scheduler errors only.
+    controller_name(slurm_inventory)
+    node_names(slurm_inventory)
     return Drainer(lambda: connect(slurm_inventory, options))

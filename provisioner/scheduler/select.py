@@ -19,6 +19,7 @@ from provisioner.load.devicevars import SLURM_NODE
 from provisioner.load.inventory import Inventory, load_inventory
 from provisioner.run.session import Options, open_session
 from provisioner.scheduler import Scheduler
+from provisioner.scheduler.command import uses
 from provisioner.scheduler.hostlist import HostlistError, expand
 from provisioner.scheduler.names import NodeNames, Renamed
 from provisioner.scheduler.slurm import Slurm
@@ -116,12 +117,14 @@ def selected_names(args: SchedulerArgs, inventory: Inventory, options: Options) 
 def narrow(plans: list[T], args: SchedulerArgs, inventory: Path, playbook_dir: Path | None,
            options: Options) -> list[T]:
     """`plans` (HostPlans, as the plays and --limit selected them) kept to the hosts the options select."""
-    if not (args.selects or args.drain_failed or args.resume_fixed):
+    node_field = args.drain_cmd is not None and uses(args.drain_cmd, "node")
+    if not (args.selects or args.drain_failed or args.resume_fixed or node_field):
         return plans
     loaded = load(inventory, playbook_dir)
     if args.slurm_job is not None or args.drain_failed or args.resume_fixed:
         controller_name(loaded)  # an inventory without one is refused before any host is contacted
-        node_names(loaded)
+    if args.slurm_job is not None or args.drain_failed or args.resume_fixed or node_field:
+        node_names(loaded)  # so are two hosts with one node name, which the drain would meet after the check
     names = selected_names(args, loaded, options)
     if names is None:
         return plans

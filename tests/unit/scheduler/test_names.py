@@ -19,7 +19,7 @@ from provisioner.scheduler import NodeState, Ran
 from provisioner.scheduler.command import Command, uses
 from provisioner.scheduler.drain import resume_fixed
 from provisioner.scheduler.names import NodeNames, Renamed
-from provisioner.scheduler.select import SchedulerArgs, selected_names
+from provisioner.scheduler.select import SchedulerArgs, narrow, selected_names
 from provisioner.smoke import nccltests
 from provisioner.smoke.nccl_run import _inventory_names
 from provisioner.smoke.targets import Target
@@ -158,3 +158,25 @@ def test_srun_gets_slurms_names_and_its_messages_name_inventory_hosts() -> None:
                              names=[t.host.node_name for t in targets])
     assert "-w gpu01,gpu02 all_reduce_perf" in line
     assert _inventory_names(targets, ["gpu02", "192.0.2.1", "other"]) == ["gpu02.test", "gpu01.test", "other"]
+
+
+@pytest.mark.parametrize("args", [SchedulerArgs(drain_cmd="notify {node} {reason}"), SchedulerArgs(drain_failed=True),
+                                  SchedulerArgs(resume_fixed=True)])
+def test_two_hosts_with_one_node_name_are_refused_before_any_host_is_checked(
+        tmp_path: Path, args: SchedulerArgs) -> None:
+    path = _inventory(tmp_path, {"a.one.test": {}, "a.two.test": {}},
+                      {"fabnet_slurm_node": "{{ inventory_hostname_short }}", "fabnet_slurm_controller": "a.one.test"})
+    with pytest.raises(ConfigError, match="the same Slurm node name 'a'"):
+        narrow(["a.one.test"], args, path, None, None)  # type: ignore[arg-type]
+    # A drain command without {node} drains by inventory name: the node names do not matter to it.
+    assert narrow(["a.one.test"], SchedulerArgs(drain_cmd="notify {host}"), path, None, None) == [  # type: ignore[arg-type]
+        "a.one.test"]
+
+
+def test_watch_refuses_them_before_its_first_cycle(tmp_path: Path) -> None:
+    from provisioner.commands.watch import _drainer
+
+    path = _inventory(tmp_path, {"a.one.test": {}, "a.two.test": {}},
+                      {"fabnet_slurm_node": "{{ inventory_hostname_short }}", "fabnet_slurm_controller": "a.one.test"})
+    with pytest.raises(ConfigError, match="the same Slurm node name 'a'"):
+        _drainer(path, tmp_path / "site.yml", None)  # type: ignore[arg-type]
