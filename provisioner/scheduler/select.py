@@ -72,24 +72,34 @@ def node_names(inventory: Inventory) -> NodeNames:
 
 
 @contextmanager
+def _slurm(inventory: Inventory, options: Options) -> Iterator[Slurm]:
+    """Slurm, over one session to the inventory's controller, asked and answering in node names."""
+    with open_session(inventory.hosts[controller_name(inventory)], options) as session:
+        yield Slurm(session)
+
+
+@contextmanager
 def connect(inventory: Inventory, options: Options) -> Iterator[Scheduler]:
     """Slurm, over one session to the inventory's controller, closed when the block ends; asked and
     answering in the inventory's host names (names.py)."""
     names = node_names(inventory)  # an inventory that gives two hosts one node name is refused first
-    with open_session(inventory.hosts[controller_name(inventory)], options) as session:
-        yield Renamed(Slurm(session), names)
+    with _slurm(inventory, options) as slurm:
+        yield Renamed(slurm, names)
 
 
 def load(inventory: Path, playbook_dir: Path | None) -> Inventory:
     return load_inventory(inventory, playbook_dir=playbook_dir)
 
 
-def _known(names: Sequence[str], inventory: Inventory, what: str) -> list[str]:
-    missing = list(dict.fromkeys(name for name in names if name not in inventory.hosts))
+def _hosts_of(nodes: Sequence[str], inventory: Inventory, what: str) -> list[str]:
+    """The inventory hosts Slurm node names stand for. A host's inventory name counts only where it is its
+    node name: a host that `fabnet_slurm_node` names otherwise is not the Slurm node of its inventory name."""
+    by_node = {host.node_name: name for name, host in inventory.hosts.items()}
+    missing = list(dict.fromkeys(node for node in nodes if node not in by_node))
     if missing:
         raise ConfigError(f"{what} names hosts the inventory lacks: {', '.join(missing)} (a host the inventory "
                           f"names otherwise needs {SLURM_NODE}: its Slurm node name)", file=str(inventory.source))
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(by_node[node] for node in nodes))
 
 
 def selected_names(args: SchedulerArgs, inventory: Inventory, options: Options) -> set[str] | None:
@@ -104,12 +114,12 @@ def selected_names(args: SchedulerArgs, inventory: Inventory, options: Options) 
             raise ConfigError(str(exc), key="--nodelist") from None
         if not names:
             raise ConfigError("--nodelist is empty", key="--nodelist")
-        # Slurm's node names, or the inventory's where a host's are the same.
-        hosts = [node_names(inventory).host(name) for name in names]
-        chosen = set(_known(hosts, inventory, f"--nodelist {args.nodelist}"))
+        node_names(inventory)  # two hosts with one node name are refused, not one of them chosen
+        chosen = set(_hosts_of(names, inventory, f"--nodelist {args.nodelist}"))
     if args.slurm_job is not None:
-        with connect(inventory, options) as slurm:
-            job = set(_known(slurm.nodes_of_job(args.slurm_job), inventory, f"Slurm job {args.slurm_job}"))
+        node_names(inventory)
+        with _slurm(inventory, options) as slurm:
+            job = set(_hosts_of(slurm.nodes_of_job(args.slurm_job), inventory, f"Slurm job {args.slurm_job}"))
         chosen = job if chosen is None else chosen & job
     return chosen
 

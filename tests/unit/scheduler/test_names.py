@@ -180,3 +180,11 @@ def test_watch_refuses_them_before_its_first_cycle(tmp_path: Path) -> None:
                       {"fabnet_slurm_node": "{{ inventory_hostname_short }}", "fabnet_slurm_controller": "a.one.test"})
     with pytest.raises(ConfigError, match="the same Slurm node name 'a'"):
         _drainer(path, tmp_path / "site.yml", None)  # type: ignore[arg-type]
+
+
+def test_a_hosts_inventory_name_is_not_its_node_when_slurm_knows_it_otherwise(tmp_path: Path) -> None:
+    # n1 is Slurm's n2 here, and no host is Slurm's n1: `--nodelist n1` names a node the inventory lacks.
+    inventory = load_inventory(_inventory(tmp_path, {"n1": {"fabnet_slurm_node": "n2"}, "n3": {}}))
+    with pytest.raises(ConfigError, match="lacks: n1 "):
+        selected_names(SchedulerArgs(nodelist="n1"), inventory, None)  # type: ignore[arg-type]
+    assert selected_names(SchedulerArgs(nodelist="n[2-3]"), inventory, None) == {"n1", "n3"}  # type: ignore[arg-type]
