@@ -46,8 +46,9 @@ class NodeNames:
         return self.to_node.get(host, host)
 
     def host(self, node: str) -> str:
-        """The inventory host a node name stands for; a name no host has is returned as it is, so the caller
-        can say it is unknown."""
+        """The inventory host a node name in the scheduler's answer stands for; a name no renamed host has is
+        returned as it is. That cannot tell an unknown node from a renamed host's inventory name, so choosing
+        hosts by node name maps through the inventory instead (select.py)."""
         return self.to_host.get(node, node)
 
 
