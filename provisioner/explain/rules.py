@@ -91,7 +91,8 @@ def network_use(log: Log) -> NetworkUse | None:
     return NetworkUse(
         file=log.name, framework="nccl", network=nccl.network, devices=nccl.ib_devices,
         interfaces=unique(nccl.socket_interfaces + nccl.bootstrap), nccl_version=nccl.nccl_version,
-        hosts=nccl.hosts, evidence=evidence(lines, limit=4),
+        # A poster's placeholder for a host (`...-48`, `xxx`) names none, here as in the causes (_unnamed).
+        hosts=[h for h in nccl.hosts if not redacted(h)], provider=nccl.ofi_provider, evidence=evidence(lines, limit=4),
     )
 
 
