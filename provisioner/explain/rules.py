@@ -138,7 +138,7 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
     narrowed = {NARROWED[c.id] for c in causes if c.id in NARROWED}
     causes = [c for c in causes if c.id not in narrowed]
     # A hang with nothing else to explain it, on PCIe peer paths: read once every other rule has spoken.
-    causes += rules_pcie.p2p_hang(read, causes)
+    causes = rules_pcie.defer(causes + rules_pcie.p2p_hang(read, causes))
     if not causes:
         for rule in FALLBACK:
             causes += rule(read)
