@@ -94,6 +94,7 @@ def _print(result: Explanation, mapping: dict[str, str], audited: list[dict[str,
     out.print("Networks", bold=True)
     for use in result.networks:
         network = use.network or "not shown in this log (no 'Using network' or NET/ line)"
+        network += f" (provider {use.provider})" if use.provider else ""
         parts = [f"NCCL {use.nccl_version}" if use.nccl_version else "NCCL", f"network {network}"]
         if use.devices:
             parts.append(f"devices {', '.join(use.devices)}")

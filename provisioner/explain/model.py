@@ -38,6 +38,7 @@ class NetworkUse(_Model):
     file: str
     framework: str
     network: str | None = None
+    provider: str | None = None  # the libfabric provider aws-ofi-nccl chose for it (efa)
     devices: list[str] = Field(default_factory=list)
     interfaces: list[str] = Field(default_factory=list)
     nccl_version: str | None = None

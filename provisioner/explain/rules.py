@@ -91,7 +91,8 @@ def network_use(log: Log) -> NetworkUse | None:
     return NetworkUse(
         file=log.name, framework="nccl", network=nccl.network, devices=nccl.ib_devices,
         interfaces=unique(nccl.socket_interfaces + nccl.bootstrap), nccl_version=nccl.nccl_version,
-        hosts=nccl.hosts, evidence=evidence(lines, limit=4),
+        # A poster's placeholder for a host (`...-48`, `xxx`) names none, here as in the causes (_unnamed).
+        hosts=[h for h in nccl.hosts if not redacted(h)], provider=nccl.ofi_provider, evidence=evidence(lines, limit=4),
     )
 
 
@@ -137,7 +138,7 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
     narrowed = {NARROWED[c.id] for c in causes if c.id in NARROWED}
     causes = [c for c in causes if c.id not in narrowed]
     # A hang with nothing else to explain it, on PCIe peer paths: read once every other rule has spoken.
-    causes += rules_pcie.p2p_hang(read, causes)
+    causes = rules_pcie.defer(causes + rules_pcie.p2p_hang(read, causes))
     if not causes:
         for rule in FALLBACK:
             causes += rule(read)

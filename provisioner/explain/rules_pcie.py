@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from provisioner.explain import rules_torch
 from provisioner.explain.evidence import evidence, grep, hosts
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
@@ -40,6 +41,7 @@ _TOPO_ROW = re.compile(r"^\s*GPU[0-9]+\s+(?P<cells>(?:(?:X|NV[0-9]+|PIX|PXB|PHB|
 _PATH_NVL = re.compile(r"\bGPU/[0-9A-Fa-f]+ \([0-9]+/[0-9.]+/NVL\)|\b[1-9][0-9]* nvls channels\b|\bMNNVL 1\b")
 _PCIE_TYPES = {"PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "PXN"}
 
+ID = "pcie-p2p-hang"
 _FIX = ("Check the PCIe bridges between these devices for ACS: `sudo lspci -vvv | grep ACSCtl` must show "
         "`SrcValid-` (and ReqRedir-/CmpltRedir-) on every bridge above the GPUs and NICs; turn ACS off in the BIOS "
         "(or `setpci -s BDF ECAP_ACS+6.w=0000` on each bridge until the next boot). Check the IOMMU too: boot with "
@@ -94,6 +96,14 @@ def p2p_hang(logs: list[Log], causes: list[Cause]) -> list[Cause]:
         detail += " The topology in the log puts the GPUs on PCIe (no NVLink between them)."
     lines = [line for line, _ in done[-1:]] + gpu_paths[:2] + nic_paths[:2] + topo[:1]
     settings = ["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] + (["NCCL_NET_GDR_LEVEL"] if nic_paths else [])
-    return [Cause(id="pcie-p2p-hang", title="a hang on PCIe peer-to-peer paths (ACS or the IOMMU)",
+    return [Cause(id=ID, title="a hang on PCIe peer-to-peer paths (ACS or the IOMMU)",
                   detail=detail, fix=_FIX, score=SCORE, hosts=hosts(gpu_paths + nic_paths), settings=settings,
                   evidence=evidence(lines))]
+
+
+def defer(causes: list[Cause]) -> list[Cause]:
+    """With this cause named, the watchdog timeout's own P2P advice points at it instead of repeating it."""
+    reason = next((c for c in causes if c.id == ID), None)
+    if reason is None:
+        return causes
+    return [rules_torch.deferred(c, reason) if c.id == "collective-timeout" else c for c in causes]

@@ -138,9 +138,7 @@ def watchdog(logs: list[Log]) -> list[Cause]:
                    "called it; the other ranks' logs tell which.")
     elif p2p:
         detail += (" Every rank in the log reached it and waited, and they are on one node, connected GPU to GPU "
-                   "(via P2P): no network carries this collective. A peer-to-peer path that does not deliver "
-                   "(PCIe ACS or the IOMMU redirecting peer traffic, GPUs or a driver without working P2P) hangs "
-                   "it without an error.")
+                   "(via P2P): no network carries this collective." + _P2P_NOTE)
     else:
         detail += (" Every rank in the log reached it and waited: data stopped flowing between them "
                    "(network path, a stalled peer, or a rank missing from this log).")
@@ -222,6 +220,9 @@ def _when(logs: list[Log], lines: list[LogLine], p2p: bool = False) -> str:
     return note
 
 
+_P2P_NOTE = (" A peer-to-peer path that does not deliver (PCIe ACS or the IOMMU redirecting peer traffic, GPUs or "
+             "a driver without working P2P) hangs it without an error.")
+_TRACE = "Set TORCH_NCCL_TRACE_BUFFER_SIZE to record the stuck collective next time."
 _P2P_FIX = ("Rerun with NCCL_P2P_DISABLE=1: if the hang goes, P2P between the GPUs is broken on this node. Check "
             "`nvidia-smi topo -p2p r` and `lspci -vvv | grep ACSCtl` (ACS on the PCIe bridges redirects peer "
             "traffic: disable it, or boot with iommu=pt / VT-d off), and the driver's P2P support for these GPUs; "
@@ -242,11 +243,20 @@ def _timeout_cause(detail: str, lines: list[LogLine], p2p: bool = False) -> Caus
         id="collective-timeout", title="a collective timed out (watchdog)", detail=detail,
         fix=_P2P_FIX if p2p else (
             "Look for the first error before the timeout on every rank; audit the hosts' data path "
-            "(link, MTU, PFC/ECN, port counters). Set TORCH_NCCL_TRACE_BUFFER_SIZE to record the stuck "
-            "collective next time."),
+            "(link, MTU, PFC/ECN, port counters). " + _TRACE),
         score=60, hosts=hosts(lines), settings=["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] if p2p else [],
         evidence=evidence(lines),
     )
+
+
+def deferred(timeout: Cause, reason: Cause) -> Cause:
+    """The timeout once another cause (pcie-p2p-hang) names why it hung: its advice points there, not repeats it."""
+    named = f"the cause \"{reason.title}\" ({reason.id})"
+    return timeout.model_copy(update={
+        "detail": timeout.detail.replace(_P2P_NOTE, f" Why such a path hangs: {named}."),
+        "fix": f"See {named}: what to check on the node and how to confirm it first. {_TRACE}",
+        "settings": [],
+    })
 
 
 def _unwrapped(logs: list[Log], line: LogLine) -> LogLine:

@@ -8,7 +8,12 @@ its comm is known waits for it, and `Init COMPLETE` ends the thread's comm (the 
 
 Connections, in the wording of each release: `Ring 00 : 0[0] -> 1[1] via P2P/IPC` and `Ring 00 : 7 -> 8
 [send] via NET/IB/0` (2.3 to 2.6), `Channel 00 : 0[1a000] -> 1[1b000] via P2P/IPC/read` (2.7 on, `Channel
-00/1 :` with the connection index from 2.12), `CollNet 00/0 : 3 [send] via COLLNET/SHARP/0` (2.12 on).
+00/1 :` with the connection index from 2.12), `CollNet 00/0 : 3 [send] via COLLNET/SHARP/0` (2.12 on). Each
+rank's neighbours on every ring: `Ring 00 : 7 -> 0 -> 1` (prev -> rank -> next, 2.10 on). NVLS (2.17 on): the
+rank that heads each NVLS head on every node, `NVLS Head  0:  0  8` (node 0's ranks print it, up to 20 nodes),
+and this rank's head, `NVLS comm 0x.. headRank 0 nHeads 8 ...` (2.18 on). With runtime connect (2.22 on) NVLS
+may be set up at the first collective, after `Init COMPLETE`: a comm pointer names its comm, and the head lines
+belong to the comm the thread finished last unless it printed something of a new comm since.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_serializer, field_validator
 
 from provisioner.parsers._text import Fact
 
@@ -29,6 +34,10 @@ _CONNECTION = re.compile(
 # The ring order rank 0 prints per channel: `Channel 00/08 :    0   7   6   5` (2.7 on), `Ring 00 :    0   1`.
 _RING = re.compile(r"^(?:Channel [0-9]+/[0-9]+|Ring [0-9]+) :(?P<ranks>(?:\s+[0-9]+)+)\s*$")
 _RING_CHANNEL = re.compile(r"[0-9]+")
+_RING_PEERS = re.compile(
+    r"^Ring (?P<channel>[0-9]+) : (?P<prev>-?[0-9]+) -> (?P<rank>[0-9]+) -> (?P<next>-?[0-9]+)\s*$")
+_NVLS_HEAD = re.compile(r"^NVLS Head\s*(?P<head>[0-9]+):(?P<ranks>(?:\s+-?[0-9]+)*)\s*$")
+_NVLS_COMM = re.compile(r"^NVLS comm (?P<comm>0x[0-9a-fA-F]+) headRank (?P<head>-?[0-9]+) nHeads (?P<nheads>[0-9]+)")
 # `Trees [0] 1/8/-1->0->-1 [1] ...` (2.4 on; 2.5 to 2.7 add `|up->rank->down` for the second tree).
 _TREE = re.compile(
     r"\[(?P<channel>[0-9]+)\]\s*(?P<down>-?[0-9]+/-?[0-9]+/-?[0-9]+)->(?P<rank>-?[0-9]+)->(?P<up>-?[0-9]+)"
@@ -70,6 +79,13 @@ class TreeNode(Fact):
     down: list[int] = Field(default_factory=list)
 
 
+class RingPeers(Fact):
+    """A rank's neighbours on one channel's ring: the rank it receives from and the one it sends to."""
+
+    prev: int
+    next: int
+
+
 class Communicator(Fact):
     """One communicator as a rank saw it: `network` is what that rank's `Using network` line said."""
 
@@ -87,6 +103,10 @@ class Communicator(Fact):
     local_rank: int | None = None
     rings: dict[int, list[int]] = Field(default_factory=dict)  # channel -> ring order (rank 0 prints it)
     trees: dict[int, TreeNode] = Field(default_factory=dict)  # channel -> this rank's place
+    ring_peers: dict[int, RingPeers] = Field(default_factory=dict)  # channel -> this rank's ring neighbours
+    nvls_heads: dict[int, list[int]] = Field(default_factory=dict)  # NVLS head -> the rank heading it per node
+    nvls_head_rank: int | None = None  # this rank's NVLS head (-1: none)
+    nvls_nheads: int | None = None
     channels: dict[str, int] = Field(default_factory=dict)  # coll, collnet, nvls, p2p, p2p per peer
     nvls_multicast: bool | None = None  # whether NVLS multicast (NVSwitch SHARP) was available to the rank
     connected: list[str] = Field(default_factory=list)  # what it finished connecting: rings, trees, NVLS tree
@@ -94,6 +114,29 @@ class Communicator(Fact):
     init_complete: bool = False
     init_seconds: float | None = None
     line: int
+
+    # In JSON, channels of one layout are one entry: `[{"channels": [0, 8], "ranks": [0, 1, 2, 3]}, ...]`, not
+    # 64 near-identical ones. Either form reads back.
+    @field_serializer("rings", "trees", "ring_peers", when_used="json")
+    def _grouped(self, by_channel: dict[int, Any]) -> list[dict[str, Any]]:
+        return group_channels(by_channel)
+
+    @field_validator("rings", "trees", "ring_peers", mode="before")
+    @classmethod
+    def _ungrouped(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return {channel: {k: v for k, v in entry.items() if k != "channels"} if "ranks" not in entry
+                else entry["ranks"] for entry in value for channel in entry["channels"]}
+
+
+def group_channels(by_channel: dict[int, Any]) -> list[dict[str, Any]]:
+    """{channel: layout} as one entry per distinct layout with the channels that share it, first-seen order."""
+    groups: dict[str, dict[str, Any]] = {}
+    for channel, layout in sorted(by_channel.items()):
+        fields = layout.model_dump(mode="json") if isinstance(layout, Fact) else {"ranks": list(layout)}
+        groups.setdefault(repr(fields), {"channels": [], **fields})["channels"].append(channel)
+    return list(groups.values())
 
 
 def transport_family(transport: str) -> str:
@@ -110,11 +153,21 @@ class Topology:
         self.pending_links: dict[Thread, list[dict[str, Any]]] = {}
         self.current: dict[Thread, dict[str, Any]] = {}  # the comm a thread is initialising
         self.finished: dict[Thread, dict[str, Any]] = {}  # the comm whose Init COMPLETE a thread printed last
+        self.named: dict[tuple[str, str, str], dict[str, Any]] = {}  # (host, pid, comm pointer) -> its comm
 
     def read(self, message: str, thread: Thread, host: str | None, number: int) -> bool:
         """Take a message that describes a communicator's build; False for any other."""
         if m := _CONNECTION.match(message):
             self._link(m, thread, host, number)
+        elif m := _RING_PEERS.match(message):
+            peers = RingPeers(prev=int(m.group("prev")), next=int(m.group("next")))
+            self._target(thread).setdefault("ring_peers", {})[int(m.group("channel"))] = peers
+        elif m := _NVLS_HEAD.match(message):
+            heads = [int(r) for r in m.group("ranks").split()]
+            self._nvls_target(thread).setdefault("nvls_heads", {})[int(m.group("head"))] = heads
+        elif m := _NVLS_COMM.match(message):
+            named = self.named.get((thread[0], thread[1], m.group("comm"))) or self._nvls_target(thread)
+            named.update(nvls_head_rank=int(m.group("head")), nvls_nheads=int(m.group("nheads")))
         elif m := _RING.match(message):
             channel = int(_RING_CHANNEL.findall(message)[0])
             self._target(thread).setdefault("rings", {})[channel] = [int(r) for r in m.group("ranks").split()]
@@ -155,6 +208,7 @@ class Topology:
         for link in self.pending_links.pop(thread, []):
             link["comm"] = record["comm"]
         self.current[thread] = record
+        self.named[(thread[0], thread[1], record["comm"])] = record
         if message.rstrip().endswith("Init START"):
             record["init_started"] = True
         elif message.rstrip().endswith("Init COMPLETE"):
@@ -167,6 +221,12 @@ class Topology:
 
     def _target(self, thread: Thread) -> dict[str, Any]:
         return self.current.get(thread) or self.pending.setdefault(thread, {})
+
+    def _nvls_target(self, thread: Thread) -> dict[str, Any]:
+        """NVLS set up at the first collective (runtime connect) belongs to the comm the thread finished last."""
+        if thread in self.current or self.pending.get(thread) or thread not in self.finished:
+            return self._target(thread)
+        return self.finished[thread]
 
     def _link(self, m: re.Match[str], thread: Thread, host: str | None, number: int) -> None:
         comm = self.current.get(thread)

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from provisioner.parsers._loggers import prefix_arrow, prefix_host, prefix_label
 from provisioner.parsers._shell import is_shell
-from provisioner.parsers._text import Fact, Line, Parsed, Unplaced, content_lines, fail, split_lines, unique
+from provisioner.parsers._text import Fact, Line, Unplaced, content_lines, fail, split_lines, unique
 from provisioner.parsers.nccl_channels import Communicator, Link, Thread, Topology
 from provisioner.parsers.nccl_errors import (
     AsyncEvent,
@@ -48,9 +48,11 @@ from provisioner.parsers.nccl_net import (
     NET_USING,
     OOB,
     VIA_NET,
+    NetSetup,
     bootstrap_interfaces,
     ib_devices,
     interfaces,
+    net_setup,
 )
 from provisioner.parsers.nccl_tests import NcclTestRank, parse_rank, split_nccl_version
 
@@ -107,7 +109,7 @@ class SuspectInterface(Fact):
     line: int
 
 
-class NcclDebug(Parsed):
+class NcclDebug(NetSetup):
     """What an NCCL_DEBUG=INFO log says about the communication stack. Lists keep first-seen order."""
 
     nccl_version: str | None = None
@@ -207,6 +209,8 @@ class _Log:
         elif m := NET_USING.match(message):
             self._net(m.group("name"), m.group("rest"))
             self._suspects(m.group("rest"), line, host)
+        elif setup := net_setup(message):
+            self.fields.update(setup)
         elif m := _NET_DEVICE.match(message):
             self.lists["ib_devices"].append(f"{m.group('device')}:{m.group('port')}/{m.group('layer')}")
         # No verbs library (2.3 on, `Failed to open libibverbs.so[.1]`): IB is out before it looks for a device.

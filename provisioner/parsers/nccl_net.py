@@ -4,12 +4,26 @@ lists, and the `via NET/<name>/<dev>` connections, in the wording of every relea
 A network's name is its plugin's own (`ncclNet->name`): NCCL's `IB` and `Socket`, but also aws-ofi-nccl's
 `AWS Libfabric` (with a blank), the rdma-sharp plugins' `UCX-RMA` and `IBext_v8`, so it is read up to the
 `/<device index>` that follows it, never as one word.
+
+How the network was set up (`NetSetup`): aws-ofi-nccl's choice of libfabric provider, `NET/OFI Selected Provider
+is efa` (0.9 to 1.5), `... is efa (found 4 nics)` (1.6 to 1.13), `NET/OFI Selected provider is efa, fabric is
+efa-direct (found 4 nics)` (1.14 on); NCCL's socket transport, `NET/Socket: Using 2 threads and 8 sockets per
+thread` (2.4.8 on, when NCCL_NSOCKS_PERTHREAD and NCCL_SOCKET_NTHREADS, or a cloud's defaults, ask for them).
 """
 
 from __future__ import annotations
 
 import re
 
+from provisioner.parsers._text import Parsed
+
+_OFI_PROVIDER = re.compile(
+    r"^NET/OFI Selected [Pp]rovider is (?P<ofi_provider>[^\s,(]+)(?:, fabric is (?P<ofi_fabric>[^\s,(]+))?"
+    r"(?: \(found (?P<ofi_nics>[0-9]+) nics\))?"
+)
+_SOCKET_THREADS = re.compile(
+    r"^NET/Socket\s*:\s*Using (?P<socket_threads>[0-9]+) threads and (?P<sockets_per_thread>[0-9]+) sockets per thread"
+)
 ADDRESS_TAIL = re.compile(r"<[0-9]+>$")
 # `NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:10.0.0.1<0>`, `NET/Socket : Using [0]eth0:10.0.0.1<0>`; NET/IB
 # with no device (2.24 on print the line after `No device found.`): `Using [RO]; OOB ...` or `Using  ; OOB ...`.
@@ -43,3 +57,21 @@ def ib_devices(rest: str) -> list[str]:
 def bootstrap_interfaces(rest: str) -> list[str]:
     """`ens7:10.128.0.33<0>`, older `[0]ens7:10.128.0.33<0>`; several interfaces are space separated."""
     return [ADDRESS_TAIL.sub("", re.sub(r"^\[[0-9]+\]", "", token)) for token in rest.split()]
+
+
+class NetSetup(Parsed):
+    """How the network NCCL chose was set up, as the last such line said (the fields of an NCCL log's facts)."""
+
+    ofi_provider: str | None = None  # the libfabric provider aws-ofi-nccl selected: efa, verbs;ofi_rxm, tcp
+    ofi_fabric: str | None = None  # its fabric (aws-ofi-nccl 1.14 on): efa-direct, efa
+    ofi_nics: int | None = None  # the NICs it found for that provider (1.6 on)
+    socket_threads: int | None = None  # NCCL's socket transport: helper threads per connection
+    sockets_per_thread: int | None = None  # and sockets per thread
+
+
+def net_setup(message: str) -> dict[str, str | int] | None:
+    """The NetSetup fields a network line gives, or None for any other line."""
+    m = _OFI_PROVIDER.match(message) or _SOCKET_THREADS.match(message)
+    if m is None:
+        return None
+    return {k: int(v) if v.isdigit() else v for k, v in m.groupdict().items() if v is not None}

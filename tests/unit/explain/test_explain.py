@@ -288,3 +288,11 @@ def test_a_masked_node_name_is_no_host(host: str, named: list[str]) -> None:
     line = f"slurmstepd: error: *** STEP 494583.0 ON {host} CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***\n"
     limit = next(c for c in explain([("job.log", line)]).causes if c.id == "step-time-limit")
     assert limit.hosts == named and (host in limit.title) is bool(named)
+
+
+def test_network_summary_names_the_ofi_provider(capsys: pytest.CaptureFixture[str]) -> None:
+    sample = SAMPLES / "logs" / "nccl-2.9-efa-p4d-two-nodes-mpi-tags.txt"
+    (use,) = explain([(sample.name, sample.read_text())]).networks
+    assert (use.network, use.provider) == ("AWS Libfabric", "efa")
+    _, out = _cli(["explain", str(sample)], capsys)
+    assert "network AWS Libfabric (provider efa)" in out

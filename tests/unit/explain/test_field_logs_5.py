@@ -78,12 +78,13 @@ _P2P = ("gpu01:5664:5812 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM
 
 def test_a_hang_between_gpus_of_one_node_is_named_p2p_not_the_network() -> None:
     causes = explain([("job.log", _P2P)]).causes
-    # The PCIe peer-path cause (ACS, the IOMMU) leads; the timeout it explains follows, in P2P terms too.
+    # The PCIe peer-path cause (ACS, the IOMMU) leads; the timeout it explains follows, in P2P terms too, and
+    # points at it for the advice.
     assert [c.id for c in causes][:2] == ["pcie-p2p-hang", "collective-timeout"]
     top = causes[1]
-    assert "connected GPU to GPU (via P2P)" in top.detail and "PCIe ACS" in top.detail
+    assert "connected GPU to GPU (via P2P)" in top.detail and "pcie-p2p-hang" in top.detail
     assert "NCCL_SOCKET_IFNAME" not in top.detail  # the first collective's note speaks of P2P too
-    assert "NCCL_P2P_DISABLE=1" in top.fix and top.settings == ["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"]
+    assert "pcie-p2p-hang" in top.fix and "NCCL_P2P_DISABLE=1" in causes[0].fix
     # Ranks on two nodes, or connected through the network, keep the network advice.
     across = _P2P + "gpu02:7001:7010 [0] NCCL INFO Channel 00/0 : 2[0] -> 0[0] [receive] via NET/IB/0\n"
     assert "PCIe ACS" not in explain([("job.log", across)]).causes[0].detail

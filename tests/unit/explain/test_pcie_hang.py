@@ -94,3 +94,16 @@ def test_a_lone_flush_names_the_platform_causes_and_an_echo_does_not() -> None:
     echo = next(c for c in explain([("job.log", retry + _FLUSH)]).causes if "IBV_WC_WR_FLUSH_ERR" in c.title)
     assert "ACSCtl" not in echo.fix and "comes first" in echo.detail
 
+
+
+def test_the_timeout_points_at_the_pcie_cause_instead_of_repeating_it() -> None:
+    causes = {c.id: c for c in explain([("job.log", _TOPO + _INIT + _WATCHDOG)]).causes}
+    hang, timeout = causes["pcie-p2p-hang"], causes["collective-timeout"]
+    assert "pcie-p2p-hang" in timeout.fix and hang.title in timeout.fix
+    for advice in ("NCCL_P2P_DISABLE=1", "ACSCtl", "iommu=pt"):
+        assert advice not in timeout.fix, timeout.fix
+    assert "redirecting peer traffic" not in timeout.detail and "pcie-p2p-hang" in timeout.detail
+    assert timeout.settings == [] and "NCCL_P2P_DISABLE" in hang.settings
+    # Where the P2P hang is not named (NVLink between the GPUs), the timeout keeps its own P2P advice.
+    nvlink = {c.id: c for c in explain([("job.log", _TOPO.replace("NODE", "NV12") + _INIT + _WATCHDOG)]).causes}
+    assert "pcie-p2p-hang" not in nvlink and "NCCL_P2P_DISABLE=1" in nvlink["collective-timeout"].fix

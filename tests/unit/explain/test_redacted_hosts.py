@@ -18,3 +18,12 @@ def test_redacted_host_names_are_not_named_as_hosts() -> None:
         assert "redacts" in top.detail and top.evidence[0].text.startswith(placeholder)
     real = explain([("job.log", _FLUSH.replace("status=5", "status=12"))]).causes[0]
     assert real.hosts == ["gpu07"] and "redacts" not in real.detail
+
+
+def test_network_summary_leaves_out_redacted_hosts() -> None:
+    # NCCL's line prefix is "%s:%d:%d [%d] NCCL INFO" (hostname, pid, tid, cudaDev): the host redacted on one node.
+    text = "".join(f"{host}:41:41 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.{n}<0>\n"
+                   f"{host}:41:41 [0] NCCL INFO Using network IB\n"
+                   for n, host in enumerate(("gpu07", "...-48", "xxx", "<hostname>"), start=1))
+    (use,) = explain([("job.log", text)]).networks
+    assert use.network == "IB" and use.hosts == ["gpu07"]
