@@ -32,7 +32,7 @@ SCORE = 61
 # Causes under this score are notes on a slow path or a setting; they do not explain a hang.
 _NOTE_SCORE = 50
 
-_VIA_P2P = re.compile(r"\bvia P2P/(?P<kind>[\w/ ]+)")
+_VIA_P2P = re.compile(r"\bvia P2P/")
 _VIA_GDR = re.compile(r"\bvia NET/\S+/GDRDMA\b")
 _INIT_DONE = re.compile(r"Init COMPLETE|Connected all (?:rings|trees)")
 # NCCL's graph search: the GPU-to-GPU path type, then the GPU-to-NIC one (`type NVL/PIX`, `type PHB/PHB`).
@@ -89,9 +89,11 @@ def p2p_hang(logs: list[Log], causes: list[Cause]) -> list[Cause]:
     if nic_paths:
         what.append("GPU to NIC with GPUDirect RDMA (`GDRDMA`)")
     sign = max(signs, key=lambda c: c.score)
-    detail = (f"Every rank got through NCCL's setup, and the data moves peer to peer over PCIe: {'; '.join(what)}. "
+    # One rank's `Init COMPLETE` is what the log may hold of the others'; without one, a collective was started.
+    setup = "NCCL's setup completed" if done else "The ranks got as far as a collective"
+    detail = (f"{setup}, and the data moves peer to peer over PCIe: {'; '.join(what)}. "
               f"Then the job hung with no error ({sign.title}). PCIe ACS on a bridge, or the IOMMU, redirecting peer "
-              "traffic through the root complex hangs NCCL exactly so: the first transfer never arrives.")
+              "traffic through the root complex, can hang NCCL just so: transfers that never complete, and no error.")
     if pcie:
         detail += " The topology in the log puts the GPUs on PCIe (no NVLink between them)."
     lines = [line for line, _ in done[-1:]] + gpu_paths[:2] + nic_paths[:2] + topo[:1]
