@@ -166,7 +166,8 @@ def loopback_fallback(logs: list[Log]) -> list[Cause]:
         title="gloo bound to the loopback address: the hostname does not resolve to an address of the host",
         detail=("torch's gloo process group binds the address the hostname resolves to; it resolved to none of "
                 "the host's own, so gloo fell back to 127.0.0.1 and published it, and ranks on other nodes cannot "
-                "connect to it" + (" (the full-mesh connect failed)" if failed else "")
+                "connect to it" + (" (the full-mesh connect failed)" if failed else
+                                   ": a group within one node still works, and the log shows no connect failing yet")
                 + ". vLLM and SGLang build such CPU groups even where NCCL carries the data."),
         fix=("On every node set GLOO_SOCKET_IFNAME to the interface the nodes share (for Ray workers, in the "
              "environment of `ray start` or the job's runtime env, so the workers inherit it), or make the "

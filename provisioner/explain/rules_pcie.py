@@ -5,8 +5,9 @@ traffic through the root complex, where it is dropped or crawls; NCCL sees no er
 "PCI Access Control Services"; NVIDIA/nccl#2079, #667, #199).
 
 Read after the other rules: the hang must be all the log shows (a timeout, a hung watchdog, a stalled or cut
-nccl-tests run, a scheduler's time limit), never a peer that died, a network error or ranks at different
-collectives, which explain the same silence better.
+nccl-tests run, perhaps ended by a scheduler's time limit or a cancel), never a peer that died, a network error
+or ranks at different collectives, which explain the same silence better. A time limit or a cancel alone is no
+hang: a healthy job runs until its time is up or it is preempted.
 
 Wording read: NCCL's connection lines `Channel 00/0 : 0[0] -> 1[1] via P2P/IPC` (`P2P/CUMEM`, `P2P/direct pointer`,
 `P2P/IPC/read`; `Ring 00 : ... via P2P/IPC` before 2.7) and `[send] via NET/IB/0/GDRDMA`; the path types of its
@@ -23,15 +24,16 @@ from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 
 # What a hang with no error of its own looks like once the other rules have read it.
-HANG_SIGNS = {"collective-timeout", "watchdog-hung", "mtu-blackhole", "nccl-tests-truncated", "step-time-limit",
-              "job-cancelled"}
+HANG_SIGNS = {"collective-timeout", "watchdog-hung", "mtu-blackhole", "nccl-tests-truncated"}
+# How the scheduler may end a hung job: allowed beside a sign, never one itself.
+_ENDS = {"step-time-limit", "job-cancelled"}
 # Below every concrete error, just above the timeout it explains (and below a stall between nodes, where the
 # MTU is the likelier cause).
 SCORE = 61
 # Causes under this score are notes on a slow path or a setting; they do not explain a hang.
 _NOTE_SCORE = 50
 
-_VIA_P2P = re.compile(r"\bvia P2P/(?P<kind>[\w/ ]+)")
+_VIA_P2P = re.compile(r"\bvia P2P/")
 _VIA_GDR = re.compile(r"\bvia NET/\S+/GDRDMA\b")
 _INIT_DONE = re.compile(r"Init COMPLETE|Connected all (?:rings|trees)")
 # NCCL's graph search: the GPU-to-GPU path type, then the GPU-to-NIC one (`type NVL/PIX`, `type PHB/PHB`).
@@ -72,7 +74,7 @@ def _topology(logs: list[Log]) -> tuple[bool, bool, list[LogLine]]:
 def p2p_hang(logs: list[Log], causes: list[Cause]) -> list[Cause]:
     """The ACS/IOMMU cause for a hang whose only signs are the ones in HANG_SIGNS, on PCIe peer paths."""
     signs = [c for c in causes if c.id in HANG_SIGNS]
-    if not signs or any(c.id not in HANG_SIGNS and c.score >= _NOTE_SCORE for c in causes):
+    if not signs or any(c.id not in HANG_SIGNS | _ENDS and c.score >= _NOTE_SCORE for c in causes):
         return []
     done = grep(logs, _INIT_DONE)
     if not done and not any(c.id in {"collective-timeout", "watchdog-hung"} for c in signs):
@@ -89,9 +91,11 @@ def p2p_hang(logs: list[Log], causes: list[Cause]) -> list[Cause]:
     if nic_paths:
         what.append("GPU to NIC with GPUDirect RDMA (`GDRDMA`)")
     sign = max(signs, key=lambda c: c.score)
-    detail = (f"Every rank got through NCCL's setup, and the data moves peer to peer over PCIe: {'; '.join(what)}. "
+    # One rank's `Init COMPLETE` is what the log may hold of the others'; without one, a collective was started.
+    setup = "NCCL's setup completed" if done else "The ranks got as far as a collective"
+    detail = (f"{setup}, and the data moves peer to peer over PCIe: {'; '.join(what)}. "
               f"Then the job hung with no error ({sign.title}). PCIe ACS on a bridge, or the IOMMU, redirecting peer "
-              "traffic through the root complex hangs NCCL exactly so: the first transfer never arrives.")
+              "traffic through the root complex, can hang NCCL just so: transfers that never complete, and no error.")
     if pcie:
         detail += " The topology in the log puts the GPUs on PCIe (no NVLink between them)."
     lines = [line for line, _ in done[-1:]] + gpu_paths[:2] + nic_paths[:2] + topo[:1]

@@ -102,14 +102,16 @@ def _networks(found: dict[str, _Host]) -> Cause | None:
         return None
     usual = count.most_common(1)[0][0]
     odd = sorted(h for h, k in named.items() if k != usual and count[k] < count[usual])
-    if not odd:
-        odd = sorted(named)  # a tie: name them all
+    # A tie has no rest of the job to compare with: every host is named, none as the odd one.
+    title = f"{_list(odd)} chose another network than the rest of the job" if odd else \
+        "the hosts do not agree on NCCL's network, and no network has most of them"
+    odd = odd or sorted(named)
     lines = [ln for h in odd for n in found[h].networks for ln in _show(found[h].networks[n], 1)]
     lines += [ln for h, k in named.items() if k == usual for n in k for ln in found[h].networks[n][-1:]][:1]
     seen = "; ".join(f"{h}: {', '.join(sorted(named[h]))}" for h in sorted(named))
     return Cause(
         id="host-network-differs",
-        title=f"{_list(odd)} chose another network than the rest of the job",
+        title=title,
         detail=f"The hosts do not agree on NCCL's network ({seen}): a host that loads another network plugin, "
                "or none, talks through another transport than its peers, at another speed or not at all.",
         fix=f"Compare on {_list(odd)} and a good host: the `NET/Plugin` lines, NCCL_NET and NCCL_NET_PLUGIN, the "

@@ -39,7 +39,8 @@ _KERNEL_DEVICE = re.compile(r"\b(?P<dev>mlx\d_core \S+?|mlx\d_\d+)[:\s]")
 
 # Flushed requests with no earlier error anywhere in the log: NCCL's maintainers traced these (vendor error 249,
 # 0xf9) to PCIe ACS left on between NIC and GPU and to the platform's firmware (NVIDIA/nccl#1353, #1405).
-_LONE_FLUSH = (" No earlier error is in the log: the first failure is on the peer's side (its log) or below NCCL. "
+_LONE_FLUSH = (" No earlier error from the RDMA stack (another completion error, an HCA event, a failed verbs call) is "
+               "in the log: the first failure is on the peer's side (its log), elsewhere in this one, or below NCCL. "
                "Where no rank logs one, NCCL's maintainers have traced such flushes to PCIe ACS redirecting the NIC's "
                "peer traffic to GPU memory, and to the server's platform firmware.")
 _LONE_FLUSH_FIX = (" If no rank shows an earlier error: check ACS on the PCIe bridges between NIC and GPU "

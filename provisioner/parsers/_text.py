@@ -377,8 +377,9 @@ def unique(items: list[str]) -> list[str]:
 
 
 # What posters put in place of a host's name or address: an ellipsis (`...-48`), a run of x or * (`xxx`,
-# `***`, `10.x.x.x`), a bracketed placeholder (`<hostname>`, `{host}`, `[REDACTED]`).
-_REDACTED = re.compile(r"\.\.\.|\u2026|\*|^[<{\[].*[>}\]]$|(?:^|[.\-_])[xX]{2,}(?:$|[.\-_])|^(?:[xX]+\.){3}[xX]+$|"
+# `***`, `10.x.x.x`), a bracketed placeholder (`<hostname>`, `{host}`, `[REDACTED]`; with no colon, since
+# `[::1]` and `[fe80::1]` are IPv6 addresses as torch and gloo write them).
+_REDACTED = re.compile(r"\.\.\.|\u2026|\*|^[<{\[][^:]*[>}\]]$|(?:^|[.\-_])x{2,}(?:$|[.\-_])|"
                        r"(?:^|[.\-_])x(?:\.|$)|redacted|^hostname$", re.I)
 
 

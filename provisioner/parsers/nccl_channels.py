@@ -48,13 +48,13 @@ _COMM_ID = re.compile(r"\bcommId (?P<comm_id>0x[0-9a-fA-F]+)")
 # `8 coll channels, 0 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer` (2.7 on).
 _COUNTS = re.compile(r"^[0-9]+ coll channels,")
 _COUNT = re.compile(r"(?P<count>[0-9]+) (?P<what>[a-z0-9 ]+?) channels(?P<per> per peer)?")
-# `Init timings: rank 2 nranks 16 total 1.08 (...)` (2.22), `Init timings - ncclCommInitRank: rank ...` (2.23 on).
 # `NVLS multicast support is available on dev 0` / `is not available` (2.17 on).
 _MULTICAST = re.compile(r"^NVLS multicast support is (?P<not>not )?available")
 # `Connected all rings`, `Connected all trees`, `Connected NVLS tree`, `Connected binomial trees`, `Connected
 # Collnet Chains ...`, `Connected all rings, use ring PXN 0 GDR 1` (2.27 on).
 _CONNECTED = re.compile(r"^Connected (?:all )?(?P<what>rings|trees|NVLS tree|binomial trees|Collnet Chains|collnet)\b",
                         re.IGNORECASE)
+# `Init timings: rank 2 nranks 16 total 1.08 (...)` (2.22), `Init timings - ncclCommInitRank: rank ...` (2.23 on).
 _TIMINGS = re.compile(r"^Init timings(?: - \w+)?: rank (?P<rank>[0-9]+) nranks [0-9]+ total (?P<total>[0-9.]+)")
 
 
@@ -139,11 +139,6 @@ def group_channels(by_channel: dict[int, Any]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-def transport_family(transport: str) -> str:
-    """`NET/IB/0/GDRDMA` -> `NET/IB/GDRDMA`: a transport without the device index that varies per link."""
-    return re.sub(r"/[0-9]+(?:\([0-9]+\))?(?=/|$)", "", transport)
-
-
 class Topology:
     """Reads the lines that describe what a communicator built; nccl_debug hands it every INFO message."""
 
@@ -155,8 +150,8 @@ class Topology:
         self.finished: dict[Thread, dict[str, Any]] = {}  # the comm whose Init COMPLETE a thread printed last
         self.named: dict[tuple[str, str, str], dict[str, Any]] = {}  # (host, pid, comm pointer) -> its comm
 
-    def read(self, message: str, thread: Thread, host: str | None, number: int) -> bool:
-        """Take a message that describes a communicator's build; False for any other."""
+    def read(self, message: str, thread: Thread, host: str | None, number: int) -> None:
+        """Take a message that describes a communicator's build; any other is left alone."""
         if m := _CONNECTION.match(message):
             self._link(m, thread, host, number)
         elif m := _RING_PEERS.match(message):
@@ -191,9 +186,6 @@ class Topology:
             comm = self.finished.get(thread) or self.current.get(thread)
             if comm is not None and comm.get("rank") == int(m.group("rank")):
                 comm["init_seconds"] = float(m.group("total"))
-        else:
-            return False
-        return True
 
     def comm(self, record: dict[str, Any], message: str, thread: Thread) -> None:
         """A line that names the communicator `record` (kept by nccl_debug): take what it and the thread said."""
@@ -205,8 +197,12 @@ class Topology:
                 record[name].update(value)
             else:
                 record[name] = value
+        # The thread's links so far are this comm's: filed under it, so the thread's next comm starts afresh.
         for link in self.pending_links.pop(thread, []):
+            del self.links[_key(link, thread)]
             link["comm"] = record["comm"]
+            kept = self.links.setdefault(_key(link, thread), link)
+            kept["channels"] += [c for c in link["channels"] if c not in kept["channels"]]
         self.current[thread] = record
         self.named[(thread[0], thread[1], record["comm"])] = record
         if message.rstrip().endswith("Init START"):
@@ -230,20 +226,20 @@ class Topology:
 
     def _link(self, m: re.Match[str], thread: Thread, host: str | None, number: int) -> None:
         comm = self.current.get(thread)
-        dst = int(m.group("dst")) if m.group("dst") else None
-        kind = m.group("kind").lower()
-        key = (host, comm["comm"] if comm else thread, kind, int(m.group("src")), dst, m.group("direction"),
-               m.group("transport"))
-        link = self.links.get(key)
-        if link is None:
-            link = self.links[key] = {
-                "host": host, "comm": comm["comm"] if comm else None, "kind": kind, "src": int(m.group("src")),
-                "dst": dst, "direction": m.group("direction"), "transport": m.group("transport"), "channels": [],
-                "line": number,
-            }
-            if comm is None:
-                self.pending_links.setdefault(thread, []).append(link)
-        channels = link["channels"]
-        assert isinstance(channels, list)
-        if int(m.group("channel")) not in channels:
-            channels.append(int(m.group("channel")))
+        new: dict[str, Any] = {
+            "host": host, "comm": comm["comm"] if comm else None, "kind": m.group("kind").lower(),
+            "src": int(m.group("src")), "dst": int(m.group("dst")) if m.group("dst") else None,
+            "direction": m.group("direction"), "transport": m.group("transport"), "channels": [], "line": number,
+        }
+        link = self.links.setdefault(_key(new, thread), new)
+        if link is new and comm is None:
+            self.pending_links.setdefault(thread, []).append(link)
+        if int(m.group("channel")) not in link["channels"]:
+            link["channels"].append(int(m.group("channel")))
+
+
+def _key(link: dict[str, Any], thread: Thread) -> tuple[object, ...]:
+    """One connection of one comm: a comm not yet named is the thread's (pid with the comm, since two
+    processes may print the same comm address)."""
+    owner = (thread[1], link["comm"]) if link["comm"] else thread
+    return (link["host"], owner, link["kind"], link["src"], link["dst"], link["direction"], link["transport"])

@@ -36,3 +36,10 @@ def test_the_newer_connect_error_names_the_loopback_peer() -> None:
     text = (_WARNING + "\nRuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/"
             "tcp/pair.cc:152] timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:14215\n")
     assert _ids(text)[0] == "gloo-loopback-fallback"
+
+
+def test_the_warning_on_several_nodes_without_a_failed_connect_is_a_low_cause() -> None:
+    text = "".join(f"(RayWorkerWrapper pid=19{n}, ip=10.41.0.{n}) {_WARNING}\n" for n in (7, 8))
+    cause = explain([("job.log", text)]).causes[0]
+    assert cause.id == "gloo-loopback-fallback" and cause.score < 70, (cause.id, cause.score)
+    assert "no connect failing yet" in cause.detail and cause.hosts == ["10.41.0.7", "10.41.0.8"]

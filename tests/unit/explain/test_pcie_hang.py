@@ -80,6 +80,21 @@ def test_no_hang_no_cause() -> None:
     assert _ids(_TOPO + _INIT) == []
 
 
+_TIME_LIMIT = "slurmstepd: error: *** STEP 81234.0 ON ws01 CANCELLED AT 2025-03-30T10:10:00 DUE TO TIME LIMIT ***\n"
+_PREEMPTED = "slurmstepd: error: *** JOB 81234 ON ws01 CANCELLED AT 2025-03-30T10:10:00 DUE TO PREEMPTION ***\n"
+
+
+def test_a_time_limit_or_a_cancel_alone_is_no_hang() -> None:
+    # a healthy job runs until its time is up, or is preempted
+    for end in (_TIME_LIMIT, _PREEMPTED):
+        ids = _ids(_TOPO + _INIT + end)
+        assert "pcie-p2p-hang" not in ids and ids, end
+
+
+def test_a_watchdog_timeout_ended_by_the_time_limit_still_names_acs() -> None:
+    assert "pcie-p2p-hang" in _ids(_TOPO + _INIT + _WATCHDOG + _TIME_LIMIT)
+
+
 _FLUSH = ("gpu07:984:1357 [4] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<44206> "
           "with status=5 opcode=32656 len=32659 vendor err 249 (Recv) localGid ::ffff:10.0.0.1 "
           "remoteGids::ffff:10.0.0.2\n")

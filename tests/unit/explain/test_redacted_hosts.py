@@ -4,6 +4,7 @@ at: the cause says the name was redacted, and the evidence keeps the line as wri
 from __future__ import annotations
 
 from provisioner.explain import explain
+from provisioner.parsers._text import redacted
 
 _FLUSH = ("gpu07:984:1357 [4] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<44206> "
           "with status=5 opcode=32656 len=32659 vendor err 249 (Recv) localGid ::ffff:10.0.0.1 "
@@ -27,3 +28,10 @@ def test_network_summary_leaves_out_redacted_hosts() -> None:
                    for n, host in enumerate(("gpu07", "...-48", "xxx", "<hostname>"), start=1))
     (use,) = explain([("job.log", text)]).networks
     assert use.network == "IB" and use.hosts == ["gpu07"]
+
+
+def test_placeholders_and_real_names() -> None:
+    for placeholder in ("...-48", "xxx", "<hostname>", "{host}", "[REDACTED]", "***", "10.x.x.x", "<MASTER_IP>"):
+        assert redacted(placeholder), placeholder
+    for real in ("gpu07", "10.0.0.2", "[::1]", "[fe80::1%ib0]", "[::ffff:10.0.0.2]", "dgx-a100-xxl", "x1000c0s0b0n0"):
+        assert not redacted(real), real

@@ -110,3 +110,10 @@ def test_silent_when_the_hosts_agree(text: str) -> None:
 def test_real_uniform_multi_node_logs_stay_silent(name: str) -> None:
     causes = explain([(name, (LOGS / name).read_text())]).causes
     assert not [c.id for c in causes if c.id.startswith("host-")]
+
+
+def test_two_hosts_on_two_networks_name_both_and_neither_as_the_odd_one() -> None:
+    two = ("gpu-a", "gpu-b")
+    net = {"gpu-a": "NET/IB/0/GDRDMA", "gpu-b": "NET/IBext_v8/0/GDRDMA"}
+    cause = _cause(_job(net, network={"gpu-b": "IBext_v8"}, hosts=two), "host-network-differs")
+    assert cause.hosts == ["gpu-a", "gpu-b"] and "rest of the job" not in cause.title, cause.title

@@ -130,3 +130,16 @@ def test_a_thread_that_completed_one_comm_starts_the_next_afresh() -> None:
     )
     first, second = parse_nccl_debug(text).communicators
     assert first.rings == {0: [0, 1]} and second.rings == {0: [0]}
+
+
+def test_the_next_comm_of_a_thread_keeps_links_of_its_own() -> None:
+    # 2.7 to 2.18: the same connection in two comms of one thread is two links, one per comm.
+    text = (
+        "h:1:2 [0] NCCL INFO Channel 00 : 0[1000] -> 1[2000] via P2P/IPC\n"
+        "h:1:2 [0] NCCL INFO Channel 01 : 0[1000] -> 1[2000] via P2P/IPC\n"
+        "h:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+        "h:1:2 [0] NCCL INFO Channel 00 : 0[1000] -> 1[2000] via P2P/IPC\n"
+        "h:1:2 [0] NCCL INFO comm 0x2 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+    )
+    links = parse_nccl_debug(text).links
+    assert [(link.comm, link.channels, link.line) for link in links] == [("0x1", [0, 1], 1), ("0x2", [0], 4)]
