@@ -30,6 +30,9 @@ _ENDS = {"step-time-limit", "job-cancelled"}
 # Below every concrete error, just above the timeout it explains (and below a stall between nodes, where the
 # MTU is the likelier cause).
 SCORE = 61
+# With only the NIC path in view (GPUDirect RDMA, which nearly every multi-node job on RDMA shows), the guess is
+# broad: listed below the timeout it would explain, as a place to look rather than the likely cause.
+NIC_ONLY_SCORE = 58
 # Causes under this score are notes on a slow path or a setting; they do not explain a hang.
 _NOTE_SCORE = 50
 
@@ -101,7 +104,8 @@ def p2p_hang(logs: list[Log], causes: list[Cause]) -> list[Cause]:
     lines = [line for line, _ in done[-1:]] + gpu_paths[:2] + nic_paths[:2] + topo[:1]
     settings = ["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] + (["NCCL_NET_GDR_LEVEL"] if nic_paths else [])
     return [Cause(id=ID, title="a hang on PCIe peer-to-peer paths (ACS or the IOMMU)",
-                  detail=detail, fix=_FIX, score=SCORE, hosts=hosts(gpu_paths + nic_paths), settings=settings,
+                  detail=detail, fix=_FIX, score=SCORE if gpu_paths else NIC_ONLY_SCORE,
+                  hosts=hosts(gpu_paths + nic_paths), settings=settings,
                   evidence=evidence(lines))]
 
 

@@ -58,6 +58,9 @@ def test_gpudirect_to_the_nic_counts_as_a_pcie_peer_path() -> None:
     top = explain([("job.log", net + _WATCHDOG)]).causes
     hang = next(c for c in top if c.id == "pcie-p2p-hang")
     assert "GDRDMA" in hang.detail and "NCCL_NET_GDR_LEVEL" in hang.settings
+    # GPUDirect alone is what nearly every job on RDMA shows: a place to look, below the timeout it would explain.
+    timeout = next(c for c in top if c.id == "collective-timeout")
+    assert hang.score < timeout.score, [(c.id, c.score) for c in top]
 
 
 def test_other_causes_of_the_same_silence_win() -> None:
