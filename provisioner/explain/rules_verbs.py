@@ -186,7 +186,9 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
              if not (_NO_MEMORY.search(f.error) or f.errno == 12) or (f.api == "ofi" and not causes)]
     # NCCL's async-event thread reads the device's event channel until the call fails: a failed
     # ibv_get_async_event is the device gone (the firmware rule's), not a resource the HCA refused.
-    verbs = [(log, f) for log, f in other if f.api == "verbs" and not _EVENT_CHANNEL.search(f.call or "")]
+    # A device that cannot be opened is one the container was not given (rules_container), not a refused resource.
+    verbs = [(log, f) for log, f in other if f.api == "verbs" and not _EVENT_CHANNEL.search(f.call or "")
+             and "open_device" not in (f.call or "")]
     ofi = [(log, f) for log, f in other if f.api == "ofi"]
     if verbs:
         lines = [line for log, f in verbs for line in _line_of(log, f.line)]
