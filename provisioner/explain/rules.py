@@ -51,7 +51,8 @@ from provisioner.explain.model import Cause, Explanation, NetworkUse
 from provisioner.parsers._text import redacted, unique
 
 RULES: list[Callable[[list[Log]], list[Cause]]] = [
-    rules_socket.no_interface, rules_container.bridge_network, rules_bootstrap.oob_device,
+    rules_socket.no_interface, rules_container.bridge_network, rules_container.unopened_devices,
+    rules_bootstrap.oob_device,
     rules_bootstrap.bootstrap_root,
     rules_bootstrap.bootstrap_accept, rules_job.duplicate_gpu, rules_shm.shared_memory, rules_verbs.firmware_fault,
     rules_verbs.resource_failures,

@@ -9,6 +9,11 @@ rendezvous address outside the container (`Net : No interface found in the same 
 `Call to bind failed : Cannot assign requested address`). Docker names a container after the first 12 hex
 digits of its id unless told otherwise; the rule asks for that name so a LAN that happens to use 172.17.x.x is
 not taken for a bridge.
+
+Also a container that sees the RDMA devices (/sys/class/infiniband is not namespaced) but was given none of their
+device files: `Call to ibv_open_device failed` (ibvwrap, 2.3 on) and `NET/IB : Unable to open device mlx5_0`
+(net_ib, every release) for each, then `NET/IB : No device found.`. Where NCCL still opened one (`NET/IB : Using
+[0]mlx5_8:1/RoCE`), the others are only devices not handed to this pod, the usual SR-IOV layout: no cause.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ _PEER = re.compile(rf"[Cc]onnect to (?P<peer>{_IPV4})<[0-9]+>|Call to recv from 
 _OWN = re.compile(rf"(?:Bootstrap|NET/Socket|NET)\s*:\s*Using\b.*?[\w.-]+:(?P<own>{_IPV4})<")
 _ELSEWHERE = re.compile(r"No interface found in the same subnet as remote address\s*(?P<remote>[^<\s]+)"
                         r"|Call to bind failed\s*:\s*Cannot assign requested address")
+
+
+_UNOPENED = re.compile(r"NET/IB\s*:\s*Unable to open device\s+(?P<dev>\S+)|Call to ibv_open_device failed")
 
 
 def _bridged(address: str) -> bool:
@@ -72,4 +80,36 @@ def bridge_network(logs: list[Log]) -> list[Cause]:
             "NCCL_COMM_ID) is the master host's address and NCCL_SOCKET_IFNAME the host's data interface.",
         score=96, hosts=hosts(lines), addresses=addresses,
         settings=["--network=host", "NCCL_SOCKET_IFNAME", "MASTER_ADDR"], evidence=evidence(lines),
+    )]
+
+
+def unopened_devices(logs: list[Log]) -> list[Cause]:
+    """RDMA devices listed but not one opened: the job's container lacks /dev/infiniband (or its uverbs files),
+    so NCCL runs without RDMA. Each log is judged alone, since another pod may have been given devices."""
+    lines: list[LogLine] = []
+    devices: list[str] = []
+    for log in logs:
+        hits = list(log.grep(_UNOPENED))
+        if not hits or (log.nccl and log.nccl.ib_devices):
+            continue
+        lines += [line for line, _ in hits]
+        devices += [m["dev"] for _, m in hits if m["dev"]]
+    if not lines:
+        return []
+    names = unique(devices)
+    which = f" ({', '.join(names[:6])}{', ...' if len(names) > 6 else ''})" if names else ""
+    return [Cause(
+        id="rdma-devices-not-in-container",
+        title="the RDMA devices are listed but none could be opened: the container has no /dev/infiniband access",
+        detail=f"NCCL found the HCAs{which} in /sys/class/infiniband, which every container sees, but "
+               "ibv_open_device failed for each: their character devices (/dev/infiniband/uverbsN) were not "
+               "handed to the container, or not readable there (on a bare host: the user lacks access to them, or the "
+               "rdma-core provider does not match the kernel driver). NCCL then finds no IB device and, unless told "
+               "otherwise, runs between nodes over TCP sockets at a fraction of the fabric's bandwidth.",
+        fix="Give the container the devices: with Docker `--device=/dev/infiniband` (plus `--cap-add=IPC_LOCK "
+            "--ulimit memlock=-1`); in Kubernetes request the RDMA resource the device plugin advertises (the "
+            "rdma shared device plugin's or an SR-IOV resource, under resources.limits) so the pod gets "
+            "/dev/infiniband/uverbsN, and add IPC_LOCK to the container's capabilities. Check with `ls -l "
+            "/dev/infiniband` and `ibv_devinfo` inside the container.",
+        score=92, hosts=hosts(lines), settings=["--device=/dev/infiniband", "IPC_LOCK"], evidence=evidence(lines),
     )]

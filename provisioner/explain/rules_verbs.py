@@ -138,6 +138,20 @@ _MODIFY_QP_FIX = {
          "fabric (each NIC's subnet reaches only the same NIC of other nodes) set NCCL_CROSS_NIC=0.",
 }
 _MODIFY_QP_FIX[113] = _MODIFY_QP_FIX[101]
+# ENODEV: the kernel found no network interface behind the RoCE GID the queue pair names. In a container that is
+# the usual case of a pod given the RDMA device (/dev/infiniband) but no interface of that NIC: only the cluster
+# network's eth0 (Calico and the like), no Multus macvlan / SR-IOV attachment, no hostNetwork; its GIDs then read
+# as zero (Mellanox/k8s-rdma-shared-dev-plugin#72, #101). Or the GID index picked is the host's interface, not the
+# one the container has (NVIDIA/nccl#925), or an HCA whose interface is elsewhere (NVIDIA/nccl#799).
+_MODIFY_QP_FIX[19] = (
+    "The move to {state} found no network interface behind the RoCE GID used: in a container or pod the RDMA "
+    "device was passed in but no interface of that NIC is in its network namespace, so the GID has no netdev "
+    "(`show_gids` inside the pod lists it as zero or without a device). Attach an interface of that NIC to the "
+    "pod (a Multus NetworkAttachmentDefinition for macvlan, host-device or SR-IOV on it, named in the pod's "
+    "k8s.v1.cni.cncf.io/networks annotation; or hostNetwork: true / `docker --network=host`), then point "
+    "NCCL_IB_GID_INDEX at that interface's RoCE v2 entry (`show_gids` in the pod) and limit NCCL_IB_HCA to the "
+    "devices whose interface the pod has. On a host, the GID's interface was removed or renamed: check "
+    "`show_gids` and `ibdev2netdev`.")
 _STATE = re.compile(r"next state (?P<state>\w+)")
 _GID_INDEX = re.compile(r"local GID index (?P<index>[0-9]+)")
 
@@ -160,6 +174,7 @@ def _modify_qp_fix(failures: list[CallFailure]) -> tuple[str, list[str]] | None:
                         else "NCCL_IB_GID_INDEX"]
             # A peer that does not answer or cannot be routed to may be on another rail.
             settings += ["NCCL_CROSS_NIC"] if code in (110, 101, 113) else []
+            settings += ["NCCL_IB_HCA", "k8s.v1.cni.cncf.io/networks"] if code == 19 else []
             return _MODIFY_QP_FIX[code].format(state=state), settings
     return None
 
@@ -186,7 +201,9 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
              if not (_NO_MEMORY.search(f.error) or f.errno == 12) or (f.api == "ofi" and not causes)]
     # NCCL's async-event thread reads the device's event channel until the call fails: a failed
     # ibv_get_async_event is the device gone (the firmware rule's), not a resource the HCA refused.
-    verbs = [(log, f) for log, f in other if f.api == "verbs" and not _EVENT_CHANNEL.search(f.call or "")]
+    # A device that cannot be opened is one the container was not given (rules_container), not a refused resource.
+    verbs = [(log, f) for log, f in other if f.api == "verbs" and not _EVENT_CHANNEL.search(f.call or "")
+             and "open_device" not in (f.call or "")]
     ofi = [(log, f) for log, f in other if f.api == "ofi"]
     if verbs:
         lines = [line for log, f in verbs for line in _line_of(log, f.line)]

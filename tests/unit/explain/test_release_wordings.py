@@ -126,7 +126,7 @@ CASES: dict[str, tuple[str, str, str, str | None, str]] = {
     "pd-2.23": ("v2.23.4 ibvwrap.cc", W("Call to ibv_alloc_pd failed: Device or resource busy",
                                         loc="misc/ibvwrap.cc:150"), "verbs-resource-failure", "gpu01", "ibv_devinfo"),
     "open-2.19": ("v2.19.4 ibvwrap.cc", W("Call to ibv_open_device failed", loc="misc/ibvwrap.cc:123"),
-                  "verbs-resource-failure", "gpu01", "ibv_devinfo"),
+                  "rdma-devices-not-in-container", "gpu01", "ibv_devinfo"),
     "modify-2.19": ("v2.19.4 ibvwrap.cc", W("Call to ibv_modify_qp failed with error Connection timed out errno "
                                             "110", loc="misc/ibvwrap.cc:262"),
                     "verbs-resource-failure", "gpu01", "GID"),
