@@ -14,10 +14,10 @@ from provisioner.load.invgraph import InventoryGraph, check_name
 from provisioner.load.yamlsrc import KeyPath, Sourced
 
 
-def save_as_static(source: str) -> str:
+def save_as_static(source: str, what: str = "it") -> str:
     """What to do with an inventory only Ansible can run (a script or a plugin configuration): its
     `--list --yaml` output is a static YAML inventory that Ansible and fabnet both read."""
-    return (f"save what Ansible makes of it as a static inventory (ansible-inventory -i {shlex.quote(source)} "
+    return (f"save what Ansible makes of {what} as a static inventory (ansible-inventory -i {shlex.quote(source)} "
             "--list --yaml > hosts.yml) and give that file instead")
 
 _SECTIONS = ("vars", "children", "hosts")
