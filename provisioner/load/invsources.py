@@ -15,7 +15,7 @@ from provisioner.load import yamlsrc
 from provisioner.load.ansible_tags import vault_file
 from provisioner.load.hostrange import split_host_port
 from provisioner.load.ini_or_yaml import read_inventory_text
-from provisioner.load.inventory_yaml import save_as_static
+from provisioner.load.inventory_yaml import PLUGIN_REFUSED, save_as_static
 from provisioner.load.invgraph import InventoryGraph
 from provisioner.load.yamlsrc import Origin
 
@@ -127,8 +127,8 @@ def read_source(graph: InventoryGraph, source: Path) -> list[Path]:
         except ConfigError as exc:
             if exc.key != "plugin" or path == source:
                 raise
-            raise ConfigError("an inventory plugin configuration: fabnet does not run inventory plugins; "
-                              + _save_as_static(source, path), file=exc.file, line=exc.line, key=exc.key) from None
+            raise ConfigError(PLUGIN_REFUSED + _save_as_static(source, path), file=exc.file, line=exc.line,
+                              key=exc.key) from None
     return files
 
 
