@@ -8,7 +8,7 @@ import tomllib
 from typing import Any
 
 from provisioner.errors import ConfigError
-from provisioner.load.inventory_yaml import read_yaml_inventory, save_as_static, type_name
+from provisioner.load.inventory_yaml import PLUGIN_REFUSED, read_yaml_inventory, save_as_static, type_name
 from provisioner.load.invgraph import InventoryGraph
 from provisioner.load.yamlsrc import Sourced
 
@@ -22,8 +22,7 @@ def read_toml_inventory(graph: InventoryGraph, text: str, file: str) -> None:
     if not data:
         raise ConfigError("an empty TOML inventory (Ansible refuses it)", file=file)
     if data.get("plugin"):
-        raise ConfigError("an inventory plugin configuration: fabnet does not run inventory plugins; "
-                          + save_as_static(file), file=file, key="plugin")
+        raise ConfigError(PLUGIN_REFUSED + save_as_static(file), file=file, key="plugin")
     groups = {str(name): _group(str(name), body, file) for name, body in data.items()}
     read_yaml_inventory(graph, Sourced(groups, file))
 

@@ -13,11 +13,14 @@ from provisioner.load.hostrange import HostRangeError, expand_host_range, split_
 from provisioner.load.invgraph import InventoryGraph, check_name
 from provisioner.load.yamlsrc import KeyPath, Sourced
 
+# The refusal of a plugin configuration (`plugin: constructed`, `plugin: aws_ec2`...), then save_as_static's advice.
+PLUGIN_REFUSED = "an inventory plugin configuration: fabnet does not run inventory plugins; "
 
-def save_as_static(source: str) -> str:
+
+def save_as_static(source: str, what: str = "it") -> str:
     """What to do with an inventory only Ansible can run (a script or a plugin configuration): its
     `--list --yaml` output is a static YAML inventory that Ansible and fabnet both read."""
-    return (f"save what Ansible makes of it as a static inventory (ansible-inventory -i {shlex.quote(source)} "
+    return (f"save what Ansible makes of {what} as a static inventory (ansible-inventory -i {shlex.quote(source)} "
             "--list --yaml > hosts.yml) and give that file instead")
 
 _SECTIONS = ("vars", "children", "hosts")
@@ -44,8 +47,7 @@ class YamlInventoryReader:
                 f"got {type_name(data)}"
             )
         if data.get("plugin"):
-            raise self.src.error("an inventory plugin configuration: fabnet does not run inventory plugins; "
-                                 + save_as_static(self.src.file), ("plugin",))
+            raise self.src.error(PLUGIN_REFUSED + save_as_static(self.src.file), ("plugin",))
         for name, body in data.items():
             if name in _SECTIONS and not isinstance(body, dict | None):
                 raise self.src.error(f"top-level keys are group names; put {name}: under a group, e.g. all:",

@@ -15,7 +15,7 @@ from provisioner.load import yamlsrc
 from provisioner.load.ansible_tags import vault_file
 from provisioner.load.hostrange import split_host_port
 from provisioner.load.ini_or_yaml import read_inventory_text
-from provisioner.load.inventory_yaml import save_as_static
+from provisioner.load.inventory_yaml import PLUGIN_REFUSED, save_as_static
 from provisioner.load.invgraph import InventoryGraph
 from provisioner.load.yamlsrc import Origin
 
@@ -121,14 +121,14 @@ def read_source(graph: InventoryGraph, source: Path) -> list[Path]:
             # program an inventory directory holds, so say what to do instead of misreading it as INI.
             raise ConfigError("an executable inventory script: Ansible runs it and reads the JSON it prints, "
                               "fabnet does not run inventory scripts; " + _save_as_static(source, path),
-                              file=str(path))
+                              file=str(path), line=1)
         try:
             read_inventory_text(graph, text, str(path))
         except ConfigError as exc:
             if exc.key != "plugin" or path == source:
                 raise
-            raise ConfigError("an inventory plugin configuration: fabnet does not run inventory plugins; "
-                              + _save_as_static(source, path), file=exc.file, line=exc.line, key=exc.key) from None
+            raise ConfigError(PLUGIN_REFUSED + _save_as_static(source, path), file=exc.file, line=exc.line,
+                              key=exc.key) from None
     return files
 
 
@@ -137,8 +137,8 @@ def _save_as_static(source: Path, path: Path) -> str:
     (a plugin such as `constructed` groups the hosts the directory's other files define; alone it has none)."""
     if path == source:
         return save_as_static(str(path))
-    return save_as_static(str(source)) + " (for the whole directory: Ansible reads its files together, and a " \
-        "plugin such as constructed groups the hosts the others define)"
+    return save_as_static(str(source), "the whole directory") + " (Ansible reads the directory's files together: " \
+        "a plugin such as constructed groups the hosts the other files define)"
 
 
 def vars_dir(source: Path) -> Path:

@@ -263,9 +263,11 @@ class _Run:
         try:
             self.rows.append(parse_row(self.columns, line))
         except ParseError:
+            # A size and a count between the header and the footer: a result row gone wrong. Outside a table
+            # nccl-tests prints no row, so such a line (a wrapper's `/usr/bin/time -f '%e %M'`) is someone else's.
             cells = body.split()
-            if len(cells) >= 2 and number(cells[0]) is not None and number(cells[1]) is not None:
-                self.unreadable.append(line.number)  # a size and a count: a result row gone wrong
+            if self.in_table and len(cells) >= 2 and number(cells[0]) is not None and number(cells[1]) is not None:
+                self.unreadable.append(line.number)
             raise
         self.open = True
         return True

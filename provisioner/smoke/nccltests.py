@@ -140,7 +140,8 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
         failures.insert(0, f"nccl-tests lists {joined} ranks, fewer than the {ranks} processes started")
     if not parsed.complete or failures or parsed.verdict != "ok":
         missing = ", ".join(parsed.missing)
-        verdict = str(parsed.verdict or "incomplete")
+        # The parser's verdict where it names a failure; `ok` only says no row or footer did.
+        verdict = str(parsed.verdict) if parsed.verdict != "ok" else "" if parsed.complete else "incomplete"
         problem = "; ".join(p for p in (verdict, f"missing: {missing}" if missing else "", *failures[:3]) if p)
     found = []
     for row in parsed.rows:

@@ -272,7 +272,9 @@ def test_an_executable_inventory_script_is_a_clear_error_naming_it(tmp_path: Pat
     script.chmod(0o755)
     with pytest.raises(ConfigError, match="executable inventory script") as raised:
         load_inventory(tmp_path / "inv")
-    assert raised.value.file == str(script)
+    assert (raised.value.file, raised.value.line) == (str(script), 1)
+    assert ("what Ansible makes of the whole directory as a static inventory "
+            f"(ansible-inventory -i {tmp_path / 'inv'} --list") in str(raised.value)
     script.chmod(0o644)  # not executable: Ansible reads it as INI (and fails), so does fabnet
     with pytest.raises(ConfigError) as raised:
         load_inventory(tmp_path / "inv")
@@ -287,10 +289,11 @@ def test_a_plugin_file_in_an_inventory_directory_advises_saving_the_whole_direct
     with pytest.raises(ConfigError, match="inventory plugin configuration") as raised:
         load_inventory(tmp_path / "inv")
     assert (raised.value.file, raised.value.line, raised.value.key) == (str(plugin), 1, "plugin")
-    assert f"ansible-inventory -i {tmp_path / 'inv'} --list" in str(raised.value)
+    assert ("what Ansible makes of the whole directory as a static inventory "
+            f"(ansible-inventory -i {tmp_path / 'inv'} --list") in str(raised.value)
     with pytest.raises(ConfigError) as raised:  # given alone, the file itself is what to save
         load_inventory(plugin)
-    assert f"ansible-inventory -i {plugin} --list" in str(raised.value)
+    assert f"what Ansible makes of it as a static inventory (ansible-inventory -i {plugin} --list" in str(raised.value)
 
 
 def test_a_host_name_in_another_script_is_taken_as_ansible_takes_it(tmp_path: Path) -> None:

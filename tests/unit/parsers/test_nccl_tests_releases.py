@@ -144,6 +144,13 @@ def test_a_row_that_does_not_fit_its_header_fails_the_run() -> None:
     assert cut.verdict == "truncated: no footer" and not cut.complete
 
 
+def test_a_line_of_numbers_after_the_footer_is_no_row_of_the_table() -> None:
+    # A launch template under `/usr/bin/time -f '%e %M'` prints the seconds and the peak RSS once the run ended.
+    facts = parse_nccl_tests(_V17_HEAD + _ROW + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 186.15 \n" + _END
+                             + "12.31 524288\n")
+    assert facts.verdict == "ok" and facts.complete and facts.unreadable_rows == [] and len(facts.rows) == 1
+
+
 def test_wrong_elements_in_place_only_are_wrong_results() -> None:
     # `%6g` prints a large count in exponent notation.
     row = _ROW.replace("187.92       0", "187.92  1.04858e+06")

@@ -84,6 +84,8 @@ def test_a_run_that_lists_fewer_ranks_than_processes_started_is_a_problem() -> N
     text = (SAMPLES / "all_reduce_perf-4.txt").read_text()
     assert len({d.rank for d in parse_nccl_tests(text).devices}) == 8
     _rows, _avg, problem = nccltests.rows(text, 16)
-    assert problem and "nccl-tests lists 8 ranks, fewer than the 16 processes started" in problem
+    assert problem == "nccl-tests lists 8 ranks, fewer than the 16 processes started"
+    headerless = (SAMPLES / "all_reduce_perf-10-old-error-column.txt").read_text()
+    assert nccltests.rows(headerless, 8)[2] == "incomplete; missing: column header (#  size  count  type ...)"
     for started in (8, 2):
         assert nccltests.rows(text, started)[2] is None
