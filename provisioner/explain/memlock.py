@@ -78,9 +78,12 @@ def locked_memory(logs: list[Log]) -> Locked:
 _FIX = ("Raise the locked-memory limit to unlimited where the job's processes start: `* soft memlock unlimited` "
         "and `* hard memlock unlimited` in /etc/security/limits.conf (read only by PAM logins), "
         "LimitMEMLOCK=infinity in the unit of every systemd service that starts ranks (slurmd, sshd, "
-        "containerd/docker; containers also --ulimit memlock=-1), and under Slurm PropagateResourceLimits=NONE "
-        "(or -=MEMLOCK) in slurm.conf so the submitting shell's low limit is not copied to the job; check with "
-        "`srun ulimit -l` (or `mpirun ... sh -c 'ulimit -l'`) and start the job again.")
+        "containerd/docker), and under Slurm PropagateResourceLimits=NONE (or -=MEMLOCK) in slurm.conf so the "
+        "submitting shell's low limit is not copied to the job; check with `srun ulimit -l` (or `mpirun ... sh -c "
+        "'ulimit -l'`) and start the job again. A container inherits its runtime's limit and cannot raise it "
+        "itself: start it with `--ulimit memlock=-1` or `--cap-add=IPC_LOCK`, and in Kubernetes add IPC_LOCK to "
+        "the pod's `securityContext.capabilities.add` (a pod has no ulimit setting) or raise LimitMEMLOCK of "
+        "containerd on the nodes; check with `kubectl exec POD -- sh -c 'ulimit -l'`.")
 _TABLE_FIX = ("The memlock limit is already unlimited: the HCA's own table of registerable memory ran out. On "
               "mlx4 raise log_num_mtt / log_mtts_per_seg (mlx4_core module options) so it covers twice the "
               "host's RAM; on mlx5 read dmesg for CREATE_MKEY failures; and lower the number of ranks or "
@@ -107,7 +110,7 @@ def memlock_cause(logs: list[Log], nccl_lines: list[LogLine], calls: list[str]) 
         detail=(f"{', '.join(calls)} failed with 'Cannot allocate memory'" if calls else
                 "memory for RDMA could not be locked or registered") + limit + ": RDMA buffers and queues must "
                "be pinned, and a process may lock only as much memory as its memlock limit (RLIMIT_MEMLOCK) allows.",
-        fix=_FIX, score=92, hosts=where, settings=["ulimit -l", "LimitMEMLOCK", "PropagateResourceLimits"],
+        fix=_FIX, score=92, hosts=where, settings=["ulimit -l", "LimitMEMLOCK", "PropagateResourceLimits", "IPC_LOCK"],
         evidence=evidence(lines))
 
 

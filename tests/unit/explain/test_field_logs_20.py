@@ -1,5 +1,6 @@
-"""`explain` on field logs of RDMA in containers and pods: devices seen but not handed in, and a queue pair with
-no interface behind its GID (tests/samples/logs/, sources in tests/samples/INDEX.md)."""
+"""`explain` on field logs of RDMA in containers and pods: devices seen but not handed in, a queue pair with
+no interface behind its GID, and memory a container may not lock (tests/samples/logs/, sources in
+tests/samples/INDEX.md)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,16 @@ CASES: dict[str, tuple[str, str, str]] = {
     # nccl#799: the same errno in a container; the reporter left the HCA out with NCCL_IB_HCA.
     "nccl-container-modify-qp-no-such-device-2.txt": (
         "verbs-resource-failure", "ibv_modify_qp failed with error No such device", "NCCL_IB_HCA"),
+    # mscclpp#335: a queue could not be pinned in a container started without IPC_LOCK. Before: the cause was named,
+    # but its fix offered a container only `--ulimit memlock=-1`, nothing a pod can set.
+    "ucx-container-create-cq-enomem-ipc-lock-1.txt": (
+        "memlock-limit", "ibv_create_cq(cqe=4096) failed: Cannot allocate memory", "securityContext.capabilities.add"),
 }
 HOSTS: dict[str, list[str]] = {
     "nccl-container-no-dev-infiniband-open-device-1.txt": [],
     "nccl-pod-modify-qp-no-such-device-1.txt": ["gpunodev2"],
     "nccl-container-modify-qp-no-such-device-2.txt": ["72bf7b08-26f3-4ebc-8b9d-85df3e4414c0"],
+    "ucx-container-create-cq-enomem-ipc-lock-1.txt": [],
 }
 
 test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names = table(
