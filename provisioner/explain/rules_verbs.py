@@ -152,6 +152,11 @@ _MODIFY_QP_FIX[19] = (
     "NCCL_IB_GID_INDEX at that interface's RoCE v2 entry (`show_gids` in the pod) and limit NCCL_IB_HCA to the "
     "devices whose interface the pod has. On a host, the GID's interface was removed or renamed: check "
     "`show_gids` and `ibdev2netdev`.")
+# The errnos whose meaning is clear enough to be the cause's title (the generic one says only that a call failed).
+_MODIFY_QP_TITLE = {
+    19: "the RDMA device has no network interface behind its RoCE GID (ibv_modify_qp: No such device): a pod "
+        "or container given the device but not its NIC's interface",
+}
 _STATE = re.compile(r"next state (?P<state>\w+)")
 _GID_INDEX = re.compile(r"local GID index (?P<index>[0-9]+)")
 
@@ -164,8 +169,9 @@ def _errno(failure: CallFailure) -> int | None:
     return next((code for code, name in _ERRNO_NAMES.items() if name.lower() in failure.error.lower()), None)
 
 
-def _modify_qp_fix(failures: list[CallFailure]) -> tuple[str, list[str]] | None:
-    """Advice for failed queue-pair transitions by the errno they report, and the settings involved."""
+def _modify_qp_fix(failures: list[CallFailure]) -> tuple[str, list[str], str | None] | None:
+    """Advice for failed queue-pair transitions by the errno they report, the settings involved, and a title
+    of its own where the errno says what happened (else None)."""
     for failure in failures:
         code = _errno(failure)
         if "modify_qp" in (failure.call or "") and code in _MODIFY_QP_FIX:
@@ -175,7 +181,7 @@ def _modify_qp_fix(failures: list[CallFailure]) -> tuple[str, list[str]] | None:
             # A peer that does not answer or cannot be routed to may be on another rail.
             settings += ["NCCL_CROSS_NIC"] if code in (110, 101, 113) else []
             settings += ["NCCL_IB_HCA", "k8s.v1.cni.cncf.io/networks"] if code == 19 else []
-            return _MODIFY_QP_FIX[code].format(state=state), settings
+            return _MODIFY_QP_FIX[code].format(state=state), settings, _MODIFY_QP_TITLE.get(code)
     return None
 
 
@@ -209,13 +215,13 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
         lines = [line for log, f in verbs for line in _line_of(log, f.line)]
         calls = unique([f"{f.call or 'a verbs call'}: {f.error}" for _, f in verbs])
         family = _family([f.call or "" for _, f in verbs])
-        fix, settings = _FAMILY_FIX[family], list[str]()
+        fix, settings, title = _FAMILY_FIX[family], list[str](), None
         if family == "connection" and (found := _modify_qp_fix([f for _, f in verbs])):
-            fix, settings = found
+            fix, settings, title = found
         hint, gid_lines = gid_changes(logs) if family == "connection" else ("", [])
         causes.append(Cause(
             id="verbs-resource-failure",
-            title="an RDMA verbs call failed (queue pair, completion queue or memory registration)",
+            title=title or "an RDMA verbs call failed (queue pair, completion queue or memory registration)",
             detail=f"{'; '.join(calls[:4])}. {_FAMILY_DETAIL[family]}{hint}",
             fix=fix, score=90, settings=settings,
             hosts=unique([f.host for _, f in verbs if f.host]) or hosts(lines), evidence=evidence(lines + gid_lines),

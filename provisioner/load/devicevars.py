@@ -5,7 +5,9 @@ checked when the inventory loads.
 They reach sysfs paths (`/sys/class/net/IFACE/mtu`), `ping -I`, GLOO_SOCKET_IFNAME and the boot-time
 replay scripts of roce_qos, so each must be what the kernel would accept (`names.netdev`, the check the
 playbook's `interface:` fields use) or a plain absolute path: `../../etc` as an interface name would walk
-out of /sys/class/net. Every reader of these variables splits a list the same way, here.
+out of /sys/class/net. One that holds one name (`data_iface`, `fabnet_sysfs_root`, `fabnet_slurm_node`) must
+be text: an unquoted `yes` would otherwise be the name `True`. Every reader of these variables splits a list
+the same way, here.
 """
 
 from __future__ import annotations
@@ -53,13 +55,37 @@ def _checks() -> list[tuple[str, Callable[[str], str], bool]]:
             (SLURM_NODE, names.slurm_node, False)]
 
 
+# What a variable of one value holds: read as text, a YAML boolean (`yes`, `on`, `true` unquoted) would be the
+# name `True`, and a list or a mapping its Python spelling.
+_ONE = {DATA_IFACE: "one interface name", SYSFS_ROOT: "one path", SLURM_NODE: "one Slurm node name"}
+
+
+def _kind(value: Any) -> str | None:
+    """What a value of one name must not be, in the words of the error; None for text or a number."""
+    if isinstance(value, bool):
+        return "a boolean (YAML reads an unquoted yes, no, true, false, on or off as one; quote the name)"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return None
+
+
+def _refused(var: str, message: str, origins: Mapping[str, Origin]) -> ConfigError:
+    origin = origins.get(var)
+    return origin.error(message, key=origin.key or var) if origin is not None else ConfigError(message, key=var)
+
+
 def check_device_vars(values: Mapping[str, Any], origins: Mapping[str, Origin]) -> None:
     """Raise ConfigError (with the file, line and key where the variable was set) for the first of these
-    variables that holds a name the kernel would refuse or a path that is not plain."""
+    variables that holds a name the kernel would refuse, a path that is not plain, or, where one name is
+    wanted, a boolean, a list or a mapping."""
     for var, check, skip_templates in _checks():
         value = values.get(var)
         if value is None:
             continue
+        if var in _ONE and (kind := _kind(value)) is not None:
+            raise _refused(var, f"{var} must be {_ONE[var]}, not {kind}", origins)
         items = iface_list(value) if var in (DATA_IFACES, MANAGEMENT_IFACES) else [str(value).strip()]
         for item in items:
             if skip_templates and _templated(item):
@@ -67,10 +93,7 @@ def check_device_vars(values: Mapping[str, Any], origins: Mapping[str, Origin]) 
             try:
                 check(item)
             except ValueError as exc:
-                origin = origins.get(var)
-                message = f"{var} '{names.shown(item)}': {exc}"
-                raise (origin.error(message, key=origin.key or var) if origin is not None
-                       else ConfigError(message, key=var)) from None
+                raise _refused(var, f"{var} '{names.shown(item)}': {exc}", origins) from None
 
 
 __all__ = ["DATA_IFACE", "DATA_IFACES", "MANAGEMENT_IFACES", "SLURM_NODE", "SYSFS_ROOT", "check_device_vars",

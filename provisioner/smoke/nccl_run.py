@@ -3,7 +3,8 @@ pre-flight), the one exec that starts all_reduce_perf, and what its output means
 
 A program that is not there is named with the host it is missing on, by the pre-flight (PATH read on
 every host before anything starts) or, when it disappears later, by checking again after the launch
-failed: never reported as an unreadable output.
+failed: never reported as an unreadable output. One that is there but may not be executed is named with
+the hosts the launcher says it was refused on.
 """
 
 from __future__ import annotations
@@ -158,6 +159,10 @@ def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: ncclt
         break
     if (note := nccltests.emulation_note(output)) is not None:
         result.notes.append(f"{launch_host.name}: all_reduce_perf is an emulation: {note}")
+    denied = nccltests.not_executable(output, code) if code != TIMED_OUT else None
+    if denied is not None:
+        _name_not_executable(denied[0], _inventory_names(targets, denied[1]), result)
+        return result
     missing = nccltests.missing_program(output, code) if code != TIMED_OUT else None
     if missing is not None:
         missing = missing[0], _inventory_names(targets, missing[1])
@@ -193,6 +198,19 @@ def _inventory_names(targets: Sequence[Target], named: Sequence[str]) -> list[st
     addresses it was given; a name that is neither is kept as it is."""
     known = {t.host.address: t.name for t in targets} | {t.host.node_name: t.name for t in targets}
     return [known.get(name, name) for name in named]
+
+
+def _name_not_executable(program: str, hosts: list[str], result: Result) -> None:
+    """The launch failed for a program that is there but may not be run: name the hosts the launcher named."""
+    where = ", ".join(hosts)
+    message = (f"{where}: {program} is not executable (Permission denied)" if hosts
+               else f"{program} is not executable on a host of the run (Permission denied)")
+    result.findings.append(preflight.Finding(
+        "tools", tuple(hosts), message,
+        f"make {program} executable{' on ' + where if hosts else ''} (chmod +x), or move it off a filesystem "
+        "mounted noexec"))
+    result.verdict, result.reason = "failed", message
+    result.failed_hosts = dict.fromkeys(hosts, message)
 
 
 def _name_missing(targets: Sequence[Target], settings: Settings, chosen: nccltests.Launch, launch_host: Target,

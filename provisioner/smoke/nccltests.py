@@ -170,18 +170,30 @@ _NOT_FOUND = (
     re.compile(r"^srun: fatal: Can not execute (?P<tool>\S+)\s*$", re.MULTILINE),
     re.compile(r"^\s*Executable:\s*(?P<tool>\S+)\s*$", re.MULTILINE),
 )
+# A program that is there but cannot be run (no execute bit, or on a filesystem mounted noexec): srun's step
+# `execve(): X: Permission denied` (slurmstepd, its exit status errno: 13, EACCES); Open MPI's "lacked
+# permissions to execute an executable" (4.x; "could not access or execute" before), then `Executable: X`;
+# bash `bash: line 1: X: Permission denied`, dash `sh: 1: X: Permission denied`, read only with the shell's
+# status 126 (the same words with status 1 are a redirection the shell could not open).
+_NOT_EXECUTABLE = (
+    re.compile(r"execve\(\): (?P<tool>[^\s:]+): Permission denied"),
+    re.compile(r"(?:lacked\s+permissions\s+to\s+execute|could\s+not\s+access\s+or\s+execute)\s+an\s+executable:"
+               r"\s*^\s*Executable:\s*(?P<tool>\S+)\s*$", re.MULTILINE),
+)
+_SHELL_DENIED = re.compile(r"^(?:\S+: )?(?:line \d+: |\d+: )?(?P<tool>[^\s:]+): Permission denied\s*$", re.MULTILINE)
 # srun: `srun: error: gpu02: task 1: Exited with exit code 2` (20.11 to 25.11: the nodes of the tasks that
 # one message reports, as a hostlist, `task` or `tasks` and a task range such as `0-3,8`); Open MPI:
 # `Node: gpu02`.
-_FAILED_ON = (re.compile(r"^srun: error: (?P<host>[^\s:]+): tasks? [0-9,\-\[\]]+: Exited with exit code (?:2|127)\b",
-                         re.MULTILINE),
-              re.compile(r"^\s*Node:\s*(?P<host>\S+)\s*$", re.MULTILINE))
+_SRUN_EXIT = r"^srun: error: (?P<host>[^\s:]+): tasks? [0-9,\-\[\]]+: Exited with exit code (?:{})\b"
+_NODE = re.compile(r"^\s*Node:\s*(?P<host>\S+)\s*$", re.MULTILINE)
+_FAILED_ON = (re.compile(_SRUN_EXIT.format("2|127"), re.MULTILINE), _NODE)
+_DENIED_ON = (re.compile(_SRUN_EXIT.format("13|126"), re.MULTILINE), _NODE)
 
 
 def missing_program(output: str, exit_code: int) -> tuple[str, list[str]] | None:
     """(program, hosts the output names) when the launch failed because a program was not found (the
     hosts list is empty when the output does not say where); else None."""
-    if exit_code == 0:
+    if exit_code == 0 or not_executable(output, exit_code) is not None:
         return None
     for pattern in _NOT_FOUND:
         match = pattern.search(output)
@@ -190,10 +202,22 @@ def missing_program(output: str, exit_code: int) -> tuple[str, list[str]] | None
     return None
 
 
-def _failed_on(output: str) -> list[str]:
+def not_executable(output: str, exit_code: int) -> tuple[str, list[str]] | None:
+    """(program, hosts the output names) when the launch failed because a program that is there could not
+    be executed (Permission denied); the hosts list is empty when the output does not say where; else None."""
+    if exit_code == 0:
+        return None
+    for pattern in _NOT_EXECUTABLE + ((_SHELL_DENIED,) if exit_code == 126 else ()):
+        match = pattern.search(output)
+        if match:
+            return match["tool"], _failed_on(output, _DENIED_ON)
+    return None
+
+
+def _failed_on(output: str, patterns: tuple[re.Pattern[str], ...] = _FAILED_ON) -> list[str]:
     """The hosts the launcher's task-exit lines name, a hostlist such as `gpu[01-02]` expanded."""
     hosts: list[str] = []
-    for pattern in _FAILED_ON:
+    for pattern in patterns:
         for match in pattern.finditer(output):
             try:
                 names = expand_hostlist(match["host"]) if "[" in match["host"] else [match["host"]]

@@ -53,3 +53,16 @@ def test_a_modify_qp_that_timed_out_keeps_its_own_advice() -> None:
     causes = line_causes("misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error "
                          "Connection timed out")
     assert causes and "Multus" not in causes[0][1], causes
+
+
+def test_a_queue_pair_with_no_device_says_so_in_its_title() -> None:
+    """ENODEV from ibv_modify_qp is a GID with no interface behind it, not just a verbs call that failed: the
+    title says so; the id stays the verbs rule's."""
+    for name in ("nccl-pod-modify-qp-no-such-device-1.txt", "nccl-container-modify-qp-no-such-device-2.txt"):
+        top = causes_of(name)[0]
+        assert top.id == "verbs-resource-failure", name
+        assert "no network interface behind its RoCE GID" in top.title and "No such device" in top.title, top.title
+        assert "an RDMA verbs call failed" not in top.title
+    timed_out = line_causes("misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error "
+                            "Connection timed out")
+    assert "an RDMA verbs call failed" in timed_out[0][1]

@@ -68,6 +68,26 @@ def test_a_name_slurm_would_read_as_several_or_as_syntax_is_refused_with_file_li
     assert f"{path}:5: all.hosts.gpu01.fabnet_slurm_node:" in message, message  # where it was set
 
 
+@pytest.mark.parametrize(("text", "words"), [
+    ("yes", "not a boolean (YAML reads an unquoted yes"),
+    ("true", "not a boolean"),
+    ("[gpu01, gpu02]", "not a list"),
+    ("{name: gpu01}", "not a mapping"),
+])
+def test_a_value_that_is_not_one_name_is_refused_with_file_line_and_key(tmp_path: Path, text: str,
+                                                                          words: str) -> None:
+    """`fabnet_slurm_node: yes` is a YAML boolean: read as text it would be the node `True`."""
+    path = tmp_path / "hosts.yml"
+    path.write_text(f"all:\n  hosts:\n    gpu01:\n      fabnet_slurm_node: {text}\n")
+    with pytest.raises(ConfigError) as info:
+        load_inventory(path)
+    message = str(info.value)
+    assert f"{path}:4: all.hosts.gpu01.fabnet_slurm_node: fabnet_slurm_node must be one Slurm node name, {words}" \
+        in message, message
+    path.write_text("all:\n  hosts:\n    gpu01:\n      fabnet_slurm_node: 'yes'\n")
+    assert load_inventory(path).hosts["gpu01"].node_name == "yes"  # quoted: a name
+
+
 def test_a_rendered_name_is_checked_too(tmp_path: Path) -> None:
     path = _inventory(tmp_path, {"gpu01": {"rack": "r1,r2"}}, {"fabnet_slurm_node": "{{ rack }}"})
     with pytest.raises(ConfigError, match="Slurm node name"):

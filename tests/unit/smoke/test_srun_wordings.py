@@ -117,3 +117,45 @@ def test_copies_that_each_ran_alone_are_not_a_pass_even_when_srun_exits_0(tmp_pa
     assert "2 processes each ran a job of their own, not one job of 2 ranks" in result.reason
     # One process of the same output is a run of its own, read as before.
     assert nccltests.rows(_copy("gpu01", 1327, gpus), gpus)[2] is None
+
+
+# A program that is there but may not be executed: output, exit status, not_executable. The real sample, then
+# slurmstepd's `execve(): %s: %m` with EACCES (13) as the task's status, Open MPI's help texts
+# (orterun:exe-not-accessible: "lacked permissions to execute" in 4.x, "could not access or execute" before)
+# and the shells' own wordings with their status 126.
+DENIED = [
+    (sample("slurm/srun-2-execve-permission-denied-exit-13.txt"), 13, ("start-agent.sh", ["my-node01"])),
+    ("slurmstepd: error: execve(): all_reduce_perf: Permission denied\n"
+     "srun: error: gpu[02-03]: tasks 8-15: Exited with exit code 13\nsrun: error: gpu01: tasks 0-7: Killed\n", 13,
+     ("all_reduce_perf", ["gpu02", "gpu03"])),
+    ("mpirun was unable to launch the specified application as it lacked\npermissions to execute an executable:\n\n"
+     "Executable: /opt/nccl-tests/build/all_reduce_perf\nNode: gpu02\n\nwhile attempting to start process rank 8.\n",
+     1, ("/opt/nccl-tests/build/all_reduce_perf", ["gpu02"])),
+    ("mpirun was unable to launch the specified application as it could not access\nor execute an executable:\n\n"
+     "Executable: all_reduce_perf\nNode: gpu03\n\nwhile attempting to start process rank 0.\n", 1,
+     ("all_reduce_perf", ["gpu03"])),
+    ("bash: line 1: /opt/nccl-tests/build/all_reduce_perf: Permission denied\n", 126,
+     ("/opt/nccl-tests/build/all_reduce_perf", [])),
+    ("sh: 1: all_reduce_perf: Permission denied\n", 126, ("all_reduce_perf", [])),
+    # Not a program refused: a redirection the shell could not open (status 1), ssh's refusal, success.
+    ("bash: line 1: /var/log/out.txt: Permission denied\n", 1, None),
+    ("user@gpu02: Permission denied (publickey).\n", 255, None),
+    ("slurmstepd: error: execve(): all_reduce_perf: Permission denied\n", 0, None),
+]
+
+
+@pytest.mark.parametrize(("output", "code", "expected"), DENIED)
+def test_a_program_that_may_not_be_executed_is_not_a_missing_one(output: str, code: int, expected: object) -> None:
+    assert nccltests.not_executable(output, code) == expected
+    if expected is not None:
+        assert nccltests.missing_program(output, code) is None
+
+
+def test_the_host_that_refused_the_program_is_named_with_the_fix(tmp_path: Path) -> None:
+    output = ("slurmstepd: error: execve(): all_reduce_perf: Permission denied\n"
+              "srun: error: gpu02: task 1: Exited with exit code 13\nsrun: error: gpu01: task 0: Killed\n")
+    result = _run(tmp_path, output, 13)
+    assert (result.verdict, result.reason) == ("failed", "gpu02: all_reduce_perf is not executable (Permission denied)")
+    assert list(result.failed_hosts) == ["gpu02"]
+    [finding] = result.findings
+    assert finding.hosts == ("gpu02",) and "chmod +x" in finding.fix and "noexec" in finding.fix
