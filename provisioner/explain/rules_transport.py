@@ -120,13 +120,22 @@ def _networks(found: dict[str, _Host]) -> Cause | None:
     )
 
 
+def _odd_out(found: dict[str, _Host], good: str, bad: str) -> tuple[list[str], list[str], list[LogLine]] | None:
+    """(hosts whose links of kind `good` show, hosts whose links are only of kind `bad`, the evidence: the odd
+    hosts' lines and one good line), or None when no host is odd or none is good to compare with."""
+    fine = sorted(h for h, seen in found.items() if getattr(seen, good))
+    odd = sorted(h for h, seen in found.items() if getattr(seen, bad) and not getattr(seen, good))
+    if not fine or not odd:
+        return None
+    lines = [ln for h in odd for ln in _show(getattr(found[h], bad))] + _show(getattr(found[fine[0]], good), 1)
+    return fine, odd, lines
+
+
 def _gdr(found: dict[str, _Host]) -> Cause | None:
     """Hosts whose RDMA links never use GPUDirect while other hosts' do: data staged in host memory there."""
-    with_gdr = sorted(h for h, s in found.items() if s.gdr)
-    odd = sorted(h for h, s in found.items() if s.staged and not s.gdr)
-    if not with_gdr or not odd:
+    if (split := _odd_out(found, "gdr", "staged")) is None:
         return None
-    lines = [ln for h in odd for ln in _show(found[h].staged)] + _show(found[with_gdr[0]].gdr, 1)
+    with_gdr, odd, lines = split
     return Cause(
         id="host-without-gpudirect",
         title=f"{_who(odd)} without GPUDirect RDMA while the other hosts use it",
@@ -142,11 +151,9 @@ def _gdr(found: dict[str, _Host]) -> Cause | None:
 
 def _shm(found: dict[str, _Host]) -> Cause | None:
     """Hosts whose GPUs reach each other only through shared memory while other hosts use P2P."""
-    with_p2p = sorted(h for h, s in found.items() if s.p2p)
-    odd = sorted(h for h, s in found.items() if s.shm and not s.p2p)
-    if not with_p2p or not odd:
+    if (split := _odd_out(found, "p2p", "shm")) is None:
         return None
-    lines = [ln for h in odd for ln in _show(found[h].shm)] + _show(found[with_p2p[0]].p2p, 1)
+    with_p2p, odd, lines = split
     return Cause(
         id="host-without-p2p",
         title=f"{_who(odd)} without GPU peer-to-peer: {_their(odd)} GPUs go through host shared memory",
