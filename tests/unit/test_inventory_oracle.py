@@ -71,7 +71,13 @@ def test_host_patterns_keep_ansibles_order(case: str, ansible: Ansible) -> None:
     inventory = load_inventory(sources)
     assert {"baremetal", "compute"}.isdisjoint(inventory.unordered_groups)
     for pattern in ORDERED[case]:
-        assert inventory.select(pattern, warnings=[]) == ansible.pattern_hosts(sources, pattern), pattern
+        got, want = inventory.select(pattern, warnings=[]), ansible.pattern_hosts(sources, pattern)
+        if pattern in inventory.unordered_groups:
+            # Ansible walks this group's generations through a set of group objects, so its order follows
+            # memory addresses and changes from run to run (goldentooth's `all`): the same hosts is all it says.
+            assert sorted(got) == sorted(want), pattern
+        else:
+            assert got == want, pattern
 
 
 @pytest.mark.parametrize("case", sorted(EMPTY))
