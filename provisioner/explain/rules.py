@@ -80,7 +80,7 @@ SUPERSEDES = {"process-crashed", "mtu-blackhole"}
 # A host named as the one on TCP among RDMA hosts says better what the per-log "sockets between nodes" says.
 NARROWED = {"host-slower-transport": "ib-not-used"}
 # Rules that only summarise what others explain better: used when nothing else names a failure.
-FALLBACK: list[Callable[[list[Log]], list[Cause]]] = [rules_job.nccl_error]
+FALLBACK: list[Callable[[list[Log]], list[Cause]]] = [rules_job.nccl_error, rules_bootstrap.init_unfinished]
 
 
 def network_use(log: Log) -> NetworkUse | None:

@@ -1,4 +1,5 @@
-"""Causes NCCL's bootstrap names itself: the root (the process that made the unique id, listening on its
+"""Causes NCCL's bootstrap names itself, and the one it never names (an init that started and never finished,
+`init_unfinished`, a fallback). The root (the process that made the unique id, listening on its
 address and port) collects one message from every rank before any collective, and refuses what does not fit.
 Two processes claiming one rank, ranks started with different sizes, an out-of-band device setting that
 matches no device, and the root's socket accepting connections that fail or are not this job's ranks.
@@ -37,6 +38,7 @@ _ACCEPT = re.compile(r"socketTryAccept:\s*(?:Accept failed:\s*(?P<why>.+)"
                      r"|exceeded error retry count\s*(?:\([0-9]+\)|after [0-9]+ attempts)?,?\s*(?P<why2>.*))")
 _FOREIGN = re.compile(r"socketFinalizeAccept(?: from (?P<peer>[^\s<]+?)(?:<[0-9]+>)?)?:\s*"
                       r"wrong (?P<what>magic|type)\b")
+_BOOTSTRAP_ADDRESS = re.compile(r"Bootstrap\s*:\s*Using\s+\S")  # the interface and address the ranks publish
 # A value the sender never set: an uninitialised integer, far from any rank count, root count or offset.
 _IMPLAUSIBLE = 1 << 20
 _LAUNCH_FIX = ("Start every rank of the job from one launch with one world size: the same --nnodes / "
@@ -192,3 +194,37 @@ def bootstrap_accept(logs: list[Log]) -> list[Cause]:
             evidence=evidence(lines),
         ))
     return causes
+
+
+def init_unfinished(logs: list[Log]) -> list[Cause]:
+    """A communicator of several ranks whose `Init START` NCCL printed (2.19 on) and whose `Init COMPLETE` never
+    came: read only when no other rule names a cause, since a failure during init names itself. NCCL's bootstrap
+    waits for every rank of the communicator without a timeout of its own (seen on NCCL 2.28: one rank of two
+    started, the other never, and the first waited until it was killed)."""
+    stuck = [(log, c) for log in logs for c in (log.nccl.communicators if log.nccl else [])
+             if c.init_started and not c.init_complete and c.nranks > 1]
+    if not stuck:
+        return []
+    lines = [line for log, c in stuck if (line := log.line(c.line)) is not None]
+    lines += [line for line, _ in grep(logs, _BOOTSTRAP_ADDRESS)][:2]
+    which = unique([f"rank {c.rank} of {c.nranks}" for _, c in stuck])
+    if any(c.rings or c.connected for _, c in stuck):
+        stage = ("The ranks had found each other (their rings were set up) and then stopped while connecting "
+                 "their transports: a path between the nodes that drops what it carries (an MTU mismatch, a "
+                 "firewall on NCCL's data ports) or a peer that hangs or died.")
+        fix = ("Run `fabnet smoke` on the same hosts (it checks the path's MTU and each pair); read the other "
+               "ranks' output for their first error.")
+    else:
+        stage = ("NCCL's bootstrap waits, without a timeout of its own, until every rank of the communicator has "
+                 "reached the root (the rank that made the unique id): a rank did not start, failed before its "
+                 "init, or cannot reach the root's bootstrap address.")
+        fix = ("Check that every rank of the job started (the launcher's and the scheduler's view) and read the "
+               "output of those that never printed `Init START`; check that each node reaches the address on rank "
+               "0's `Bootstrap` line (NCCL_SOCKET_IFNAME, a firewall on that port). Give the job a "
+               "timeout of its own so a hang ends with an error.")
+    return [Cause(
+        id="init-unfinished", title=f"NCCL's communicator init started and never finished ({', '.join(which[:3])})",
+        detail=f"{', '.join(which)} printed `Init START` and no `Init COMPLETE`{_on(lines)}. {stage} If the log "
+               "was cut short, this is only what it shows.",
+        fix=fix, score=45, hosts=hosts(lines), evidence=evidence(lines),
+    )]

@@ -63,15 +63,24 @@ _XID_HARDWARE = {48: "double-bit ECC error", 61: "internal micro-controller brea
 _XID_PROGRAM = {13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
                 45: "preemptive cleanup after another error"}
 
+# No GPU visible to the process, or fewer than it asked for: torch's `No CUDA GPUs are available` (torch/cuda) and
+# `ProcessGroupNCCL is only supported with GPUs, no GPUs found!`, nccl-tests' `Invalid number of GPUs: N
+# requested but only M were found.`; CUDA's own words (`no CUDA-capable device is detected`, `invalid device
+# ordinal`) reach _CUDA and are classed below.
+_NO_GPU = re.compile(r"(?P<none>No CUDA GPUs are available|only supported with GPUs, no GPUs found)"
+                     r"|Invalid number of GPUs: (?P<asked>[0-9]+) requested but only (?P<seen>[0-9]+) were found")
+
 _CLASSES: list[tuple[str, re.Pattern[str]]] = [
     ("hardware", re.compile(r"uncorrectable ECC|ECC error|fallen off the bus|GPU is lost|hardware stack error|"
                             r"unrecoverable", re.I)),
     ("fabric", re.compile(r"system not yet initiali[sz]ed|system not ready", re.I)),
     ("p2p", re.compile(r"peer access|peer mapping resources|TOO_MANY_PEERS|mapping of buffer object failed|"
                        r"CUDA IPC", re.I)),
-    ("driver", re.compile(r"driver version is insufficient|no CUDA-capable device|initiali[sz]ation error|"
+    ("visibility", re.compile(r"no CUDA-capable device|invalid device ordinal|No CUDA GPUs|no GPUs found|"
+                              r"GPUs requested", re.I)),
+    ("driver", re.compile(r"driver version is insufficient|initiali[sz]ation error|"
                           r"forward compatibility|unsupported display driver|busy or unavailable|"
-                          r"invalid device ordinal|driver shutting down|no kernel image is available", re.I)),
+                          r"driver shutting down|no kernel image is available", re.I)),
     ("memory", re.compile(r"out of memory", re.I)),
     ("kernel", re.compile(r"illegal memory access|unspecified launch failure|illegal instruction|misaligned "
                           r"address|device-side assert|launch timed out", re.I)),
@@ -100,6 +109,13 @@ _CAUSES: dict[str, tuple[str, str, str, int]] = {  # kind -> id, title, fix, sco
                "that its libraries were built for this GPU (`no kernel image`: the build lacks the GPU's compute "
                "capability, `nvidia-smi --query-gpu=compute_cap --format=csv`), CUDA_VISIBLE_DEVICES and ranks "
                "per node against the GPUs present, and dmesg for Xid errors.", 86),
+    "visibility": ("gpu-not-visible", "a process saw fewer GPUs than it asked for",
+                   "On the host named, in the job's own environment: `nvidia-smi -L` (the GPUs the host has; none "
+                   "listed is the driver) and `echo $CUDA_VISIBLE_DEVICES` (empty means none). Start at most as "
+                   "many ranks per host as it has GPUs (torchrun --nproc-per-node, mpirun -npernode, nccl-tests "
+                   "-g), give each rank its GPUs (srun --gpus-per-task or --gres=gpu:N, a container's --gpus / "
+                   "NVIDIA_VISIBLE_DEVICES, a pod's nvidia.com/gpu limit) and pick the device by the local rank, "
+                   "not the global one.", 87),
     "memory": ("cuda-failure", "GPU memory ran out (CUDA out of memory)",
                "Check what holds GPU memory on the host named (`nvidia-smi`: other processes, a leftover job); "
                "lower the job's memory use (batch size, activation checkpointing) or NCCL's buffers "
@@ -147,10 +163,13 @@ def _found(logs: list[Log], amd: bool) -> dict[str, list[tuple[LogLine, str]]]:
                 else _kind(what, amd))
         if kind == "other" and not amd and _NVLS.search(line.text):
             kind = "fabric"
-        elif kind in ("other", "driver") and not amd and _P2P_SOURCE.search(line.text) and _kind(what) != "memory":
+        elif (kind in ("other", "driver", "visibility") and not amd and _P2P_SOURCE.search(line.text)
+              and _kind(what) != "memory"):
             kind = "p2p"  # mapping a peer GPU's memory (P2P/CUMEM, P2P/IPC): the peer, not this GPU's driver
         what = f"NVLS multicast: {what}" if kind == "fabric" and _NVLS.search(line.text) else what
         add(kind, line, what if m["d"] is None else f"CUDA IPC handle: {what}")
+    for line, m in grep(logs, _NO_GPU):
+        add("visibility", line, "no GPU visible" if m["none"] else f"{m['asked']} GPUs asked, {m['seen']} found")
     for line, m in grep(logs, _P2P_DISABLED):
         add("p2p", line, f"P2P disabled between NVLink-connected GPUs {m['a']} and {m['b']}")
     for line, m in grep(logs, _XID):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from provisioner.explain.evidence import env, evidence, for_count, grep, hosts, multi_node, nranks
-from provisioner.explain.logs import Log
+from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.explain.rules_plugins import plugin_failed
 from provisioner.parsers._text import unique
@@ -50,6 +50,15 @@ _CONNECT_FAIL = re.compile(
 # The connection that failed was torch's rendezvous store (MASTER_ADDR:MASTER_PORT or --rdzv_endpoint), not
 # one of NCCL's: what to check is that address and port.
 _STORE = re.compile(r"\[c10d\]|TCPStore|connect\(\) timed out|RendezvousConnectionError|DistNetworkError", re.I)
+# A name the host could not turn into an address: torch's `The IPv6 network addresses of (H, P) cannot be retrieved
+# (gai error: -3 - Temporary failure in name resolution)` (c10d socket.cpp; `IPv6` stands for any family there),
+# NCCL's `Net : error encountered when getting address info : Name or service not known` (misc/socket.cc) and
+# Python's `socket.gaierror: [Errno -2] Name or service not known`.
+_UNRESOLVED = re.compile(r"network addresses of \((?P<host>[^,\s]+), [0-9]+\) cannot be retrieved \(gai error: "
+                         r"-?[0-9]+ - (?P<why>[^)]+)\)|error encountered when getting address info : (?P<why2>.+)"
+                         r"|gaierror: \[Errno -?[0-9]+\] (?P<why3>.+)")
+_REACHED = re.compile(r"refused|unreachable|No route|reset", re.I)  # an address was found and tried
+_IP = re.compile(rf"^{_ADDR}$")
 _LOOPBACK = re.compile(r"^(?:127\.|::1$|localhost$)")
 _IB_STATE_LINES = re.compile(r"Using (?:internal )?network|NET/IB\s*:|NET/Socket\s*:|Bootstrap\s*:|NET/Plugin|"
                              r"libibverbs|NCCL_IB_|via NET/", re.I)
@@ -63,6 +72,9 @@ _ABORTED_NOTE = ("; `Software caused connection abort` is how NCCL 2.16 to 2.23 
 _STORE_FIX = ("Check that MASTER_ADDR (or --rdzv_endpoint) is the master node's address on the network every "
               "node shares, that its launcher is up and listening on that port (`ss -ltnp` there), and that no "
               "firewall or security group drops the port between the nodes.")
+_RESOLVE_FIX = ("On the node that failed, `getent hosts NAME` must print the address the other nodes reach it on: "
+                "correct the name (MASTER_ADDR, --rdzv_endpoint, NCCL_COMM_ID), or add it to that node's DNS or "
+                "/etc/hosts (a container's own, too), or give the address instead of the name.")
 _PEER_FIX = ("Pin the data interface (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME) to the network the nodes "
              "share, and check that interface's link state, addresses and firewall on the hosts named.")
 
@@ -125,23 +137,53 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
         detail += f"; the interface chosen looks wrong: {', '.join(unique(chosen))}"
     if any(_ABORTED.search(r) for r in reasons):
         detail += _ABORTED_NOTE
-    if loopback := [p for p in peers if _LOOPBACK.match(p)]:
+    store = all(_STORE.search(line.text) for line, _ in hits)
+    if (loopback := [p for p in peers if _LOOPBACK.match(p)]) and store:
+        # The store's address is the launcher's setting, and right for a job on one host.
+        detail += (f"; {', '.join(loopback)} is a loopback address: only ranks on the master's own host reach "
+                   "the store there (across nodes, MASTER_ADDR must be its address on the shared network)")
+    elif loopback:
         # A peer's address is what that peer published: a loopback one means it picked `lo`.
         detail += (f"; {', '.join(loopback)} is a loopback address: the rank that published it chose the `lo` "
                    "interface, which no other node can reach")
     value = env(logs, "NCCL_SOCKET_IFNAME")
-    store = all(_STORE.search(line.text) for line, _ in hits)
+    unresolved = _unresolved(logs, peers, reasons + [line.text for line, _ in hits])
+    if unresolved:
+        names, why, where = unresolved
+        detail += (f"; {', '.join(names)} did not resolve to any address ({why}): the name is wrong, or the node "
+                   "that tried has no DNS or /etc/hosts entry for it")
+        lines += where
     return [Cause(
         id="peer-unreachable",
-        title=("a host cannot reach the rendezvous store (MASTER_ADDR / --rdzv_endpoint)" if store
+        title=(f"a host cannot resolve the {'rendezvous store' if store else 'peer'}'s name {', '.join(unresolved[0])}"
+               if unresolved else
+               "a host cannot reach the rendezvous store (MASTER_ADDR / --rdzv_endpoint)" if store
                else "a host cannot reach its peers on the address it was given"),
-        detail=detail + (". Either nothing listens at that address and port yet (the master's launcher has not "
+        detail=detail + ("." if unresolved else
+                         ". Either nothing listens at that address and port yet (the master's launcher has not "
                          "started or bound elsewhere), or the path to it is down or filtered." if store else
                          ". Either the interface chosen is not on the network the peers share, or the path "
                          "is down or filtered."),
-        fix=_STORE_FIX if store else _PEER_FIX, score=85, hosts=hosts(lines), addresses=peers,
+        fix=_RESOLVE_FIX if unresolved else _STORE_FIX if store else _PEER_FIX, score=85, hosts=hosts(lines),
+        addresses=peers,
         settings=[f"NCCL_SOCKET_IFNAME={value}"] if value else [], evidence=evidence(lines),
     )]
+
+
+def _unresolved(logs: list[Log], peers: list[str], failures: list[str]
+                ) -> tuple[list[str], str, list[LogLine]] | None:
+    """The failed peers named by host name whose lookup failed: (names, the resolver's reason, its lines).
+    `failures`: what the connection failures said."""
+    hits = [(line, m) for line, m in grep(logs, _UNRESOLVED)
+            if m["host"] is None or m["host"] in peers]
+    if all("IPv6 network" in line.text for line, _ in hits) and any(_REACHED.search(f) for f in failures):
+        return None  # torch looks up IPv6 first: a name with IPv4 addresses only resolved, and was refused
+    names = unique([m["host"] for _, m in hits if m["host"]])
+    if not hits or not (names or any(not _IP.match(p) for p in peers)):
+        return None
+    names = names or [p for p in peers if not _IP.match(p)]
+    why = unique([(m["why"] or m["why2"] or m["why3"]).strip().rstrip(".") for _, m in hits])
+    return names, "; ".join(why[:2]), [line for line, _ in hits][:3]
 
 
 def suspect_interfaces(logs: list[Log]) -> list[Cause]:

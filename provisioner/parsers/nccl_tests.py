@@ -81,10 +81,12 @@ _COMPILED_WITH = re.compile(r"^#\s*NCCL Tests compiled with NCCL (?P<version>[0-
 _LAST_ERROR = re.compile(r"^#\s*error:\s*(?P<text>.*)$")
 _FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b|: Test timeout \(", re.IGNORECASE)
 # Lines that end a run before its table: 2017-2018 builds' `NCCL failure common.cu:393 '...'` and `Cuda
-# failure ...`, nccl-tests' `Invalid number of GPUs: 16 requested but only 8 were found.` and `Incompatible
-# NCCL versions. ...`, rccl-tests' `[ERROR] The number of requested GPUs (16) is greater than ...`.
+# failure ...`, nccl-tests' `Invalid number of GPUs: 16 requested but only 8 were found.` (and the advice line
+# after it) and `Incompatible NCCL versions. ...`, rccl-tests' `[ERROR] The number of requested GPUs (16) is
+# greater than ...`.
 _STOPPED = re.compile(
     r"^(?:NCCL|Cuda) failure \S+:[0-9]+ |^Invalid number of GPUs: |^Incompatible NCCL versions\. "
+    r"|^Please check the number of processes and GPUs per process"
     r"|^\[ERROR\] The number of requested GPUs "
 )
 # A rank killed by a signal, as the launching shell reports it (strsignal's name, then `(core dumped)` when

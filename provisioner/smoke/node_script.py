@@ -113,6 +113,13 @@ def _rounds(text: str) -> "list[list[tuple[int, int]]]":
     return [[(int(p.split("-")[0]), int(p.split("-")[1])) for p in r.split(",") if p] for r in text.split(";") if r]
 
 
+def _not_joined(events: Events, store: Any, joined: "list[str]", rank: int, exc: Exception) -> int:
+    """The rendezvous failed: rank 0 names the ranks whose mark never reached the store."""
+    missing = [r for r, key in enumerate(joined) if not store.check([key])] if rank == 0 else []
+    events.emit("error", stage="rendezvous", missing=missing, message=f"{type(exc).__name__}: {str(exc)[:300]}")
+    return 2
+
+
 def main(argv: "list[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rank", type=int, required=True)
@@ -156,18 +163,21 @@ def main(argv: "list[str] | None" = None) -> int:
                         f"{type(exc).__name__}: {str(exc)[:300]}")
             return 2
         events.emit("connected")
-        store.set(f"fabnet/joined/{args.rank}", "1")
+        joined = [f"fabnet/joined/{r}" for r in range(args.world)]
+        store.set(joined[args.rank], "1")
+        try:
+            # NCCL builds its communicator only at the first collective, and its bootstrap then waits
+            # for a missing rank with no timeout at all (seen on NCCL 2.28 through torch 2.11): wait in
+            # the store, under our own timeout, so the rank that never came is named.
+            store.wait(joined, timeout)
+        except Exception as exc:
+            return _not_joined(events, store, joined, args.rank, exc)
         try:
             # Our own timeout on the rendezvous and on every collective (gloo's default is 30 minutes).
             dist.init_process_group(args.backend, store=store, rank=args.rank, world_size=args.world,
                                     timeout=timeout)
         except Exception as exc:
-            missing = []
-            if args.rank == 0:
-                missing = [r for r in range(args.world) if not store.check([f"fabnet/joined/{r}"])]
-            events.emit("error", stage="rendezvous", missing=missing,
-                        message=f"{type(exc).__name__}: {str(exc)[:300]}")
-            return 2
+            return _not_joined(events, store, joined, args.rank, exc)
         events.emit("joined", torch=torch.__version__)
         sweep(args, events, torch, dist, device)
         if args.pairs and args.pair_bytes > 0:

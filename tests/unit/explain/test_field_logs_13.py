@@ -77,9 +77,9 @@ def test_a_peer_gpu_the_process_cannot_see_is_peer_access_not_the_driver() -> No
     assert "--gpus-per-task=1" in top.detail and "SYS_PTRACE" in top.detail, top.detail
 
 
-def test_a_device_ordinal_outside_the_p2p_transport_stays_the_driver() -> None:
+def test_a_device_ordinal_outside_the_p2p_transport_is_a_gpu_the_process_cannot_see() -> None:
     text = "node1:1:1 [0] init.cc:100 NCCL WARN Cuda failure 101 'invalid device ordinal'\n"
-    assert explain([("init.log", text)]).causes[0].id == "cuda-driver"
+    assert explain([("init.log", text)]).causes[0].id == "gpu-not-visible"
 
 
 def test_nvls_forced_on_ranks_that_share_a_gpu_is_a_job_setting() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from provisioner.explain import explain
+from tests.unit.explain._field import causes_of, check_top_cause
 from tests.unit.parsers._samples import SAMPLES
 
 
@@ -14,3 +17,53 @@ def test_two_ranks_on_one_gpu_through_torch() -> None:
     assert first.hosts == ["vm"]
     assert {3, 9} <= {e.line for e in first.evidence}  # NCCL's own timestamped WARN lines, one per rank
 
+
+
+# Faults set on purpose on that machine (bench/gpu/failures.sh): each log's top cause, its first evidence line
+# and words the cause must hold.
+FAULTS = {
+    "nccl-init-rank-missing-h200-2.28.txt": ("init-unfinished", "rank 0 nranks 2", "never printed `Init START`"),
+    "torch-no-gpu-visible-h200-2.11.txt": ("gpu-not-visible", "No CUDA GPUs are available", "CUDA_VISIBLE_DEVICES"),
+    "torchrun-invalid-device-ordinal-h200-2.11.txt": ("gpu-not-visible", "invalid device ordinal",
+                                                       "--nproc-per-node"),
+    "torch-store-unresolvable-master-h200-2.11.txt": ("peer-unreachable", "nosuch.invalid",
+                                                       "did not resolve to any address"),
+    "torch-store-loopback-refused-h200-2.11.txt": ("peer-unreachable", "(127.0.0.1, 29613)",
+                                                    "only ranks on the master's own host"),
+    "nccl-no-socket-interface-h200-2.28.txt": ("no-socket-interface", "no socket interface found",
+                                               "NCCL_SOCKET_IFNAME=nosuch0"),
+    "torchrun-no-socket-interface-h200-2.28.txt": ("no-socket-interface", "no socket interface found",
+                                                   "NCCL_SOCKET_IFNAME=nosuch0"),
+    "nccl-net-ib-forced-h200-2.28.txt": ("net-plugin-none", "Failed to initialize any NET plugin", "NCCL_NET"),
+    "nccl-oob-iface-missing-h200-2.28.txt": ("oob-device-not-found", "no device found matching nosuch0",
+                                             "NCCL_OOB_NET_IFNAME=nosuch0"),
+    "nccl-topo-file-invalid-h200-2.28.txt": ("topo-file-invalid", "XML Parse", "NCCL_TOPO_FILE"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_each_fault_set_on_the_gpu_machine_is_named(name: str) -> None:
+    top = check_top_cause(name, FAULTS[name])
+    assert top.fix
+
+
+def test_the_rank_that_never_came_is_no_other_cause() -> None:
+    causes = causes_of("nccl-init-rank-missing-h200-2.28.txt")
+    assert [c.id for c in causes] == ["init-unfinished"]
+    assert "bootstrap waits" in causes[0].detail and causes[0].hosts == ["vm"]
+
+
+def test_a_name_that_resolves_and_refuses_is_not_called_unresolved() -> None:
+    # torch looks the name up for IPv6 first: a name with IPv4 addresses only warns so, then is refused.
+    text = ("[W socket.cpp:764] [c10d] The IPv6 network addresses of (master1, 29500) cannot be retrieved (gai "
+            "error: -5 - No address associated with hostname).\n"
+            "[E socket.cpp:1019] [c10d] The client socket has failed to connect to [master1]:29500 (errno: 111 - "
+            "Connection refused).\n")
+    [cause] = explain([("job.log", text)]).causes
+    assert cause.id == "peer-unreachable" and "resolve" not in cause.title, cause.title
+
+
+def test_more_gpus_asked_of_nccl_tests_than_the_host_has() -> None:
+    result = explain([("arp.txt", (SAMPLES / "all_reduce_perf-31-h200-two-gpus-asked.txt").read_text())])
+    top = result.causes[0]
+    assert top.id == "gpu-not-visible" and "2 GPUs asked, 1 found" in top.title, top.title

@@ -23,6 +23,13 @@ def test_one_rank_all_reduce_perf() -> None:
     assert run.avg_busbw == 0.0 and run.out_of_bounds == 0
 
 
+def test_more_gpus_asked_than_the_machine_has() -> None:
+    run = parse_nccl_tests(read("all_reduce_perf-31-h200-two-gpus-asked.txt"))
+    assert run.verdict == "failed" and not run.complete and run.rows == []
+    assert run.failures[0] == "Invalid number of GPUs: 2 requested but only 1 were found."
+    assert run.parameters["nGpus"] == "2" and run.unplaced == []
+
+
 def test_topology_of_one_gpu_with_escapes() -> None:
     topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-30-h200-one-gpu-escapes.txt"))
     assert topo.complete and topo.gpus == ["GPU0"] and topo.nics == []
