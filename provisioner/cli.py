@@ -132,8 +132,9 @@ def parse(kind: str, file: str) -> None:
     \b
     KIND is one of: ofed_info, mlnx_qos, dcb (dcb [-N] app|pfc|ets show, several in a row),
     rdma_qos_script, traffic_class, ibv_devinfo, ibstat, ibstatus, ibdev2netdev, show_gids,
-    rdma_link, nvidia_smi_topo, nccl_tests, nccl_debug, perfquery (perfquery [-x]),
-    port_counters (grep -r -H . of class/infiniband/*/ports/*/counters), ethtool_stats (ethtool -S).
+    rdma_link, nvidia_smi_topo, nccl_tests (its text or its -J JSON report), nccl_debug,
+    perfquery (perfquery [-x]), port_counters (grep -r -H . of
+    class/infiniband/*/ports/*/counters), ethtool_stats (ethtool -S).
 
     \b
     Example:  ssh gpu01 mlnx_qos -i eth1 | fabnet parse mlnx_qos -

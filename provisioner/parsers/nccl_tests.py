@@ -48,7 +48,14 @@ from provisioner.parsers._text import (
     to_float,
 )
 from provisioner.parsers.nccl_line import is_log_line
-from provisioner.parsers.nccl_tests_table import NcclTestRow, columns_of, infer_columns, parse_row
+from provisioner.parsers.nccl_tests_json import fields_from_json, looks_like_json
+from provisioner.parsers.nccl_tests_table import (
+    NcclTestRow,
+    columns_of,
+    infer_columns,
+    parse_row,
+    version_from_code,
+)
 
 KIND = "nccl_tests"
 
@@ -99,7 +106,7 @@ _KILLED = re.compile(
     r"(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction)"
 )
 
-__all__ = ["NcclTestRow"]
+__all__ = ["NcclTestRow", "version_from_code"]
 
 
 class NcclTestRank(Fact):
@@ -151,13 +158,6 @@ class NcclTests(Parsed):
     # lists restart at rank 0 for every process, as in single_rank_runs but also with `-g`/`-t` above 1.
     separate_runs: int = 0
     separate_ranks: list[int] = Field(default_factory=list)
-
-
-def version_from_code(code: int) -> str:
-    """NCCL_VERSION_CODE as a version: 22809 -> 2.28.9 (since 2.9: X*10000+Y*100+Z), 2708 -> 2.7.8."""
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
 def parse_rank(line: Line) -> NcclTestRank | None:
@@ -296,6 +296,8 @@ class _Run:
 
 
 def parse_nccl_tests(text: str) -> NcclTests:
+    if looks_like_json(text):  # the report `-J FILE.json` writes
+        return NcclTests.model_validate(fields_from_json(text))
     lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     run = _Run()
     found = Collector(KIND)

@@ -156,3 +156,9 @@ def parse_row(columns: list[str], line: Line) -> NcclTestRow:
         fail(KIND, "size and count must be numbers", line)
     return NcclTestRow.model_validate(values)
 
+
+def version_from_code(code: int) -> str:
+    """NCCL_VERSION_CODE as a version: 22809 -> 2.28.9 (since 2.9: X*10000+Y*100+Z), 2708 -> 2.7.8."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"

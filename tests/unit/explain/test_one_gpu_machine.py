@@ -38,6 +38,12 @@ FAULTS = {
     "nccl-oob-iface-missing-h200-2.28.txt": ("oob-device-not-found", "no device found matching nosuch0",
                                              "NCCL_OOB_NET_IFNAME=nosuch0"),
     "nccl-topo-file-invalid-h200-2.28.txt": ("topo-file-invalid", "XML Parse", "NCCL_TOPO_FILE"),
+    # bench/gpu/launch-failures.sh
+    "torchrun-rdzv-unresolvable-h200-2.11.txt": ("peer-unreachable", "nosuch.invalid", "getent hosts"),
+    "smoke-rank-missing-store-wait-h200-2.11.txt": ("rendezvous-incomplete", "rank 0 error (rendezvous)",
+                                                    "/fabnet/joined/1"),
+    "mpirun-executable-missing-openmpi-4.1.6.txt": ("missing-executable", "mpirun was unable to launch",
+                                                    "/tmp/ntmpi/build/all_reduce_perf"),
 }
 
 
@@ -67,3 +73,15 @@ def test_more_gpus_asked_of_nccl_tests_than_the_host_has() -> None:
     result = explain([("arp.txt", (SAMPLES / "all_reduce_perf-31-h200-two-gpus-asked.txt").read_text())])
     top = result.causes[0]
     assert top.id == "gpu-not-visible" and "2 GPUs asked, 1 found" in top.title, top.title
+
+
+def test_nccl_tests_started_by_mpirun_without_mpi_in_its_build() -> None:
+    result = explain([("arp.txt", (SAMPLES / "all_reduce_perf-32-h200-mpirun-without-mpi.txt").read_text())])
+    assert result.causes[0].id == "nccl-tests-not-mpi" and "2 separate one-rank runs" in result.causes[0].title
+
+
+def test_nccl_tests_json_reports() -> None:
+    failed = explain([("r.json", (SAMPLES / "nccl-tests-32-h200-failed-before-results.json").read_text())])
+    assert [c.id for c in failed.causes] == ["nccl-tests-failed"]
+    good = explain([("r.json", (SAMPLES / "nccl-tests-32-h200-all-reduce.json").read_text())])
+    assert good.causes == [] and not good.failed

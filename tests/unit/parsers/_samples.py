@@ -96,6 +96,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "broadcast_perf-14-rccl-footer.txt": "nccl_tests",
     "all_reduce_perf-30-h200-one-gpu.txt": "nccl_tests",
     "all_reduce_perf-31-h200-two-gpus-asked.txt": "nccl_tests",
+    "all_reduce_perf-32-h200-mpirun-without-mpi.txt": "nccl_tests",
     "nvidia-smi-topo-30-h200-one-gpu-escapes.txt": "nvidia_smi_topo",
     "nccl-debug-30-h200-one-rank-socket-2.28.txt": "nccl_debug",
     "dcb-pfc-5-man.txt": "dcb",

@@ -30,6 +30,12 @@ def test_more_gpus_asked_than_the_machine_has() -> None:
     assert run.parameters["nGpus"] == "2" and run.unplaced == []
 
 
+def test_two_copies_started_by_mpirun_from_a_build_without_mpi() -> None:
+    run = parse_nccl_tests(read("all_reduce_perf-32-h200-mpirun-without-mpi.txt"))
+    assert run.complete and run.single_rank_runs == 2 and run.unplaced == []
+    assert sorted(d.pid for d in run.devices) == [1700, 1701]
+
+
 def test_topology_of_one_gpu_with_escapes() -> None:
     topo = parse_nvidia_smi_topo(read("nvidia-smi-topo-30-h200-one-gpu-escapes.txt"))
     assert topo.complete and topo.gpus == ["GPU0"] and topo.nics == []
