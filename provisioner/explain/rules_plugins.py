@@ -105,7 +105,7 @@ def net_plugin(logs: list[Log]) -> list[Cause]:
             "directory on LD_LIBRARY_PATH; NCCL_NET_PLUGIN=foo looks for libnccl-net-foo.so (or an absolute path, "
             "not a relative one); use a plugin built for this NCCL release (each release reads a window of plugin API "
             "versions: 2.30 reads v6 to v12). `NCCL_DEBUG_SUBSYS=INIT,NET` shows `Loaded net plugin` once it works.",
-        score=55, hosts=hosts(lines), settings=["NCCL_NET_PLUGIN"] + ([f"NCCL_NET_PLUGIN={wanted}"] if wanted else []),
+        score=55, hosts=hosts(lines), settings=[f"NCCL_NET_PLUGIN={wanted}" if wanted else "NCCL_NET_PLUGIN"],
         evidence=evidence(lines),
     ))
     return causes

@@ -104,7 +104,8 @@ def fields_from_json(text: str) -> dict[str, Any]:
     errors = [e for e in data.get("errors") or [] if isinstance(e, str) and e.strip()]
     missing = [] if "results" in data else ["result table (the run stopped before its first size)"]
     if "results" in data and not (bounds and average):
-        missing.append("footer (out_of_bounds, average_bus_bandwidth)")
+        # The writer closes its report on an error exit too: a report without its footer is a run that stopped.
+        missing.append("footer (out_of_bounds, average_bus_bandwidth): the run stopped after its last size")
     args = data.get("args") if isinstance(data.get("args"), list) else []
     return {
         "complete": not missing, "missing": missing, "rows": rows, "devices": devices,
@@ -132,7 +133,7 @@ def _verdict(rows: list[NcclTestRow], missing: list[str], bounds: dict[str, Any]
     if _okay(bounds.get("okay")) is False:
         return "out of bounds"
     if missing:
-        return "truncated: no footer"
+        return "failed"
     if _okay(average.get("okay")) is False:
         return "below minimum bandwidth"
     return "ok"

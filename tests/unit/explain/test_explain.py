@@ -31,6 +31,7 @@ NCCL_LOGS = {
     "nccl-debug-13-timestamped-2.27.txt": ("IB", "process-crashed", [6]),
     "nccl-debug-14-per-device-2.27.txt": (None, None, []),
     "nccl-debug-30-h200-one-rank-socket-2.28.txt": ("Socket", None, []),  # one node: sockets cost nothing
+    "nccl-debug-33-h200-all-subsystems-2.28.txt": ("Socket", None, []),
 }
 
 

@@ -86,7 +86,8 @@ def test_per_iteration_statistics_of_format_two() -> None:
 @pytest.mark.parametrize(("change", "verdict"), [
     ({"out_of_bounds": {"count": 2, "okay": "false"}}, "out of bounds"),
     ({"average_bus_bandwidth": {"bandwidth": 10.0, "okay": "false"}}, "below minimum bandwidth"),
-    ({"end_time": None, "out_of_bounds": None, "average_bus_bandwidth": None}, "truncated: no footer"),
+    # The writer closes its report when the run stops on an error: results without the footer are a failed run.
+    ({"end_time": None, "out_of_bounds": None, "average_bus_bandwidth": None}, "failed"),
 ])
 def test_verdicts_from_the_report(change: dict[str, Any], verdict: str) -> None:
     doc = _report(**change)
@@ -119,3 +120,31 @@ def test_a_report_cut_while_written_is_an_error_with_its_line() -> None:
 def test_json_that_is_no_report_is_refused() -> None:
     with pytest.raises(ParseError, match="not an nccl-tests report"):
         parse_nccl_tests('{"schema": "fabnet/explain/v1", "causes": []}')
+
+
+# The same runs as text and as JSON (one H200, tests/samples/INDEX.md): both read to one answer.
+PAIRS = [
+    ("all_reduce_perf-33-h200-per-iteration.txt", "nccl-tests-33-h200-per-iteration.json", "ok"),
+    ("all_reduce_perf-33-h200-min-bw-failed.txt", "nccl-tests-33-h200-min-bw-failed.json", "below minimum bandwidth"),
+    ("all_reduce_perf-33-h200-all-ops-types-invalid-argument.txt", "nccl-tests-33-h200-stopped-after-rows.json",
+     "failed"),
+]
+
+
+@pytest.mark.parametrize(("text", "report", "verdict"), PAIRS)
+def test_text_and_report_of_one_run_agree(text: str, report: str, verdict: str) -> None:
+    a, b = parse_nccl_tests(read(text)), parse_nccl_tests(read(report))
+    assert a.verdict == b.verdict == verdict
+    assert [(r.size, r.type, r.redop) for r in a.rows] == [(r.size, r.type, r.redop) for r in b.rows]
+    for x, y in zip(a.rows, b.rows, strict=True):  # the text rounds what the report keeps whole
+        for field in ("oop_time_us", "oop_algbw", "ip_time_us", "oop_i_min_us", "oop_i_p99_us", "ip_i_cv_pct"):
+            left, right = getattr(x, field), getattr(y, field)
+            assert (left is None) == (right is None), field
+            if left is not None and right is not None:
+                assert abs(left - right) <= max(0.01 * abs(right), 0.006), (field, left, right)
+    assert a.avg_busbw_ok == b.avg_busbw_ok and [d.bus_id for d in a.devices] == [d.bus_id for d in b.devices]
+
+
+def test_cpu_time_of_a_real_report() -> None:
+    run = parse_nccl_tests(read("nccl-tests-33-h200-cputime.json"))
+    assert run.complete and all(r.oop_time_us and r.ip_time_us for r in run.rows)
