@@ -80,7 +80,7 @@ _CLASSES: list[tuple[str, re.Pattern[str]]] = [
                               r"GPUs requested", re.I)),
     ("driver", re.compile(r"driver version is insufficient|initiali[sz]ation error|"
                           r"forward compatibility|unsupported display driver|busy or unavailable|"
-                          r"driver shutting down|no kernel image is available", re.I)),
+                          r"driver shutting down|no kernel image is available|named symbol not found", re.I)),
     ("memory", re.compile(r"out of memory", re.I)),
     ("kernel", re.compile(r"illegal memory access|unspecified launch failure|illegal instruction|misaligned "
                           r"address|device-side assert|launch timed out", re.I)),
@@ -106,8 +106,9 @@ _CAUSES: dict[str, tuple[str, str, str, int]] = {  # kind -> id, title, fix, sco
     "driver": ("cuda-driver", "CUDA could not use the GPU (driver, build, device visibility or mode)",
                "On the host named: `nvidia-smi` (driver loaded, GPUs listed, Compute Mode Default, no stale "
                "processes), that the CUDA runtime the job ships fits the driver (`nvidia-smi` CUDA version), "
-               "that its libraries were built for this GPU (`no kernel image`: the build lacks the GPU's compute "
-               "capability, `nvidia-smi --query-gpu=compute_cap --format=csv`), CUDA_VISIBLE_DEVICES and ranks "
+               "that its libraries were built for this GPU (`no kernel image` or, from NCCL's kernels, `named symbol "
+               "not found`: the build lacks the GPU's compute capability, `nvidia-smi --query-gpu=compute_cap "
+               "--format=csv`, NCCL's NVCC_GENCODE), CUDA_VISIBLE_DEVICES and ranks "
                "per node against the GPUs present, and dmesg for Xid errors.", 86),
     "visibility": ("gpu-not-visible", "a process saw fewer GPUs than it asked for",
                    "On the host named, in the job's own environment: `nvidia-smi -L` (the GPUs the host has; none "

@@ -284,6 +284,12 @@ def test_a_build_without_code_for_this_gpu_is_named_as_such() -> None:
     assert cause.id == "cuda-driver" and "compute capability" in cause.fix and cause.hosts == ["gpu01"]
 
 
+def test_nccl_built_without_code_for_this_gpu() -> None:
+    # NVIDIA/nccl#1372: NCCL built with NVCC_GENCODE for sm_80 only, run on H100s (the reporter's own finding).
+    cause = explain([("job.log", (SAMPLES / "logs/nccl-named-symbol-not-found-1.txt").read_text())]).causes[0]
+    assert cause.id == "cuda-driver" and "named symbol not found" in cause.title and "NVCC_GENCODE" in cause.fix
+
+
 @pytest.mark.parametrize(("host", "named"), [("gpu07", ["gpu07"]), ("...", []), ("***", [])])
 def test_a_masked_node_name_is_no_host(host: str, named: list[str]) -> None:
     line = f"slurmstepd: error: *** STEP 494583.0 ON {host} CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***\n"
