@@ -88,14 +88,23 @@ _OMPI_DAEMON = re.compile(r"(?:ORTE|PRTE|\S+) was unable to reliably start one o
                           r"An? (?:ORTE|PRTE) daemon has unexpectedly failed after launch")
 _OMPI_LOST = re.compile(r"has lost communication with (?:its daemon located on node|a remote daemon)")
 _OMPI_LOST_HOST = re.compile(r"^\s*(?:hostname:\s*(?P<a>\S+)|Remote daemon\s*:.*?\bon node (?P<b>\S+))")
-# What often precedes a daemon that did not start: ssh could not reach the node, or the node lacks orted/prted.
-_SSH_HOST = re.compile(r"ssh: connect to host (?P<host>[\w.-]+) port|ssh: Could not resolve hostname "
-                       r"(?P<host2>[\w.-]+)")
+# What often precedes a daemon that did not start: the ssh client's own failures (OpenSSH's wordings: a
+# connection refused, timed out or unrouted, a name that does not resolve, a key refused or not known). The host
+# is whatever the client printed, a masked one included.
+SSH_FAILED = re.compile(r"ssh: connect to host (?P<host>\S+) port [0-9]+:|ssh: Could not resolve hostname "
+                        r"(?P<host2>[^\s:]+)|Permission denied \(publickey|Host key verification failed")
+
+
+def ssh_host(line: LogLine) -> str | None:
+    m = SSH_FAILED.search(line.text)
+    return (m["host"] or m["host2"]) if m else None
 
 
 def _open_mpi(log: Log) -> list[End]:
     ends: list[End] = []
+    ssh_failed = False
     for index, line in enumerate(log.lines):
+        ssh_failed = ssh_failed or SSH_FAILED.search(line.text) is not None
         two = _window(log, index, 1)
         text = _joined(two)
         if "noticed that process rank" in line.text and (m := _OMPI_SIGNAL.search(text)):
@@ -123,7 +132,9 @@ def _open_mpi(log: Log) -> list[End]:
         elif "lost communication" in line.text and _OMPI_LOST.search(text):
             block = _window(log, index, 4)
             host = next((h["a"] or h["b"] for ln in block if (h := _OMPI_LOST_HOST.match(ln.text))), None)
-            ends.append(End("node", block, host, what="the launcher lost its daemon there"))
+            # PRRTE says it lost a daemon that ssh never started: after the ssh client's own failure it is the
+            # launch that failed, not a node that went away under a running job.
+            ends.append(End("daemon" if ssh_failed else "node", block, host, what="the launcher lost its daemon there"))
     return ends
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from provisioner.explain.evidence import evidence, grep, hosts
-from provisioner.explain.launch_lines import STEP_FAILED, End, read_ends, signal_name
+from provisioner.explain.launch_lines import SSH_FAILED, STEP_FAILED, End, read_ends, signal_name, ssh_host
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
@@ -136,17 +136,20 @@ def _daemons(ends: list[End], logs: list[Log]) -> list[Cause]:
     found = [e for e in ends if e.kind == "daemon"]
     if not found:
         return []
-    ssh = [line for line, m in grep(logs, re.compile(r"ssh: connect to host (?P<h>[\w.-]+) port|"
-                                                      r"ssh: Could not resolve hostname (?P<h2>[\w.-]+)"))]
-    where = unique(_where(found) + [m.group(1) or m.group(2) for line in ssh
-                                    if (m := re.search(r"host (\S+) port|hostname ([\w.-]+)", line.text))])
+    ssh = [line for line, _ in grep(logs, SSH_FAILED)]
+    where = unique([h for line in ssh if (h := ssh_host(line))] + _where(found))
+    # The ssh client's own words say which of the usual reasons it was: say it first, and how to try it alone.
+    said = unique([line.text.split(": ")[-1].strip().rstrip(".") for line in ssh])
+    by_ssh = (f" The ssh client failed first ({'; '.join(said)}): no daemon started there, so no rank ran; in a "
+              "pod or container sshd is often not running, or listens on another port." if ssh else "")
     return [Cause(id="launcher-daemon-failed", title="the launcher could not start or keep its daemon on a node",
                   detail="mpirun's daemon (orted/prted) or srun's step on " + (', '.join(where) or "a node")
                   + " failed before the ranks ran: ssh or the node's login, a missing Open MPI there, or no "
-                  "route back to the launching host.",
-                  fix="Check that the launching host reaches every node by ssh without a prompt and that Open MPI "
-                  "is installed at the same prefix on each (--prefix or --enable-orterun-prefix-by-default); "
-                  "with Slurm read the node's slurmd log.", score=84, hosts=where,
+                  "route back to the launching host." + by_ssh,
+                  fix="Check that the launching host reaches every node by ssh without a prompt (`ssh NODE "
+                  "hostname` from it, as the user mpirun runs as; another port: `--mca plm_rsh_args \"-p PORT\"`) "
+                  "and that Open MPI is installed at the same prefix on each (--prefix or "
+                  "--enable-orterun-prefix-by-default); with Slurm read the node's slurmd log.", score=84, hosts=where,
                   evidence=evidence(ssh + _lines(found)))]
 
 
@@ -223,10 +226,46 @@ def _port_in_use(logs: list[Log]) -> list[Cause]:
                   score=82, hosts=hosts(lines), evidence=evidence(lines))]
 
 
+# MPI's own start failing before any NCCL call, as each MPI words it: MPICH and Intel MPI (`Fatal error in
+# PMPI_Init: Other MPI error, error stack:`, then one `func(line)...: why` line per frame), Open MPI's
+# errhandler (`*** An error occurred in MPI_Init_thread`), its help texts (`It looks like MPI_INIT failed`,
+# `MPI runtime init`, `orte_init`), its direct launch without the PMI it needs, and the PMI library's own line.
+_MPI_INIT = re.compile(r"Fatal error in P?MPI_Init(?:_thread)?\b|An error occurred in MPI_Init(?:_thread)?\b|"
+                       r"It looks like (?:MPI_INIT|MPI runtime init|orte_init|ompi_rte_init) failed|"
+                       r"direct launched using \"?srun|PMI2?_Init failed|PMI_KVS_Get returned|"
+                       r"PMIx? was unable to|OMPI was not built with SLURM's PMI")
+# The last frame of an MPICH error stack: its innermost reason (`MPIR_pmi_kvs_get(227)....: PMI_KVS_Get ...`).
+_MPI_FRAME = re.compile(r"^\s*\w+\(\d+\)\.*:\s*(?P<why>\S.*)$")
+
+
+def _mpi_init(logs: list[Log]) -> list[Cause]:
+    hits = grep(logs, _MPI_INIT)
+    if not hits:
+        return []
+    lines = [line for line, _ in hits]
+    # The frames of the stack that follows a hit, in its own log.
+    frames = [ln for log in logs for line in lines if line in log.lines
+              for ln in log.lines[log.lines.index(line) + 1:log.lines.index(line) + 30] if _MPI_FRAME.match(ln.text)]
+    why = [m["why"].strip() for ln in frames if (m := _MPI_FRAME.match(ln.text))]
+    srun = any("srun" in line.text or "SLURM's PMI" in line.text for line in lines)
+    detail = ("MPI_Init failed in the program before NCCL was called"
+              + (f" ({why[-1]})" if why else "") + ": the launcher does not match the MPI the binary was built "
+              "with (another MPI's mpirun, srun without the PMI or PMIx that MPI needs), or MPI's own start-up "
+              "between the nodes failed. Nothing of NCCL or the fabric was tried.")
+    if srun:
+        detail += " Here srun started it directly, and the MPI found no PMI it could use."
+    return [Cause(id="mpi-init-failed", title="MPI itself failed to start (MPI_Init)", detail=detail,
+                  fix="Run an MPI hello world with the same launcher on the same nodes first; `ldd` of the binary "
+                      "and `which mpirun` must name the same MPI (rebuild nccl-tests with MPI_HOME of the MPI you "
+                      "launch with); under Slurm pick the PMI it was built for (`srun --mpi=list`, "
+                      "`srun --mpi=pmix`) or start it with mpirun.", score=80, hosts=hosts(lines),
+                  evidence=evidence(lines + frames[-1:]))]
+
+
 def launcher_failures(logs: list[Log]) -> list[Cause]:
     ends = [end for log in logs for end in read_ends(log)]
     causes = (_missing(ends) + _scheduler(ends) + _oom(ends) + _daemons(ends, logs) + _heartbeat(ends, logs)
-              + _step_failed(logs) + _port_in_use(logs))
+              + _step_failed(logs) + _port_in_use(logs) + _mpi_init(logs))
     oom = next((c for c in causes if c.id == "rank-oom"), None)
     killed = _killed([e for e in ends if not (oom and e.signal == 9 and (not oom.hosts or e.host in oom.hosts))])
     return causes + killed + _exits(ends)
