@@ -39,6 +39,12 @@ _ACCEPT = re.compile(r"socketTryAccept:\s*(?:Accept failed:\s*(?P<why>.+)"
 _FOREIGN = re.compile(r"socketFinalizeAccept(?: from (?P<peer>[^\s<]+?)(?:<[0-9]+>)?)?:\s*"
                       r"wrong (?P<what>magic|type)\b")
 _BOOTSTRAP_ADDRESS = re.compile(r"Bootstrap\s*:\s*Using\s+\S")  # the interface and address the ranks publish
+# An init that returned an error: NCCL traces the failing return through init.cc (`init.cc:1577 -> 5`, every
+# release), and the framework reports NCCL's error (`NCCL error in: ... internal error`). That init finished,
+# badly; it did not hang.
+_INIT_RETURNED = re.compile(r"^(?:(?P<host>[^\s:]+):(?P<pid>[0-9]+):[0-9]+ \[[0-9]+\] NCCL INFO )?\S*\binit\.cc:"
+                            r"[0-9]+ -> [1-9]|NCCL[ _]?(?:error|failure)\b|ncclSystemError|ncclInternalError"
+                            r"|ncclInvalidUsage", re.I)
 # A value the sender never set: an uninitialised integer, far from any rank count, root count or offset.
 _IMPLAUSIBLE = 1 << 20
 _LAUNCH_FIX = ("Start every rank of the job from one launch with one world size: the same --nnodes / "
@@ -197,12 +203,14 @@ def bootstrap_accept(logs: list[Log]) -> list[Cause]:
 
 
 def init_unfinished(logs: list[Log]) -> list[Cause]:
-    """A communicator of several ranks whose `Init START` NCCL printed (2.19 on) and whose `Init COMPLETE` never
-    came: read only when no other rule names a cause, since a failure during init names itself. NCCL's bootstrap
+    """A communicator of several ranks whose `Init START` NCCL printed (2.18.3 on) and whose `Init COMPLETE` never
+    came: read only when no other rule names a cause, and never for an init that returned an error (that one
+    finished, with the error the log names) or printed its `Init timings`. NCCL's bootstrap
     waits for every rank of the communicator without a timeout of its own (seen on NCCL 2.28: one rank of two
     started, the other never, and the first waited until it was killed)."""
     stuck = [(log, c) for log in logs for c in (log.nccl.communicators if log.nccl else [])
-             if c.init_started and not c.init_complete and c.nranks > 1]
+             if c.init_started and not c.init_complete and c.init_seconds is None and c.nranks > 1
+             and not _returned(log, c.line, c.host, c.pid)]  # `Init timings` follows only a finished init
     if not stuck:
         return []
     lines = [line for log, c in stuck if (line := log.line(c.line)) is not None]
@@ -228,3 +236,12 @@ def init_unfinished(logs: list[Log]) -> list[Cause]:
                "was cut short, this is only what it shows.",
         fix=fix, score=45, hosts=hosts(lines), evidence=evidence(lines),
     )]
+
+
+def _returned(log: Log, start: int, host: str | None, pid: int | None) -> bool:
+    """Whether the process that printed `Init START` on line `start` saw its init return an error after it: a
+    trace of its own (same host and pid), or an error line that names no process."""
+    for line, m in log.grep(_INIT_RETURNED):
+        if line.number > start and (m["pid"] is None or (int(m["pid"]) == pid and m["host"] in (host, None))):
+            return True
+    return False

@@ -112,11 +112,12 @@ _CAUSES: dict[str, tuple[str, str, str, int]] = {  # kind -> id, title, fix, sco
                "per node against the GPUs present, and dmesg for Xid errors.", 86),
     "visibility": ("gpu-not-visible", "a process saw fewer GPUs than it asked for",
                    "On the host named, in the job's own environment: `nvidia-smi -L` (the GPUs the host has; none "
-                   "listed is the driver) and `echo $CUDA_VISIBLE_DEVICES` (empty means none). Start at most as "
-                   "many ranks per host as it has GPUs (torchrun --nproc-per-node, mpirun -npernode, nccl-tests "
-                   "-g), give each rank its GPUs (srun --gpus-per-task or --gres=gpu:N, a container's --gpus / "
-                   "NVIDIA_VISIBLE_DEVICES, a pod's nvidia.com/gpu limit) and pick the device by the local rank, "
-                   "not the global one.", 87),
+                   "listed is the driver) and `env | grep VISIBLE_DEVICES` (set but empty: none; unset: all). "
+                   "Start at most as many ranks per host as it has GPUs (torchrun --nproc-per-node, mpirun "
+                   "-npernode, nccl-tests -g), give each rank its GPUs (srun --gpus-per-task or --gres=gpu:N, a "
+                   "container's --gpus / NVIDIA_VISIBLE_DEVICES, a pod's nvidia.com/gpu limit) and pick the "
+                   "device by the local rank, not the global one; where each rank's CUDA_VISIBLE_DEVICES holds "
+                   "only its own GPU, that GPU is device 0 to it.", 87),
     "memory": ("cuda-failure", "GPU memory ran out (CUDA out of memory)",
                "Check what holds GPU memory on the host named (`nvidia-smi`: other processes, a leftover job); "
                "lower the job's memory use (batch size, activation checkpointing) or NCCL's buffers "

@@ -16,6 +16,7 @@ and `Net : Unsupported address family type` (2.3 to 2.19).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from provisioner.explain.evidence import env, evidence, for_count, grep, hosts, multi_node, nranks
@@ -113,7 +114,7 @@ def _tried(match: re.Match[str], asked: bool) -> str | None:
 def unreachable_peers(logs: list[Log]) -> list[Cause]:
     hits = grep(logs, _CONNECT_FAIL)
     if not hits:
-        return []
+        return _unresolved_alone(logs)
     # torch also reports the unspecified address it tried to bind from (0.0.0.0, ::): not a peer. It prints
     # each address it resolved and tried too (`failed to connect to [X]:port (errno ...)`), and a release
     # may render those wrongly (seen on the lab: `[56a0:0:ff3::]:5327` for an IPv4 store): where a line
@@ -175,7 +176,7 @@ def _unresolved(logs: list[Log], peers: list[str], failures: list[str]
     """The failed peers named by host name whose lookup failed: (names, the resolver's reason, its lines).
     `failures`: what the connection failures said."""
     hits = [(line, m) for line, m in grep(logs, _UNRESOLVED)
-            if m["host"] is None or m["host"] in peers]
+            if m["host"] is None or (m["host"] in peers and not _address(m["host"]))]
     if all("IPv6 network" in line.text for line, _ in hits) and any(_REACHED.search(f) for f in failures):
         return None  # torch looks up IPv6 first: a name with IPv4 addresses only resolved, and was refused
     names = unique([m["host"] for _, m in hits if m["host"]])
@@ -184,6 +185,48 @@ def _unresolved(logs: list[Log], peers: list[str], failures: list[str]
     names = names or [p for p in peers if not _IP.match(p)]
     why = unique([(m["why"] or m["why2"] or m["why3"]).strip().rstrip(".") for _, m in hits])
     return names, "; ".join(why[:2]), [line for line, _ in hits][:3]
+
+
+def _address(host: str) -> bool:
+    """Whether `host` is an address, not a name (`[::1]`, `fe80::1%ib0` too)."""
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _unresolved_alone(logs: list[Log]) -> list[Cause]:
+    """A lookup that failed before any connection was tried. torch retries its lookup of the store's name until
+    its connect timeout (one warning each time, and nothing else), so a log that stops there has not reached the
+    store yet: named unless a communicator finished its init, which needs the store. NCCL looks a name up itself
+    only for NCCL_COMM_ID, and its init fails at once (`Invalid NCCL_COMM_ID, please use format: ...`, though the
+    format was right). An address torch failed to look up (an IPv4 one, asked for as IPv6) is no name."""
+    if any(c.init_complete for log in logs for c in (log.nccl.communicators if log.nccl else [])):
+        return []
+    torch = [(line, m) for line, m in grep(logs, _UNRESOLVED) if m["host"] and not _address(m["host"])]
+    nccl = [(line, m) for line, m in grep(logs, _UNRESOLVED) if m["why2"]]
+    comm_id = env(logs, "NCCL_COMM_ID")
+    if not torch and not nccl:
+        return []
+    if torch:
+        names, what, hits = unique([m["host"] for _, m in torch]), "the rendezvous store's name", torch
+    else:
+        names = [comm_id.rsplit(":", 1)[0].strip("[]")] if comm_id else []
+        what, hits = "NCCL_COMM_ID's host name", nccl
+    why = unique([(m["why"] or m["why2"]).strip().rstrip(".") for _, m in hits])
+    lines = [line for line, _ in hits][:3]
+    return [Cause(
+        id="peer-unreachable",
+        title=f"a host cannot resolve {what} {', '.join(names) or '(its host name)'}",
+        detail=f"{', '.join(names) or 'the host name in NCCL_COMM_ID'} did not resolve to any address "
+               f"({'; '.join(why[:2])}), so no connection was tried"
+               + (": torch retries the lookup until its connect timeout, then fails" if torch else
+                  ": NCCL's init failed at once (its `Invalid NCCL_COMM_ID` means the name, not the format)")
+               + ". The name is wrong, or the node that tried has no DNS or /etc/hosts entry for it.",
+        fix=_RESOLVE_FIX, score=85, hosts=hosts(lines), addresses=names,
+        settings=[f"NCCL_COMM_ID={comm_id}"] if comm_id and not torch else [], evidence=evidence(lines),
+    )]
 
 
 def suspect_interfaces(logs: list[Log]) -> list[Cause]:
