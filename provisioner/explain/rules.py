@@ -3,7 +3,7 @@ Causes with evidence, kept in one module per class (rules_socket, rules_containe
 rules_verbs, rules_provider, rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy,
 rules_ras, rules_torch, rules_desync, rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm,
 rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions, rules_transport,
-rules_pcie).
+rules_pcie, rules_enroot).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -22,6 +22,7 @@ from provisioner.explain import (
     rules_cumem,
     rules_desync,
     rules_elastic,
+    rules_enroot,
     rules_events,
     rules_gdr,
     rules_gloo,
@@ -51,7 +52,8 @@ from provisioner.explain.model import Cause, Explanation, NetworkUse
 from provisioner.parsers._text import redacted, unique
 
 RULES: list[Callable[[list[Log]], list[Cause]]] = [
-    rules_socket.no_interface, rules_container.bridge_network, rules_container.unopened_devices,
+    rules_socket.no_interface, rules_enroot.container_start, rules_container.bridge_network,
+    rules_container.unopened_devices,
     rules_bootstrap.oob_device,
     rules_bootstrap.bootstrap_root,
     rules_bootstrap.bootstrap_accept, rules_job.duplicate_gpu, rules_shm.shared_memory, rules_verbs.firmware_fault,
@@ -78,7 +80,9 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
 # would otherwise blame: with one, those are dropped.
 SUPERSEDES = {"process-crashed", "mtu-blackhole"}
 # A host named as the one on TCP among RDMA hosts says better what the per-log "sockets between nodes" says.
-NARROWED = {"host-slower-transport": "ib-not-used"}
+NARROWED = {"host-slower-transport": "ib-not-used",
+            # A task whose container never started exited for that reason, not by its program's error.
+            "container-start-failed": "rank-exited"}
 # Rules that only summarise what others explain better: used when nothing else names a failure.
 FALLBACK: list[Callable[[list[Log]], list[Cause]]] = [rules_job.nccl_error, rules_bootstrap.init_unfinished]
 
