@@ -73,7 +73,8 @@ _ABORTED_NOTE = ("; `Software caused connection abort` is how NCCL 2.16 to 2.23 
 _STORE_FIX = ("Check that MASTER_ADDR (or --rdzv_endpoint) is the master node's address on the network every "
               "node shares, that its launcher is up and listening on that port (`ss -ltnp` there), and that no "
               "firewall or security group drops the port between the nodes.")
-_RESOLVE_FIX = ("On the node that failed, `getent hosts NAME` must print the address the other nodes reach it on: "
+# `getent ahosts` asks the resolver as torch and NCCL do (every family), where `getent hosts` may stop at one.
+_RESOLVE_FIX = ("On the node that failed, `getent ahosts NAME` must print the address the other nodes reach it on: "
                 "correct the name (MASTER_ADDR, --rdzv_endpoint, NCCL_COMM_ID), or add it to that node's DNS or "
                 "/etc/hosts (a container's own, too), or give the address instead of the name.")
 _PEER_FIX = ("Pin the data interface (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME) to the network the nodes "

@@ -39,7 +39,7 @@ FAULTS = {
                                              "NCCL_OOB_NET_IFNAME=nosuch0"),
     "nccl-topo-file-invalid-h200-2.28.txt": ("topo-file-invalid", "XML Parse", "NCCL_TOPO_FILE"),
     # bench/gpu/launch-failures.sh
-    "torchrun-rdzv-unresolvable-h200-2.11.txt": ("peer-unreachable", "nosuch.invalid", "getent hosts"),
+    "torchrun-rdzv-unresolvable-h200-2.11.txt": ("peer-unreachable", "nosuch.invalid", "getent ahosts"),
     "smoke-rank-missing-store-wait-h200-2.11.txt": ("rendezvous-incomplete", "rank 0 error (rendezvous)",
                                                     "/fabnet/joined/1"),
     "mpirun-executable-missing-openmpi-4.1.6.txt": ("missing-executable", "mpirun was unable to launch",
