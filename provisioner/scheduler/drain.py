@@ -13,6 +13,7 @@ out of service for a reason another check (or anyone else) set: the reason decid
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -107,10 +108,19 @@ def smoke_causes(outcome: Any) -> dict[str, str]:
     return {} if outcome.verdict == "pass" else dict(outcome.failed_hosts)
 
 
-def kept_reasons(scheduler: Scheduler, source: str, hosts: Sequence[str]) -> dict[str, str]:
+# Slurm's power saving: a node powered off, or powering up or down, answers no one, and that is by design.
+POWER_SAVING = {"~": "powered off", "#": "powering up", "%": "powering down"}
+# A cause that says only that the host could not be reached, as audit, apply and watch word it.
+_UNREACHABLE = re.compile(r"^(?:not converged: )?unreachable\b|^host down\b")
+
+
+def kept_reasons(scheduler: Scheduler, source: str, hosts: Sequence[str],
+                 causes: Mapping[str, str] | None = None) -> dict[str, str]:
     """Hosts a drain for `source` must leave alone, and why: out of service already, with a reason that
     `source` does not resume. Replacing it would lose why the node is out, and hand it to this check to
-    resume. Its own reason (a host still failing the same check) may be brought up to date."""
+    resume. Its own reason (a host still failing the same check) may be brought up to date. A host whose
+    only fault is that it could not be reached (`causes`) while the scheduler has it powered off for power
+    saving is left too: a drain would keep the scheduler from powering it up for the next job."""
     try:
         states = scheduler.state(list(hosts))
     except NoStates:  # a drain command: fabnet cannot see, so it drains as told
@@ -118,6 +128,11 @@ def kept_reasons(scheduler: Scheduler, source: str, hosts: Sequence[str]) -> dic
     kept = {}
     for host in hosts:
         state = states.get(host)
+        if (state is not None and state.flag in POWER_SAVING
+                and _UNREACHABLE.match((causes or {}).get(host, ""))):
+            kept[host] = (f"{state.state}{state.flag}: {POWER_SAVING[state.flag]} by the scheduler's power saving, "
+                          "so it cannot be reached; it is checked once it is up")
+            continue
         if state is None or not state.out_of_service or not state.reason:
             continue
         if reason_source(state.reason) in RESUMES.get(source, (source,)):
@@ -131,7 +146,7 @@ def drain_failed(scheduler: Scheduler, source: str, causes: dict[str, str], name
     """Drain each host with fabnet's reason for `causes`, but those `kept_reasons` names; `name` is the
     backend, for the record."""
     reasons = {host: reason(source, cause) for host, cause in causes.items()}
-    kept = kept_reasons(scheduler, source, list(reasons)) if reasons else {}
+    kept = kept_reasons(scheduler, source, list(reasons), causes) if reasons else {}
     todo = {host: why for host, why in reasons.items() if host not in kept}
     answers = scheduler.drain(todo) if todo else {}
     actions = []

@@ -169,6 +169,25 @@ def test_what_a_drain_leaves_alone(sinfo: str, source: str, action: str) -> None
         assert sinfo.rsplit("|", 1)[1] in done.detail and "would replace" in done.detail
 
 
+@pytest.mark.parametrize(("sinfo", "cause", "action"), [
+    ("gpu01|idle~|Unknown|none", "unreachable: timed out", "left"),  # powered off by power saving
+    ("gpu01|idle#|Unknown|none", "unreachable: connection refused", "left"),  # booting for a job
+    ("gpu01|allocated%|Unknown|none", "unreachable: no route to host", "left"),
+    ("gpu01|idle#|Unknown|none", "drifted: mtu eth1", "drained"),  # up enough to be read: its drift counts
+    ("gpu01|idle*|Unknown|none", "unreachable: timed out", "drained"),  # not responding: not power saving
+    ("gpu01|idle!|Unknown|none", "unreachable: timed out", "drained"),  # still up until it powers down
+    ("gpu01|idle~|Unknown|none", "not converged: unreachable: timed out", "left"),  # apply's wording
+    ("gpu01|idle~|Unknown|none", "host down gpu01: connection refused", "left"),  # watch's wording
+])
+def test_power_saving_nodes_that_cannot_be_reached_are_left(sinfo: str, cause: str, action: str) -> None:
+    cluster = Cluster(sinfo)
+    [done] = drain_failed(cluster, "audit", {"gpu01": cause})
+    assert done.action == action, done.detail
+    assert ("gpu01" in cluster.drained) is (action == "drained")
+    if action == "left":
+        assert "power saving" in done.detail
+
+
 def test_a_host_slurm_does_not_know_is_drained_and_slurm_answers() -> None:
     cluster = Cluster("gpu02|idle|Unknown|none")
     assert [a.action for a in drain_failed(cluster, "audit", {"gpu01": "x"})] == ["drained"]
