@@ -110,6 +110,7 @@ def smoke_causes(outcome: Any) -> dict[str, str]:
 
 # Slurm's power saving: a node powered off, or powering up or down, answers no one, and that is by design.
 POWER_SAVING = {"~": "powered off", "#": "powering up", "%": "powering down"}
+POWERED_DOWN = "by the scheduler's power saving"  # in the detail of a host left for that reason
 # A cause that says only that the host could not be reached, as audit, apply and watch word it.
 _UNREACHABLE = re.compile(r"^(?:not converged: )?unreachable\b|^host down\b")
 
@@ -130,8 +131,8 @@ def kept_reasons(scheduler: Scheduler, source: str, hosts: Sequence[str],
         state = states.get(host)
         if (state is not None and state.flag in POWER_SAVING
                 and _UNREACHABLE.match((causes or {}).get(host, ""))):
-            kept[host] = (f"{state.state}{state.flag}: {POWER_SAVING[state.flag]} by the scheduler's power saving, "
-                          "so it cannot be reached; it is checked once it is up")
+            kept[host] = (f"{state.state}{state.flag}: {POWER_SAVING[state.flag]} {POWERED_DOWN}, so it cannot be "
+                          "reached; it is checked once it is up")
             continue
         if state is None or not state.out_of_service or not state.reason:
             continue

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 from provisioner.scheduler import Scheduler, SchedulerError
-from provisioner.scheduler.drain import Action, drain_failed
+from provisioner.scheduler.drain import POWERED_DOWN, Action, drain_failed
 from provisioner.watch.changes import Change
 
 # What drains a host: what audit's --drain-failed drains (drift, unreachable), and a sick link.
@@ -47,6 +47,7 @@ class Drainer:
             except SchedulerError as exc:
                 return [], str(exc)
             # A host left out of service for someone else's reason stays so: asking again each cycle would
-            # only repeat that.
-            self._drained.update(a.host for a in actions if a.action in ("drained", "left"))
+            # only repeat that. One left because power saving had it off is asked again: once up, it counts.
+            self._drained.update(a.host for a in actions if a.action == "drained"
+                                 or (a.action == "left" and POWERED_DOWN not in a.detail))
             return actions, None

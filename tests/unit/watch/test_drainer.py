@@ -60,3 +60,23 @@ def test_an_unreachable_scheduler_is_said_and_tried_again() -> None:
     assert drainer([down]) == ([], "controller unreachable")
     assert drainer([down]) == ([], "controller unreachable")
     assert calls == 2
+
+
+def test_a_host_powered_off_by_power_saving_is_left_and_asked_again_once_it_is_up() -> None:
+    slurm = FakeSlurm()
+    states = {"gpu04": NodeState("idle", flag="~")}
+    slurm.state = lambda hosts: {h: states[h] for h in hosts if h in states}  # type: ignore[method-assign]
+
+    @contextmanager
+    def connect() -> Iterator[FakeSlurm]:
+        yield slurm
+
+    drainer = Drainer(connect)  # type: ignore[arg-type]
+    down = Change("gpu04", 1.0, "host_down", "", "timed out")
+    actions, _ = drainer([down])
+    assert [(a.host, a.action) for a in actions] == [("gpu04", "left")] and "power saving" in actions[0].detail
+    assert slurm.drains == []
+    # Powered up for a job and now drifted: this watch drains it after all.
+    states["gpu04"] = NodeState("idle")
+    actions, _ = drainer([Change("gpu04", 2.0, "drift_new", "sysctl x", "0 (want 1)")])
+    assert [(a.host, a.action) for a in actions] == [("gpu04", "drained")]
