@@ -167,6 +167,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "nvidia-smi-topo-19-4h100-nv6-cpu-lists-legend-cut.txt": "nvidia_smi_topo",
     "nvidia-smi-topo-20-5gpu-pcie-only-sys-phb-node.txt": "nvidia_smi_topo",
     "nvidia-smi-topo-21-b200-narrow-info-cells-cut.txt": "nvidia_smi_topo",
+    "ethtool-S-7-gve-bracket-queue-suffix.txt": "ethtool_stats",
 }
 
 

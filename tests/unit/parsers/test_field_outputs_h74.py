@@ -81,3 +81,16 @@ def test_topo_affinity_cells_a_few_blanks_apart() -> None:
     assert facts["gpu_numa_id"]["GPU4"] is None and facts["other_columns"] == {}
     assert facts["matrix"]["GPU2"]["NIC2"] == "PIX" and facts["matrix"]["GPU0"]["NIC8"] == "NODE"
     assert facts["complete"] is False
+
+
+def test_ethtool_gve_queue_counters_keep_their_bracketed_suffix() -> None:
+    # gVNIC names a queue's counter `rx_bytes[0]`: a name of its own, not the port's `rx_bytes`.
+    facts = parse("ethtool_stats", read("ethtool-S-7-gve-bracket-queue-suffix.txt"))
+    _clean(facts)
+    assert facts["complete"] is True and facts["missing"] == [] and facts["repeated"] == []
+    counters = facts["counters"]
+    assert len(counters) == 112
+    assert (counters["rx_bytes"], counters["rx_bytes[0]"], counters["rx_bytes[1]"]) == (252265, 167896, 84369)
+    assert (counters["tx_bytes"], counters["tx_bytes[0]"], counters["tx_bytes[1]"]) == (71982, 45726, 26256)
+    assert counters["tx_consumed_desc[1]"] == 342 and counters["interface_up_cnt"] == 2
+    assert counters["adminq_query_rss_cnt"] == 0
