@@ -11,7 +11,8 @@ says it. A NIC Legend that stops before a NIC column's entry was cut (`missing: 
 NIC6..NIC9"]`).
 Headers re-spaced by `column -t` (`CPU  Affinity`) are put back together. A row one or more cells short
 where a cell is two of nvidia-smi's link types run together (`SYSSYS`, `PXBNODE`: the tab between two
-columns missing, as in some 16-NIC matrices) is split back into its cells.
+columns missing, as in some 16-NIC matrices) is split back into its cells; so is a header cell that is
+two numbered labels run together (`NIC11NIC12`).
 
 Captured output may also start mid-legend (no matrix), and may have `ibstatus` blocks appended after
 the legend: those are parsed into `ibstatus`. Lines that fit nowhere are listed in `unplaced`; output
@@ -38,6 +39,10 @@ _LINK = re.compile(r"^(?:X|NV[0-9]+|[A-Z][A-Z0-9]{1,7}|N/A)$", re.ASCII)
 _KNOWN_LINK = r"X|NV[0-9]+|SYS|NODE|PHB|PXB|PIX"
 _GLUED = re.compile(rf"^(?:{_KNOWN_LINK}){{2,}}$", re.ASCII)
 _GLUED_PART = re.compile(_KNOWN_LINK, re.ASCII)
+# Numbered column labels, which lose the blank between them in the same way (`NIC11NIC12`).
+_LABEL = r"(?:GPU|NIC)[0-9]+|mlx[0-9]*_[0-9]+"
+_GLUED_LABELS = re.compile(rf"^(?:{_LABEL}){{2,}}$", re.ASCII)
+_LABEL_PART = re.compile(_LABEL, re.ASCII)
 _LEGEND_TITLE = re.compile(r"^(?P<nic>NIC\s+)?Legend:$")
 _LEGEND_ENTRY = re.compile(r"^(?P<key>\S+)\s*=\s*(?P<text>\S.*)$")
 _LEGEND_OWN_HASH = re.compile(r"\s+#.*?(?=\s+#(?:\s|$)|$)")
@@ -96,6 +101,8 @@ def _header_cells(line: Line) -> tuple[list[str], list[str]] | None:
         # Compact output may leave one space between device names: split those, keep phrases whole.
         if len(words) > 1 and all(_DEVICE.match(w) for w in words):
             cells.extend(words)
+        elif len(words) == 1 and _GLUED_LABELS.match(words[0]):
+            cells.extend(_LABEL_PART.findall(words[0]))
         elif words:
             cells.append(" ".join(words))
     cells = _join_phrases(cells)
@@ -234,6 +241,12 @@ def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
     # nvidia-smi prints an entry for every NICn column; the legend comes last, so a cut takes its tail.
     if topo.nic_legend and (unnamed := [d for d in topo.devices if _NIC_N.match(d) and d not in topo.nic_legend]):
         found.lack(f"NIC Legend entries for {_ranges(unnamed)}")
+    # Every driver ends the Legend with `NV#`, and prints a NIC Legend after it wherever columns are NICn:
+    # a Legend without them was cut (by the person pasting it, or by `head`).
+    if topo.legend and "NV#" not in topo.legend:
+        found.lack("Legend entries after " + list(topo.legend)[-1])
+    elif topo.legend and not topo.nic_legend and (numbered := [d for d in topo.devices if _NIC_N.match(d)]):
+        found.lack(f"NIC Legend (entries for {_ranges(numbered)})")
     completeness = found.result("no topology matrix or legend found")
     # Every device the header or a row names: a cut output still says how many GPUs and NICs there are
     # (the rows it lacks are in `missing`).

@@ -162,6 +162,12 @@ SAMPLE_KINDS: dict[str, str] = {
     "ethtool-S-4-bnx2x-queues-spaces-no-header.txt": "ethtool_stats",
     "ethtool-S-5-mlx5-cx4lx-4.15-no-indent.txt": "ethtool_stats",
     "ethtool-S-6-mlx5-grep-prio-byteps.txt": "ethtool_stats",
+    "nvidia-smi-topo-17-3gpu-nv4-pair-and-pcie-gpu.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-18-b200-glued-header-labels-cut.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-19-4h100-nv6-cpu-lists-legend-cut.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-20-5gpu-pcie-only-sys-phb-node.txt": "nvidia_smi_topo",
+    "nvidia-smi-topo-21-b200-narrow-info-cells-cut.txt": "nvidia_smi_topo",
+    "ethtool-S-7-gve-bracket-queue-suffix.txt": "ethtool_stats",
 }
 
 

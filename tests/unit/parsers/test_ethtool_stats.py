@@ -38,6 +38,9 @@ SAMPLES = [
         "rx_prio0_bytes": 88034564921216, "rx_prio0_packets": 419873392068, "tx_prio0_bytes": 13906677385186,
         "tx_prio0_packets": 40177770079, "rx_prio3_bytes": 0, "tx_prio3_packets": 0, "tx_prio7_packets": 0,
     }),
+    ("ethtool-S-7-gve-bracket-queue-suffix.txt", 112, {
+        "rx_bytes": 252265, "rx_bytes[0]": 167896, "tx_bytes[1]": 26256, "adminq_prod_cnt": 18,
+    }),
 ]
 
 
