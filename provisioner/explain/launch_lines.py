@@ -14,6 +14,7 @@ import re
 import signal
 from dataclasses import dataclass, field
 
+from provisioner.explain.kubexec import AGENT_FAILED
 from provisioner.explain.logs import Log, LogLine
 
 # How a rank ended. `oom`: the kernel or the cgroup killed it for memory; `limit`/`node`/`cancel`: the
@@ -104,7 +105,8 @@ def _open_mpi(log: Log) -> list[End]:
     ends: list[End] = []
     ssh_failed = False
     for index, line in enumerate(log.lines):
-        ssh_failed = ssh_failed or SSH_FAILED.search(line.text) is not None
+        # kubectl failing as mpi-operator's agent leaves the same lost daemon ssh does.
+        ssh_failed = ssh_failed or any(p.search(line.text) is not None for p in (SSH_FAILED, AGENT_FAILED))
         two = _window(log, index, 1)
         text = _joined(two)
         if "noticed that process rank" in line.text and (m := _OMPI_SIGNAL.search(text)):

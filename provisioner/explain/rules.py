@@ -3,7 +3,7 @@ Causes with evidence, kept in one module per class (rules_socket, rules_containe
 rules_verbs, rules_provider, rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy,
 rules_ras, rules_torch, rules_desync, rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm,
 rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions, rules_transport,
-rules_pcie, rules_enroot).
+rules_pcie, rules_enroot, rules_pmix).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -31,6 +31,7 @@ from provisioner.explain import (
     rules_nvlink,
     rules_pcie,
     rules_plugins,
+    rules_pmix,
     rules_provider,
     rules_proxy,
     rules_ras,
@@ -74,7 +75,7 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_ras.ras,
     rules_proxy.proxy_failures,
     rules_job.crashes,
-    rules_launch.launcher_failures, rules_elastic.exit_barrier,
+    rules_launch.launcher_failures, rules_pmix.pmix_wireup, rules_elastic.exit_barrier,
 ]
 # A rank the launcher or scheduler saw die explains what the generic crash rule and the stalled-path rules
 # would otherwise blame: with one, those are dropped.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from provisioner.explain import kubexec
 from provisioner.explain.evidence import evidence, grep, hosts
 from provisioner.explain.launch_lines import SSH_FAILED, STEP_FAILED, End, read_ends, signal_name, ssh_host
 from provisioner.explain.logs import Log, LogLine
@@ -137,6 +138,9 @@ def _daemons(ends: list[End], logs: list[Log]) -> list[Cause]:
     if not found:
         return []
     ssh = [line for line, _ in grep(logs, SSH_FAILED)]
+    agent = {log.name: lines for log in logs if (lines := kubexec.failures(log))}
+    if agent and not ssh:
+        return [_kubectl_agent(found, logs, agent)]
     where = unique([h for line in ssh if (h := ssh_host(line))] + _where(found))
     # The ssh client's own words say which of the usual reasons it was: say it first, and how to try it alone.
     said = unique([line.text.split(": ")[-1].strip().rstrip(".") for line in ssh])
@@ -151,6 +155,25 @@ def _daemons(ends: list[End], logs: list[Log]) -> list[Cause]:
                   "and that Open MPI is installed at the same prefix on each (--prefix or "
                   "--enable-orterun-prefix-by-default); with Slurm read the node's slurmd log.", score=84, hosts=where,
                   evidence=evidence(ssh + _lines(found)))]
+
+
+def _kubectl_agent(found: list[End], logs: list[Log], agent: dict[str, list[LogLine]]) -> Cause:
+    """The daemon mpi-operator's kubectl agent could not start: ssh's failure, in Kubernetes' terms."""
+    lines = [line for name in agent for line in agent[name]]
+    pods = unique([p for log in logs if log.name in agent for p in kubexec.pods(log, agent[log.name])])
+    why = kubexec.reasons(lines)
+    return Cause(id="launcher-daemon-failed", title="mpirun's kubectl agent could not start its daemon in "
+                 + (", ".join(pods) if pods else "a worker pod"),
+                 detail="mpirun starts its daemon (orted/prted) in each worker pod through kubectl exec (Open "
+                 "MPI's rsh agent set to kubexec.sh by the MPI operator) where it would use ssh, and kubectl "
+                 f"failed{' (' + '; '.join(why) + ')' if why else ''}: no daemon started there, so no rank ran. "
+                 "It is the launch that failed, not a node or the network under a running job.",
+                 fix="Check the launcher pod: its image has kubectl where kubexec.sh calls it (/opt/kube/kubectl); "
+                 "its service account has a Role allowing `get`/`list`/`watch` on pods and `create` on pods/exec "
+                 "in the job's namespace (`kubectl auth can-i create pods/exec --as "
+                 "system:serviceaccount:NS:SA`); every worker pod is Running and Ready before mpirun starts "
+                 "(`kubectl get pods -l training.kubeflow.org/job-name=JOB`), and orted is on their PATH.",
+                 score=84, hosts=pods or _where(found), evidence=evidence(lines + _lines(found)))
 
 
 def _heartbeat(ends: list[End], logs: list[Log]) -> list[Cause]:

@@ -1,0 +1,156 @@
+"""Slurm's own wire-up between the nodes of a step failing: the PMIx plugin (`mpi/pmix`, `mpi/pmix_vN`) and the
+PMI2 plugin (`mpi/pmi2`) in slurmstepd exchange every rank's address before MPI_Init (or NCCL's bootstrap under
+it) returns, node to node. When one node's stepd cannot reach another the fence never completes: the ranks hang
+in MPI_Init until the plugin's timeout, and nothing of NCCL or the fabric was tried.
+
+The PMIx plugin's errors come in two forms. Slurm 20.11.4 on (`PMIXP_ERROR` in pmixp_debug.h):
+`error:  mpi/pmix_v3: FUNC: HOST [NODEID]: FILE:LINE: MESSAGE`. Before it:
+`error: HOST [NODEID] FILE:LINE [FUNC] mpi/pmix: ERROR: MESSAGE`. HOST is the node that reports. What each
+message says (src/plugins/mpi/pmix, 20.11 to 25.11, the same words throughout):
+
+- `collective timeout seq=N` (pmixp_coll_ring.c / pmixp_coll_tree.c): the fence waited PMIxTimeout
+  (SLURM_PMIX_TIMEOUT, 300 s by default) for a node's contribution; the state dump after it names the nodes still
+  awaited (`wait contrib: HOSTS`) and, for the ring, the neighbours (`neighbor id: next N:HOST, prev N:HOST`).
+- `Cannot establish direct connection to HOST (N)` after `Cannot establish the connection` (pmixp_dconn_tcp.c):
+  the stepd's TCP connect to the other node's stepd failed; that port is in SrunPortRange when one is set, an
+  ephemeral one otherwise.
+- `Can't find address for host HOST, check slurm.conf`: the node is not in the slurm.conf this stepd reads.
+- `send failed, rc=N, exceeded the retry limit`, `Cannot send message to ...`, `failed to send to HOST`: a
+  message relayed through the other node's slurmd (SlurmdPort) did not get there.
+
+PMI2's fence (tree.c, pmi1.c, pmi2.c): `mpi/pmi2: failed to send temp kvs to HOST` (the parent node in the
+fence tree, or `srun`), and srun's own `failed to send temp kvs to compute nodes`; the plugin then kills the step.
+"""
+
+from __future__ import annotations
+
+import re
+
+from provisioner.explain.evidence import evidence
+from provisioner.explain.logs import Log, LogLine
+from provisioner.explain.model import Cause
+from provisioner.parsers._text import unique
+
+# The node that reports, in either form of the PMIx plugin's prefix.
+_NEW = re.compile(r"mpi/pmix(?:_v\d+)?: \w+: (?P<host>\S+) \[\d+\]: \w+\.[ch]:\d+: (?P<msg>.*)$")
+_OLD = re.compile(r"error: (?P<host>\S+) \[\d+\] \w+\.[ch]:\d+ \[\w+\] mpi/pmix: ERROR: (?P<msg>.*)$")
+_PMI2 = re.compile(r"mpi/pmi2: (?:\d+ )?failed to send temp kvs to (?P<peer>compute nodes|\S+)")
+
+_TIMEOUT = re.compile(r"collective timeout seq=\d+")
+_WAITED = re.compile(r"^\s*wait contrib: (?P<hosts>\S+)")
+_RING = re.compile(r"neighbor id: next \d+:(?P<next>\S+), prev \d+:(?P<prev>\S+)")
+_DIRECT = re.compile(r"Cannot establish direct connection to (?P<peer>\S+) \(\d+\)|Cannot establish the connection")
+_NO_ADDRESS = re.compile(r"Can't find address for host (?P<peer>\S+), check slurm\.conf")
+_SEND = re.compile(r"send failed, rc=\d+, exceeded the retry limit|Cannot send message to|"
+                   r"failed to send to (?P<peer>\S+), errno")
+
+
+def _message(line: LogLine) -> tuple[str, str] | None:
+    """(reporting node, message) of a PMIx plugin error line."""
+    if "mpi/pmix" not in line.text:
+        return None
+    m = _NEW.search(line.text) or _OLD.search(line.text)
+    return (m["host"], m["msg"]) if m else None
+
+
+def _expand(ranged: str) -> list[str]:
+    """Slurm's ranged host list as the dump prints it (`node[2-3],gpu-a`), one name each."""
+    names: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", ranged):
+        m = re.fullmatch(r"(?P<head>[^\[]*)\[(?P<body>[^\]]*)\](?P<tail>.*)", part)
+        if not m:
+            names.append(part)
+            continue
+        for piece in m["body"].split(","):
+            low, _, high = piece.partition("-")
+            if high and low.isdigit() and high.isdigit():
+                names += [f"{m['head']}{n:0{len(low)}d}{m['tail']}" for n in range(int(low), int(high) + 1)]
+            else:
+                names.append(f"{m['head']}{piece}{m['tail']}")
+    return names
+
+
+_LINES = ("address", "direct", "send", "pmi2", "timeout")
+
+
+def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
+    """The plugin's failure lines by kind (and the fence's state dump), and the nodes they name: those that
+    report, the peers named, the nodes the fence still waited for and the ring's neighbours."""
+    found: dict[str, list[LogLine]] = {key: [] for key in (*_LINES, "dump")}
+    names: dict[str, list[str]] = {key: [] for key in ("reporters", "waited", "ring", "peers")}
+    for line in log.lines:
+        if (pmi2 := _PMI2.search(line.text)) is not None:
+            found["pmi2"].append(line)
+            if pmi2["peer"] not in ("srun", "compute nodes"):
+                names["peers"].append(pmi2["peer"])
+            continue
+        parsed = _message(line)
+        if parsed is None:
+            continue
+        host, msg = parsed
+        if (waited := _WAITED.match(msg)) and waited["hosts"] != "-":
+            names["waited"] += _expand(waited["hosts"])
+            found["dump"].append(line)
+        elif ring := _RING.search(msg):
+            names["ring"] += [ring["prev"], ring["next"]]
+            found["dump"].append(line)
+        for key, pattern in (("timeout", _TIMEOUT), ("direct", _DIRECT), ("address", _NO_ADDRESS),
+                             ("send", _SEND)):
+            if m := pattern.search(msg):
+                found[key].append(line)
+                names["reporters"].append(host)
+                if "peer" in pattern.groupindex and m["peer"]:
+                    names["peers"].append(m["peer"])
+    return found, names
+
+
+def pmix_wireup(logs: list[Log]) -> list[Cause]:
+    reads = [_read(log) for log in logs]
+    merged = {key: [ln for found, _ in reads for ln in found[key]] for key in (*_LINES, "dump")}
+    named = {key: [n for _, names in reads for n in names[key]] for key in ("reporters", "waited", "ring", "peers")}
+    lines = [ln for key in _LINES for ln in merged[key]]
+    if not lines:
+        return []
+    if merged["timeout"]:
+        lines += merged["dump"]
+    reporters = unique(named["reporters"])
+    # The node the fence waited for is the one to look at; without the dump's list, the ring's neighbours.
+    awaited = unique(named["waited"] or ([h for h in named["ring"] if h not in reporters] if merged["timeout"]
+                                         else []))
+    peers = unique(named["peers"] + awaited)
+    where = unique(peers + reporters)
+    by = ", ".join(reporters) or "a node's slurmstepd"
+    if merged["address"]:
+        what = (f"{by} could not look up {', '.join(peers) or 'a node of the step'} in slurm.conf: the nodes "
+                "read different slurm.conf files, or that node's NodeAddr/NodeHostname does not resolve there")
+    elif merged["direct"]:
+        what = (f"{by} could not open its direct TCP connection to the stepd on "
+                f"{', '.join(peers) or 'another node'}: a firewall between the nodes drops that port (in "
+                "SrunPortRange when set, an ephemeral port otherwise), or that node's stepd was gone")
+        if peers and set(peers) <= set(reporters):
+            what += (f"; the peer it names is itself: the step's node list gave another node's id the name "
+                     f"{', '.join(peers)} (seen in heterogeneous jobs, whose components number their nodes apart)")
+    elif merged["send"] or merged["pmi2"]:
+        what = (f"{by} could not pass the fence's data on to {', '.join(peers) or 'the next node'} (through its "
+                "slurmd, or to srun): that node's slurmd or step failed, or a firewall drops SlurmdPort or "
+                "SrunPortRange between them")
+    else:
+        what = (f"the fence on {by} timed out waiting for {', '.join(awaited) or 'another node'}: that node's "
+                "stepd never sent its part (its tasks did not start there, its slurmd or container start hung, "
+                "or the stepds cannot reach each other)")
+    detail = (what + ". Slurm's MPI plugin exchanges the ranks' addresses between the nodes' slurmstepd before "
+              "MPI_Init returns; that exchange failed, so the ranks hung or were killed in start-up and nothing "
+              "of NCCL or the fabric was tried.")
+    plugin = "PMI2" if merged["pmi2"] and not (merged["timeout"] or merged["direct"] or merged["send"]) else "PMIx"
+    return [Cause(
+        id="pmix-wireup-failed",
+        title=f"Slurm's {plugin} exchange between the step's nodes failed" + (f" ({', '.join(peers)})" if peers
+                                                                             else ""),
+        detail=detail,
+        fix="Run `srun -N2 --mpi=pmix hostname` and an MPI hello world across the same nodes; open SlurmdPort "
+            "(6818) and SrunPortRange (set one in slurm.conf so a firewall can allow it) between all compute "
+            "nodes and the login node; read the slurmd log of the node named; give slow container starts "
+            "more time (SLURM_PMIX_TIMEOUT or PMIxTimeout in mpi.conf); check that every node runs the same "
+            "Slurm and slurm.conf and that the MPI was built against the PMIx Slurm's plugin uses "
+            "(`srun --mpi=list`); SLURM_PMIX_DIRECT_CONN=false routes the exchange through slurmd instead.",
+        score=83, hosts=where, evidence=evidence(lines))]
