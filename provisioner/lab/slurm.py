@@ -127,6 +127,16 @@ def slurm_conf(lab: str, nodes: Sequence[NodeRecord], cpus: int) -> str:
         "SlurmdTimeout=60",
         "InactiveLimit=0",
         "KillWait=5",
+        # Power saving on, so a node can be powered down by hand (`scontrol update ... State=POWER_DOWN`) and
+        # read as `idle~`, but never on its own: a year idle (INFINITE would turn power saving off, and with it
+        # the power states). A lab node cannot power up again (Slurm waits for a boot after the resume
+        # request, and a lab node shares this machine's kernel), so it must never be powered down unasked.
+        # The programs do nothing: a lab node stays up, as a node whose power-off failed would.
+        "SuspendProgram=/bin/true",
+        "ResumeProgram=/bin/true",
+        "SuspendTime=31536000",
+        "SuspendTimeout=5",
+        "ResumeTimeout=60",
     ]
     lines += [f"NodeName={n.name} NodeAddr={n.mgmt_ip} CPUs={cpus} RealMemory={REAL_MEMORY_MB} State=UNKNOWN"
               for n in nodes]

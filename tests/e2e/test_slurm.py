@@ -371,3 +371,25 @@ def test_an_inventory_of_fqdns_reaches_slurm_by_its_node_names(slab: Lab, playbo
     proc = fabnet("audit", str(_fqdn_inventory(slab, tmp_path, node_var=False)), "-p", str(playbook),
                   "--nodelist", "gpu01")
     assert proc.returncode == 3 and "lacks: gpu01" in proc.stderr and "fabnet_slurm_node" in proc.stderr, proc.stderr
+
+
+def test_a_node_power_saving_has_off_is_left_not_drained(slab: Lab, playbook: Path) -> None:
+    """Last in this module on purpose: a lab node cannot power up again (Slurm waits for a boot after the
+    resume request, and a lab node shares the machine's kernel), so no test after it may need gpu03."""
+    inventory = str(slab.state.inventory_path)
+    mgmt = slab.state.names.mgmt_port(slab.node("gpu03").index)
+    subprocess.run(["ip", "link", "set", mgmt, "down"], check=True)  # off: neither ssh nor slurmd answers
+    try:
+        _on_controller(slab, "scontrol update NodeName=gpu03 State=POWER_DOWN")
+        deadline = time.monotonic() + 60
+        while _states(slab).get("gpu03") != "idle~":
+            assert time.monotonic() < deadline, _states(slab)
+            time.sleep(1)
+        proc = fabnet("audit", inventory, "-p", str(playbook), "--limit", "gpu03", "--drain-failed",
+                      "--connect-timeout", "3")
+        assert proc.returncode == 4, proc.stderr  # unreachable
+        assert "slurm: left gpu03: idle~: powered off by the scheduler's power saving" in proc.stderr, proc.stderr
+        gpu03 = _node(slab, "gpu03")
+        assert "POWERED_DOWN" in gpu03["State"] and "DRAIN" not in gpu03["State"] and not gpu03["Reason"], gpu03
+    finally:
+        subprocess.run(["ip", "link", "set", mgmt, "up"], check=True)
