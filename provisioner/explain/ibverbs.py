@@ -1,9 +1,9 @@
 """What an ibverbs work-completion status (as NCCL prints `error 12` / `status=12`) means, and what to do.
 
 Statuses fall into classes that point at different places, so the advice follows the class: a local
-protection or length error is the local memory registration (GPUDirect: nvidia_peermem or dma-buf),
-never the fabric; a retry-exceeded error is the fabric path; a flushed request is only the echo of an
-earlier error on the same queue pair.
+length or access error is the local memory registration (GPUDirect: nvidia_peermem or dma-buf), a local
+protection error that or PCIe ACS between NIC and GPU, never the fabric; a retry-exceeded error is the
+fabric path; a flushed request is only the echo of an earlier error on the same queue pair.
 """
 
 from __future__ import annotations
@@ -26,6 +26,20 @@ _REGISTRATION_FIX = (
     "(`lsmod | grep nvidia_peermem`, else `modprobe nvidia_peermem`; or dma-buf with the open GPU kernel "
     "module and NCCL_DMABUF_ENABLE=1), that the locked-memory limit is unlimited (`ulimit -l`), and rerun "
     "with NCCL_NET_GDR_LEVEL=LOC to confirm: if the error goes, GPUDirect registration is the cause.")
+# A protection error on a buffer that registered fine is, by NCCL's maintainers' account (NVIDIA/nccl#214,
+# #304, #928), most often PCIe ACS on a bridge between NIC and GPU: the NIC's peer-to-peer reads and writes of GPU
+# memory are redirected up to the root complex and refused there, while the same transfers staged in host memory
+# work. Registration (the module, the memlock limit) is the other cause; turning GPUDirect off tells them apart
+# from registration problems only when the error also goes with it, so the ACS check comes first.
+_PROTECTION_FIX = (
+    "This is the local host's PCIe path or memory registration, not the fabric. Most often PCIe ACS is on "
+    "between NIC and GPU and redirects the NIC's GPUDirect reads and writes to the root complex: `sudo lspci "
+    "-vvv | grep ACSCtl` must show SrcValid- (and ReqRedir-/CmpltRedir-) on every bridge above the NIC and "
+    "GPU; turn ACS off in the BIOS (or `setpci -s BDF ECAP_ACS+6.w=0000` on each bridge until the next "
+    "boot) and boot with iommu=pt. Otherwise check that GPUDirect RDMA is registered (`lsmod | grep "
+    "nvidia_peermem`, or dma-buf with NCCL_DMABUF_ENABLE=1) and that the locked-memory limit is unlimited "
+    "(`ulimit -l`). Rerun with NCCL_NET_GDR_LEVEL=LOC to confirm: if the error goes, the GPUDirect path (ACS "
+    "or registration) is the cause.")
 _PEER_REGISTRATION_FIX = (
     "Check the peer host's memory registration: GPUDirect RDMA there (`lsmod | grep nvidia_peermem` or "
     "dma-buf), its locked-memory limit (`ulimit -l`), and that both ends run the same NCCL.")
@@ -53,7 +67,7 @@ _DEVICE_FIX = (
 class Status:
     symbol: str
     meaning: str
-    kind: str  # registration, peer-registration, config, fabric, peer, flush, device
+    kind: str  # registration, protection, peer-registration, config, fabric, peer, flush, device
     fix: str
     first_cause: bool  # False for a status that only follows another error
 
@@ -62,7 +76,8 @@ _CLASSES: dict[int, tuple[str, str]] = {
     1: ("local length error: a message did not fit the posted buffer or registered region", "registration"),
     2: ("local queue-pair operation error: a malformed work request or a queue pair in a bad state", "config"),
     4: ("local protection error: the buffer is not (or no longer) registered for this access, typically a "
-        "GPU buffer whose GPUDirect registration failed", "registration"),
+        "GPU buffer whose GPUDirect registration failed, or GPUDirect traffic that PCIe ACS redirects",
+        "protection"),
     5: ("work request flushed: the queue pair was already in error", "flush"),
     6: ("memory-window bind error", "registration"),
     7: ("bad response from the peer", "config"),
@@ -79,7 +94,8 @@ _CLASSES: dict[int, tuple[str, str]] = {
     19: ("fatal error in the HCA", "device"),
     20: ("response timeout: the peer did not answer", "fabric"),
 }
-_FIXES = {"registration": _REGISTRATION_FIX, "peer-registration": _PEER_REGISTRATION_FIX, "config": _CONFIG_FIX,
+_FIXES = {"registration": _REGISTRATION_FIX, "protection": _PROTECTION_FIX, "peer-registration": _PEER_REGISTRATION_FIX,
+          "config": _CONFIG_FIX,
           "fabric": _FABRIC_FIX, "peer": _PEER_FIX, "flush": _FLUSH_FIX, "device": _DEVICE_FIX}
 
 
@@ -91,7 +107,8 @@ def status(code: int) -> Status:
 
 def score(found: Status) -> int:
     """How a completion error of this class ranks among causes: the ones that stop a job by themselves first."""
-    return {"fabric": 90, "peer": 85, "registration": 88, "peer-registration": 85, "config": 85,
+    return {"fabric": 90, "peer": 85, "registration": 88, "protection": 88, "peer-registration": 85,
+            "config": 85,
             "device": 90}.get(found.kind, 55)
 
 
