@@ -27,8 +27,9 @@ import re
 
 from provisioner.parsers._text import Fact
 
+# A poster who deletes the peer's address leaves `from peer with error 4` (NVIDIA/nccl#1052): still a completion.
 _COMPLETION = re.compile(
-    r"(?:Got completion(?:\s+from peer\s+(?P<peer>[^\s<,]+)(?:<(?P<port>[0-9]+)>)?)?\s*with\s+"
+    r"(?:Got completion(?:\s+from peer(?:\s+(?!with\s)(?P<peer>[^\s<,]+)(?:<(?P<port>[0-9]+)>)?)?)?\s*with\s+"
     r"(?:error|status)|Unsupported completion status)\s*[=:]?\s*"
     r"(?:(?P<symbol>[A-Z][A-Z0-9_]*)\s*\(\s*)?(?P<status>[0-9]+)"
 )

@@ -38,3 +38,10 @@ def test_a_length_error_stays_with_registration() -> None:
     _, text, _ = line_top("transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<56421> "
                           "with error 1, opcode 0, len 0, vendor err 105 (Recv)")
     assert "nvidia_peermem" in text and "ACSCtl" not in text, text
+
+
+def test_a_completion_whose_peer_address_the_poster_deleted() -> None:
+    """2.19's `Got completion from peer %s<%d> with error` with the address cut out by the poster: still read."""
+    cause, text, hosts = line_top("transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer with error 4, "
+                                  "opcode 0, len 0, vendor err 81 (Send) localGid ::ffff: remoteGid ::ffff:")
+    assert cause == "ib-completion-error" and "IBV_WC_LOC_PROT_ERR" in text and hosts == ["gpu-a"], (cause, hosts)
