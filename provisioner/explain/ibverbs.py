@@ -51,7 +51,9 @@ _FABRIC_FIX = (
     "link_downed, out_of_buffer), a bad cable or optic, MTU end to end, and on RoCE PFC/ECN and trust "
     "on every hop (roce_qos). Congestion from other jobs gives the same error. On RoCE, when it fails from "
     "the first transfer, suspect the GID index first: NCCL_IB_GID_INDEX must name a routable RoCE v2 "
-    "address (not the link-local fe80:: one) in the peers' subnet on every host (`show_gids`).")
+    "address (not the link-local fe80:: one) in the peers' subnet on every host (`show_gids`). When it fails only "
+    "under load on a path that is otherwise clean, a longer NCCL_IB_TIMEOUT (the exponent: 22 and up) and "
+    "NCCL_IB_RETRY_CNT (7 at most) ride out congestion while the fabric's own fault is found.")
 _PEER_FIX = (
     "The peer stopped posting receives: find that rank's own log (it usually died or hung first) and its "
     "host; raise NCCL_IB_TIMEOUT only after the peer is known healthy.")

@@ -193,6 +193,12 @@ def _family(calls: list[str]) -> str:
     return "device"
 
 
+_UNSUPPORTED = re.compile(r"not supported|EOPNOTSUPP|errno 95\b", re.I)
+_DMABUF_FIX = ("The RDMA driver refused dma-buf registration of GPU memory: it is older than dma-buf support "
+               "(MLNX_OFED/DOCA or the kernel's rdma-core): NCCL_DMABUF_ENABLE=0 makes NCCL register through "
+               "nvidia_peermem instead, or update the driver.")
+
+
 def resource_failures(logs: list[Log]) -> list[Cause]:
     """Failed verbs/OFI calls and the locked-memory limit: the job could not create queue pairs or
     completion queues, or register memory, so it never ran over RDMA."""
@@ -219,6 +225,10 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
         if family == "connection" and (found := _modify_qp_fix([f for _, f in verbs])):
             fix, settings, title = found
         hint, gid_lines = gid_changes(logs) if family == "connection" else ("", [])
+        if any("dmabuf" in (f.call or "") and _UNSUPPORTED.search(f.error) for _, f in verbs):
+            # nccl#778: the RDMA driver predates dma-buf registration; NCCL falls back only when told.
+            fix = _DMABUF_FIX + " " + fix
+            settings = [*settings, "NCCL_DMABUF_ENABLE=0"]
         causes.append(Cause(
             id="verbs-resource-failure",
             title=title or "an RDMA verbs call failed (queue pair, completion queue or memory registration)",

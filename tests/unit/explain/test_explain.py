@@ -290,6 +290,15 @@ def test_nccl_built_without_code_for_this_gpu() -> None:
     assert cause.id == "cuda-driver" and "named symbol not found" in cause.title and "NVCC_GENCODE" in cause.fix
 
 
+def test_dma_buf_registration_the_driver_does_not_support() -> None:
+    # NVIDIA/nccl#778: the IB driver older than dma-buf; the maintainer's answer was NCCL_DMABUF_ENABLE=0.
+    cause = explain([("job.log", (SAMPLES / "logs/nccl-reg-dmabuf-mr-not-supported-1.txt").read_text())]).causes[0]
+    assert cause.id == "verbs-resource-failure" and cause.settings == ["NCCL_DMABUF_ENABLE=0"]
+    assert "nvidia_peermem" in cause.fix
+    other = "gpu01:1:2 [0] misc/ibvwrap.cc:288 NCCL WARN Call to ibv_reg_mr failed with error Operation not supported\n"
+    assert "NCCL_DMABUF_ENABLE=0" not in explain([("job.log", other)]).causes[0].settings
+
+
 @pytest.mark.parametrize(("host", "named"), [("gpu07", ["gpu07"]), ("...", []), ("***", [])])
 def test_a_masked_node_name_is_no_host(host: str, named: list[str]) -> None:
     line = f"slurmstepd: error: *** STEP 494583.0 ON {host} CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***\n"
