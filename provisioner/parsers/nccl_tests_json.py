@@ -32,7 +32,16 @@ _PARAMETERS = {"nthreads": "nThread", "ngpus": "nGpus", "minimum_bytes": "minByt
 
 
 def looks_like_json(text: str) -> bool:
-    return text.lstrip().startswith("{")
+    """Whether `text` is a report, whole or cut while written: it starts with `{`, and is not one JSON object with
+    more text after it (a log whose first line is a structured logger's record, nccl-tests' text below it)."""
+    text = text.lstrip()
+    if not text.startswith("{"):
+        return False
+    try:
+        _, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return True  # cut: read as a report, so the error says where it stops
+    return not text[end:].strip()
 
 
 def _number(value: Any) -> float | None:

@@ -122,6 +122,13 @@ def test_json_that_is_no_report_is_refused() -> None:
         parse_nccl_tests('{"schema": "fabnet/explain/v1", "causes": []}')
 
 
+def test_a_log_that_starts_with_a_json_record_is_read_as_text() -> None:
+    # A wrapper's structured log line above nccl-tests' text output: the text is the run, not a cut report.
+    text = read("all_reduce_perf-12-failure-large-sizes.txt")
+    run = parse_nccl_tests('{"level": "info", "msg": "starting all_reduce_perf"}\n' + text)
+    assert run.verdict == parse_nccl_tests(text).verdict == "failed" and len(run.rows) == 5
+
+
 # The same runs as text and as JSON (one H200, tests/samples/INDEX.md): both read to one answer.
 PAIRS = [
     ("all_reduce_perf-33-h200-per-iteration.txt", "nccl-tests-33-h200-per-iteration.json", "ok"),
