@@ -208,15 +208,23 @@ def init_unfinished(logs: list[Log]) -> list[Cause]:
     finished, with the error the log names) or printed its `Init timings`. NCCL's bootstrap
     waits for every rank of the communicator without a timeout of its own (seen on NCCL 2.28: one rank of two
     started, the other never, and the first waited until it was killed)."""
-    stuck = [(log, c) for log in logs for c in (log.nccl.communicators if log.nccl else [])
-             if c.init_started and not c.init_complete and c.init_seconds is None and c.nranks > 1
-             and not _returned(log, c.line, c.host, c.pid)]  # `Init timings` follows only a finished init
+    stuck, lines = [], []
+    for log in logs:
+        started = [c for c in (log.nccl.communicators if log.nccl else [])
+                   if c.init_started and not c.init_complete and c.init_seconds is None and c.nranks > 1]
+        if not started:
+            continue
+        # The log read once, not once per communicator: a cut log of a large job holds thousands of them.
+        returns, numbered = _returns(log), {line.number: line for line in log.lines}
+        for c in started:  # `Init timings` follows only a finished init
+            if not _returned(returns, c.line, c.host, c.pid):
+                stuck.append(c)
+                lines += [numbered[c.line]] if c.line in numbered else []
     if not stuck:
         return []
-    lines = [line for log, c in stuck if (line := log.line(c.line)) is not None]
     lines += [line for line, _ in grep(logs, _BOOTSTRAP_ADDRESS)][:2]
-    which = unique([f"rank {c.rank} of {c.nranks}" for _, c in stuck])
-    if any(c.rings or c.connected for _, c in stuck):
+    which = unique([f"rank {c.rank} of {c.nranks}" for c in stuck])
+    if any(c.rings or c.connected for c in stuck):
         stage = ("The ranks had found each other (their rings were set up) and then stopped while connecting "
                  "their transports: a path between the nodes that drops what it carries (an MTU mismatch, a "
                  "firewall on NCCL's data ports) or a peer that hangs or died.")
@@ -238,10 +246,22 @@ def init_unfinished(logs: list[Log]) -> list[Cause]:
     )]
 
 
-def _returned(log: Log, start: int, host: str | None, pid: int | None) -> bool:
+def _returns(log: Log) -> tuple[int, dict[tuple[str | None, int], int]]:
+    """Where `log` shows an init returning an error: the last line of an error that names no process, and the
+    last line of each process's (host, pid) own trace; 0 where none."""
+    anonymous, traced = 0, dict[tuple[str | None, int], int]()
+    for line, m in log.grep(_INIT_RETURNED):
+        if m["pid"] is None:
+            anonymous = max(anonymous, line.number)
+        else:
+            key = (m["host"], int(m["pid"]))
+            traced[key] = max(traced.get(key, 0), line.number)
+    return anonymous, traced
+
+
+def _returned(returns: tuple[int, dict[tuple[str | None, int], int]], start: int, host: str | None,
+              pid: int | None) -> bool:
     """Whether the process that printed `Init START` on line `start` saw its init return an error after it: a
     trace of its own (same host and pid), or an error line that names no process."""
-    for line, m in log.grep(_INIT_RETURNED):
-        if line.number > start and (m["pid"] is None or (int(m["pid"]) == pid and m["host"] in (host, None))):
-            return True
-    return False
+    anonymous, traced = returns
+    return anonymous > start or (pid is not None and traced.get((host, pid), 0) > start)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from provisioner.errors import ParseError
 from provisioner.parsers._shell import is_shell
@@ -48,7 +48,7 @@ from provisioner.parsers._text import (
     to_float,
 )
 from provisioner.parsers.nccl_line import is_log_line
-from provisioner.parsers.nccl_tests_json import fields_from_json, looks_like_json
+from provisioner.parsers.nccl_tests_json import fields_from_json, invalid, looks_like_json
 from provisioner.parsers.nccl_tests_table import (
     NcclTestRow,
     columns_of,
@@ -301,7 +301,10 @@ class _Run:
 
 def parse_nccl_tests(text: str) -> NcclTests:
     if looks_like_json(text):  # the report `-J FILE.json` writes
-        return NcclTests.model_validate(fields_from_json(text))
+        try:
+            return NcclTests.model_validate(fields_from_json(text))
+        except ValidationError as exc:
+            raise invalid(exc, "the report") from None
     lines = [line for line in content_lines(text) if not is_shell(line, KIND)]
     run = _Run()
     found = Collector(KIND)

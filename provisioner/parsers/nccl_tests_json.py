@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
+
+from pydantic import ValidationError
 
 from provisioner.errors import ParseError
 from provisioner.parsers.nccl_tests_table import NcclTestRow, version_from_code
@@ -29,10 +32,20 @@ _PARAMETERS = {"nthreads": "nThread", "ngpus": "nGpus", "minimum_bytes": "minByt
                "step_factor": "step", "step_bytes": "step", "warmup_iters": "warmup iters",
                "iterations": "iters", "aggregated_iterations": "agg iters", "validation": "validation",
                "graph": "graph"}
+_INTEGER = re.compile(r"^-?[0-9]+$", re.ASCII)  # `root` as printed (`    -1`), not `²` or `--1`
 
 
 def looks_like_json(text: str) -> bool:
-    return text.lstrip().startswith("{")
+    """Whether `text` is a report, whole or cut while written: it starts with `{`, and is not one JSON object with
+    more text after it (a log whose first line is a structured logger's record, nccl-tests' text below it)."""
+    text = text.lstrip()
+    if not text.startswith("{"):
+        return False
+    try:
+        _, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return True  # cut: read as a report, so the error says where it stops
+    return not text[end:].strip()
 
 
 def _number(value: Any) -> float | None:
@@ -43,7 +56,17 @@ def _number(value: Any) -> float | None:
 
 
 def _okay(value: Any) -> bool | None:
-    return {"true": True, "false": False, True: True, False: False}.get(value)
+    if isinstance(value, bool):
+        return value
+    return {"true": True, "false": False}.get(value) if isinstance(value, str) else None  # a list or object: no
+
+
+def invalid(exc: ValidationError, where: str) -> ParseError:
+    """A value of a type nccl-tests never writes there (a report edited by hand): an error naming the key, not
+    an internal one."""
+    first = exc.errors()[0]
+    key = ".".join(str(part) for part in first["loc"])
+    return ParseError(KIND, f"{where}: `{key}` {first['msg'].lower()}", line=1)
 
 
 def _half(row: dict[str, Any], prefix: str, half: Any, per_iter: Any) -> None:
@@ -69,10 +92,13 @@ def _row(result: Any, number: int) -> NcclTestRow:
         raise ParseError(KIND, f"result {number} has no size", text=json.dumps(result)[:200])
     root = str(result.get("root", "")).strip()
     row: dict[str, Any] = {"size": result["size"], "count": result.get("count", 0), "type": result.get("type", ""),
-                           "redop": result.get("redop"), "root": int(root) if root.lstrip("-").isdigit() else None}
+                           "redop": result.get("redop"), "root": int(root) if _INTEGER.match(root) else None}
     _half(row, "oop", result.get("out_of_place"), result.get("out_of_place_per_iter"))
     _half(row, "ip", result.get("in_place"), result.get("in_place_per_iter"))
-    return NcclTestRow.model_validate(row)
+    try:
+        return NcclTestRow.model_validate(row)
+    except ValidationError as exc:
+        raise invalid(exc, f"result {number}") from None
 
 
 def _document(text: str) -> dict[str, Any]:

@@ -104,8 +104,13 @@ def apply_causes(outcome: Any) -> dict[str, str]:
 
 
 def smoke_causes(outcome: Any) -> dict[str, str]:
-    """Hosts a smoke.run.SmokeOutcome names as failed or slow."""
-    return {} if outcome.verdict == "pass" else dict(outcome.failed_hosts)
+    """Hosts a smoke.run.SmokeOutcome names as failed or slow. One SSH could not reach is said to be unreachable
+    (smoke keeps only SSH's own words), as audit words it, so a node power saving has off is left alone."""
+    if outcome.verdict == "pass":
+        return {}
+    unreachable = getattr(outcome, "unreachable", {})
+    return {host: f"unreachable: {why}" if host in unreachable and not _UNREACHABLE.match(why) else why
+            for host, why in outcome.failed_hosts.items()}
 
 
 # Slurm's power saving: a node powered off, or powering up or down, answers no one, and that is by design.

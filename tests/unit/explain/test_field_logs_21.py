@@ -4,7 +4,13 @@ up, a bad NCCL_COMM_ID host, and an NCCL init that returned an error rather than
 
 from __future__ import annotations
 
-from provisioner.explain import explain
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from provisioner.explain import explain, rules_bootstrap
+from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from tests.unit.explain._field import table
 
@@ -84,3 +90,22 @@ def test_a_lookup_that_failed_once_before_the_init_finished_is_no_cause() -> Non
             "-3 - Temporary failure in name resolution).\n" + _INIT_START
             + _INIT_START.replace("Init START", "Init COMPLETE"))
     assert "peer-unreachable" not in [c.id for c in _causes(text)]
+
+
+def test_a_cut_log_of_many_unfinished_inits_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A large job's log cut during init: one `Init START` per rank, none finished. Read once per communicator,
+    # 512 ranks took over ten seconds; the log is searched for returned inits once.
+    text = "".join(f"node{r // 8}:{100 + r}:{100 + r} [{r % 8}] NCCL INFO ncclCommInitRankConfig comm 0x{r:x} "
+                   f"rank {r} nranks 64 cudaDev {r % 8} nvmlDev {r % 8} busId 60 commId 0x1 - Init START\n"
+                   for r in range(64))
+    searched: list[str] = []
+    grep = Log.grep
+
+    def counted(self: Log, pattern: re.Pattern[str]) -> Iterator[tuple[LogLine, re.Match[str]]]:
+        searched.append(pattern.pattern)
+        return grep(self, pattern)
+
+    monkeypatch.setattr(Log, "grep", counted)
+    causes = _causes(text)
+    assert [c.id for c in causes] == ["init-unfinished"] and "rank 63 of 64" in causes[0].detail
+    assert searched.count(rules_bootstrap._INIT_RETURNED.pattern) == 1

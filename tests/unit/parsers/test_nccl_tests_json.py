@@ -5,6 +5,7 @@ February 2026, `cpu_time` under `-C`, `null` halves and counts, `"nan"`, per-ite
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -120,6 +121,39 @@ def test_a_report_cut_while_written_is_an_error_with_its_line() -> None:
 def test_json_that_is_no_report_is_refused() -> None:
     with pytest.raises(ParseError, match="not an nccl-tests report"):
         parse_nccl_tests('{"schema": "fabnet/explain/v1", "causes": []}')
+
+
+def test_a_log_that_starts_with_a_json_record_is_read_as_text() -> None:
+    # A wrapper's structured log line above nccl-tests' text output: the text is the run, not a cut report.
+    text = read("all_reduce_perf-12-failure-large-sizes.txt")
+    run = parse_nccl_tests('{"level": "info", "msg": "starting all_reduce_perf"}\n' + text)
+    assert run.verdict == parse_nccl_tests(text).verdict == "failed" and len(run.rows) == 5
+
+
+def _edited(path: tuple[Any, ...], value: Any) -> str:
+    doc = _report()
+    *parents, key = path
+    inner = doc
+    for part in parents:
+        inner = inner[part]
+    inner[key] = value
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(("path", "value", "named"), [
+    (("results", 0, "count"), None, "result 1: `count`"),
+    (("config", "devices", 0, "hostname"), None, "`devices.0.host`"),
+])
+def test_a_value_of_another_type_is_a_parse_error_naming_its_key(path: tuple[Any, ...], value: Any,
+                                                                  named: str) -> None:
+    with pytest.raises(ParseError, match=re.escape(named)):
+        parse_nccl_tests(_edited(path, value))
+
+
+@pytest.mark.parametrize(("path", "value"), [(("out_of_bounds", "okay"), []), (("results", 0, "root"), "²")])
+def test_an_odd_flag_or_root_reads_as_unknown(path: tuple[Any, ...], value: Any) -> None:
+    run = parse_nccl_tests(_edited(path, value))
+    assert run.out_of_bounds_ok is None if path[0] == "out_of_bounds" else run.rows[0].root is None
 
 
 # The same runs as text and as JSON (one H200, tests/samples/INDEX.md): both read to one answer.

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 
 import pytest
 
 from provisioner.run import transport
 from provisioner.scheduler import NodeState, NoStates
 from provisioner.scheduler.command import Command
-from provisioner.scheduler.drain import drain_failed, kept_reasons, resume_fixed
+from provisioner.scheduler.drain import drain_failed, kept_reasons, resume_fixed, smoke_causes
 from provisioner.scheduler.slurm import Slurm, parse_sinfo, parse_state
 
 # word, state, flag, responding, drained, out of service
@@ -186,6 +187,15 @@ def test_power_saving_nodes_that_cannot_be_reached_are_left(sinfo: str, cause: s
     assert ("gpu01" in cluster.drained) is (action == "drained")
     if action == "left":
         assert "power saving" in done.detail
+
+
+def test_a_powered_off_node_smoke_could_not_reach_is_left() -> None:
+    # smoke keeps SSH's own words for a host it could not reach; its drain must still see an unreachable host.
+    why = "ssh: connect to host gpu01 port 22: Connection timed out"
+    outcome = SimpleNamespace(verdict="unreachable", failed_hosts={"gpu01": why}, unreachable={"gpu01": why})
+    cluster = Cluster("gpu01|idle~|Unknown|none")
+    [done] = drain_failed(cluster, "smoke", smoke_causes(outcome))
+    assert done.action == "left" and "power saving" in done.detail and "gpu01" not in cluster.drained
 
 
 def test_a_host_slurm_does_not_know_is_drained_and_slurm_answers() -> None:
