@@ -252,6 +252,7 @@ def _post_mortem(targets: Sequence[Target], settings: Settings, session_of: Sess
     if again.unreachable:
         outcome.reason += "; unreachable now: " + ", ".join(f"{h} ({r})" for h, r in again.unreachable.items())
         outcome.failed_hosts = dict(again.unreachable)
+        outcome.unreachable.update(again.unreachable)  # what a drain reads as unreachable (power saving)
         return
     findings = preflight.evaluate(targets, facts, runner=settings.runner, backend=settings.backend)
     if not findings:

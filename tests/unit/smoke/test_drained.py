@@ -84,3 +84,19 @@ def test_drain_cmd_and_drain_failed_give_the_same_record(tmp_path: Path) -> None
         # one stderr line each, the same words; the command backend adds what it ran
         [action] = by_command.drained if scheduler == "command" else by_slurm.drained
         assert action.line().startswith(f"{scheduler}: drained gpu03: fabnet: smoke: {CAUSE}")
+
+
+def test_hosts_the_post_mortem_finds_unreachable_are_unreachable_to_a_drain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run failed on every host alike and the re-check could not reach gpu02: the drain reads it as
+    unreachable (so a node power saving has off is left), as when the pre-flight could not reach it."""
+    from provisioner.smoke import run
+
+    def preflight_again(targets: object, settings: object, session_of: object, again: SmokeOutcome) -> dict:
+        again.unreachable["gpu02"] = "ssh: connect to host 198.18.1.2 port 22: Connection timed out"
+        return {}
+
+    monkeypatch.setattr(run, "run_preflight", preflight_again)
+    outcome = SmokeOutcome(hosts=["gpu01", "gpu02"], settings=Settings(), verdict="failed", reason="all hung")
+    run._post_mortem([], Settings(), lambda name: None, outcome, lambda message: None)  # type: ignore[arg-type]
+    assert smoke_causes(outcome) == {"gpu02": "unreachable: ssh: connect to host 198.18.1.2 port 22: Connection "
+                                              "timed out"}
