@@ -329,6 +329,12 @@ def test_mtu_hang_after_preflight_is_bounded_and_explained(lab8: Lab) -> None:
     def shrink() -> None:
         for port in ports:
             subprocess.run(["ip", "link", "set", port, "mtu", "1500"], check=True)
+            # A bridge port's MTU stops single frames only: the kernel forwards a TCP segmentation
+            # (GSO) batch whole, whatever its segments' size, and a busy sender batches more. A switch's
+            # port drops every frame over its MTU: tbf with a 1514-byte bucket drops what it cannot
+            # send as such frames, batches included (its rate is no limit at this size of job).
+            subprocess.run(["tc", "qdisc", "replace", "dev", port, "root", "tbf", "rate", "10gbit", "burst", "1514",
+                            "limit", "1000000"], check=True)
 
     from provisioner.commands.smoke import load_plans
     from provisioner.smoke.run import Options, smoke
@@ -343,6 +349,7 @@ def test_mtu_hang_after_preflight_is_bounded_and_explained(lab8: Lab) -> None:
         elapsed = time.monotonic() - started
     finally:
         for port in ports:
+            subprocess.run(["tc", "qdisc", "del", "dev", port, "root"], check=False)
             subprocess.run(["ip", "link", "set", port, "mtu", "9216"], check=True)
     assert outcome.verdict == "failed" and outcome.exit_code == 2
     assert outcome.job is not None and not outcome.job.ok
