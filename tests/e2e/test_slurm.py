@@ -238,7 +238,8 @@ def test_smoke_drains_what_it_fails_and_only_smoke_resumes_it(slab: Lab, playboo
             subprocess.run(["tc", "qdisc", "del", "dev", port, "root"], check=False)
         assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
         gpu03 = _node(slab, "gpu03")
-        assert "DRAIN" in gpu03["State"] and gpu03["Reason"].startswith("fabnet: smoke: slow all-reduce"), gpu03
+        assert "DRAIN" in gpu03["State"] and gpu03["Reason"].startswith("fabnet: smoke: slow all-reduce"), (
+            gpu03, proc.stdout[-3000:], proc.stderr[-2000:])
         assert {name: state for name, state in _states(slab).items() if name != "gpu03"} == {"gpu01": "idle",
                                                                                             "gpu02": "idle"}
 
