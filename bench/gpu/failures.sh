@@ -57,13 +57,9 @@ NCCL_DEBUG=WARN timeout 90 torchrun --nnodes 1 --nproc-per-node 2 --master-port 
   > "$L/torchrun-two-ranks-one-gpu.log" 2>&1; echo "torchrun dup rc=$?"
 
 echo "== nccl-tests"
-NCCLDIR=$("$PY" -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
-mkdir -p /tmp/nccl/include /tmp/nccl/lib
-ln -sf "$NCCLDIR"/include/* /tmp/nccl/include/; ln -sf "$NCCLDIR/lib/libnccl.so.2" /tmp/nccl/lib/libnccl.so
-rm -rf /tmp/nt; cp -r "$SRC" /tmp/nt
-( cd /tmp/nt && timeout 200 make -j16 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nccl \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" > "$L/build.log" 2>&1 ); echo "build rc=$?"
-export LD_LIBRARY_PATH="$NCCLDIR/lib"
+. bench/gpu/nccl-tests-build.sh
+nccl_home "$PY"
+build_nccl_tests "$SRC" /tmp/nt "$L/build.log"
 ARP=/tmp/nt/build/all_reduce_perf
 timeout 60 $ARP -b 8 -e 64M -f 4 -g 1 -n 5 -w 2 -J "$L/arp.json" > "$L/arp-json.txt" 2>&1; echo "json rc=$?"
 NCCL_SOCKET_IFNAME=nosuch0 timeout 60 $ARP -b 1M -e 1M -g 1 > "$L/arp-no-socket-iface.txt" 2>&1; echo "rc=$?"

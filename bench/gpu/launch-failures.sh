@@ -31,16 +31,11 @@ timeout 120 torchrun --nnodes 1 --nproc-per-node 1 --rdzv-backend c10d --rdzv-en
 echo "rc=$?"
 
 echo "== nccl-tests"
-NCCLDIR=$("$PY" -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
-mkdir -p /tmp/nccl/include /tmp/nccl/lib
-ln -sf "$NCCLDIR"/include/* /tmp/nccl/include/; ln -sf "$NCCLDIR/lib/libnccl.so.2" /tmp/nccl/lib/libnccl.so
-MAKE_ARGS=(CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nccl NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90")
-rm -rf /tmp/nt /tmp/ntmpi; cp -r "$SRC" /tmp/nt; cp -r "$SRC" /tmp/ntmpi
-( cd /tmp/nt && timeout 200 make -j16 "${MAKE_ARGS[@]}" > "$L/build.log" 2>&1 ); echo "build rc=$?"
+. bench/gpu/nccl-tests-build.sh
+nccl_home "$PY"
+build_nccl_tests "$SRC" /tmp/nt "$L/build.log"
 MPI_HOME=$(dirname "$(dirname "$(command -v mpicc || echo /usr/bin/mpicc)")")
-( cd /tmp/ntmpi && timeout 200 make -j16 MPI=1 MPI_HOME="$MPI_HOME" "${MAKE_ARGS[@]}" > "$L/build-mpi.log" 2>&1 )
-echo "build mpi rc=$?"; tail -n 3 "$L/build-mpi.log"
-export LD_LIBRARY_PATH="$NCCLDIR/lib"
+build_nccl_tests "$SRC" /tmp/ntmpi "$L/build-mpi.log" MPI=1 MPI_HOME="$MPI_HOME"; tail -n 3 "$L/build-mpi.log"
 MPIRUN=(timeout 90 mpirun --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH)
 "${MPIRUN[@]}" /tmp/nt/build/all_reduce_perf -b 1M -e 4M -f 2 -g 1 > "$L/arp-mpirun-without-mpi.txt" 2>&1
 echo "mpirun non-mpi rc=$?"

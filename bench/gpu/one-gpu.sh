@@ -9,7 +9,8 @@ PY=$(command -v python3)
 echo "== machine"; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 nvidia-smi topo -m > "$O/topo.txt" 2>&1
 "$PY" -c "import torch;print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version(), torch.cuda.get_device_name())"
-NCCLDIR=$("$PY" -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
+. bench/gpu/nccl-tests-build.sh
+nccl_home "$PY"
 echo "nccl dir $NCCLDIR"; ls "$NCCLDIR/lib" | head
 SIZES=$("$PY" -c "print(','.join(str(1<<k) for k in range(20,31)))")
 echo "== fabnet smoke rank, world 1, nccl"
@@ -26,11 +27,7 @@ for r in 0 1; do
 done
 wait; tail -n 5 "$O/dup-rank0.log" "$O/dup-rank1.log"; cat "$O/dup-events.jsonl" | tail -4
 echo "== nccl-tests"
-mkdir -p /tmp/nccl/include /tmp/nccl/lib
-ln -sf "$NCCLDIR"/include/* /tmp/nccl/include/; ln -sf "$NCCLDIR/lib/libnccl.so.2" /tmp/nccl/lib/libnccl.so
-rm -rf /tmp/nt; cp -r "$SRC" /tmp/nt
-( cd /tmp/nt && timeout 200 make -j16 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nccl \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" > "$O/build.log" 2>&1 ); echo "build rc=$?"; tail -3 "$O/build.log"
-LD_LIBRARY_PATH="$NCCLDIR/lib" timeout 120 /tmp/nt/build/all_reduce_perf -b 1M -e 1G -f 2 -g 1 -n 20 -w 5 \
+build_nccl_tests "$SRC" /tmp/nt "$O/build.log"; tail -3 "$O/build.log"
+timeout 120 /tmp/nt/build/all_reduce_perf -b 1M -e 1G -f 2 -g 1 -n 20 -w 5 \
   > "$O/all_reduce_perf.txt" 2>&1; echo "arp rc=$?"; tail -6 "$O/all_reduce_perf.txt"
 echo "== done"

@@ -13,13 +13,9 @@ SIZES=$("$PY" -c "print(','.join(str(1<<k) for k in range(20,25)))")
 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL timeout 90 "$PY" provisioner/smoke/node_script.py --rank 0 --world 1 \
   --master 127.0.0.1 --port 29801 --backend nccl --sizes "$SIZES" --iters 5 --warmup 1 --timeout 30 \
   --deadline 80 --events "$L/all.events.jsonl" > "$L/nccl-debug-all-subsystems.log" 2>&1 &
-NCCLDIR=$("$PY" -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
-mkdir -p /tmp/nccl/include /tmp/nccl/lib
-ln -sf "$NCCLDIR"/include/* /tmp/nccl/include/; ln -sf "$NCCLDIR/lib/libnccl.so.2" /tmp/nccl/lib/libnccl.so
-rm -rf /tmp/nt; cp -r "$SRC" /tmp/nt
-( cd /tmp/nt && timeout 200 make -j16 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nccl \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" > "$L/build.log" 2>&1 ); echo "build rc=$?"
-export LD_LIBRARY_PATH="$NCCLDIR/lib"
+. bench/gpu/nccl-tests-build.sh
+nccl_home "$PY"
+build_nccl_tests "$SRC" /tmp/nt "$L/build.log"
 ARP=/tmp/nt/build/all_reduce_perf
 run() {  # run NAME ENV... -- ARGS...: text in NAME.txt, the JSON report in NAME.json
   local name=$1; shift; local envs=()
