@@ -16,11 +16,11 @@ and `Net : Unsupported address family type` (2.3 to 2.19).
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from provisioner.explain.evidence import env, evidence, for_count, grep, hosts, multi_node, nranks
-from provisioner.explain.logs import Log, LogLine
+from provisioner.explain.logs import Log
+from provisioner.explain.lookups import RESOLVE_FIX, failed_lookups, unresolved_alone
 from provisioner.explain.model import Cause
 from provisioner.explain.rules_plugins import plugin_failed
 from provisioner.parsers._text import unique
@@ -51,15 +51,6 @@ _CONNECT_FAIL = re.compile(
 # The connection that failed was torch's rendezvous store (MASTER_ADDR:MASTER_PORT or --rdzv_endpoint), not
 # one of NCCL's: what to check is that address and port.
 _STORE = re.compile(r"\[c10d\]|TCPStore|connect\(\) timed out|RendezvousConnectionError|DistNetworkError", re.I)
-# A name the host could not turn into an address: torch's `The IPv6 network addresses of (H, P) cannot be retrieved
-# (gai error: -3 - Temporary failure in name resolution)` (c10d socket.cpp; `IPv6` stands for any family there),
-# NCCL's `Net : error encountered when getting address info : Name or service not known` (misc/socket.cc) and
-# Python's `socket.gaierror: [Errno -2] Name or service not known`.
-_UNRESOLVED = re.compile(r"network addresses of \((?P<host>[^,\s]+), [0-9]+\) cannot be retrieved \(gai error: "
-                         r"-?[0-9]+ - (?P<why>[^)]+)\)|error encountered when getting address info : (?P<why2>.+)"
-                         r"|gaierror: \[Errno -?[0-9]+\] (?P<why3>.+)")
-_REACHED = re.compile(r"refused|unreachable|No route|reset", re.I)  # an address was found and tried
-_IP = re.compile(rf"^{_ADDR}$")
 _LOOPBACK = re.compile(r"^(?:127\.|::1$|localhost$)")
 _IB_STATE_LINES = re.compile(r"Using (?:internal )?network|NET/IB\s*:|NET/Socket\s*:|Bootstrap\s*:|NET/Plugin|"
                              r"libibverbs|NCCL_IB_|via NET/", re.I)
@@ -73,10 +64,6 @@ _ABORTED_NOTE = ("; `Software caused connection abort` is how NCCL 2.16 to 2.23 
 _STORE_FIX = ("Check that MASTER_ADDR (or --rdzv_endpoint) is the master node's address on the network every "
               "node shares, that its launcher is up and listening on that port (`ss -ltnp` there), and that no "
               "firewall or security group drops the port between the nodes.")
-# `getent ahosts` asks the resolver as torch and NCCL do (every family), where `getent hosts` may stop at one.
-_RESOLVE_FIX = ("On the node that failed, `getent ahosts NAME` must print the address the other nodes reach it on: "
-                "correct the name (MASTER_ADDR, --rdzv_endpoint, NCCL_COMM_ID), or add it to that node's DNS or "
-                "/etc/hosts (a container's own, too), or give the address instead of the name.")
 _PEER_FIX = ("Pin the data interface (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME) to the network the nodes "
              "share, and check that interface's link state, addresses and firewall on the hosts named.")
 
@@ -115,7 +102,7 @@ def _tried(match: re.Match[str], asked: bool) -> str | None:
 def unreachable_peers(logs: list[Log]) -> list[Cause]:
     hits = grep(logs, _CONNECT_FAIL)
     if not hits:
-        return _unresolved_alone(logs)
+        return unresolved_alone(logs)
     # torch also reports the unspecified address it tried to bind from (0.0.0.0, ::): not a peer. It prints
     # each address it resolved and tried too (`failed to connect to [X]:port (errno ...)`), and a release
     # may render those wrongly (seen on the lab: `[56a0:0:ff3::]:5327` for an IPv4 store): where a line
@@ -149,84 +136,26 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
         detail += (f"; {', '.join(loopback)} is a loopback address: the rank that published it chose the `lo` "
                    "interface, which no other node can reach")
     value = env(logs, "NCCL_SOCKET_IFNAME")
-    unresolved = _unresolved(logs, peers, reasons + [line.text for line, _ in hits])
-    if unresolved:
-        names, why, where = unresolved
-        detail += (f"; {', '.join(names)} did not resolve to any address ({why}): the name is wrong, or the node "
-                   "that tried has no DNS or /etc/hosts entry for it")
-        lines += where
+    lookups = failed_lookups(logs, peers, reasons + [line.text for line, _ in hits])
+    unresolved = lookups.peers if lookups else []
+    if lookups:
+        lines += lookups.lines
     return [Cause(
         id="peer-unreachable",
-        title=(f"a host cannot resolve the {'rendezvous store' if store else 'peer'}'s name {', '.join(unresolved[0])}"
+        title=(f"a host cannot resolve the {'rendezvous store' if store else 'peer'}'s name {', '.join(unresolved)}"
                if unresolved else
                "a host cannot reach the rendezvous store (MASTER_ADDR / --rdzv_endpoint)" if store
                else "a host cannot reach its peers on the address it was given"),
-        detail=detail + ("." if unresolved else
+        detail=detail + ("" if unresolved else
                          ". Either nothing listens at that address and port yet (the master's launcher has not "
                          "started or bound elsewhere), or the path to it is down or filtered." if store else
                          ". Either the interface chosen is not on the network the peers share, or the path "
-                         "is down or filtered."),
-        fix=_RESOLVE_FIX if unresolved else _STORE_FIX if store else _PEER_FIX, score=85, hosts=hosts(lines),
-        addresses=peers,
+                         "is down or filtered.") + (lookups.said() if lookups else ""),
+        # A lookup that failed beside the connection failures is for another name: check it as well.
+        fix=RESOLVE_FIX if unresolved else (_STORE_FIX if store else _PEER_FIX) + (f" {RESOLVE_FIX}" if lookups
+                                                                                 else ""),
+        score=85, hosts=hosts(lines), addresses=peers,
         settings=[f"NCCL_SOCKET_IFNAME={value}"] if value else [], evidence=evidence(lines),
-    )]
-
-
-def _unresolved(logs: list[Log], peers: list[str], failures: list[str]
-                ) -> tuple[list[str], str, list[LogLine]] | None:
-    """The failed peers named by host name whose lookup failed: (names, the resolver's reason, its lines).
-    `failures`: what the connection failures said."""
-    hits = [(line, m) for line, m in grep(logs, _UNRESOLVED)
-            if m["host"] is None or (m["host"] in peers and not _address(m["host"]))]
-    if all("IPv6 network" in line.text for line, _ in hits) and any(_REACHED.search(f) for f in failures):
-        return None  # torch looks up IPv6 first: a name with IPv4 addresses only resolved, and was refused
-    names = unique([m["host"] for _, m in hits if m["host"]])
-    if not hits or not (names or any(not _IP.match(p) for p in peers)):
-        return None
-    names = names or [p for p in peers if not _IP.match(p)]
-    why = unique([(m["why"] or m["why2"] or m["why3"]).strip().rstrip(".") for _, m in hits])
-    return names, "; ".join(why[:2]), [line for line, _ in hits][:3]
-
-
-def _address(host: str) -> bool:
-    """Whether `host` is an address, not a name (`[::1]`, `fe80::1%ib0` too)."""
-    try:
-        ipaddress.ip_address(host.strip("[]").split("%")[0])
-    except ValueError:
-        return False
-    return True
-
-
-def _unresolved_alone(logs: list[Log]) -> list[Cause]:
-    """A lookup that failed before any connection was tried. torch retries its lookup of the store's name until
-    its connect timeout (one warning each time, and nothing else), so a log that stops there has not reached the
-    store yet: named unless a communicator finished its init, which needs the store. NCCL looks a name up itself
-    only for NCCL_COMM_ID, and its init fails at once (`Invalid NCCL_COMM_ID, please use format: ...`, though the
-    format was right). An address torch failed to look up (an IPv4 one, asked for as IPv6) is no name."""
-    if any(c.init_complete for log in logs for c in (log.nccl.communicators if log.nccl else [])):
-        return []
-    torch = [(line, m) for line, m in grep(logs, _UNRESOLVED) if m["host"] and not _address(m["host"])]
-    nccl = [(line, m) for line, m in grep(logs, _UNRESOLVED) if m["why2"]]
-    comm_id = env(logs, "NCCL_COMM_ID")
-    if not torch and not nccl:
-        return []
-    if torch:
-        names, what, hits = unique([m["host"] for _, m in torch]), "the rendezvous store's name", torch
-    else:
-        names = [comm_id.rsplit(":", 1)[0].strip("[]")] if comm_id else []
-        what, hits = "NCCL_COMM_ID's host name", nccl
-    why = unique([(m["why"] or m["why2"]).strip().rstrip(".") for _, m in hits])
-    lines = [line for line, _ in hits][:3]
-    return [Cause(
-        id="peer-unreachable",
-        title=f"a host cannot resolve {what} {', '.join(names) or '(its host name)'}",
-        detail=f"{', '.join(names) or 'the host name in NCCL_COMM_ID'} did not resolve to any address "
-               f"({'; '.join(why[:2])}), so no connection was tried"
-               + (": torch retries the lookup until its connect timeout, then fails" if torch else
-                  ": NCCL's init failed at once (its `Invalid NCCL_COMM_ID` means the name, not the format)")
-               + ". The name is wrong, or the node that tried has no DNS or /etc/hosts entry for it.",
-        fix=_RESOLVE_FIX, score=85, hosts=hosts(lines), addresses=names,
-        settings=[f"NCCL_COMM_ID={comm_id}"] if comm_id and not torch else [], evidence=evidence(lines),
     )]
 
 

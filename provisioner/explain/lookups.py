@@ -1,0 +1,153 @@
+"""Host names that did not resolve, and which name each failed lookup was for. A name is called unresolved only
+where the log ties it to the lookup that failed: torch's warning names the host it looked up, NCCL's names none
+(it looks a name up itself only for NCCL_COMM_ID's host), and Python's `socket.gaierror` names none. A peer that a
+connection was tried at (refused, reset, no route) had resolved.
+
+Wordings: torch's `The IPv6 network addresses of (H, P) cannot be retrieved (gai error: -3 - Temporary failure in
+name resolution)` (c10d socket.cpp: `IPv4 `, `IPv6 ` or no family named), NCCL's `Net : error encountered when
+getting address info : Name or service not known` (misc/socket.cc) and Python's `socket.gaierror: [Errno -2] Name
+or service not known` (glibc's gai_strerror texts; `[Errno 11001] getaddrinfo failed` on Windows).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from provisioner.explain.evidence import Hit, env, evidence, for_count, grep, hosts
+from provisioner.explain.logs import Log, LogLine
+from provisioner.explain.model import Cause
+from provisioner.parsers._text import unique
+
+UNRESOLVED = re.compile(r"network addresses of \((?P<host>[^,\s]+), [0-9]+\) cannot be retrieved \(gai error: "
+                        r"-?[0-9]+ - (?P<why>[^)]+)\)|error encountered when getting address info : (?P<why2>.+)"
+                        r"|gaierror: \[Errno -?[0-9]+\] (?P<why3>.+)")
+_REACHED = re.compile(r"refused|unreachable|No route|reset", re.I)  # an address was found and tried
+# `getent ahosts` asks the resolver as torch and NCCL do (every family), where `getent hosts` may stop at one.
+RESOLVE_FIX = ("On the node that failed, `getent ahosts NAME` must print the address the other nodes reach it on: "
+               "correct the name (MASTER_ADDR, --rdzv_endpoint, NCCL_COMM_ID), or add it to that node's DNS or "
+               "/etc/hosts (a container's own, too), or give the address instead of the name.")
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """Failed lookups beside failed connections: `peers` the failed peers whose own lookup failed, `others` the
+    names looked up that no failed connection was to, `unnamed` the reasons of lookups whose name the log does not
+    give, `tried` the peers named by host name that a connection was tried at (so they resolved)."""
+
+    peers: list[str]
+    others: list[str]
+    why: str
+    unnamed: str
+    tried: list[str]
+    lines: list[LogLine]
+
+    def said(self) -> str:
+        """What the connection failures' detail adds: a clause for the failed peers (to follow the failures),
+        then a sentence for each other lookup."""
+        text = (f"; {', '.join(self.peers)} did not resolve to any address ({self.why}): the name is wrong, or the "
+                "node that tried has no DNS or /etc/hosts entry for it." if self.peers else "")
+        if self.others:
+            text += f" The lookup of {', '.join(self.others)} failed too ({self.why})."
+        if self.unnamed:
+            text += f" A host name lookup failed too ({self.unnamed}), and the log does not name the host looked up"
+            if self.tried:
+                text += (f" (not {', '.join(self.tried)}: a connection to {for_count(len(self.tried), 'it', 'them')} "
+                         f"was tried, so {for_count(len(self.tried), 'it', 'they')} resolved)")
+            text += "."
+        return text
+
+
+def failed_lookups(logs: list[Log], peers: list[str], failures: list[str]) -> Lookups | None:
+    """The lookups that failed in logs whose connections to `peers` failed; `failures`: what those said."""
+    comm_host = _comm_id_host(logs)
+    named: dict[str, list[Hit]] = {}
+    unnamed: list[Hit] = []
+    for line, m in grep(logs, UNRESOLVED):
+        host = m["host"] or (comm_host if m["why2"] else None)
+        if host is None:
+            unnamed.append((line, m))
+        elif not is_address(host):  # an address torch failed to look up (an IPv4 one asked as IPv6) is no name
+            named.setdefault(host, []).append((line, m))
+    reached = any(_REACHED.search(f) for f in failures)
+    # torch looks a name up for IPv6 first: a name with IPv4 addresses only warns so, then resolves and is tried.
+    named = {h: found for h, found in named.items()
+             if not (reached and all("IPv6 network" in line.text for line, _ in found))}
+    if not named and not unnamed:
+        return None
+    tried = [p for p in peers if not is_address(p) and p not in named] if reached else []
+    lines = [line for found in named.values() for line, _ in found[:1]] + [line for line, _ in unnamed[:1]]
+    return Lookups(peers=[h for h in named if h in peers], others=[h for h in named if h not in peers],
+                   why=_why([m for found in named.values() for _, m in found]), unnamed=_why([m for _, m in unnamed]),
+                   tried=tried, lines=lines[:3])
+
+
+def unresolved_alone(logs: list[Log]) -> list[Cause]:
+    """A lookup that failed before any connection was tried. torch retries its lookup of the store's name until
+    its connect timeout (one warning each time, and nothing else), so a log that stops there has not reached the
+    store yet: named unless a communicator finished its init, which needs the store. NCCL looks a name up itself
+    only for NCCL_COMM_ID, and its init fails at once (`Invalid NCCL_COMM_ID, please use format: ...`, though the
+    format was right). Python's `socket.gaierror` names no host: the name is not guessed."""
+    if any(c.init_complete for log in logs for c in (log.nccl.communicators if log.nccl else [])):
+        return []
+    found = grep(logs, UNRESOLVED)
+    torch = [(line, m) for line, m in found if m["host"] and not is_address(m["host"])]
+    nccl = [(line, m) for line, m in found if m["why2"]]
+    comm_id = env(logs, "NCCL_COMM_ID")
+    if not torch and not nccl:
+        return _python_alone([(line, m) for line, m in found if m["why3"]])
+    if torch:
+        names, what, hits = unique([m["host"] for _, m in torch]), "the rendezvous store's name", torch
+    else:
+        names = [comm_host] if (comm_host := _comm_id_host(logs)) else []
+        what, hits = "NCCL_COMM_ID's host name", nccl
+    lines = [line for line, _ in hits][:3]
+    return [Cause(
+        id="peer-unreachable",
+        title=f"a host cannot resolve {what} {', '.join(names) or '(its host name)'}",
+        detail=f"{', '.join(names) or 'the host name in NCCL_COMM_ID'} did not resolve to any address "
+               f"({_why([m for _, m in hits])}), so no connection was tried"
+               + (": torch retries the lookup until its connect timeout, then fails" if torch else
+                  ": NCCL's init failed at once (its `Invalid NCCL_COMM_ID` means the name, not the format)")
+               + ". The name is wrong, or the node that tried has no DNS or /etc/hosts entry for it.",
+        fix=RESOLVE_FIX, score=85, hosts=hosts(lines), addresses=names,
+        settings=[f"NCCL_COMM_ID={comm_id}"] if comm_id and not torch else [], evidence=evidence(lines),
+    )]
+
+
+def _python_alone(hits: list[Hit]) -> list[Cause]:
+    """Python's lookup failed and the log has no connection failure. The exception names no host, and the
+    traceback's calls may be the rendezvous's, the host's own name's or a download's: scored below a failure
+    the log ties to the job's network."""
+    if not hits:
+        return []
+    lines = [line for line, _ in hits][:3]
+    return [Cause(
+        id="name-unresolved", title="a host name did not resolve (the log does not name the host)",
+        detail=f"Python's lookup of a host name failed ({_why([m for _, m in hits])}), and `socket.gaierror` does "
+               "not say which name it looked up: the calls in the traceback above it show where (the rendezvous "
+               "address, the host's own name, or a server the job reaches). The name is wrong, or the node that "
+               "tried has no DNS or /etc/hosts entry for it.",
+        fix=RESOLVE_FIX, score=70, hosts=hosts(lines), evidence=evidence(lines),
+    )]
+
+
+def _why(matches: list[re.Match[str]]) -> str:
+    """The resolver's reasons, once each, the first two."""
+    return "; ".join(unique([(m["why"] or m["why2"] or m["why3"]).strip().rstrip(".") for m in matches])[:2])
+
+
+def _comm_id_host(logs: list[Log]) -> str | None:
+    """The host of NCCL_COMM_ID (`host:port`, `[v6]:port`): the only name NCCL looks up itself."""
+    comm_id = env(logs, "NCCL_COMM_ID")
+    return comm_id.rsplit(":", 1)[0].strip("[]") if comm_id else None
+
+
+def is_address(host: str) -> bool:
+    """Whether `host` is an address, not a name (`[::1]`, `fe80::1%ib0` too)."""
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,78 @@
+"""`explain` on failed host name lookups: a name is called unresolved only where the log ties it to the lookup.
+
+Wordings: Python's `socket.gaierror: [Errno -3] Temporary failure in name resolution` with the frames above it
+(caicloud/ciao#85) and `socket.gaierror: [Errno 11001] getaddrinfo failed` (Windows; JuliaWolleb/
+Diffusion-based-Segmentation#55); torch c10d's `The client socket has failed to connect to [H]:P (errno: N - ...)`
+(pytorch/pytorch#85300, socket.cpp) and `The network addresses of (H, P) cannot be retrieved (gai error: N - ...)`
+(socket.cpp's tryConnect with no family named); NCCL 2.19's `socketStartConnect: Connect to X<P> failed : ...`.
+"""
+
+from __future__ import annotations
+
+from provisioner.explain import explain
+from provisioner.explain.model import Cause
+
+_GAIERROR = ('Traceback (most recent call last):\n'
+             '  File "/opt/conda/lib/python3.10/socket.py", line 955, in getaddrinfo\n'
+             '    for res in _socket.getaddrinfo(host, port, family, type, proto, flags):\n'
+             'socket.gaierror: [Errno -3] Temporary failure in name resolution\n')
+_REFUSED_ADDRESS = ("[E socket.cpp:1019] [c10d] The client socket has failed to connect to [10.1.2.3]:29500 (errno: "
+                    "111 - Connection refused).\n")
+_REFUSED_NAME = _REFUSED_ADDRESS.replace("10.1.2.3", "master1")
+_NCCL_REFUSED = ("node1:100:100 [0] NCCL WARN socketStartConnect: Connect to 10.1.2.3<43211> failed : Connection "
+                 "refused\n")
+_TORCH_LOOKUP = ("[W socket.cpp:601] [c10d] The network addresses of (head-node, 29500) cannot be retrieved (gai "
+                 "error: -2 - Name or service not known).\n")
+
+
+def _top(text: str) -> Cause:
+    causes = explain([("job.log", text)]).causes
+    assert causes, text
+    return causes[0]
+
+
+def test_a_gaierror_alone_says_the_name_is_not_in_the_log() -> None:
+    for text in (_GAIERROR, "socket.gaierror: [Errno 11001] getaddrinfo failed\n"):
+        top = _top(text)
+        assert top.id == "name-unresolved" and "does not name the host" in top.title, top.title
+        assert "does not say which name" in top.detail and not top.addresses, top.detail
+        assert "getent ahosts" in top.fix and top.evidence[0].text.startswith("socket.gaierror")
+
+
+def test_an_address_refused_beside_a_gaierror_is_not_called_unresolved() -> None:
+    for refused in (_REFUSED_ADDRESS, _NCCL_REFUSED):
+        top = _top(_GAIERROR + refused)
+        assert top.id == "peer-unreachable" and "resolve" not in top.title, top.title
+        assert "10.1.2.3 did not resolve" not in top.detail and top.addresses == ["10.1.2.3"], top.detail
+        assert "does not name the host looked up" in top.detail, top.detail
+
+
+def test_a_named_peer_refused_beside_a_gaierror_resolved() -> None:
+    top = _top(_GAIERROR + _REFUSED_NAME)
+    assert "resolve" not in top.title and "master1 did not resolve" not in top.detail, top.title
+    assert "not master1: a connection to it was tried, so it resolved" in top.detail, top.detail
+
+
+def test_a_named_peer_that_timed_out_beside_a_gaierror_is_not_guessed() -> None:
+    # torch warns with the name when its own lookup fails: a bare gaierror is some other lookup.
+    timed_out = ("[E socket.cpp:860] [c10d] The client socket has timed out after 1800s while trying to connect to "
+                 "(master1, 29500).\n")
+    top = _top(_GAIERROR + timed_out)
+    assert "resolve" not in top.title and "master1 did not resolve" not in top.detail, top.title
+    assert "does not name the host looked up" in top.detail, top.detail
+
+
+def test_a_lookup_naming_a_host_does_not_name_another_peer_refused() -> None:
+    for refused, peer in ((_REFUSED_NAME, "master1"), (_NCCL_REFUSED, "10.1.2.3")):
+        top = _top(_TORCH_LOOKUP + refused)
+        assert "resolve" not in top.title and f"{peer} did not resolve" not in top.detail, top.title
+        assert "The lookup of head-node failed too (Name or service not known)" in top.detail, top.detail
+        assert top.addresses == [peer] and "getent ahosts" in top.fix
+
+
+def test_a_peer_whose_own_lookup_failed_is_still_named() -> None:
+    timed_out = ("[E socket.cpp:860] [c10d] The client socket has timed out after 1800s while trying to connect to "
+                 "(head-node, 29500).\n")
+    top = _top(_TORCH_LOOKUP + timed_out)
+    assert "cannot resolve the rendezvous store's name head-node" in top.title, top.title
+    assert "head-node did not resolve to any address (Name or service not known)" in top.detail
