@@ -36,6 +36,8 @@ _CONNECT_FAIL = re.compile(
     rf"(?:Connect to (?P<peer>{_ADDR})(?:<(?P<port>[0-9]+)>)? (?:failed|returned)\s*:?\s*(?P<why>.+)"
     r"|(?:timed out (?:after \S+ )?while trying|failed) to connect to (?:any network address of )?"
     r"(?:\((?P<peer2>[^,\s]+), (?P<port2>[0-9]+)\)|\[?(?P<peer5>[0-9a-fA-F.:]+|[A-Za-z][\w.-]*)\]?:(?P<port5>[0-9]+)\b)"
+    # torch's c10d names why each address it tried failed: `... to [H]:P (errno: 111 - Connection refused).`
+    r"(?: \(errno: [0-9]+ - (?P<why8>[^)]+)\))?"
     r"|(?:connect|Connection) (?:to )?\[?(?P<peer3>[0-9]{1,3}(?:\.[0-9]{1,3}){3})\]?:(?P<port3>[0-9]+)"
     r".*?(?P<why3>Connection refused|No route to host|Network is unreachable|timed out|Connection reset by peer)"
     r"|Connect\w*: exceeded (?:retries|timeouts|error retry count)\s*\(?(?P<why4>[0-9]+)?"
@@ -112,7 +114,7 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
                                            or m.group("peer6") or _tried(m, asked)) and p not in ("0.0.0.0", "::")])
     reasons = unique([why.strip() for _, m in hits
                       if (why := m.group("why") or m.group("why3") or m.group("why5") or m.group("why6")
-                          or m.group("why7"))])
+                          or m.group("why7") or m.group("why8"))])
     if any(m.group("why4") is not None or "exceeded" in m.group(0) for _, m in hits):
         reasons.append("connection retries exceeded")
     lines = [line for line, _ in hits]

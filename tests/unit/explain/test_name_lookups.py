@@ -76,3 +76,8 @@ def test_a_peer_whose_own_lookup_failed_is_still_named() -> None:
     top = _top(_TORCH_LOOKUP + timed_out)
     assert "cannot resolve the rendezvous store's name head-node" in top.title, top.title
     assert "head-node did not resolve to any address (Name or service not known)" in top.detail
+
+
+def test_the_reason_torch_gives_for_each_address_is_kept() -> None:
+    top = _top(_REFUSED_ADDRESS)
+    assert "failed (Connection refused)" in top.detail and "timed out" not in top.detail, top.detail
