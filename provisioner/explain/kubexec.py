@@ -18,6 +18,13 @@ kubectl's own wordings: the binary missing (`kubexec.sh: line 5: /opt/kube/kubec
 forbidden: User "system:serviceaccount:..." cannot create resource "pods/exec"`); the exec stream to the kubelet
 (`error: unable to upgrade connection: ...`, a pod or container not found or not running); and the remote
 command's own status (`command terminated with exit code N`), which counts only where the agent is seen.
+
+The worker pods' labels are those of the controller that wrote the script (read in kubeflow/mpi-operator v0.3.0 and
+kubeflow/training-operator): v1, and training-operator's MPIJob, label them `mpi-job-name=JOB,mpi-job-role=worker`;
+v1alpha1 and v1alpha2 `mpi_job_name=JOB,mpi_role_type=worker`. v2beta1 starts its daemons over ssh and writes no
+kubexec.sh, so its `training.kubeflow.org/job-name` label never goes with this agent. Only v1alpha2's script copies a
+hosts file into the worker first (`+ /opt/kube/kubectl cp /opt/kube/hosts POD:/etc/hosts_of_nodes` in the trace),
+and v1's passes `--container` (where the job sets mainContainer): where neither shows, both selectors are named.
 """
 
 from __future__ import annotations
@@ -36,6 +43,10 @@ _EXIT = re.compile(r"^\s*command terminated with exit code (?P<code>[0-9]+)")
 _SEEN = re.compile(r"kubexec\.sh|^\+ POD_NAME=|kubectl exec ")
 _POD_TRACE = re.compile(r"^\+ POD_NAME=(?P<pod>\S+)")
 _POD_SAID = re.compile(r"pods? \"(?P<pod>[^\"]+)\"")
+_ALPHA2 = re.compile(r"kubectl cp \S+ \S+:/etc/hosts_of_nodes")
+_V1 = re.compile(r"kubectl exec \S+ --container ")
+_V1_SELECTOR = "`kubectl get pods -l mpi-job-name=JOB,mpi-job-role=worker`"
+_ALPHA_SELECTOR = "`kubectl get pods -l mpi_job_name=JOB,mpi_role_type=worker`"
 # What each wording means, in the launcher's terms: (pattern, reason).
 _REASONS = (
     (re.compile(r"kubectl: (?:not found|No such file)"), "kubectl is not in the launcher's image (at /opt/kube, "
@@ -77,3 +88,13 @@ def reasons(lines: list[LogLine]) -> list[str]:
     """What each failure means, the most specific wording first, once each."""
     return unique([why for line in lines
                    if (why := next((w for pattern, w in _REASONS if pattern.search(line.text)), ""))])
+
+
+def worker_pods(logs: list[Log]) -> str:
+    """How to list the job's worker pods, for the MPIJob version the agent's trace shows (both when it shows none)."""
+    lines = [line.text for log in logs for line in log.lines]
+    if any(_ALPHA2.search(text) for text in lines):
+        return f"{_ALPHA_SELECTOR} (MPIJob v1alpha2)"
+    if any(_V1.search(text) for text in lines):
+        return f"{_V1_SELECTOR} (MPIJob v1)"
+    return f"{_V1_SELECTOR} for an MPIJob v1, {_ALPHA_SELECTOR} for v1alpha1 and v1alpha2"

@@ -172,7 +172,7 @@ def _kubectl_agent(found: list[End], logs: list[Log], agent: dict[str, list[LogL
                  "its service account has a Role allowing `get`/`list`/`watch` on pods and `create` on pods/exec "
                  "in the job's namespace (`kubectl auth can-i create pods/exec --as "
                  "system:serviceaccount:NS:SA`); every worker pod is Running and Ready before mpirun starts "
-                 "(`kubectl get pods -l training.kubeflow.org/job-name=JOB`), and orted is on their PATH.",
+                 f"({kubexec.worker_pods(logs)}), and orted is on their PATH.",
                  score=84, hosts=pods or _where(found), evidence=evidence(lines + _lines(found)))
 
 
