@@ -31,7 +31,9 @@ def test_network_summary_leaves_out_redacted_hosts() -> None:
 
 
 def test_placeholders_and_real_names() -> None:
-    for placeholder in ("...-48", "xxx", "<hostname>", "{host}", "[REDACTED]", "***", "10.x.x.x", "<MASTER_IP>"):
+    for placeholder in ("...-48", "xxx", "<hostname>", "{host}", "[REDACTED]", "***", "10.x.x.x", "192.168.x.x",
+                        "x.x.x.x:29500", "<MASTER_IP>"):
         assert redacted(placeholder), placeholder
-    for real in ("gpu07", "10.0.0.2", "[::1]", "[fe80::1%ib0]", "[::ffff:10.0.0.2]", "dgx-a100-xxl", "x1000c0s0b0n0"):
+    for real in ("gpu07", "10.0.0.2", "[::1]", "[fe80::1%ib0]", "[::ffff:10.0.0.2]", "dgx-a100-xxl", "x1000c0s0b0n0",
+                 "master-x", "gpu.x", "x.example.com", "node_x"):
         assert not redacted(real), real
