@@ -32,6 +32,13 @@ def listed(noun: str, items: Iterable[object]) -> str:
     return f"{for_count(len(names), noun, _plural(noun))} {', '.join(names)}"
 
 
+def abridged(items: Iterable[object], shown: int = 6) -> str:
+    """`a, b, c`, or past `shown` items the first `shown` and `and N more`: a list that grows with the job
+    (ranks, hosts) named in a sentence."""
+    names = [str(item) for item in items]
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 def counted(count: int, noun: str) -> str:
     """`1 rank`, `3 ranks` or `no ranks`: a count and its noun (in the singular) worded for it."""
     if count == 0:

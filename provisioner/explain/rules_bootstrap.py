@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import env, evidence, grep, hosts
+from provisioner.explain.evidence import abridged, env, evidence, grep, hosts
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
@@ -53,7 +53,7 @@ _LAUNCH_FIX = ("Start every rank of the job from one launch with one world size:
 
 
 def _on(lines: list[LogLine]) -> str:
-    return f" on {', '.join(found)}" if (found := hosts(lines)) else ""
+    return f" on {abridged(found)}" if (found := hosts(lines)) else ""
 
 
 def _settings(logs: list[Log], *names: str) -> list[str]:
@@ -240,7 +240,8 @@ def init_unfinished(logs: list[Log]) -> list[Cause]:
                "timeout of its own so a hang ends with an error.")
     return [Cause(
         id="init-unfinished", title=f"NCCL's communicator init started and never finished ({', '.join(which[:3])})",
-        detail=f"{', '.join(which)} printed `Init START` and no `Init COMPLETE`{_on(lines)}. {stage} If the log "
+        # A job of thousands of ranks: the first few are named, the rest counted.
+        detail=f"{abridged(which)} printed `Init START` and no `Init COMPLETE`{_on(lines)}. {stage} If the log "
                "was cut short, this is only what it shows.",
         fix=fix, score=45, hosts=hosts(lines), evidence=evidence(lines),
     )]

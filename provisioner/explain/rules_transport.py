@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from provisioner.explain.evidence import evidence
+from provisioner.explain.evidence import abridged, evidence
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
@@ -167,7 +167,7 @@ def _shm(found: dict[str, _Host]) -> Cause | None:
 
 
 def _list(names: list[str]) -> str:
-    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return abridged(names)
 
 
 def _who(names: list[str]) -> str:

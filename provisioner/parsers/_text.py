@@ -115,7 +115,9 @@ _CLOCK = re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: |$)", re.ASCII)
 _CLOCK_BEFORE = re.compile(
     r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)? (?=\[rank\d+\]:|[A-Za-z0-9][\w.-]*:\d+:\d+ \[\d+\] "
     r"|\[?[IWEF]\d{3,4} \d{2}:\d{2}:\d{2}\.\d+ )", re.ASCII)
-_MPI_TAG = re.compile(r"^\[\d+,\d+\](?:<\w+>)?:", re.ASCII)  # Open MPI --tag-output: no blank after
+_MPI_TAG_BODY = r"\[\d+,\d+\](?:<\w+>)?:"
+_MPI_TAG = re.compile("^" + _MPI_TAG_BODY, re.ASCII)  # Open MPI --tag-output: no blank after
+_MPI_TAG_ANYWHERE = re.compile(_MPI_TAG_BODY, re.ASCII)
 _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: the global rank
 # Ray's driver prints every worker's output behind the worker's name: `(RayWorkerWrapper pid=92234,
 # ip=172.19.24.110) `, `(pid=909597) `, `(raylet, ip=10.0.0.7) `, and names a line it folded from several
@@ -269,6 +271,14 @@ def _strip_note(line: Line) -> Line:
     if not m:
         return line
     return Line(line.number, line.text[: m.start()], line.raw, line.prefix, line.text[m.start():])
+
+
+def after_mpi_tag(text: str) -> str:
+    """`text` after the last Open MPI `--tag-output` tag in it (`[1,0]<stdout>:`), stripped; `text` itself
+    when it has none. For a line the shared cleaning left a tag on: one behind a label that only some lines
+    carry (`0: [1,0]<stderr>: ...`), or behind a prefix it does not know."""
+    ends = [m.end() for m in _MPI_TAG_ANYWHERE.finditer(text)]
+    return text[ends[-1]:].strip() if ends else text
 
 
 def content_lines(text: str) -> list[Line]:

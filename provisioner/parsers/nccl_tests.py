@@ -9,7 +9,8 @@ printed in exponent notation (`4e+06`, nccl-tests 2.19) are ints.
 Since 2.17 the header carries versions as codes (`# nccl-tests version 2.19.6 nccl-headers=22809
 nccl-library=22809`, i.e. NCCL 2.28.9) and the run is framed by `# Collective test starting/concluded`.
 A run ends with `# Out of bounds values` and `# Avg bus bandwidth`: without them the output was cut
-(`complete` False, `verdict` `truncated: no footer`). Several runs in one log are all read (`runs`).
+(`complete` False, `verdict` `truncated: no footer`). Several runs in one log are all read (`runs`) and
+judged each on its own (nccl_tests_verdict): `verdict` is the worst run's.
 
 Release shapes (nccl-tests' own print code): 2017-2018 builds print `nThread ...` and the footer without `#`,
 `#   Rank N on HOST` without a pid, a `bytes N` header and times in ms (see nccl_tests_table); 2019-2022
@@ -31,7 +32,6 @@ only output with no header, row or summary at all raises ParseError.
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from pydantic import Field, ValidationError
 
@@ -56,6 +56,7 @@ from provisioner.parsers.nccl_tests_table import (
     parse_row,
     version_from_code,
 )
+from provisioner.parsers.nccl_tests_verdict import RunPart, Verdict, judge, worst
 
 KIND = "nccl_tests"
 
@@ -96,7 +97,6 @@ _STOPPED = re.compile(
     r"|^Please check the number of processes and GPUs per process"
     r"|^\[ERROR\] The number of requested GPUs "
 )
-_EXIT_TRACE = re.compile(r"^\.\.\s+\S+ pid [0-9]+: Test failure \S+:[0-9]+$")
 # A rank killed by a signal, as the launching shell reports it (strsignal's name, then `(core dumped)` when
 # it dumped: `Segmentation fault (core dumped)`, bash's `line 3: 4711 Bus error  (core dumped) ./x`), as
 # Open MPI's mpirun reports it (`exited on signal 7 (Bus error)`) or Slurm's srun (`task 0: Bus error`).
@@ -122,17 +122,15 @@ class NcclTestRank(Fact):
     name: str
 
 
-Verdict = Literal["ok", "wrong results", "out of bounds", "failed", "truncated: no footer", "unreadable row",
-                  "below minimum bandwidth"]
-
-
 class NcclTests(Parsed):
     """`verdict` sums the run up: `ok`, `wrong results` (a #wrong cell above 0), `out of bounds`,
     `failed` (a `Test ... failure` line), `truncated: no footer`, `unreadable row` (a line of the table with
     a size and a count that does not fit its header: a size whose figures cannot be judged) or `below minimum
-    bandwidth` (the average under NCCL_TESTS_MIN_BW: `# Avg bus bandwidth : X FAILED`)."""
+    bandwidth` (the average under NCCL_TESTS_MIN_BW: `# Avg bus bandwidth : X FAILED`). A log of several
+    runs is judged run by run (`run_verdicts`, in order), and `verdict` is the worst of them."""
 
     verdict: Verdict = "ok"
+    run_verdicts: list[Verdict] = Field(default_factory=list)
     rows: list[NcclTestRow] = Field(default_factory=list)
     avg_busbw: float | None = None
     avg_busbw_ok: bool | None = None  # None: no NCCL_TESTS_MIN_BW to judge it against
@@ -199,6 +197,17 @@ class _Run:
         self.headerless = False  # rows came before any column header (a fragment of the output)
         self.alone = "oop"  # the group a one-group header names, from the label line above it
         self.unreadable: list[int] = []
+        self.parts: list[RunPart] = [RunPart()]
+
+    @property
+    def part(self) -> RunPart:
+        return self.parts[-1]
+
+    def start(self) -> None:
+        """A line that begins a run: after a footer, or after failures (nccl-tests stops at its first), it
+        is the next run's; rows alone may be another copy's, interleaved with this one."""
+        if self.part.footer or self.part.failures:
+            self.parts.append(RunPart())
 
     def comment(self, line: Line, body: str) -> bool:
         """Read a `#` line; False when it is an unrecognised comment (skipped, not an error)."""
@@ -207,34 +216,44 @@ class _Run:
         if (header := columns_of(line, self.alone)) is not None:
             if self.columns != header or not self.in_table:
                 self.runs += 1
+                self.start()
             self.columns, self.open, self.in_table = header, True, True
+            self.part.open = True
         elif rank := parse_rank(line):
             self.devices.append(rank)
         elif m := _OUT_OF_BOUNDS.match(body):
             self.fields["out_of_bounds"] = int(m.group("count"))
             verdict = (m.group("verdict") or "").upper()
             self.fields["out_of_bounds_ok"] = verdict == "OK" if verdict else None
+            self.part.out_of_bounds.append((int(m.group("count")), verdict == "OK" if verdict else None))
         elif m := _AVG_BUSBW.match(body):
             self.fields["avg_busbw"] = to_float(KIND, m.group("value"), line, "average bus bandwidth")
-            if m.group("verdict"):
-                self.fields["avg_busbw_ok"] = m.group("verdict") == "OK"
-            self.open = self.in_table = False
+            ok = m.group("verdict") == "OK" if m.group("verdict") else None
+            if ok is not None:
+                self.fields["avg_busbw_ok"] = ok
+            self.part.avg_busbw_ok.append(ok)
+            self.open = self.in_table = self.part.open = False
         elif m := _BITWISE.match(body):
             self.fields["bitwise_mismatches"] = int(m.group("count"))
+            self.part.bitwise_mismatches += int(m.group("count"))
         elif _PARAMS.match(body):
+            self.start()
             self.fields["parameters"] = _parameters(body)
         elif m := _TESTS_VERSION.match(body):
+            self.start()
             self.fields["nccl_tests_version"] = m.group("version")
             for code in _CODE.finditer(m.group("rest")):
                 self.fields[f"nccl_{code.group('what')}_version"] = version_from_code(int(code.group("code")))
         elif m := _COMPILED_WITH.match(body):
+            self.start()
             self.fields["nccl_headers_version"] = m.group("version")
         elif m := _LAST_ERROR.match(body):
             self.fields["nccl_last_error"] = m.group("text").strip()
         elif m := _COLLECTIVE.match(body):
             self.fields["collective"] = m.group("name")
             if m.group("event") == "starting":
-                self.open = True
+                self.start()
+                self.open = self.part.open = True
         else:
             return False
         return True
@@ -244,6 +263,7 @@ class _Run:
         if body.startswith("#") or _BARE.match(body):
             return self.comment(line, body)
         if m := _RCCL_TESTS.match(body):
+            self.start()
             self.fields["rccl_tests_version"] = m.group("version")
             return True
         version = split_nccl_version(body)
@@ -254,6 +274,7 @@ class _Run:
             return False
         if _FAILURE.search(body) or _KILLED.search(body) or _STOPPED.search(body):
             self.failures.append(body)
+            self.part.failures.append(body)
             return True
         if self.columns is None:
             cells = line.stripped.split()
@@ -264,39 +285,24 @@ class _Run:
             self.columns, self.headerless, self.in_table = inferred, True, True
             self.runs += 1
         try:
-            self.rows.append(parse_row(self.columns, line))
+            row = parse_row(self.columns, line)
         except ParseError:
             # A size and a count between the header and the footer: a result row gone wrong. Outside a table
             # nccl-tests prints no row, so such a line (a wrapper's `/usr/bin/time -f '%e %M'`) is someone else's.
             cells = body.split()
             if self.in_table and len(cells) >= 2 and number(cells[0]) is not None and number(cells[1]) is not None:
                 self.unreadable.append(line.number)
+                self.part.unreadable = True
             raise
-        self.open = True
+        self.rows.append(row)
+        self.part.rows += 1
+        self.part.wrong |= any(isinstance(w, int) and w > 0 for w in (row.oop_wrong, row.ip_wrong))
+        self.open = self.part.open = True
         return True
 
-    def _count(self, name: str) -> int:
-        value = self.fields.get(name)
-        return value if isinstance(value, int) else 0
-
-    def verdict(self) -> Verdict:
-        wrong = [w for r in self.rows for w in (r.oop_wrong, r.ip_wrong) if isinstance(w, int)]
-        # Under NCCL_TESTS_MIN_BW a run whose average falls short exits through its error path, which prints
-        # only `.. HOST pid N: Test failure common.cu:L`: that run is below the minimum, not failed.
-        below = self.fields.get("avg_busbw_ok") is False and all(_EXIT_TRACE.match(f) for f in self.failures)
-        if self.failures and not below:
-            return "failed"
-        if any(w > 0 for w in wrong) or self._count("bitwise_mismatches") > 0:
-            return "wrong results"
-        if self._count("out_of_bounds") > 0 or self.fields.get("out_of_bounds_ok") is False:
-            return "out of bounds"
-        if self.open or "avg_busbw" not in self.fields:
-            return "truncated: no footer"
-        if self.unreadable:
-            return "unreadable row"
-        if self.fields.get("avg_busbw_ok") is False:
-            return "below minimum bandwidth"
-        return "ok"
+    def verdicts(self) -> list[Verdict]:
+        """Each run's verdict, in order (a run that printed nothing that bears on one is left out)."""
+        return [judge(part) for part in self.parts if not part.empty()]
 
 
 def parse_nccl_tests(text: str) -> NcclTests:
@@ -312,7 +318,8 @@ def parse_nccl_tests(text: str) -> NcclTests:
         found.attempt(line, run.line)
     # Skipped comments and NCCL log lines count as placed but not as recognised nccl-tests output.
     found.recognised = _recognised(run)
-    verdict = run.verdict()
+    run_verdicts = run.verdicts()
+    verdict = worst(run_verdicts)
     # Output without its structural anchors is never complete: no header, no table, or no footer.
     if run.columns is None or run.headerless:
         found.lack("column header (#  size  count  type ...)")
@@ -332,6 +339,7 @@ def parse_nccl_tests(text: str) -> NcclTests:
         fields["nccl_version"] = run.fields["nccl_library_version"]
     return NcclTests(
         verdict=verdict,
+        run_verdicts=run_verdicts,
         rows=run.rows,
         wrong_column=wrong,
         columns=[c.partition(":")[0] for c in columns or []],
