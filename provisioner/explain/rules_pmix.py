@@ -87,6 +87,8 @@ def _expand(ranged: str) -> list[str]:
 
 ID = "pmix-wireup-failed"
 SCORE = 83
+# The launcher's and scheduler's verdicts a failed wire-up brings about (see lead).
+CONSEQUENCES = {"rank-killed", "rank-exited", "rank-terminated", "job-cancelled", "node-failure", "step-time-limit"}
 
 _LINES = ("socket", "address", "direct", "send", "pmi2", "timeout")
 
@@ -190,3 +192,38 @@ def pmix_wireup(logs: list[Log]) -> list[Cause]:
             "(`srun --mpi=list`); SLURM_PMIX_DIRECT_CONN=false routes the exchange through slurmd instead.",
         score=SCORE, hosts=where, evidence=evidence(lines))]
 
+
+def _follows(then: Cause, first: Cause) -> bool:
+    """Whether `then`'s lines come after `first`'s in the same log; in another log the order is not known, and a
+    verdict there is taken to follow the wire-up, which happens at the start of the step."""
+    files = {e.file for e in first.evidence}
+    theirs = [e.line for e in then.evidence if e.file in files]
+    return not theirs or min(theirs) > min(e.line for e in first.evidence if e.file in files)
+
+
+def lead(causes: list[Cause]) -> list[Cause]:
+    """With the wire-up failed, the launcher's and scheduler's verdicts after it (the ranks killed, exited or
+    cancelled, a node failure, the time limit) are its consequence: a step whose fence never completes hangs
+    until the plugin, srun or the job's end kills it. They are kept, ranked just below it and saying so; a
+    node failure names the node the wire-up could not reach, when the wire-up's own lines name none."""
+    pmix = next((c for c in causes if c.id == ID), None)
+    if pmix is None:
+        return causes
+    after = [c for c in causes if c.id in CONSEQUENCES and _follows(c, pmix)]
+    if not after:
+        return causes
+    note = (" It followed Slurm's PMIx/PMI2 exchange between the step's nodes failing (pmix-wireup-failed), the "
+            "more likely cause: a step whose wire-up fails hangs or is killed in start-up.")
+    down = (" A node Slurm reports failed this way may have been set down because the other nodes could not "
+            "reach it: if it is up and its slurmd answers, look at the wire-up, not the node.")
+    failed = unique([h for c in after if c.id == "node-failure" for h in c.hosts])
+    if failed and not set(failed) & set(pmix.hosts):
+        pmix = pmix.model_copy(update={
+            "detail": pmix.detail + f" Slurm then reported a node failure on {', '.join(failed)}: most likely the "
+                      "node the message could not reach (its slurmd log tells whether it went down first or was "
+                      "set down because of this).",
+            "hosts": unique(failed + pmix.hosts)})
+    return [pmix if c.id == ID else c.model_copy(update={
+        "score": min(c.score, SCORE - 1),
+        "detail": c.detail + note + (down if c.id == "node-failure" else "")}) if any(c is a for a in after) else c
+        for c in causes]
