@@ -77,8 +77,10 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_job.crashes,
     rules_launch.launcher_failures, rules_pmix.pmix_wireup, rules_elastic.exit_barrier,
 ]
-# A rank the launcher or scheduler saw die explains what the generic crash rule and the stalled-path rules
-# would otherwise blame: with one, those are dropped.
+# A rank the launcher or scheduler saw die, or a step whose MPI wire-up failed before NCCL ran (its ranks hung or
+# were killed in start-up), explains what the generic crash rule and the stalled-path rules would otherwise blame:
+# with one, those are dropped.
+DEATHS = rules_launch.DEATHS | {rules_pmix.ID}
 SUPERSEDES = {"process-crashed", "mtu-blackhole"}
 # A host named as the one on TCP among RDMA hosts says better what the per-log "sockets between nodes" says.
 NARROWED = {"host-slower-transport": "ib-not-used",
@@ -139,10 +141,12 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
         log.aliases = dict(aliases or {})
     for rule in RULES:
         causes += rule(read)
-    if any(c.id in rules_launch.DEATHS for c in causes):
+    if any(c.id in DEATHS for c in causes):
         causes = [c for c in causes if c.id not in SUPERSEDES]
     narrowed = {NARROWED[c.id] for c in causes if c.id in NARROWED}
     causes = [c for c in causes if c.id not in narrowed]
+    # The launcher's verdicts after a failed wire-up are its consequence: ranked under it.
+    causes = rules_pmix.lead(causes)
     # A hang with nothing else to explain it, on PCIe peer paths: read once every other rule has spoken.
     causes = rules_pcie.defer(causes + rules_pcie.p2p_hang(read, causes))
     if not causes:

@@ -238,7 +238,9 @@ def _ras_client(log: Log, line: LogLine) -> bool:
 
 
 def _port_in_use(logs: list[Log]) -> list[Cause]:
-    hits = [(line, m) for log in logs for line, m in log.grep(_IN_USE) if not _ras_client(log, line)]
+    # A UNIX socket's path in use (Slurm's PMIx plugin binding its own) is no port: rules_pmix reads it.
+    hits = [(line, m) for log in logs for line, m in log.grep(_IN_USE)
+            if not _ras_client(log, line) and "UNIX socket" not in line.text]
     if not hits:
         return []
     lines = [line for line, _ in hits]

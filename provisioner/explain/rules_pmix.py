@@ -15,8 +15,15 @@ message says (src/plugins/mpi/pmix, 20.11 to 25.11, the same words throughout):
   the stepd's TCP connect to the other node's stepd failed; that port is in SrunPortRange when one is set, an
   ephemeral one otherwise.
 - `Can't find address for host HOST, check slurm.conf`: the node is not in the slurm.conf this stepd reads.
-- `send failed, rc=N, exceeded the retry limit`, `Cannot send message to ...`, `failed to send to HOST`: a
-  message relayed through the other node's slurmd (SlurmdPort) did not get there.
+- `send failed, rc=N, exceeded the retry limit`, `Cannot send message to PATH, size = N, hostlist:`,
+  `failed to send to HOST`: a message relayed through the other node's slurmd (SlurmdPort) to that node's stepd
+  did not get there. PATH is the stepd's UNIX socket (`SlurmdSpoolDir/stepd.slurm.pmix.JOB.STEP`) the slurmd
+  there hands it to. N is 1001 (SLURM_COMMUNICATIONS_CONNECTION_ERROR) when that slurmd could not be connected
+  to; an errno from that slurmd (2, 111, 13) when it was, but could not reach the stepd's socket.
+- The stepd's own socket (pmixp_utils.c `pmixp_usock_create_srv`, 16.05 to 25.11, strerror and errno after a
+  `: `): `UNIX socket path is too long: N, max M`, `Cannot create UNIX socket`, `Cannot bind() UNIX socket
+  PATH`, `Cannot listen(FD, 64) UNIX socket PATH`, then pmixp_server.c's bare `pmixp_usock_create_srv`: the
+  plugin did not start on that node, so the step failed there and the other nodes' messages to it fail.
 
 PMI2's fence (tree.c, pmi1.c, pmi2.c): `mpi/pmi2: failed to send temp kvs to HOST` (the parent node in the
 fence tree, or `srun`), and srun's own `failed to send temp kvs to compute nodes`; the plugin then kills the step.
@@ -41,8 +48,16 @@ _WAITED = re.compile(r"^\s*wait contrib: (?P<hosts>\S+)")
 _RING = re.compile(r"neighbor id: next \d+:(?P<next>\S+), prev \d+:(?P<prev>\S+)")
 _DIRECT = re.compile(r"Cannot establish direct connection to (?P<peer>\S+) \(\d+\)|Cannot establish the connection")
 _NO_ADDRESS = re.compile(r"Can't find address for host (?P<peer>\S+), check slurm\.conf")
-_SEND = re.compile(r"send failed, rc=\d+, exceeded the retry limit|Cannot send message to|"
+_SEND = re.compile(r"send failed, rc=(?P<rc>-?\d+), exceeded the retry limit|Cannot send message to|"
                    r"failed to send to (?P<peer>\S+), errno")
+_SOCKET = re.compile(r"UNIX socket path is too long|Cannot (?:create|bind\(\)|listen\(-?\d+, \d+\)) UNIX socket"
+                     r"(?: (?P<path>/\S+?))?(?:: (?P<why>[^:()]+) \(\d+\))?$|^pmixp_usock_create_srv$")
+# What the slurmd relaying a message answered, by `send failed, rc=N`.
+_RC = {"1001": "could not connect to that node's slurmd at all",
+       "2": "reached that node's slurmd, but the step's socket was not there (its stepd had not started the "
+            "step or had ended)",
+       "111": "reached that node's slurmd, but no stepd listened on the step's socket",
+       "13": "reached that node's slurmd, which was refused the step's socket (permissions)"}
 
 
 def _message(line: LogLine) -> tuple[str, str] | None:
@@ -70,14 +85,19 @@ def _expand(ranged: str) -> list[str]:
     return names
 
 
-_LINES = ("address", "direct", "send", "pmi2", "timeout")
+ID = "pmix-wireup-failed"
+SCORE = 83
+# The launcher's and scheduler's verdicts a failed wire-up brings about (see lead).
+CONSEQUENCES = {"rank-killed", "rank-exited", "rank-terminated", "job-cancelled", "node-failure", "step-time-limit"}
+
+_LINES = ("socket", "address", "direct", "send", "pmi2", "timeout")
 
 
 def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
     """The plugin's failure lines by kind (and the fence's state dump), and the nodes they name: those that
     report, the peers named, the nodes the fence still waited for and the ring's neighbours."""
     found: dict[str, list[LogLine]] = {key: [] for key in (*_LINES, "dump")}
-    names: dict[str, list[str]] = {key: [] for key in ("reporters", "waited", "ring", "peers")}
+    names: dict[str, list[str]] = {key: [] for key in ("reporters", "waited", "ring", "peers", "rc", "why")}
     for line in log.lines:
         if (pmi2 := _PMI2.search(line.text)) is not None:
             found["pmi2"].append(line)
@@ -95,19 +115,23 @@ def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
             names["ring"] += [ring["prev"], ring["next"]]
             found["dump"].append(line)
         for key, pattern in (("timeout", _TIMEOUT), ("direct", _DIRECT), ("address", _NO_ADDRESS),
-                             ("send", _SEND)):
+                             ("send", _SEND), ("socket", _SOCKET)):
             if m := pattern.search(msg):
                 found[key].append(line)
                 names["reporters"].append(host)
-                if "peer" in pattern.groupindex and m["peer"]:
-                    names["peers"].append(m["peer"])
+                groups = {k: v for k, v in m.groupdict().items() if v}
+                names["peers"] += [groups["peer"]] if "peer" in groups else []
+                names["rc"] += [groups["rc"]] if "rc" in groups else []
+                names["why"] += [f"{groups['path']}: {groups['why']}" if "path" in groups else groups["why"]
+                                 ] if "why" in groups else []
     return found, names
 
 
 def pmix_wireup(logs: list[Log]) -> list[Cause]:
     reads = [_read(log) for log in logs]
     merged = {key: [ln for found, _ in reads for ln in found[key]] for key in (*_LINES, "dump")}
-    named = {key: [n for _, names in reads for n in names[key]] for key in ("reporters", "waited", "ring", "peers")}
+    named = {key: [n for _, names in reads for n in names[key]]
+             for key in ("reporters", "waited", "ring", "peers", "rc", "why")}
     lines = [ln for key in _LINES for ln in merged[key]]
     if not lines:
         return []
@@ -120,7 +144,14 @@ def pmix_wireup(logs: list[Log]) -> list[Cause]:
     peers = unique(named["peers"] + awaited)
     where = unique(peers + reporters)
     by = ", ".join(reporters) or "a node's slurmstepd"
-    if merged["address"]:
+    if merged["socket"]:
+        why = "; ".join(unique(named["why"]))
+        what = (f"the stepd on {by} could not create the step's PMIx socket{f' ({why})' if why else ''}: the "
+                "plugin did not start there, so the step failed on that node and the others' messages to it went "
+                "nowhere. The socket is SlurmdSpoolDir/stepd.slurm.pmix.JOB.STEP: its path must fit a UNIX "
+                "socket's 107 characters, slurmd must be able to write there, and a file left there by an "
+                "earlier step of the same id blocks bind() (Address already in use)")
+    elif merged["address"]:
         what = (f"{by} could not look up {', '.join(peers) or 'a node of the step'} in slurm.conf: the nodes "
                 "read different slurm.conf files, or that node's NodeAddr/NodeHostname does not resolve there")
     elif merged["direct"]:
@@ -134,6 +165,8 @@ def pmix_wireup(logs: list[Log]) -> list[Cause]:
         what = (f"{by} could not pass the fence's data on to {', '.join(peers) or 'the next node'} (through its "
                 "slurmd, or to srun): that node's slurmd or step failed, or a firewall drops SlurmdPort or "
                 "SrunPortRange between them")
+        if said := unique([f"rc={rc}: it {_RC[rc]}" for rc in named["rc"] if rc in _RC]):
+            what += f" ({'; '.join(said)})"
     else:
         what = (f"the fence on {by} timed out waiting for {', '.join(awaited) or 'another node'}: that node's "
                 "stepd never sent its part (its tasks did not start there, its slurmd or container start hung, "
@@ -142,15 +175,55 @@ def pmix_wireup(logs: list[Log]) -> list[Cause]:
               "MPI_Init returns; that exchange failed, so the ranks hung or were killed in start-up and nothing "
               "of NCCL or the fabric was tried.")
     plugin = "PMI2" if merged["pmi2"] and not (merged["timeout"] or merged["direct"] or merged["send"]) else "PMIx"
+    title = (f"Slurm's PMIx plugin could not create its socket on {by}" if merged["socket"] else
+             f"Slurm's {plugin} exchange between the step's nodes failed" + (f" ({', '.join(peers)})" if peers
+                                                                             else ""))
     return [Cause(
-        id="pmix-wireup-failed",
-        title=f"Slurm's {plugin} exchange between the step's nodes failed" + (f" ({', '.join(peers)})" if peers
-                                                                             else ""),
+        id=ID,
+        title=title,
         detail=detail,
-        fix="Run `srun -N2 --mpi=pmix hostname` and an MPI hello world across the same nodes; open SlurmdPort "
+        fix=("On that node, check SlurmdSpoolDir (`scontrol show config`): short enough, writable by slurmd, "
+             "no stepd.slurm.pmix.* file of a step that has ended; then " if merged["socket"] else "")
+        + "run `srun -N2 --mpi=pmix hostname` and an MPI hello world across the same nodes; open SlurmdPort "
             "(6818) and SrunPortRange (set one in slurm.conf so a firewall can allow it) between all compute "
             "nodes and the login node; read the slurmd log of the node named; give slow container starts "
             "more time (SLURM_PMIX_TIMEOUT or PMIxTimeout in mpi.conf); check that every node runs the same "
             "Slurm and slurm.conf and that the MPI was built against the PMIx Slurm's plugin uses "
             "(`srun --mpi=list`); SLURM_PMIX_DIRECT_CONN=false routes the exchange through slurmd instead.",
-        score=83, hosts=where, evidence=evidence(lines))]
+        score=SCORE, hosts=where, evidence=evidence(lines))]
+
+
+def _follows(then: Cause, first: Cause) -> bool:
+    """Whether `then`'s lines come after `first`'s in the same log; in another log the order is not known, and a
+    verdict there is taken to follow the wire-up, which happens at the start of the step."""
+    files = {e.file for e in first.evidence}
+    theirs = [e.line for e in then.evidence if e.file in files]
+    return not theirs or min(theirs) > min(e.line for e in first.evidence if e.file in files)
+
+
+def lead(causes: list[Cause]) -> list[Cause]:
+    """With the wire-up failed, the launcher's and scheduler's verdicts after it (the ranks killed, exited or
+    cancelled, a node failure, the time limit) are its consequence: a step whose fence never completes hangs
+    until the plugin, srun or the job's end kills it. They are kept, ranked just below it and saying so; a
+    node failure names the node the wire-up could not reach, when the wire-up's own lines name none."""
+    pmix = next((c for c in causes if c.id == ID), None)
+    if pmix is None:
+        return causes
+    after = [c for c in causes if c.id in CONSEQUENCES and _follows(c, pmix)]
+    if not after:
+        return causes
+    note = (" It followed Slurm's PMIx/PMI2 exchange between the step's nodes failing (pmix-wireup-failed), the "
+            "more likely cause: a step whose wire-up fails hangs or is killed in start-up.")
+    down = (" A node Slurm reports failed this way may have been set down because the other nodes could not "
+            "reach it: if it is up and its slurmd answers, look at the wire-up, not the node.")
+    failed = unique([h for c in after if c.id == "node-failure" for h in c.hosts])
+    if failed and not set(failed) & set(pmix.hosts):
+        pmix = pmix.model_copy(update={
+            "detail": pmix.detail + f" Slurm then reported a node failure on {', '.join(failed)}: most likely the "
+                      "node the message could not reach (its slurmd log tells whether it went down first or was "
+                      "set down because of this).",
+            "hosts": unique(failed + pmix.hosts)})
+    return [pmix if c.id == ID else c.model_copy(update={
+        "score": min(c.score, SCORE - 1),
+        "detail": c.detail + note + (down if c.id == "node-failure" else "")}) if any(c is a for a in after) else c
+        for c in causes]

@@ -18,11 +18,16 @@ CASES: dict[str, tuple[str, str, str]] = {
     # openpmix#2786: node4's stepd could not find node5 in its slurm.conf. Before: no cause named.
     "slurmstepd-pmix-v5-no-address-for-host-1.txt": (
         "pmix-wireup-failed", "Can't find address for host node5", "could not look up node5 in slurm.conf"),
+    # openpmix#3559: ccexe0094's stepd could not connect to another node's slurmd (rc=1001), then srun reported
+    # ccexe0091 failed. Before: the node failure first, the PMIx error under it.
+    "slurmstepd-pmix-v5-send-retry-limit-node-failure-1.txt": (
+        "pmix-wireup-failed", "send failed, rc=1001", "could not connect to that node's slurmd"),
 }
 HOSTS: dict[str, list[str]] = {
     "slurmstepd-pmix-v3-fence-ring-collective-timeout-1.txt": ["adas-ml-2", "adas-ml"],
     "slurmstepd-pmix-v2-direct-connection-failed-1.txt": ["lxbk1177"],
     "slurmstepd-pmix-v5-no-address-for-host-1.txt": ["node5", "node4"],
+    "slurmstepd-pmix-v5-send-retry-limit-node-failure-1.txt": ["ccexe0091", "ccexe0094"],
 }
 
 test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names = table(
