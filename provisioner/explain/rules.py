@@ -7,7 +7,8 @@ rules_pcie, rules_enroot, rules_pmix; name lookups in lookups.py).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
-run without its footer). Every cause named is a failure or a slow path: a log that names none is healthy.
+run without its footer). A kernel fault and a network error that one process logged rank in the order it logged
+them (rules_cuda.in_log_order). Every cause named is a failure or a slow path: a log that names none is healthy.
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
         for rule in FALLBACK:
             causes += rule(read)
     causes = rules_ras.fold(rules_proxy.fold(causes), read)
+    causes = rules_cuda.in_log_order(causes, read)
     causes = [_unnamed(c) for c in causes]
     causes.sort(key=lambda c: -c.score)
     networks = [use for log in read if (use := network_use(log)) is not None]

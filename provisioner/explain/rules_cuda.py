@@ -132,6 +132,9 @@ _CAUSES: dict[str, tuple[str, str, str, int]] = {  # kind -> id, title, fix, sco
 }
 
 
+_ROOT = " This is the GPU side, not the network: the errors of other ranks and connections after it follow from it."
+
+
 def _host(line: LogLine) -> str | None:
     m = TEST_HOST.match(line.text)
     return line.host or (m["host"] if m else None)
@@ -227,9 +230,7 @@ def gpu_causes(logs: list[Log]) -> list[Cause]:
                 "on the host named", "on the host that wrote this log")
         by_id[cause_id] = Cause(
             id=cause_id, title=f"{title}: {', '.join(shown)}" if shown else title,
-            detail=f"{'; '.join(what[:4])}" + (f" on {', '.join(where)}" if where else "") + ". This is the GPU "
-                   "side, not the "
-                   "network: the errors of other ranks and connections after it follow from it."
+            detail=f"{'; '.join(what[:4])}" + (f" on {', '.join(where)}" if where else "") + "." + _ROOT
                    + (same_name_hint(lines) + _unseen_peer_hint(what) if kind == "p2p" else ""),
             fix=fix, score=score, hosts=where, evidence=evidence(lines + summary[:2]),
             settings=(["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"] if kind == "p2p"
@@ -237,3 +238,66 @@ def gpu_causes(logs: list[Log]) -> list[Cause]:
         )
     return list(by_id.values())
 
+
+
+# A kernel fault or an unnamed CUDA failure can follow a network error on the same process (NCCL aborting the
+# communicator under a running kernel): then the order in the log tells which came first. Setup failures (driver,
+# visibility, P2P, fabric manager), memory and GPU hardware faults name their own cause whatever came before.
+_FOLLOWERS = {_CAUSES[kind][1] for kind in ("kernel", "other")} | {rocm.CAUSES[kind][1] for kind in ("kernel", "other")}
+# Causes that are a failure of the network or its transport, each with the lines that show it.
+NETWORK = {"ib-completion-error", "ib-port-event", "ib-queue-error", "hca-firmware-fault", "verbs-resource-failure",
+           "ofi-failure", "peer-unreachable"}
+_PROCESS = re.compile(r"(?:^|\s)[^\s:]+:(?P<pid>[1-9][0-9]*):[1-9][0-9]*\s+\[")
+
+
+def _process(line: LogLine) -> tuple[str, str | None, int | None, str | None]:
+    """Where a line came from: its file, host, rank and (NCCL's prefix) process id, as far as the log says."""
+    m = _PROCESS.search(line.text)
+    return line.file, _host(line), line.rank, m["pid"] if m else None
+
+
+def _same(a: tuple[str, str | None, int | None, str | None], b: tuple[str, str | None, int | None, str | None]
+          ) -> bool:
+    return a[:2] == b[:2] and all(x is None or y is None or x == y for x, y in zip(a[2:], b[2:], strict=True))
+
+
+def _lines(cause: Cause, logs: dict[tuple[str, int], LogLine]) -> list[LogLine]:
+    return [line for e in cause.evidence if (line := logs.get((e.file, e.line))) is not None]
+
+
+def _follows(later: list[LogLine], earlier: list[LogLine]) -> LogLine | None:
+    """The first of `earlier` that some line of the same process printed before each of `later`, when every line
+    of `later` has one (else None)."""
+    found = []
+    for line in later:
+        before = [e for e in earlier if e.number < line.number and _same(_process(e), _process(line))]
+        if not before:
+            return None
+        found.append(min(before, key=lambda e: e.number))
+    return min(found, key=lambda e: e.number) if found else None
+
+
+def in_log_order(causes: list[Cause], logs: list[Log]) -> list[Cause]:
+    """A kernel fault or CUDA failure and a network error on the same process: the one the process logged first
+    ranks first. A CUDA error after the network error is its consequence, and its text says so instead of naming
+    the GPU as what the other errors follow from."""
+    by_line = {(line.file, line.number): line for log in logs for line in log.lines}
+    network = [(c, _lines(c, by_line)) for c in causes if c.id in NETWORK]
+    out = []
+    for cause in causes:
+        if cause.id != "cuda-failure" or cause.title.split(":")[0] not in _FOLLOWERS or _ROOT not in cause.detail:
+            out.append(cause)
+            continue
+        gpu = _lines(cause, by_line)
+        after = [(c, first) for c, lines in network if gpu and (first := _follows(gpu, lines))]
+        before = [c for c, lines in network if lines and _follows(lines, gpu)]
+        if after:
+            net, first = min(after, key=lambda item: item[1].number)
+            note = (f" The same process logged a network error first (line {first.number}: {net.title}); this CUDA "
+                    "error came after it and is likely a consequence of that failure, not its cause.")
+            cause = cause.model_copy(update={"detail": cause.detail.replace(_ROOT, note),
+                                             "score": min([cause.score] + [c.score - 1 for c, _ in after])})
+        elif before:
+            cause = cause.model_copy(update={"score": max([cause.score] + [c.score + 1 for c in before])})
+        out.append(cause)
+    return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from provisioner.explain import ibverbs
+from provisioner.explain import completion_ends, ibverbs
 from provisioner.explain.evidence import counted, evidence, grep, hosts, warning_lines
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.memlock import memlock_cause
@@ -56,6 +56,12 @@ def _earlier_errors(logs: list[Log]) -> bool:
                for log in logs)
 
 
+def _end(host: str | None, device: str | None, addresses: list[str]) -> str:
+    """One end of a connection as a cause names it: `gpu4 (mlx5_0, 10.0.0.1)`."""
+    said = [d for d in [device] if d] + addresses
+    return f"{host or 'a host'}" + (f" ({', '.join(said)})" if said else "")
+
+
 def completion_errors(logs: list[Log]) -> list[Cause]:
     groups: dict[tuple[str | None, str | None, int], list[tuple[Log, CompletionError]]] = defaultdict(list)
     for log in logs:
@@ -63,14 +69,25 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
             groups[(error.host, error.device, error.status)].append((log, error))
     first_causes = any(ibverbs.status(code).first_cause for _, _, code in groups)
     causes = []
-    for (host, device, code), items in groups.items():
+    for keys, why in completion_ends.pair({k: [e for _, e in items] for k, items in groups.items()}, logs):
+        items = [item for key in keys for item in groups[key]]
+        code = keys[0][2]
         peers = unique([e.peer for _, e in items if e.peer])
         vendor = unique([f"0x{e.vendor_error:x}" for _, e in items if e.vendor_error is not None])
         found = ibverbs.status(code)
         lines = [line for log, e in items for line in warning_lines(log, e.line)]
-        where = f"{host or 'a host'}" + (f" ({device})" if device else "")
-        towards = f" towards {', '.join(peers)}" if peers else ""
-        detail = f"{counted(len(items), 'completion error')}{towards}: {found.meaning}."
+        if len(keys) == 2:
+            # Each end's address is the peer the other end's records name.
+            (a, a_dev, _), (b, b_dev, _) = keys
+            named = [unique([e.peer for _, e in groups[key] if e.peer]) for key in reversed(keys)]
+            where = f"both ends of the connection between {_end(a, a_dev, named[0])} and {_end(b, b_dev, named[1])}"
+            detail = (f"{counted(len(items), 'completion error')}, logged by both ends of one connection ({why}): "
+                      f"{found.meaning}.")
+        else:
+            host, device, _ = keys[0]
+            where = _end(host, device, [])
+            towards = f" towards {', '.join(peers)}" if peers else ""
+            detail = f"{counted(len(items), 'completion error')}{towards}: {found.meaning}."
         if vendor:
             detail += f" Vendor syndrome {', '.join(vendor)}."
         fix = found.fix
@@ -87,7 +104,7 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
             id="ib-completion-error",
             title=f"RDMA completion error {code} ({found.symbol}) on {where}",
             detail=detail, fix=fix, score=score,
-            hosts=[h for h in [host] if h], addresses=peers, evidence=evidence(lines),
+            hosts=unique([h for h, _, _ in keys if h]), addresses=peers, evidence=evidence(lines),
         ))
     return causes
 

@@ -40,6 +40,9 @@ _DEVICE_PORT = re.compile(r"NET/IB\s*:\s*(?P<hca>[A-Za-z][\w.-]*[0-9]):[0-9]+\s"
 # The request's type: `(Recv)` (2.18 to 2.28.3), `req_type=Recv` (2.28.7/2.28.9); NCCL's are Send, Recv, Flush,
 # IPut and Unused.
 _DIRECTION = re.compile(r"\((?P<a>Recv|Send|Flush|IPut|Unused|Read|Write)\)|\breq_type=(?P<b>[A-Za-z]+)")
+# The queue pair's two ends (2.19 on): `localGid ::ffff:10.0.106.7 remoteGids::ffff:10.0.106.6` (NCCL prints no
+# blank after `remoteGids`), `localGid fe80::... remoteGids fe80::...`.
+_GIDS = re.compile(r"\blocalGid\s+(?P<local>[0-9A-Fa-f:.]+)\s+remoteGids?\s*(?P<remote>[0-9A-Fa-f:.]+)")
 
 # A verbs or libfabric call that failed: `Call to ibv_reg_mr failed with error Cannot allocate memory`,
 # `ibv_post_send() failed with error ...`, `fi_mr_reg failed`, `OFI fi_getinfo() call failed: ...`.
@@ -88,6 +91,8 @@ class CompletionError(Fact):
     vendor_error: int | None = None
     opcode: int | None = None
     direction: str | None = None
+    local_gid: str | None = None  # the GIDs of the queue pair's two ends, as printed (2.19 on)
+    remote_gid: str | None = None
     line: int
 
 
@@ -124,12 +129,14 @@ def completion(message: str, line: int, host: str | None) -> CompletionError | N
     opcode, vendor = _OPCODE.search(message), _VENDOR.search(message)
     hca = _HCA.search(message[m.end():]) or _DEVICE_PORT.search(message)
     direction = _DIRECTION.search(message)
+    gids = _GIDS.search(message)
     return CompletionError(
         host=host, device=hca.group("hca") if hca else None, peer=m.group("peer"),
         peer_port=int(m.group("port")) if m.group("port") else None, status=int(m.group("status")),
         vendor_error=int(vendor.group("vendor")) if vendor else None,
         opcode=int(opcode.group("opcode")) if opcode else None,
-        direction=(direction["a"] or direction["b"]) if direction else None, line=line,
+        direction=(direction["a"] or direction["b"]) if direction else None,
+        local_gid=gids["local"] if gids else None, remote_gid=gids["remote"] if gids else None, line=line,
     )
 
 

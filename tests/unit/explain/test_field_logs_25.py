@@ -13,8 +13,8 @@ CASES: dict[str, tuple[str, str, str]] = {
         "ib-completion-error", "transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12",
         "NCCL_IB_GID_INDEX"),
 }
-# The first of the two hosts that logged it (each end of the failed connection) comes first.
-HOSTS: dict[str, list[str]] = {"nccl-tests-2.4-completion-error-12-gid-index-cu-form-1.txt": ["gpu5"]}
+# Both hosts that logged it: the two ends of the failed connection, the first to log it first.
+HOSTS: dict[str, list[str]] = {"nccl-tests-2.4-completion-error-12-gid-index-cu-form-1.txt": ["gpu5", "gpu4"]}
 
 test_every_log_of_this_set_has_a_case, test_the_top_cause_of_each_field_log, test_the_hosts_each_names = table(
     CASES, HOSTS)

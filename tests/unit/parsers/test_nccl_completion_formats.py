@@ -25,10 +25,11 @@ def test_completion_request_type() -> None:
         "opcode=IBV_WC_RDMA_WRITE(1) reqSize=65536 vendor_err=129 req_type=Send localGid ::ffff:10.0.0.1 "
         "remoteGids::ffff:10.0.0.2 hca mlx5_3", 1, None)
     assert new is not None and (new.status, new.direction, new.device) == (12, "Send", "mlx5_3")
+    assert (new.local_gid, new.remote_gid) == ("::ffff:10.0.0.1", "::ffff:10.0.0.2")
     flush = completion(
         "NET/IB: Got completion from peer 10.0.0.2<43211> with status=5 opcode=0 len=0 vendor err 249 (Flush) "
         "hca mlx5_0", 1, None)
-    assert flush is not None and flush.direction == "Flush"
+    assert flush is not None and flush.direction == "Flush" and flush.local_gid is None
 
 
 def test_failed_call_errno_before_its_text() -> None:
