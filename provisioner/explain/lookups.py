@@ -4,9 +4,12 @@ where the log ties it to the lookup that failed: torch's warning names the host 
 connection was tried at (refused, reset, no route) had resolved.
 
 Wordings: torch's `The IPv6 network addresses of (H, P) cannot be retrieved (gai error: -3 - Temporary failure in
-name resolution)` (c10d socket.cpp: `IPv4 `, `IPv6 ` or no family named), NCCL's `Net : error encountered when
-getting address info : Name or service not known` (misc/socket.cc) and Python's `socket.gaierror: [Errno -2] Name
-or service not known` (glibc's gai_strerror texts; `[Errno 11001] getaddrinfo failed` on Windows).
+name resolution)` (c10d socket.cpp: `IPv4 `, `IPv6 ` or no family named; its first form, torch 1.10's, has no family
+and no code: `The network addresses of (H, P) cannot be retrieved Name or service not known.`), torch's TCPStore
+before socket.cpp (c10d Utils.cpp's tcputil::connect): `ValueError: host not found: Name or service not known`,
+which names no host; NCCL's `Net : error encountered when getting address info : Name or service not known`
+(misc/socket.cc) and Python's `socket.gaierror: [Errno -2] Name or service not known` (glibc's gai_strerror texts;
+`[Errno 11001] getaddrinfo failed` on Windows).
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
 
-UNRESOLVED = re.compile(r"network addresses of \((?P<host>[^,\s]+), [0-9]+\) cannot be retrieved \(gai error: "
-                        r"-?[0-9]+ - (?P<why>[^)]+)\)|error encountered when getting address info : (?P<why2>.+)"
-                        r"|gaierror: \[Errno -?[0-9]+\] (?P<why3>.+)")
+UNRESOLVED = re.compile(r"network addresses of \((?P<host>[^,\s]+), [0-9]+\) cannot be retrieved (?:\(gai error: "
+                        r"-?[0-9]+ - (?P<why>[^)]+)\)|(?P<why0>[A-Za-z][^.()]*))"
+                        r"|error encountered when getting address info : (?P<why2>.+)"
+                        r"|gaierror: \[Errno -?[0-9]+\] (?P<why3>.+)|\bhost not found: (?P<why4>[A-Za-z][^.()]*)")
 _REACHED = re.compile(r"refused|unreachable|No route|reset", re.I)  # an address was found and tried
 # `getent ahosts` asks the resolver as torch and NCCL do (every family), where `getent hosts` may stop at one.
 RESOLVE_FIX = ("On the node that failed, `getent ahosts NAME` must print the address the other nodes reach it on: "
@@ -96,23 +100,43 @@ def unresolved_alone(logs: list[Log]) -> list[Cause]:
     nccl = [(line, m) for line, m in found if m["why2"]]
     comm_id = env(logs, "NCCL_COMM_ID")
     if not torch and not nccl:
-        return _python_alone([(line, m) for line, m in found if m["why3"]])
+        return _store_alone([(line, m) for line, m in found if m["why4"]]) or _python_alone(
+            [(line, m) for line, m in found if m["why3"]])
     if torch:
         names, what, hits = unique([m["host"] for _, m in torch]), "the rendezvous store's name", torch
     else:
         names = [comm_host] if (comm_host := _comm_id_host(logs)) else []
         what, hits = "NCCL_COMM_ID's host name", nccl
+    # socket.cpp's first form (torch 1.10's, no `gai error`) gave up at the first failed lookup.
+    then = ("torch retries the lookup until its connect timeout, then fails" if any(m["why"] for _, m in torch) else
+            "torch's older socket code (no `gai error` in its warning) does not retry the lookup, so the rendezvous "
+            "failed at once" if torch else
+            "NCCL's init failed at once (its `Invalid NCCL_COMM_ID` means the name, not the format)")
     lines = [line for line, _ in hits][:3]
     return [Cause(
         id="peer-unreachable",
         title=f"a host cannot resolve {what} {', '.join(names) or '(its host name)'}",
         detail=f"{', '.join(names) or 'the host name in NCCL_COMM_ID'} did not resolve to any address "
                f"({_why([m for _, m in hits])}), so no connection was tried"
-               + (": torch retries the lookup until its connect timeout, then fails" if torch else
-                  ": NCCL's init failed at once (its `Invalid NCCL_COMM_ID` means the name, not the format)")
-               + ". The name is wrong, or the node that tried has no DNS or /etc/hosts entry for it.",
+               + f": {then}. The name is wrong, or the node that tried has no DNS or /etc/hosts entry for it.",
         fix=RESOLVE_FIX, score=85, hosts=hosts(lines), addresses=names,
         settings=[f"NCCL_COMM_ID={comm_id}"] if comm_id and not torch else [], evidence=evidence(lines),
+    )]
+
+
+def _store_alone(hits: list[Hit]) -> list[Cause]:
+    """torch's TCPStore client before socket.cpp failed its lookup: the name was the store's (MASTER_ADDR, or the
+    host of --rdzv_endpoint or init_method), but `host not found` does not say it, so it is not guessed."""
+    if not hits:
+        return []
+    lines = [line for line, _ in hits][:3]
+    return [Cause(
+        id="name-unresolved", title="a host cannot resolve the rendezvous store's name (the log does not name it)",
+        detail=f"torch's TCPStore client could not look up the store's host name ({_why([m for _, m in hits])}), "
+               "so no connection was tried; `host not found` does not say which name it looked up: MASTER_ADDR, or "
+               "the host of --rdzv_endpoint or init_method. The name is wrong, or the node that tried has no DNS "
+               "or /etc/hosts entry for it.",
+        fix=RESOLVE_FIX, score=85, hosts=hosts(lines), settings=["MASTER_ADDR"], evidence=evidence(lines),
     )]
 
 
@@ -135,7 +159,8 @@ def _python_alone(hits: list[Hit]) -> list[Cause]:
 
 def _why(matches: list[re.Match[str]]) -> str:
     """The resolver's reasons, once each, the first two."""
-    return "; ".join(unique([(m["why"] or m["why2"] or m["why3"]).strip().rstrip(".") for m in matches])[:2])
+    reasons = [next(r for r in (m["why"], m["why0"], m["why2"], m["why3"], m["why4"]) if r) for m in matches]
+    return "; ".join(unique([r.strip().rstrip(".") for r in reasons])[:2])
 
 
 def _comm_id_host(logs: list[Log]) -> str | None:

@@ -28,6 +28,13 @@ CASES: dict[str, tuple[str, str, str]] = {
     "torchrun-hostname-unresolved-2.txt": (
         "peer-unreachable", "(i-7840df31, 37340) cannot be retrieved", "torch retries the lookup until its connect "
         "timeout"),
+    # examples#540: torch 1.1's TCPStore client, `host not found` with no host named. Before: no cause.
+    "torch-tcpstore-host-not-found-1.txt": (
+        "name-unresolved", "ValueError: host not found: Name or service not known", "does not say which name"),
+    # pytorch#64990: the same under torch 1.9's elastic agent, which then restarts the worker group. Before: the
+    # worker's exit only.
+    "torchelastic-tcpstore-host-not-found-2.txt": (
+        "name-unresolved", "host not found: Temporary failure in name resolution", "MASTER_ADDR"),
 }
 HOSTS: dict[str, list[str]] = {name: [] for name in CASES}
 
