@@ -6,6 +6,9 @@ Two records are taken as the two ends when each names the other's GID (`localGid
 each names the other's address (`from peer A<port>`, the address the peer's log shows as its own in `OOB if:A<0>`
 or `Bootstrap : Using if:A<0>`, or an inventory alias), or, where neither says, the logs show no host but these
 two. Anything that points elsewhere (a GID or address of a third host) keeps them apart.
+
+A flushed request (status 5) is only the echo of an earlier error on its queue pair: on the other end of a connection
+whose first end logged a path error it is that error's echo, so it joins that link's cause instead of standing alone.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ class _Ends:
     def link(self, a: Key, a_errors: Sequence[CompletionError], b: Key, b_errors: Sequence[CompletionError]
              ) -> str | None:
         """Why the two groups are the two ends of one connection, or None when nothing says so."""
-        if a[0] is None or b[0] is None or a[2] != b[2] or (host_a := self.node(a[0])) == (host_b := self.node(b[0])):
+        if a[0] is None or b[0] is None or (host_a := self.node(a[0])) == (host_b := self.node(b[0])):
             return None
         gids = [{g for e in errors if (g := _ip(getattr(e, side)))} for errors in (a_errors, b_errors)
                 for side in ("local_gid", "remote_gid")]
@@ -89,25 +92,40 @@ class _Ends:
         return None
 
 
+def _matched(why: Mapping[tuple[Key, Key], str], keys: Sequence[Key], done: set[Key]
+             ) -> dict[Key, tuple[Key, str]]:
+    """{key: (its other end, why)} for the keys not yet done that have exactly one other end among those."""
+    found = {k: [b for a, b in why if a == k and b not in done] for k in keys if k not in done}
+    return {k: (ends[0], why[(k, ends[0])]) for k, ends in found.items()
+            if len(ends) == 1 and found.get(ends[0]) == [k]}
+
+
 def pair(groups: Mapping[Key, Sequence[CompletionError]], logs: list[Log]) -> list[tuple[list[Key], str]]:
-    """The groups as causes: two groups that are the ends of one link together, with why, each other alone (with
-    ""). Only errors of the fabric path fold (both ends see a lost path alike; a registration error is one host's)
-    and only where each end has exactly one match."""
+    """The groups as causes: two groups that are the ends of one link together (the first end's error first), with
+    why, each other alone (with ""). Only errors of the fabric path fold (both ends see a lost path alike; a
+    registration error is one host's), first the same status on both ends, then a flush on the end facing a path
+    error, and only where each end has exactly one match."""
     ends = _Ends(logs)
     keys = list(groups)
     fabric = [k for k in keys if ibverbs.status(k[2]).kind == "fabric"]
-    why = {(a, b): reason for a in fabric for b in fabric
-           if a != b and (reason := ends.link(a, groups[a], b, groups[b]))}
-    matches = {k: [b for a, b in why if a == k] for k in fabric}
+    flush = [k for k in keys if ibverbs.status(k[2]).kind == "flush"]
+    same = {(a, b): reason for a in fabric for b in fabric
+            if a != b and a[2] == b[2] and (reason := ends.link(a, groups[a], b, groups[b]))}
+    paired = _matched(same, keys, set())
+    echo = {(a, b): reason for a in fabric for b in flush if (reason := ends.link(a, groups[a], b, groups[b]))}
+    echo |= {(b, a): reason for (a, b), reason in echo.items()}
+    paired |= _matched(echo, keys, set(paired))
     out: list[tuple[list[Key], str]] = []
     done: set[Key] = set()
     for key in keys:
         if key in done:
             continue
-        found = matches.get(key, [])
-        if len(found) == 1 and matches[found[0]] == [key] and found[0] not in done:
-            out.append(([key, found[0]], why[(key, found[0])]))
-            done |= {key, found[0]}
+        if key in paired:
+            other, reason = paired[key]
+            # The error the flush echoes names the cause, so it comes first.
+            first, second = (other, key) if ibverbs.status(key[2]).kind == "flush" else (key, other)
+            out.append(([first, second], reason))
+            done |= {key, other}
         else:
             out.append(([key], ""))
             done.add(key)

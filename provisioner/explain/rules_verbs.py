@@ -83,6 +83,11 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
             where = f"both ends of the connection between {_end(a, a_dev, named[0])} and {_end(b, b_dev, named[1])}"
             detail = (f"{counted(len(items), 'completion error')}, logged by both ends of one connection ({why}): "
                       f"{found.meaning}.")
+            if keys[1][2] != code:
+                echoes = len(groups[keys[1]])
+                detail += (f" {b or 'The other end'}'s {counted(echoes, 'flushed request')} "
+                           f"({ibverbs.status(keys[1][2]).symbol}) {'is' if echoes == 1 else 'are'} the echo of it "
+                           "on the same connection, not a cause in itself.")
         else:
             host, device, _ = keys[0]
             where = _end(host, device, [])

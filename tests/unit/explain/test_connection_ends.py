@@ -5,7 +5,9 @@ The real case is nccl-tests#24 (tests/samples/logs/, source in tests/samples/IND
 from NCCL's own wordings as real logs print them: `Got completion with error 12, opcode 1, len 0, vendor err 129`
 (2.4, the same sample), `Got completion from peer A<port> with error N, opcode ..., vendor err N (Send)` (2.12 to
 2.18, NVIDIA/nccl-tests#252), `with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid X remoteGidsY`
-(2.19 on, NVIDIA/nccl#1405) and `NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:A<0>` (every release from 2.4)."""
+(2.19 on, NVIDIA/nccl#1405) and `NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:A<0>` (every release from 2.4). A flushed
+request reads `with status=5 opcode=1 len=0 vendor err 249 (Recv)` (NVIDIA/nccl#1524 and #1814, in
+tests/samples/logs/)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ _PEER = ("transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer {
          "len 0, vendor err 129 (Send)")
 _GID = ("ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer {peer}<54862> with status=12 opcode=0 len=0 "
         "vendor err 129 (Recv) localGid {local} remoteGids{remote}")
+_FLUSH_GID = ("transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer {peer}<57888> with status=5 "
+              "opcode=1 len=0 vendor err 249 (Recv) localGid {local} remoteGids{remote}")
+_FLUSH_PEER = _PEER.format(peer="{peer}").replace("error 12", "error 5").replace("vendor err 129", "vendor err 249")
 _OOB = "NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:{address}<0>"
 
 
@@ -96,3 +101,43 @@ def test_errors_of_one_host_alone_do_not_fold() -> None:
     protection = _completions([("gpu4", _OLD.format(code=4)), ("gpu5", _OLD.format(code=4))])
     mixed = _completions([("gpu4", _OLD.format(code=12)), ("gpu5", _OLD.format(code=13))])
     assert len(protection) == 2 and len(mixed) == 2, [c.title for c in protection + mixed]
+
+
+def test_a_flush_on_the_end_facing_a_retry_exceeded_error_is_its_echo() -> None:
+    """a gave up retrying towards b, b's queue pair towards a was flushed: one cause, the link, named by the
+    retry-exceeded error, with b's flush as its echo (2.12 to 2.18 wording, four hosts logging)."""
+    causes = _completions([*_addresses("node-a", "node-b", "node-c", "node-d"),
+                           ("node-b", _FLUSH_PEER.format(peer="10.0.0.1")), ("node-a", _PEER.format(peer="10.0.0.2"))])
+    assert len(causes) == 1, [c.title for c in causes]
+    cause = causes[0]
+    assert cause.title.startswith("RDMA completion error 12 (IBV_WC_RETRY_EXC_ERR)"), cause.title
+    assert "between node-a (10.0.0.1) and node-b (10.0.0.2)" in cause.title, cause.title
+    assert cause.hosts == ["node-a", "node-b"], cause.hosts
+    assert "node-b's 1 flushed request (IBV_WC_WR_FLUSH_ERR) is the echo of it" in cause.detail, cause.detail
+    assert len(cause.evidence) == 2, cause.evidence
+
+
+def test_a_flush_on_the_gid_named_end_is_folded_and_one_towards_a_third_gid_is_not() -> None:
+    """2.19 on: worker-1's flush names worker-0's GID and worker-0's retry-exceeded error names worker-1's."""
+    a, b, c = "fd00:1148:9000:5000:4:200:3:ff22", "fd00:1148:9000:5000:4:200:3:ff1f", "fd00:1148:9000:5000:4:200:3:ff20"
+    other = [("worker-2", "NCCL INFO Destroyed comm 0x7f24c4001af0 rank 8")]
+    mutual = _completions([*other, ("worker-0", _GID.format(peer="10.216.210.236", local=a, remote=b)),
+                           ("worker-1", _FLUSH_GID.format(peer="10.216.210.235", local=b, remote=a))])
+    apart = _completions([*other, ("worker-0", _GID.format(peer="10.216.210.236", local=a, remote=b)),
+                          ("worker-1", _FLUSH_GID.format(peer="10.216.210.237", local=b, remote=c))])
+    assert len(mutual) == 1 and mutual[0].hosts == ["worker-0", "worker-1"], [x.title for x in mutual]
+    assert "error 12" in mutual[0].title and "each names the other's GID" in mutual[0].detail, mutual[0].detail
+    assert len(apart) == 2, [x.title for x in apart]
+
+
+def test_a_flush_stays_its_own_cause_alone_beside_a_host_error_or_behind_its_own_pair() -> None:
+    """A lone flush keeps its cause and its advice; a flush facing a protection error (one host's registration or
+    PCIe path, no link) is not folded; a flush on an end whose same-status pair already folded stays apart."""
+    lone = _completions([("gpu4", _OLD.format(code=5))])
+    protection = _completions([("gpu4", _OLD.format(code=4)), ("gpu5", _OLD.format(code=5))])
+    behind = _completions([("gpu4", _OLD.format(code=12)), ("gpu5", _OLD.format(code=12)),
+                           ("gpu5", _OLD.format(code=5))])
+    assert len(lone) == 1 and "error 5" in lone[0].title and "No earlier error" in lone[0].detail, lone[0].detail
+    assert len(protection) == 2, [c.title for c in protection]
+    assert len(behind) == 2 and behind[0].hosts == ["gpu4", "gpu5"], [c.title for c in behind]
+    assert "Another completion error above comes first" in behind[1].detail, behind[1].detail
