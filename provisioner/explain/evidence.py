@@ -55,6 +55,11 @@ def evidence(lines: Iterable[LogLine], limit: int = 8) -> list[Evidence]:
     return seen[:limit]
 
 
+def signal(lines: Iterable[LogLine]) -> list[tuple[str, int]]:
+    """Where each of `lines` is, (file, line) in log order, all of them: a cause's signal beyond its evidence."""
+    return sorted({(line.file, line.number) for line in lines})
+
+
 def hosts(lines: Iterable[LogLine]) -> list[str]:
     return unique([line.host for line in lines if line.host])
 

@@ -30,6 +30,9 @@ class Cause(_Model):
     addresses: list[str] = Field(default_factory=list)
     settings: list[str] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list)
+    # Every line that shows the cause as (file, line), uncapped, where the evidence shows only the first few: what
+    # orders causes by which a process logged first. Not part of the report.
+    signal: list[tuple[str, int]] = Field(default_factory=list, exclude=True, repr=False)
 
 
 class NetworkUse(_Model):

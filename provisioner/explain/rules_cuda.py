@@ -265,6 +265,18 @@ def _lines(cause: Cause, logs: dict[tuple[str, int], LogLine]) -> list[LogLine]:
     return [line for e in cause.evidence if (line := logs.get((e.file, e.line))) is not None]
 
 
+def _firsts(cause: Cause, logs: dict[tuple[str, int], LogLine]) -> list[LogLine]:
+    """The first line of a network cause's signal in each process that logged it: its evidence stops at a few lines,
+    so a process whose first error comes later in the log is read from the signal (the evidence where a rule
+    keeps none)."""
+    lines = [line for at in cause.signal if (line := logs.get(at)) is not None] or _lines(cause, logs)
+    first: dict[tuple[str, str | None, int | None, str | None], LogLine] = {}
+    for line in lines:
+        if (where := _process(line)) not in first or line.number < first[where].number:
+            first[where] = line
+    return list(first.values())
+
+
 def _follows(later: list[LogLine], earlier: list[LogLine]) -> LogLine | None:
     """The first of `earlier` that some line of the same process printed before each of `later`, when every line
     of `later` has one (else None)."""
@@ -282,7 +294,7 @@ def in_log_order(causes: list[Cause], logs: list[Log]) -> list[Cause]:
     ranks first. A CUDA error after the network error is its consequence, and its text says so instead of naming
     the GPU as what the other errors follow from."""
     by_line = {(line.file, line.number): line for log in logs for line in log.lines}
-    network = [(c, _lines(c, by_line)) for c in causes if c.id in NETWORK]
+    network = [(c, _firsts(c, by_line)) for c in causes if c.id in NETWORK]
     out = []
     for cause in causes:
         if cause.id != "cuda-failure" or cause.title.split(":")[0] not in _FOLLOWERS or _ROOT not in cause.detail:

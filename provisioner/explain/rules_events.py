@@ -7,7 +7,7 @@ catastrophic error) are the firmware rule's, in rules_verbs.
 
 from __future__ import annotations
 
-from provisioner.explain.evidence import evidence, warning_lines
+from provisioner.explain.evidence import evidence, signal, warning_lines
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
@@ -51,6 +51,7 @@ def port_down(logs: list[Log]) -> list[Cause]:
             "symbol_error), the cable or optic, and the switch port; on RoCE the switch port's log for flaps.",
         score=80, hosts=unique([e.host for _, e in down if e.host]),
         evidence=evidence(_lines(down + [(log, u) for log, u in up if u.event.lower() == "port active"])),
+        signal=signal(_lines(down)),
     )]
 
 
@@ -83,6 +84,7 @@ def queue_errors(logs: list[Log]) -> list[Cause]:
         detail=f"{'; '.join(unique([f'{e.event} ({_where(e)})' for _, e in events])[:4])}: the connections on that "
                "queue failed, whatever the fabric did.",
         fix=fix, score=88, hosts=unique([e.host for _, e in events if e.host]), evidence=evidence(_lines(events)),
+        signal=signal(_lines(events)),
     )]
 
 

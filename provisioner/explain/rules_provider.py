@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from provisioner.explain import ibverbs
-from provisioner.explain.evidence import evidence
+from provisioner.explain.evidence import evidence, signal
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 
@@ -65,5 +65,5 @@ def provider_completion_errors(logs: list[Log]) -> list[Cause]:
                           f"{found.meaning}.")
                 fix, score = found.fix, ibverbs.score(found)
             causes.append(Cause(id="ib-completion-error", title=title, detail=detail, fix=fix, score=score,
-                                hosts=[host] if host else [], evidence=evidence([line, *dump])))
+                                hosts=[host] if host else [], evidence=evidence([line, *dump]), signal=signal([line])))
     return causes

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import env, evidence, for_count, grep, hosts, multi_node, nranks
+from provisioner.explain.evidence import env, evidence, for_count, grep, hosts, multi_node, nranks, signal
 from provisioner.explain.logs import Log
 from provisioner.explain.lookups import RESOLVE_FIX, failed_lookups, unresolved_alone
 from provisioner.explain.model import Cause
@@ -157,7 +157,7 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
         fix=RESOLVE_FIX if unresolved else (_STORE_FIX if store else _PEER_FIX) + (f" {RESOLVE_FIX}" if lookups
                                                                                  else ""),
         score=85, hosts=hosts(lines), addresses=peers,
-        settings=[f"NCCL_SOCKET_IFNAME={value}"] if value else [], evidence=evidence(lines),
+        settings=[f"NCCL_SOCKET_IFNAME={value}"] if value else [], evidence=evidence(lines), signal=signal(lines),
     )]
 
 

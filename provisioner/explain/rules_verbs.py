@@ -14,7 +14,7 @@ import re
 from collections import defaultdict
 
 from provisioner.explain import completion_ends, ibverbs
-from provisioner.explain.evidence import counted, evidence, grep, hosts, warning_lines
+from provisioner.explain.evidence import counted, evidence, grep, hosts, signal, warning_lines
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.memlock import memlock_cause
 from provisioner.explain.model import Cause
@@ -103,13 +103,14 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
             fix += _LONE_FLUSH_FIX
         hint, gid_lines = gid_changes(logs)
         detail += hint
+        errors = signal(lines)
         lines += gid_lines
         score = ibverbs.score(found)
         causes.append(Cause(
             id="ib-completion-error",
             title=f"RDMA completion error {code} ({found.symbol}) on {where}",
             detail=detail, fix=fix, score=score,
-            hosts=unique([h for h, _, _ in keys if h]), addresses=peers, evidence=evidence(lines),
+            hosts=unique([h for h, _, _ in keys if h]), addresses=peers, evidence=evidence(lines), signal=errors,
         ))
     return causes
 
@@ -257,6 +258,7 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
             detail=f"{'; '.join(calls[:4])}. {_FAMILY_DETAIL[family]}{hint}",
             fix=fix, score=90, settings=settings,
             hosts=unique([f.host for _, f in verbs if f.host]) or hosts(lines), evidence=evidence(lines + gid_lines),
+            signal=signal(lines),
         ))
     if ofi or ofi_text:
         lines = [line for log, f in ofi for line in _line_of(log, f.line)] + ofi_text
@@ -268,6 +270,7 @@ def resource_failures(logs: list[Log]) -> list[Cause]:
                 "that the aws-ofi-nccl plugin matches the NCCL and libfabric versions, the locked-memory limit "
                 "(`ulimit -l unlimited`) and, for GPU buffers, FI_EFA_USE_DEVICE_RDMA / GPUDirect support.",
             score=88, hosts=unique([f.host for _, f in ofi if f.host]) or hosts(lines), evidence=evidence(lines),
+            signal=signal(lines),
         ))
     return causes
 
@@ -291,6 +294,7 @@ def firmware_fault(logs: list[Log]) -> list[Cause]:
             "version (`ibv_devinfo` fw_ver, `mlxfwmanager`), reset the device (`mlxfwreset`) or reboot, and "
             "replace the HCA if it recurs.",
         score=96, hosts=hosts(lines), evidence=evidence(sorted(lines, key=lambda ln: (ln.file, ln.number))),
+        signal=signal(lines),
     )]
 
 

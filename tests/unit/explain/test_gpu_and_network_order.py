@@ -62,3 +62,22 @@ def test_another_process_s_network_error_leaves_the_cuda_error_as_it_was() -> No
     assert _ids(causes)[:2] == ["ib-completion-error", "cuda-failure"], _ids(causes)
     assert _cuda(causes).detail == _cuda(alone).detail and _ROOT in _cuda(causes).detail
     assert _cuda(causes).score == _cuda(alone).score
+
+
+def test_a_network_error_past_the_evidence_shown_still_orders_its_process() -> None:
+    """Ten ranks on gpu-a give up retrying; the cause shows the first eight lines, and the tenth rank's CUDA error
+    follows its own retry-exceeded error, the tenth in the log: still read as that error's consequence."""
+    retries = [(f"gpu-a:{1000 + n}:{1100 + n} [{n}]", _RETRY) for n in range(10)]
+    causes = _causes(*retries, ("gpu-a:1009:1009 [9]", _CUDA))
+    network = next(c for c in causes if c.id == "ib-completion-error")
+    assert len(network.evidence) == 8 and all(e.line < 10 for e in network.evidence), network.evidence
+    assert "signal" not in network.model_dump(), "the signal is not part of the report"
+    assert _ROOT not in _cuda(causes).detail and "(line 10:" in _cuda(causes).detail, _cuda(causes).detail
+    assert _ids(causes)[:2] == ["ib-completion-error", "cuda-failure"], _ids(causes)
+
+
+def test_a_cuda_error_first_in_its_process_stays_the_root_past_the_evidence_shown() -> None:
+    """The same ten ranks, the tenth's CUDA error logged before its own network error: no consequence."""
+    retries = [(f"gpu-a:{1000 + n}:{1100 + n} [{n}]", _RETRY) for n in range(9)]
+    causes = _causes(*retries, ("gpu-a:1009:1009 [9]", _CUDA), ("gpu-a:1009:1109 [9]", _RETRY))
+    assert _ROOT in _cuda(causes).detail and "consequence" not in _cuda(causes).detail, _cuda(causes).detail
