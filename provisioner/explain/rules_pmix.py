@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 
 from provisioner.explain.evidence import evidence
+from provisioner.explain.rules_launch import CONSEQUENCE
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
@@ -212,8 +213,10 @@ def lead(causes: list[Cause]) -> list[Cause]:
     after = [c for c in causes if c.id in CONSEQUENCES and _follows(c, pmix)]
     if not after:
         return causes
-    note = (" It followed Slurm's PMIx/PMI2 exchange between the step's nodes failing (pmix-wireup-failed), the "
-            "more likely cause: a step whose wire-up fails hangs or is killed in start-up.")
+    # Said once: the demoted cause's own sentence calling the errors after it its consequence is taken out.
+    note = (" It is most likely a consequence of Slurm's PMIx/PMI2 exchange between the step's nodes failing "
+            "(pmix-wireup-failed), not the cause: a step whose wire-up fails hangs or is killed in start-up, and "
+            "the errors the ranks report after that come from the same failure.")
     down = (" A node Slurm reports failed this way may have been set down because the other nodes could not "
             "reach it: if it is up and its slurmd answers, look at the wire-up, not the node.")
     failed = unique([h for c in after if c.id == "node-failure" for h in c.hosts])
@@ -225,5 +228,5 @@ def lead(causes: list[Cause]) -> list[Cause]:
             "hosts": unique(failed + pmix.hosts)})
     return [pmix if c.id == ID else c.model_copy(update={
         "score": min(c.score, SCORE - 1),
-        "detail": c.detail + note + (down if c.id == "node-failure" else "")}) if any(c is a for a in after) else c
+        "detail": c.detail.replace(CONSEQUENCE, "") + note + (down if c.id == "node-failure" else "")}) if any(c is a for a in after) else c
         for c in causes]
