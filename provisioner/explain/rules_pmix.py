@@ -25,6 +25,10 @@ message says (src/plugins/mpi/pmix, 20.11 to 25.11, the same words throughout):
   PATH`, `Cannot listen(FD, 64) UNIX socket PATH`, then pmixp_server.c's bare `pmixp_usock_create_srv`: the
   plugin did not start on that node, so the step failed there and the other nodes' messages to it fail.
 
+The plugin failing to start in slurmstepd (`pmixp_stepd_init() failed`, `PMIx_server_init failed with error N`)
+is read here too; its library not loading (`can not load PMIx library`) is its own cause, pmix-library-not-loaded.
+Open MPI's side of the exchange is the reason its MPI_INIT help text gives: `PMIx_Fence_nb() failed`.
+
 PMI2's fence (tree.c, pmi1.c, pmi2.c): `mpi/pmi2: failed to send temp kvs to HOST` (the parent node in the
 fence tree, or `srun`), and srun's own `failed to send temp kvs to compute nodes`; the plugin then kills the step.
 """
