@@ -76,7 +76,7 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_ras.ras,
     rules_proxy.proxy_failures,
     rules_job.crashes,
-    rules_launch.launcher_failures, rules_pmix.pmix_wireup, rules_elastic.exit_barrier,
+    rules_launch.launcher_failures, rules_pmix.pmix_wireup, rules_pmix.pmix_library, rules_elastic.exit_barrier,
 ]
 # A rank the launcher or scheduler saw die, or a step whose MPI wire-up failed before NCCL ran (its ranks hung or
 # were killed in start-up), explains what the generic crash rule and the stalled-path rules would otherwise blame:
@@ -86,7 +86,9 @@ SUPERSEDES = {"process-crashed", "mtu-blackhole"}
 # A host named as the one on TCP among RDMA hosts says better what the per-log "sockets between nodes" says.
 NARROWED = {"host-slower-transport": "ib-not-used",
             # A task whose container never started exited for that reason, not by its program's error.
-            "container-start-failed": "rank-exited"}
+            "container-start-failed": "rank-exited",
+            # MPI_Init failing because its PMIx exchange between the nodes did says more than MPI_Init failing.
+            rules_pmix.ID: "mpi-init-failed"}
 # Rules that only summarise what others explain better: used when nothing else names a failure.
 FALLBACK: list[Callable[[list[Log]], list[Cause]]] = [rules_job.nccl_error, rules_bootstrap.init_unfinished]
 
@@ -147,7 +149,7 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
     narrowed = {NARROWED[c.id] for c in causes if c.id in NARROWED}
     causes = [c for c in causes if c.id not in narrowed]
     # The launcher's verdicts after a failed wire-up are its consequence: ranked under it.
-    causes = rules_pmix.lead(causes)
+    causes = rules_pmix.lead(causes, [(name, text) for name, text, _ in texts])
     # A hang with nothing else to explain it, on PCIe peer paths: read once every other rule has spoken.
     causes = rules_pcie.defer(causes + rules_pcie.p2p_hang(read, causes))
     if not causes:

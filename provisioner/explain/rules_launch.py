@@ -22,8 +22,9 @@ from provisioner.parsers._text import unique
 # Causes that mean a rank or node was taken away: with one of them, traffic that stopped is no path's fault.
 DEATHS = {"rank-killed", "rank-oom", "step-time-limit", "node-failure", "job-cancelled", "missing-executable",
           "launcher-daemon-failed"}
-_CONSEQUENCE = (" The connection errors and collective timeouts the other ranks report after it are its "
-                "consequence, not a network fault.")
+# What a death says of the errors after it; a cause that demotes it (rules_pmix.lead) takes the sentence out.
+CONSEQUENCE = (" The connection errors and collective timeouts the other ranks report after it are its "
+               "consequence, not a network fault.")
 _RDZV_TIMEOUT = re.compile(r"RendezvousTimeoutError|RendezvousClosedError")
 _IN_USE = re.compile(r"EADDRINUSE|Address already in use|failed to listen on any local network address")
 _RAS_CLIENT = re.compile(r"RAS failed to establish a client listening socket")
@@ -64,9 +65,9 @@ def _killed(ends: list[End]) -> list[Cause]:
     listing = "; ".join(unique([f"{_who(e)}: {_how(e)}" for e in signalled]))
     kill = any(e.signal == 9 for e in signalled)
     detail = (f"{listing}. " + ("SIGKILL comes from outside the process: the kernel's OOM killer (check dmesg on "
-                                "that host), the scheduler enforcing a limit, or an operator. " if kill else
+                                "that host), the scheduler enforcing a limit, or an operator." if kill else
                                 "The process crashed itself (a bad access, an abort): its own output just before "
-                                "the signal says where. ") + _CONSEQUENCE)
+                                "the signal says where.") + CONSEQUENCE)
     return [_cause("rank-killed", f"{_who(first)} was killed by {_how(first)}", detail,
                    "Read that rank's output and the host's kernel log (`dmesg -T | grep -i -e oom -e killed`) "
                    "around that time; for SIGKILL check the job's memory limits, for a crash its core dump.",
@@ -84,7 +85,7 @@ def _oom(ends: list[End]) -> list[Cause]:
     detail = ("the out-of-memory killer ended " + (", ".join(what) if what else "a rank's process")
               + (f" on {', '.join(where)}" if where else "")
               + (" at the job's memory limit (its cgroup), not the node's: " if memcg else ": ")
-              + "host memory ran out, so the rank died by SIGKILL." + _CONSEQUENCE)
+              + "host memory ran out, so the rank died by SIGKILL." + CONSEQUENCE)
     return [_cause("rank-oom", "a rank was killed for memory (OOM)" + (f" on {where[0]}" if where else ""),
                    detail, "Give the job more host memory (--mem / --mem-per-gpu, the container's limit) or use "
                    "less (smaller batches, fewer data loader workers, pinned-memory pools).", 90, oom + killed,
@@ -109,7 +110,7 @@ def _scheduler(ends: list[End]) -> list[Cause]:
             where = _where(found)
             reasons = unique([e.what.lower() for e in found])
             detail = (f"{', '.join(reasons)} on {', '.join(where) or 'a node'}: the scheduler or launcher took the "
-                      "ranks there away." + _CONSEQUENCE)
+                      "ranks there away." + CONSEQUENCE)
             causes.append(_cause(id_, title + (f" ({where[0]})" if where else ""), detail, fix, score, found))
     return causes
 

@@ -25,6 +25,10 @@ message says (src/plugins/mpi/pmix, 20.11 to 25.11, the same words throughout):
   PATH`, `Cannot listen(FD, 64) UNIX socket PATH`, then pmixp_server.c's bare `pmixp_usock_create_srv`: the
   plugin did not start on that node, so the step failed there and the other nodes' messages to it fail.
 
+The plugin failing to start in slurmstepd (`pmixp_stepd_init() failed`, `PMIx_server_init failed with error N`)
+is read here too; its library not loading (`can not load PMIx library`) is its own cause, pmix-library-not-loaded.
+Open MPI's side of the exchange is the reason its MPI_INIT help text gives: `PMIx_Fence_nb() failed`.
+
 PMI2's fence (tree.c, pmi1.c, pmi2.c): `mpi/pmi2: failed to send temp kvs to HOST` (the parent node in the
 fence tree, or `srun`), and srun's own `failed to send temp kvs to compute nodes`; the plugin then kills the step.
 """
@@ -32,11 +36,14 @@ fence tree, or `srun`), and srun's own `failed to send temp kvs to compute nodes
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 
-from provisioner.explain.evidence import evidence
+from provisioner.explain.evidence import evidence, hosts
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
-from provisioner.parsers._text import unique
+from provisioner.explain.rules_launch import CONSEQUENCE
+from provisioner.parsers._text import split_lines, unique
 
 # The node that reports, in either form of the PMIx plugin's prefix.
 _NEW = re.compile(r"mpi/pmix(?:_v\d+)?: \w+: (?P<host>\S+) \[\d+\]: \w+\.[ch]:\d+: (?P<msg>.*)$")
@@ -52,6 +59,19 @@ _SEND = re.compile(r"send failed, rc=(?P<rc>-?\d+), exceeded the retry limit|Can
                    r"failed to send to (?P<peer>\S+), errno")
 _SOCKET = re.compile(r"UNIX socket path is too long|Cannot (?:create|bind\(\)|listen\(-?\d+, \d+\)) UNIX socket"
                      r"(?: (?P<path>/\S+?))?(?:: (?P<why>[^:()]+) \(\d+\))?$|^pmixp_usock_create_srv$")
+# The plugin failing to start on a node in slurmstepd's prefork hook (mpi_pmix.c, pmixp_server.c pmixp_stepd_init,
+# pmixp_client.c pmixp_libpmix_init; 17.11 to 25.11): slurmstepd then kills the step (Failed
+# mpi_hook_slurmstepd_prefork).
+_START = re.compile(r"pmixp_(?:stepd_init|agent_start|libpmix_init|libpmix_job_set|dconn_init|nspaces_init|"
+                    r"state_init|dmdx_init)\(\) failed|PMIx_server_init failed with error (?P<code>-?\d+)|"
+                    r"Cannot create (?:server lib|client cli) tmpdir: \"(?P<tmpdir>[^\"]*)\"")
+# Open MPI's side of the same exchange (ompi_mpi_init.c, instance.c: the reason its `MPI_INIT failed` help text
+# gives, 3.1 to 5.0): the MPI's PMIx fence (the modex) returned an error.
+_CLIENT = re.compile(r"^\s*(?:PMIx_Fence(?:_nb)?\(\)|opal_pmix\.fence(?:_nb)?\(\)) failed\s*$")
+# The plugin's library (mpi_pmix.c `_libpmix_open`, 17.11 to 25.11): another PMIx release than Slurm was built
+# against, or none, where srun or slurmstepd runs.
+_LIBRARY = re.compile(r"pmi/pmix: (?:can not load PMIx library|incorrect PMIx library version loaded "
+                      r"(?P<found>\d+) was loaded, required (?P<built>\d+) version)")
 # What the slurmd relaying a message answered, by `send failed, rc=N`.
 _RC = {"1001": "could not connect to that node's slurmd at all",
        "2": "reached that node's slurmd, but the step's socket was not there (its stepd had not started the "
@@ -90,7 +110,7 @@ SCORE = 83
 # The launcher's and scheduler's verdicts a failed wire-up brings about (see lead).
 CONSEQUENCES = {"rank-killed", "rank-exited", "rank-terminated", "job-cancelled", "node-failure", "step-time-limit"}
 
-_LINES = ("socket", "address", "direct", "send", "pmi2", "timeout")
+_LINES = ("socket", "start", "address", "direct", "send", "pmi2", "timeout", "client")
 
 
 def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
@@ -104,6 +124,9 @@ def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
             if pmi2["peer"] not in ("srun", "compute nodes"):
                 names["peers"].append(pmi2["peer"])
             continue
+        if _CLIENT.match(line.text):
+            found["client"].append(line)
+            continue
         parsed = _message(line)
         if parsed is None:
             continue
@@ -115,15 +138,18 @@ def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
             names["ring"] += [ring["prev"], ring["next"]]
             found["dump"].append(line)
         for key, pattern in (("timeout", _TIMEOUT), ("direct", _DIRECT), ("address", _NO_ADDRESS),
-                             ("send", _SEND), ("socket", _SOCKET)):
+                             ("send", _SEND), ("socket", _SOCKET), ("start", _START)):
             if m := pattern.search(msg):
                 found[key].append(line)
-                names["reporters"].append(host)
+                # The prefork hook runs before the plugin knows its node's name: it prints `(null)`.
+                names["reporters"] += [host] if host != "(null)" else []
                 groups = {k: v for k, v in m.groupdict().items() if v}
                 names["peers"] += [groups["peer"]] if "peer" in groups else []
                 names["rc"] += [groups["rc"]] if "rc" in groups else []
                 names["why"] += [f"{groups['path']}: {groups['why']}" if "path" in groups else groups["why"]
                                  ] if "why" in groups else []
+                names["why"] += [f"PMIx_server_init returned {groups['code']}"] if "code" in groups else []
+                names["why"] += [f"cannot create {groups['tmpdir']}"] if "tmpdir" in groups else []
     return found, names
 
 
@@ -151,6 +177,13 @@ def pmix_wireup(logs: list[Log]) -> list[Cause]:
                 "nowhere. The socket is SlurmdSpoolDir/stepd.slurm.pmix.JOB.STEP: its path must fit a UNIX "
                 "socket's 107 characters, slurmd must be able to write there, and a file left there by an "
                 "earlier step of the same id blocks bind() (Address already in use)")
+    elif merged["start"]:
+        why = "; ".join(unique(named["why"]))
+        what = (f"Slurm's PMIx plugin did not start in the stepd on {by}{f' ({why})' if why else ''}: it could not "
+                "start its PMIx server (PMIx_server_init) or set up the job in it, so slurmstepd killed the step "
+                "before any rank ran. The PMIx library it loads failed in its own start: another PMIx release than "
+                "the plugin was built against, its temporary directories (TmpFS, PMIxCliTmpDirBase) not writable "
+                "or full, or a job at that library's limits")
     elif merged["address"]:
         what = (f"{by} could not look up {', '.join(peers) or 'a node of the step'} in slurm.conf: the nodes "
                 "read different slurm.conf files, or that node's NodeAddr/NodeHostname does not resolve there")
@@ -167,15 +200,23 @@ def pmix_wireup(logs: list[Log]) -> list[Cause]:
                 "SrunPortRange between them")
         if said := unique([f"rc={rc}: it {_RC[rc]}" for rc in named["rc"] if rc in _RC]):
             what += f" ({'; '.join(said)})"
+    elif not merged["timeout"]:
+        what = ("the MPI's own PMIx fence, the exchange of the ranks' addresses in MPI_Init, returned an error: "
+                "under srun that fence is Slurm's PMIx plugin between the nodes' slurmstepd (its own errors are in "
+                "the slurmd log of each node), under mpirun its daemons (prted/orted)")
     else:
         what = (f"the fence on {by} timed out waiting for {', '.join(awaited) or 'another node'}: that node's "
                 "stepd never sent its part (its tasks did not start there, its slurmd or container start hung, "
                 "or the stepds cannot reach each other)")
-    detail = (what + ". Slurm's MPI plugin exchanges the ranks' addresses between the nodes' slurmstepd before "
-              "MPI_Init returns; that exchange failed, so the ranks hung or were killed in start-up and nothing "
-              "of NCCL or the fabric was tried.")
+    client = not any(merged[key] for key in _LINES if key != "client")
+    how = ("The ranks exchange their addresses through it" if client else
+           "Slurm's MPI plugin exchanges the ranks' addresses between the nodes' slurmstepd")
+    detail = (f"{what}. {how} before MPI_Init returns; that exchange failed, so the ranks hung or were killed in "
+              "start-up and nothing of NCCL or the fabric was tried.")
     plugin = "PMI2" if merged["pmi2"] and not (merged["timeout"] or merged["direct"] or merged["send"]) else "PMIx"
     title = (f"Slurm's PMIx plugin could not create its socket on {by}" if merged["socket"] else
+             f"Slurm's PMIx plugin could not start on {by}" if merged["start"] else
+             "the MPI's PMIx exchange between the nodes failed (PMIx_Fence)" if client else
              f"Slurm's {plugin} exchange between the step's nodes failed" + (f" ({', '.join(peers)})" if peers
                                                                              else ""))
     return [Cause(
@@ -183,37 +224,86 @@ def pmix_wireup(logs: list[Log]) -> list[Cause]:
         title=title,
         detail=detail,
         fix=("On that node, check SlurmdSpoolDir (`scontrol show config`): short enough, writable by slurmd, "
-             "no stepd.slurm.pmix.* file of a step that has ended; then " if merged["socket"] else "")
+             "no stepd.slurm.pmix.* file of a step that has ended; then " if merged["socket"] else
+             "Read that node's slurmd log with PMIxDebug=1 (mpi.conf) for the PMIx library's own error; check that "
+             "the libpmix it loads is the release the plugin was built against (`srun --mpi=list`, `ldd` of "
+             "mpi_pmix*.so) and that TmpFS and PMIxCliTmpDirBase are writable with room; then "
+             if merged["start"] else "")
         + "run `srun -N2 --mpi=pmix hostname` and an MPI hello world across the same nodes; open SlurmdPort "
             "(6818) and SrunPortRange (set one in slurm.conf so a firewall can allow it) between all compute "
             "nodes and the login node; read the slurmd log of the node named; give slow container starts "
             "more time (SLURM_PMIX_TIMEOUT or PMIxTimeout in mpi.conf); check that every node runs the same "
             "Slurm and slurm.conf and that the MPI was built against the PMIx Slurm's plugin uses "
             "(`srun --mpi=list`); SLURM_PMIX_DIRECT_CONN=false routes the exchange through slurmd instead.",
-        score=SCORE, hosts=where, evidence=evidence(lines))]
+        score=SCORE, hosts=where or hosts(lines), evidence=evidence(lines))]
 
 
-def _follows(then: Cause, first: Cause) -> bool:
-    """Whether `then`'s lines come after `first`'s in the same log; in another log the order is not known, and a
-    verdict there is taken to follow the wire-up, which happens at the start of the step."""
+LIBRARY = "pmix-library-not-loaded"
+
+
+def pmix_library(logs: list[Log]) -> list[Cause]:
+    """Slurm's PMIx plugin could not load the PMIx library it was built against where srun or slurmstepd runs:
+    `--mpi=pmix` is then no MPI type there (srun's `Invalid MPI type`), and no rank starts."""
+    hits = [(line, m) for log in logs for line, m in log.grep(_LIBRARY)]
+    if not hits:
+        return []
+    lines = [line for line, _ in hits]
+    versions = unique([f"PMIx v{m['found']} loaded, v{m['built']} built against" for _, m in hits if m["found"]])
+    return [Cause(
+        id=LIBRARY, title="Slurm's PMIx plugin could not load its PMIx library",
+        detail="the mpi/pmix plugin opens libpmix.so.2 of the PMIx release Slurm was built with (from the path "
+               "given to configure --with-pmix, else the library path) when srun or slurmstepd loads it"
+               + (f", and found another release ({'; '.join(versions)})" if versions else ", and found none there")
+               + ": the plugin did not load, so `--mpi=pmix` was refused and no rank started. It is the PMIx "
+               "installation on that host, not the network.",
+        fix="Install the PMIx release Slurm was built against on every node and login host, at the path Slurm was "
+            "configured with (`srun --mpi=list` names the plugin's version, mpi_pmix_vN); an LD_LIBRARY_PATH that "
+            "puts an MPI's own bundled libpmix first makes the plugin load that one: unset it for srun, or rebuild "
+            "Slurm against the PMIx the MPI uses.",
+        score=86, hosts=hosts(lines), evidence=evidence(lines))]
+
+
+# A time on a line: Slurm's log stamp (`[2024-02-26T11:17:29.123]`) or a stepd verdict's (`CANCELLED AT ...`).
+_STAMP = re.compile(r"\b(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\b")
+
+
+def _stamps(cause: Cause, raw: Mapping[str, dict[int, str]]) -> list[datetime]:
+    """The times on a cause's evidence lines, read from the lines as the log wrote them (their text lost the
+    prefix)."""
+    return [datetime.fromisoformat(m[1]) for e in cause.evidence
+            if (m := _STAMP.search(raw.get(e.file, {}).get(e.line, e.text)))]
+
+
+def _follows(then: Cause, first: Cause, raw: Mapping[str, dict[int, str]]) -> bool:
+    """Whether `then`'s lines come after `first`'s: by line in the same log, by time where both carry one
+    in another log; in another log without times the order is not known, and a verdict there is taken
+    to follow the wire-up, which happens at the start of the step."""
     files = {e.file for e in first.evidence}
     theirs = [e.line for e in then.evidence if e.file in files]
-    return not theirs or min(theirs) > min(e.line for e in first.evidence if e.file in files)
+    if theirs:
+        return min(theirs) > min(e.line for e in first.evidence if e.file in files)
+    if (when := _stamps(then, raw)) and (began := _stamps(first, raw)):
+        return min(when) >= min(began)
+    return True
 
 
-def lead(causes: list[Cause]) -> list[Cause]:
+def lead(causes: list[Cause], texts: Sequence[tuple[str, str]] = ()) -> list[Cause]:
     """With the wire-up failed, the launcher's and scheduler's verdicts after it (the ranks killed, exited or
     cancelled, a node failure, the time limit) are its consequence: a step whose fence never completes hangs
     until the plugin, srun or the job's end kills it. They are kept, ranked just below it and saying so; a
-    node failure names the node the wire-up could not reach, when the wire-up's own lines name none."""
+    node failure names the node the wire-up could not reach, when the wire-up's own lines name none. `texts`:
+    the logs as (name, text), whose lines' times order a verdict in another log than the wire-up's."""
     pmix = next((c for c in causes if c.id == ID), None)
     if pmix is None:
         return causes
-    after = [c for c in causes if c.id in CONSEQUENCES and _follows(c, pmix)]
+    raw = {name: {line.number: line.raw for line in split_lines(text)} for name, text in texts}
+    after = [c for c in causes if c.id in CONSEQUENCES and _follows(c, pmix, raw)]
     if not after:
         return causes
-    note = (" It followed Slurm's PMIx/PMI2 exchange between the step's nodes failing (pmix-wireup-failed), the "
-            "more likely cause: a step whose wire-up fails hangs or is killed in start-up.")
+    # Said once: the demoted cause's own sentence calling the errors after it its consequence is taken out.
+    note = (" It is most likely a consequence of Slurm's PMIx/PMI2 exchange between the step's nodes failing "
+            "(pmix-wireup-failed), not the cause: a step whose wire-up fails hangs or is killed in start-up, and "
+            "the errors the ranks report after that come from the same failure.")
     down = (" A node Slurm reports failed this way may have been set down because the other nodes could not "
             "reach it: if it is up and its slurmd answers, look at the wire-up, not the node.")
     failed = unique([h for c in after if c.id == "node-failure" for h in c.hosts])
@@ -225,5 +315,5 @@ def lead(causes: list[Cause]) -> list[Cause]:
             "hosts": unique(failed + pmix.hosts)})
     return [pmix if c.id == ID else c.model_copy(update={
         "score": min(c.score, SCORE - 1),
-        "detail": c.detail + note + (down if c.id == "node-failure" else "")}) if any(c is a for a in after) else c
-        for c in causes]
+        "detail": c.detail.replace(CONSEQUENCE, "") + note + (down if c.id == "node-failure" else "")})
+        if any(c is a for a in after) else c for c in causes]

@@ -51,6 +51,18 @@ def test_the_node_failure_after_a_send_failure_is_kept_under_it_as_a_possible_co
     assert "set down because the other nodes could not reach it" in causes[1].detail
 
 
+@pytest.mark.parametrize("verdict", ["srun: error: Node failure on gpu-a02", "srun: error: gpu-a02: task 1: Killed"])
+def test_a_demoted_verdict_says_once_what_it_is_a_consequence_of(verdict: str) -> None:
+    """Its own sentence calling the errors after it its consequence would contradict the note that it is one."""
+    causes = _causes(PRE + "pmixp_p2p_send: gpu-a01 [0]: pmixp_utils.c:469: send failed, rc=1001, exceeded the "
+                     "retry limit", verdict)
+    demoted = causes[1]
+    assert demoted.id in ("node-failure", "rank-killed") and demoted.score < causes[0].score, causes
+    assert demoted.detail.count("consequence") == 1, demoted.detail
+    assert "are its consequence" not in demoted.detail, demoted.detail
+    assert "most likely a consequence of Slurm's PMIx/PMI2 exchange" in demoted.detail, demoted.detail
+
+
 def test_a_verdict_in_another_log_is_taken_to_follow_the_wire_up() -> None:
     name = "slurmstepd-pmix-v5-no-address-for-host-1.txt"
     causes = explain([(name, (LOGS / name).read_text()), ("srun.out", "srun: error: node5: task 1: Killed")]).causes
