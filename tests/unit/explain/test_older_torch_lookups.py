@@ -79,3 +79,25 @@ def test_host_not_found_is_the_store_lookup_before_a_bare_gaierror() -> None:
     causes = _causes(gaierror + _HOST_NOT_FOUND)
     assert causes[0].id == "name-unresolved" and "rendezvous store" in causes[0].title, causes[0].title
     assert _causes(gaierror)[0].title == "a host name did not resolve (the log does not name the host)"
+
+
+# socket.cpp's first form logs its summary alone (`logError`) and throws it followed by each address's error
+# (`The client socket has failed to connect to A:P (errno: N - why).`); the current form says `... of (H, P)`.
+_OLD_SUMMARY = ("[E socket.cpp:566] [c10d] The client socket has failed to connect to any network address on (master1, "
+                "29500).\n")
+
+
+def test_the_first_socket_wording_of_a_failed_connection_is_one() -> None:
+    for text in (_OLD_SUMMARY, _OLD_SUMMARY.replace("address on (", "address of (")):
+        top = _causes(text)[0]
+        assert top.id == "peer-unreachable" and top.addresses == ["master1"], (top.id, top.addresses)
+        assert top.title == "a host cannot reach the rendezvous store (MASTER_ADDR / --rdzv_endpoint)", top.title
+        assert "resolve" not in top.detail, top.detail
+
+
+def test_the_first_socket_wording_thrown_says_why_each_address_failed() -> None:
+    thrown = ("RuntimeError: The client socket has failed to connect to any network address on (master1, 29500). "
+              "The client socket has failed to connect to 10.1.2.3:29500 (errno: 113 - No route to host).\n")
+    top = _causes(thrown)[0]
+    assert top.id == "peer-unreachable" and "master1" in top.addresses, top.addresses
+    assert "(No route to host)" in top.detail and "resolve" not in top.title, top.detail
