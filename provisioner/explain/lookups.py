@@ -7,9 +7,10 @@ Wordings: torch's `The IPv6 network addresses of (H, P) cannot be retrieved (gai
 name resolution)` (c10d socket.cpp: `IPv4 `, `IPv6 ` or no family named; its first form, torch 1.10's, has no family
 and no code: `The network addresses of (H, P) cannot be retrieved Name or service not known.`), torch's TCPStore
 before socket.cpp (c10d Utils.cpp's tcputil::connect): `ValueError: host not found: Name or service not known`,
-which names no host; NCCL's `Net : error encountered when getting address info : Name or service not known`
-(misc/socket.cc) and Python's `socket.gaierror: [Errno -2] Name or service not known` (glibc's gai_strerror texts;
-`[Errno 11001] getaddrinfo failed` on Windows).
+which names no host (an elastic launcher may have named the store's host just before: torch_store.py); NCCL's
+`Net : error encountered when getting address info : Name or service not known` (misc/socket.cc) and Python's
+`socket.gaierror: [Errno -2] Name or service not known` (glibc's gai_strerror texts; `[Errno 11001] getaddrinfo
+failed` on Windows).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from provisioner.explain.evidence import Hit, env, evidence, for_count, grep, hosts
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
+from provisioner.explain.torch_store import announced_store
 from provisioner.parsers._text import unique
 
 UNRESOLVED = re.compile(r"network addresses of \((?P<host>[^,\s]+), [0-9]+\) cannot be retrieved (?:\(gai error: "
@@ -68,12 +70,17 @@ def failed_lookups(logs: list[Log], peers: list[str], failures: list[str]) -> Lo
     comm_host = _comm_id_host(logs)
     named: dict[str, list[Hit]] = {}
     unnamed: list[Hit] = []
-    for line, m in grep(logs, UNRESOLVED):
-        host = m["host"] or (comm_host if m["why2"] else None)
-        if host is None:
-            unnamed.append((line, m))
-        elif not is_address(host):  # an address torch failed to look up (an IPv4 one asked as IPv6) is no name
-            named.setdefault(host, []).append((line, m))
+    said: list[LogLine] = []  # the lines that named the store a `host not found` was for
+    for log in logs:
+        for line, m in log.grep(UNRESOLVED):
+            host = m["host"] or (comm_host if m["why2"] else None)
+            if host is None and (store := _store_named(log, line, m)):
+                host, _ = store
+                said.append(store[1])
+            if host is None:
+                unnamed.append((line, m))
+            elif not is_address(host):  # an address torch failed to look up (an IPv4 one asked as IPv6) is no name
+                named.setdefault(host, []).append((line, m))
     reached = any(_REACHED.search(f) for f in failures)
     # torch looks a name up for IPv6 first: a name with IPv4 addresses only warns so, then resolves and is tried.
     named = {h: found for h, found in named.items()
@@ -81,7 +88,7 @@ def failed_lookups(logs: list[Log], peers: list[str], failures: list[str]) -> Lo
     if not named and not unnamed:
         return None
     tried = [p for p in peers if not is_address(p) and p not in named] if reached else []
-    lines = [line for found in named.values() for line, _ in found[:1]] + [line for line, _ in unnamed[:1]]
+    lines = [line for found in named.values() for line, _ in found[:1]] + said[:1] + [line for line, _ in unnamed[:1]]
     return Lookups(peers=[h for h in named if h in peers], others=[h for h in named if h not in peers],
                    why=_why([m for found in named.values() for _, m in found]), unnamed=_why([m for _, m in unnamed]),
                    tried=tried, lines=lines[:3])
@@ -100,8 +107,7 @@ def unresolved_alone(logs: list[Log]) -> list[Cause]:
     nccl = [(line, m) for line, m in found if m["why2"]]
     comm_id = env(logs, "NCCL_COMM_ID")
     if not torch and not nccl:
-        return _store_alone([(line, m) for line, m in found if m["why4"]]) or _python_alone(
-            [(line, m) for line, m in found if m["why3"]])
+        return _store_alone(logs) or _python_alone([(line, m) for line, m in found if m["why3"]])
     if torch:
         names, what, hits = unique([m["host"] for _, m in torch]), "the rendezvous store's name", torch
     else:
@@ -124,15 +130,36 @@ def unresolved_alone(logs: list[Log]) -> list[Cause]:
     )]
 
 
-def _store_alone(hits: list[Hit]) -> list[Cause]:
+def _store_named(log: Log, line: LogLine, match: re.Match[str]) -> tuple[str, LogLine] | None:
+    """The store's name a `host not found` was for, and the line that named it, where an elastic launcher named
+    the store just before (an address is never the name that failed)."""
+    if not match["why4"] or not (store := announced_store(log, line)) or is_address(store[0]):
+        return None
+    return store
+
+
+def _store_alone(logs: list[Log]) -> list[Cause]:
     """torch's TCPStore client before socket.cpp failed its lookup: the name was the store's (MASTER_ADDR, or the
-    host of --rdzv_endpoint or init_method), but `host not found` does not say it, so it is not guessed."""
+    host of --rdzv_endpoint or init_method), but `host not found` does not say it: it is named only where the
+    elastic launcher named the store's host just before, never guessed."""
+    hits = [(log, line, m) for log in logs for line, m in log.grep(UNRESOLVED) if m["why4"]]
     if not hits:
         return []
-    lines = [line for line, _ in hits][:3]
+    stores = [store for log, line, m in hits if (store := _store_named(log, line, m))]
+    lines = [line for _, line, _ in hits][:3]
+    why = _why([m for _, _, m in hits])
+    if stores:
+        names = unique([name for name, _ in stores])
+        return [Cause(
+            id="peer-unreachable", title=f"a host cannot resolve the rendezvous store's name {', '.join(names)}",
+            detail=f"{', '.join(names)} did not resolve to any address ({why}), so no connection was tried: the "
+                   "elastic launcher named it as the store's host just before, and torch's TCPStore client could not "
+                   "look it up. The name is wrong, or the node that tried has no DNS or /etc/hosts entry for it.",
+            fix=RESOLVE_FIX, score=85, hosts=hosts(lines), addresses=names, evidence=evidence([*lines, stores[0][1]]),
+        )]
     return [Cause(
         id="name-unresolved", title="a host cannot resolve the rendezvous store's name (the log does not name it)",
-        detail=f"torch's TCPStore client could not look up the store's host name ({_why([m for _, m in hits])}), "
+        detail=f"torch's TCPStore client could not look up the store's host name ({why}), "
                "so no connection was tried; `host not found` does not say which name it looked up: MASTER_ADDR, or "
                "the host of --rdzv_endpoint or init_method. The name is wrong, or the node that tried has no DNS "
                "or /etc/hosts entry for it.",
