@@ -1,15 +1,17 @@
 """Host names that did not resolve, and which name each failed lookup was for. A name is called unresolved only
 where the log ties it to the lookup that failed: torch's warning names the host it looked up, NCCL's names none
 (it looks a name up itself only for NCCL_COMM_ID's host), and Python's `socket.gaierror` names none. A peer that a
-connection was tried at (refused, reset, no route) had resolved.
+connection was tried at (refused, reset, no route) had resolved, and so had a name whose lookup warning torch
+followed with a connection to it (by that name, or to an address at the port looked up).
 
 Wordings: torch's `The IPv6 network addresses of (H, P) cannot be retrieved (gai error: -3 - Temporary failure in
 name resolution)` (c10d socket.cpp: `IPv4 `, `IPv6 ` or no family named; its first form, torch 1.10's, has no family
 and no code: `The network addresses of (H, P) cannot be retrieved Name or service not known.`), torch's TCPStore
 before socket.cpp (c10d Utils.cpp's tcputil::connect): `ValueError: host not found: Name or service not known`,
-which names no host; NCCL's `Net : error encountered when getting address info : Name or service not known`
-(misc/socket.cc) and Python's `socket.gaierror: [Errno -2] Name or service not known` (glibc's gai_strerror texts;
-`[Errno 11001] getaddrinfo failed` on Windows).
+which names no host (an elastic launcher may have named the store's host just before: torch_store.py); NCCL's
+`Net : error encountered when getting address info : Name or service not known` (misc/socket.cc) and Python's
+`socket.gaierror: [Errno -2] Name or service not known` (glibc's gai_strerror texts; `[Errno 11001] getaddrinfo
+failed` on Windows).
 """
 
 from __future__ import annotations
@@ -18,15 +20,22 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from provisioner.explain.evidence import Hit, env, evidence, for_count, grep, hosts
+from provisioner.explain.evidence import Hit, env, evidence, for_count, hosts
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
+from provisioner.explain.torch_store import announced_store
 from provisioner.parsers._text import unique
 
-UNRESOLVED = re.compile(r"network addresses of \((?P<host>[^,\s]+), [0-9]+\) cannot be retrieved (?:\(gai error: "
-                        r"-?[0-9]+ - (?P<why>[^)]+)\)|(?P<why0>[A-Za-z][^.()]*))"
+UNRESOLVED = re.compile(r"network addresses of \((?P<host>[^,\s]+), (?P<port>[0-9]+)\) cannot be retrieved "
+                        r"(?:\(gai error: -?[0-9]+ - (?P<why>[^)]+)\)|(?P<why0>[A-Za-z][^.()]*))"
                         r"|error encountered when getting address info : (?P<why2>.+)"
                         r"|gaierror: \[Errno -?[0-9]+\] (?P<why3>.+)|\bhost not found: (?P<why4>[A-Za-z][^.()]*)")
+# torch's socket code trying one address it looked up (`[H]:P` for IPv6 and, from 1.11, for every name; 1.10 wrote
+# `A:P` for IPv4): attempting, connected, refused while the server is not yet listening, failed, or timed out. Its
+# summary (`timed out after Ns while trying to connect to (H, P)`, `any network address of (H, P)`) is no attempt.
+_ATTEMPT = re.compile(r"(?:is attempting to connect to|has connected to|The server socket on|has failed to connect to"
+                      r"|has timed out while trying to connect to|cannot be initialized to connect to) "
+                      r"(?:\[(?P<v6>[^\]\s]+)\]|(?P<name>[^\s:\[\]()]+)):(?P<port>[0-9]+)")
 _REACHED = re.compile(r"refused|unreachable|No route|reset", re.I)  # an address was found and tried
 # `getent ahosts` asks the resolver as torch and NCCL do (every family), where `getent hosts` may stop at one.
 RESOLVE_FIX = ("On the node that failed, `getent ahosts NAME` must print the address the other nodes reach it on: "
@@ -68,8 +77,12 @@ def failed_lookups(logs: list[Log], peers: list[str], failures: list[str]) -> Lo
     comm_host = _comm_id_host(logs)
     named: dict[str, list[Hit]] = {}
     unnamed: list[Hit] = []
-    for line, m in grep(logs, UNRESOLVED):
+    said: list[LogLine] = []  # the lines that named the store a `host not found` was for
+    for log, line, m in _failed(logs):
         host = m["host"] or (comm_host if m["why2"] else None)
+        if host is None and (store := _store_named(log, line, m)):
+            host, _ = store
+            said.append(store[1])
         if host is None:
             unnamed.append((line, m))
         elif not is_address(host):  # an address torch failed to look up (an IPv4 one asked as IPv6) is no name
@@ -81,10 +94,36 @@ def failed_lookups(logs: list[Log], peers: list[str], failures: list[str]) -> Lo
     if not named and not unnamed:
         return None
     tried = [p for p in peers if not is_address(p) and p not in named] if reached else []
-    lines = [line for found in named.values() for line, _ in found[:1]] + [line for line, _ in unnamed[:1]]
+    lines = [line for found in named.values() for line, _ in found[:1]] + said[:1] + [line for line, _ in unnamed[:1]]
     return Lookups(peers=[h for h in named if h in peers], others=[h for h in named if h not in peers],
                    why=_why([m for found in named.values() for _, m in found]), unnamed=_why([m for _, m in unnamed]),
                    tried=tried, lines=lines[:3])
+
+
+def _failed(logs: list[Log]) -> list[tuple[Log, LogLine, re.Match[str]]]:
+    """Each failed lookup, less torch's warnings that a connection to the name they were for followed (at its port,
+    from the same host): torch may look a name up for IPv6 first and then IPv4 (the warning of its first socket code
+    names no family), so a name with IPv4 addresses only warns, then resolves and is connected to."""
+    failed = []
+    for log in logs:
+        hits = [(at, line, m) for at, line in enumerate(log.lines) if (m := UNRESOLVED.search(line.text))]
+        last = _last_attempts(log) if any(m["host"] for _, _, m in hits) else {}
+        for at, line, m in hits:
+            if m["host"] is None or not any(
+                    last.get((line.host, m["port"], to), (-1, 0)) >= (at, m.end()) for to in ("", m["host"].lower())):
+                failed.append((log, line, m))
+    return failed
+
+
+def _last_attempts(log: Log) -> dict[tuple[str | None, str, str], tuple[int, int]]:
+    """Where torch last tried to connect, by (the line's host, port, the name tried or "" for an address): the line's
+    index and the attempt's offset in it."""
+    last: dict[tuple[str | None, str, str], tuple[int, int]] = {}
+    for at, line in enumerate(log.lines):
+        for a in _ATTEMPT.finditer(line.text):
+            to = a["v6"] or a["name"]
+            last[(line.host, a["port"], "" if is_address(to) else to.lower())] = (at, a.start())
+    return last
 
 
 def unresolved_alone(logs: list[Log]) -> list[Cause]:
@@ -95,13 +134,12 @@ def unresolved_alone(logs: list[Log]) -> list[Cause]:
     format was right). Python's `socket.gaierror` names no host: the name is not guessed."""
     if any(c.init_complete for log in logs for c in (log.nccl.communicators if log.nccl else [])):
         return []
-    found = grep(logs, UNRESOLVED)
+    found = [(line, m) for _, line, m in _failed(logs)]
     torch = [(line, m) for line, m in found if m["host"] and not is_address(m["host"])]
     nccl = [(line, m) for line, m in found if m["why2"]]
     comm_id = env(logs, "NCCL_COMM_ID")
     if not torch and not nccl:
-        return _store_alone([(line, m) for line, m in found if m["why4"]]) or _python_alone(
-            [(line, m) for line, m in found if m["why3"]])
+        return _store_alone(logs) or _python_alone([(line, m) for line, m in found if m["why3"]])
     if torch:
         names, what, hits = unique([m["host"] for _, m in torch]), "the rendezvous store's name", torch
     else:
@@ -124,15 +162,36 @@ def unresolved_alone(logs: list[Log]) -> list[Cause]:
     )]
 
 
-def _store_alone(hits: list[Hit]) -> list[Cause]:
+def _store_named(log: Log, line: LogLine, match: re.Match[str]) -> tuple[str, LogLine] | None:
+    """The store's name a `host not found` was for, and the line that named it, where an elastic launcher named
+    the store just before (an address is never the name that failed)."""
+    if not match["why4"] or not (store := announced_store(log, line)) or is_address(store[0]):
+        return None
+    return store
+
+
+def _store_alone(logs: list[Log]) -> list[Cause]:
     """torch's TCPStore client before socket.cpp failed its lookup: the name was the store's (MASTER_ADDR, or the
-    host of --rdzv_endpoint or init_method), but `host not found` does not say it, so it is not guessed."""
+    host of --rdzv_endpoint or init_method), but `host not found` does not say it: it is named only where the
+    elastic launcher named the store's host just before, never guessed."""
+    hits = [(log, line, m) for log in logs for line, m in log.grep(UNRESOLVED) if m["why4"]]
     if not hits:
         return []
-    lines = [line for line, _ in hits][:3]
+    stores = [store for log, line, m in hits if (store := _store_named(log, line, m))]
+    lines = [line for _, line, _ in hits][:3]
+    why = _why([m for _, _, m in hits])
+    if stores:
+        names = unique([name for name, _ in stores])
+        return [Cause(
+            id="peer-unreachable", title=f"a host cannot resolve the rendezvous store's name {', '.join(names)}",
+            detail=f"{', '.join(names)} did not resolve to any address ({why}), so no connection was tried: the "
+                   "elastic launcher named it as the store's host just before, and torch's TCPStore client could not "
+                   "look it up. The name is wrong, or the node that tried has no DNS or /etc/hosts entry for it.",
+            fix=RESOLVE_FIX, score=85, hosts=hosts(lines), addresses=names, evidence=evidence([*lines, stores[0][1]]),
+        )]
     return [Cause(
         id="name-unresolved", title="a host cannot resolve the rendezvous store's name (the log does not name it)",
-        detail=f"torch's TCPStore client could not look up the store's host name ({_why([m for _, m in hits])}), "
+        detail=f"torch's TCPStore client could not look up the store's host name ({why}), "
                "so no connection was tried; `host not found` does not say which name it looked up: MASTER_ADDR, or "
                "the host of --rdzv_endpoint or init_method. The name is wrong, or the node that tried has no DNS "
                "or /etc/hosts entry for it.",

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 
-from provisioner.explain.evidence import env, evidence, for_count, grep, hosts, multi_node, nranks, signal
-from provisioner.explain.logs import Log
-from provisioner.explain.lookups import RESOLVE_FIX, failed_lookups, unresolved_alone
+from provisioner.explain.evidence import Hit, env, evidence, for_count, grep, hosts, multi_node, nranks, signal
+from provisioner.explain.logs import Log, LogLine
+from provisioner.explain.lookups import RESOLVE_FIX, UNRESOLVED, failed_lookups, unresolved_alone
 from provisioner.explain.model import Cause
 from provisioner.explain.rules_plugins import plugin_failed
 from provisioner.parsers._text import unique
@@ -34,7 +34,8 @@ _NO_INTERFACE = re.compile(
 _ADDR = r"[0-9a-fA-F.:]+(?:%[\w.-]+)?"  # IPv4 or IPv6, with the zone of a link-local one (`fe80::1%ib1`)
 _CONNECT_FAIL = re.compile(
     rf"(?:Connect to (?P<peer>{_ADDR})(?:<(?P<port>[0-9]+)>)? (?:failed|returned)\s*:?\s*(?P<why>.+)"
-    r"|(?:timed out (?:after \S+ )?while trying|failed) to connect to (?:any network address of )?"
+    # torch's summary says `any network address of (H, P)`; its first socket code (1.10) said `... on (H, P)`.
+    r"|(?:timed out (?:after \S+ )?while trying|failed) to connect to (?:any network address (?:of|on) )?"
     r"(?:\((?P<peer2>[^,\s]+), (?P<port2>[0-9]+)\)|\[?(?P<peer5>[0-9a-fA-F.:]+|[A-Za-z][\w.-]*)\]?:(?P<port5>[0-9]+)\b)"
     # torch's c10d names why each address it tried failed: `... to [H]:P (errno: 111 - Connection refused).`
     r"(?: \(errno: [0-9]+ - (?P<why8>[^)]+)\))?"
@@ -101,8 +102,18 @@ def _tried(match: re.Match[str], asked: bool) -> str | None:
     return match.group("peer5")
 
 
+def _lookups_only(line: LogLine, match: re.Match[str]) -> bool:
+    """torch 1.10's summary followed by the errors it gathered, each a failed lookup: no connection was tried."""
+    rest = line.text[match.end():]
+    return "any network address" in match.group(0) and bool(UNRESOLVED.search(rest)) and "connect to" not in rest
+
+
+def _connect_failures(logs: list[Log]) -> list[Hit]:
+    return [(line, m) for line, m in grep(logs, _CONNECT_FAIL) if not _lookups_only(line, m)]
+
+
 def unreachable_peers(logs: list[Log]) -> list[Cause]:
-    hits = grep(logs, _CONNECT_FAIL)
+    hits = _connect_failures(logs)
     if not hits:
         return unresolved_alone(logs)
     # torch also reports the unspecified address it tried to bind from (0.0.0.0, ::): not a peer. It prints
@@ -112,10 +123,13 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
     asked = any(m.group("peer2") for _, m in hits)
     peers = unique([p for _, m in hits if (p := m.group("peer") or m.group("peer2") or m.group("peer3")
                                            or m.group("peer6") or _tried(m, asked)) and p not in ("0.0.0.0", "::")])
-    reasons = unique([why.strip() for _, m in hits
+    # torch 1.10 throws its summary followed by each address's error: those say why.
+    matches = [m for _, m in hits] + [each for line, m in hits if "any network address" in m.group(0)
+                                      for each in _CONNECT_FAIL.finditer(line.text, m.end())]
+    reasons = unique([why.strip() for m in matches
                       if (why := m.group("why") or m.group("why3") or m.group("why5") or m.group("why6")
                           or m.group("why7") or m.group("why8"))])
-    if any(m.group("why4") is not None or "exceeded" in m.group(0) for _, m in hits):
+    if any(m.group("why4") is not None or "exceeded" in m.group(0) for m in matches):
         reasons.append("connection retries exceeded")
     lines = [line for line, _ in hits]
     suspects = [(log, s) for log in logs for s in (log.nccl.suspect_interfaces if log.nccl else [])]
@@ -162,7 +176,7 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
 
 
 def suspect_interfaces(logs: list[Log]) -> list[Cause]:
-    if grep(logs, _CONNECT_FAIL) or not multi_node(logs):
+    if _connect_failures(logs) or not multi_node(logs):
         return []  # reported with the failures they explain; on one node no traffic leaves the host
     items = [(log, s) for log in logs for s in (log.nccl.suspect_interfaces if log.nccl else [])]
     if not items:

@@ -6,19 +6,26 @@ failed on SocketImpl(fd=N, addr=[host]:port, remote=[host]:port): Connection res
 operations than recvValue print the same shape), `Failed to check the "should dump" flag on TCPStore, (maybe
 TCPStore server has shut down too early), with error: ...` (the heartbeat monitor, 2.3 on). The server lives in
 rank 0's process (or torchrun's agent on the master node), so a reset from it means that process ended.
+
+Where the store is, said before connecting to it: torchelastic 0.1's etcd rendezvous (`Rank N will conenct to
+TCPStore server at H:P`, sic, and on rank 0 `Setting up TCPStore server on H:P`, then `TCPStore server initialized
+on H:P`) and torch's elastic agent (`Creating c10d store on H:P`, then `Successfully created c10d store`, 1.9 on).
 """
 
 from __future__ import annotations
 
 import re
 
-from provisioner.explain.logs import LogLine
+from provisioner.explain.logs import Log, LogLine
 from provisioner.parsers._text import unique
 
 # The client's socket named by its two ends; a host in brackets (a name or an address, `[::ffff:10.0.0.1]`).
 _SOCKET = re.compile(r"\b(?P<op>\w+) failed on SocketImpl\(fd=[0-9]+, addr=\[(?P<local>[^\]]*)\]:[0-9]+, "
                      r"remote=\[(?P<remote>[^\]]*)\]:(?P<port>[0-9]+)\)")
 _SHOULD_DUMP = re.compile(r"Failed to check the \"should dump\" flag on TCPStore")
+_ANNOUNCED = re.compile(r"Rank [0-9]+ will con(?:enct|nect) to TCPStore server at (?P<a>\S+):[0-9]+"
+                        r"|Setting up TCPStore server on (?P<b>\S+):[0-9]+|Creating c10d store on (?P<c>\S+):[0-9]+")
+_CREATED = re.compile(r"TCPStore server initialized on|Successfully created c10d store")
 
 
 def store_servers(lines: list[LogLine]) -> list[str]:
@@ -36,3 +43,16 @@ def store_note(lines: list[LogLine]) -> str:
             "process (or torchrun's agent on the master node), so that process ended or was killed while the "
             "others still used it. Its own output has the first error; this is its consequence, not a fault of "
             "the data network.")
+
+
+def announced_store(log: Log, line: LogLine) -> tuple[str, LogLine] | None:
+    """The store's host and the line before `line` (from the same host) that named it, where no line says that
+    store was created since: a lookup that failed at `line` was of that host."""
+    for earlier in reversed(log.lines[:log.lines.index(line)]):
+        if earlier.host != line.host:
+            continue
+        if _CREATED.search(earlier.text):
+            return None
+        if m := _ANNOUNCED.search(earlier.text):
+            return next(host for host in m.groups() if host).strip("[]"), earlier
+    return None

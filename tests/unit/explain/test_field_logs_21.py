@@ -35,6 +35,11 @@ CASES: dict[str, tuple[str, str, str]] = {
     # worker's exit only.
     "torchelastic-tcpstore-host-not-found-2.txt": (
         "name-unresolved", "host not found: Temporary failure in name resolution", "MASTER_ADDR"),
+    # elastic#31: torchelastic 0.1 names the store's host and port on the line before `host not found`. Before:
+    # `the log does not name it`.
+    "torchelastic-tcpstore-host-not-found-3.txt": (
+        "peer-unreachable", "host not found: Name or service not known", "cannot resolve the rendezvous store's name "
+        "pytorch-elastic-test-z2b7s"),
 }
 HOSTS: dict[str, list[str]] = {name: [] for name in CASES}
 

@@ -81,3 +81,56 @@ def test_a_peer_whose_own_lookup_failed_is_still_named() -> None:
 def test_the_reason_torch_gives_for_each_address_is_kept() -> None:
     top = _top(_REFUSED_ADDRESS)
     assert "failed (Connection refused)" in top.detail and "timed out" not in top.detail, top.detail
+
+
+# torch 1.10's socket.cpp (its first form) looks the name up for IPv6, then IPv4, and warns for each failed lookup
+# without naming the family: `The network addresses of (H, P) cannot be retrieved <gai text>.`; each address it
+# then tries that fails is `The client socket has failed to connect to A:P (errno: N - why).` or `... has timed out
+# while trying to connect to A:P.`, and its summary `... failed to connect to any network address on (H, P).` is
+# logged alone and thrown followed by those errors. Later releases print `[H]:P` for the address tried.
+_OLD_LOOKUP = ("[W socket.cpp:558] [c10d] The network addresses of (master1, 29500) cannot be retrieved Name or "
+               "service not known.\n")
+_OLD_TIMED_OUT = ("[W socket.cpp:558] [c10d] The client socket has timed out while trying to connect to "
+                  "10.1.2.3:29500.\n")
+_OLD_SUMMARY = ("[E socket.cpp:566] [c10d] The client socket has failed to connect to any network address on (master1, "
+                "29500).\n")
+_TIMED_OUT_NAME = ("[E socket.cpp:860] [c10d] The client socket has timed out after 1800s while trying to connect to "
+                   "(master1, 29500).\n")
+
+
+def _not_unresolved(top: Cause) -> None:
+    assert top.id == "peer-unreachable" and "resolve" not in top.title, top.title
+    assert "master1 did not resolve" not in top.detail and "lookup of master1" not in top.detail, top.detail
+
+
+def test_a_name_looked_up_then_connected_to_resolved() -> None:
+    # The IPv6 lookup failed, the IPv4 one found 10.1.2.3 and the connection to it timed out.
+    top = _top(_OLD_LOOKUP + _OLD_TIMED_OUT + _OLD_SUMMARY)
+    _not_unresolved(top)
+    assert top.title == "a host cannot reach the rendezvous store (MASTER_ADDR / --rdzv_endpoint)", top.title
+    thrown = ("RuntimeError: The client socket has failed to connect to any network address on (master1, 29500). The "
+              "network addresses of (master1, 29500) cannot be retrieved Name or service not known. The client socket "
+              "has failed to connect to 10.1.2.3:29500 (errno: 110 - Connection timed out).\n")
+    top = _top(_OLD_LOOKUP + thrown)
+    _not_unresolved(top)
+    assert "(Connection timed out)" in top.detail, top.detail
+    # Later releases: the name tried is printed in brackets, and a timeout is not a refusal.
+    current = ("[W socket.cpp:601] [c10d] The IPv6 network addresses of (master1, 29500) cannot be retrieved (gai "
+               "error: -2 - Name or service not known).\n[W socket.cpp:1019] [c10d] The client socket has failed to "
+               "connect to [master1]:29500 (errno: 110 - Connection timed out).\n")
+    _not_unresolved(_top(current + _TIMED_OUT_NAME))
+
+
+def test_a_lookup_not_followed_by_a_connection_to_that_name_still_counts() -> None:
+    # The connection came first, or at another port, or from another host: the lookup that failed is still the cause.
+    for text in (_OLD_TIMED_OUT + _OLD_LOOKUP + _TIMED_OUT_NAME,
+                 _OLD_LOOKUP + _OLD_TIMED_OUT.replace(":29500", ":41234") + _TIMED_OUT_NAME,
+                 "node1: " + _OLD_LOOKUP + "node2: " + _OLD_TIMED_OUT + "node1: " + _TIMED_OUT_NAME):
+        top = _top(text)
+        assert "cannot resolve the rendezvous store's name master1" in top.title, (text, top.title)
+
+
+def test_a_lookup_followed_by_a_connection_alone_is_no_cause() -> None:
+    connected = "[I socket.cpp:700] [c10d] The client socket has connected to [master1]:29500 on [node1]:41000.\n"
+    assert "peer-unreachable" not in [c.id for c in explain([("job.log", _OLD_LOOKUP + connected)]).causes]
+    assert _top(_OLD_LOOKUP).title == "a host cannot resolve the rendezvous store's name master1"
