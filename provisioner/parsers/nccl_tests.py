@@ -371,7 +371,8 @@ def parse_nccl_tests(text: str) -> NcclTests:
 
 
 def _recognised(run: _Run) -> int:
-    return len(run.rows) + len(run.devices) + len(run.failures) + len(run.fields) + (run.columns is not None)
+    footers = sum(len(part.footer_lines) + part.bitwise for part in run.parts)
+    return len(run.rows) + len(run.devices) + len(run.failures) + len(run.fields) + footers + (run.columns is not None)
 
 
 def _parameters(body: str) -> dict[str, str]:
