@@ -3,7 +3,8 @@ Causes with evidence, kept in one module per class (rules_socket, rules_containe
 rules_verbs, rules_provider, rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_proxy,
 rules_ras, rules_torch, rules_desync, rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm,
 rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions, rules_transport,
-rules_pcie, rules_enroot, rules_pmix; name lookups in lookups.py, the two ends of one link in completion_ends.py).
+rules_pcie, rules_enroot, rules_pmix; name lookups in lookups.py, the two ends of one link in completion_ends.py,
+the failing run of a log of several nccl-tests runs in nccl_runs.py).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a

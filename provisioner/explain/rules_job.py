@@ -16,9 +16,10 @@ from provisioner.explain import rules_proxy, rules_torch
 from provisioner.explain.evidence import evidence, for_count, grep, hosts, listed, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
+from provisioner.explain.nccl_runs import below_minimum_lines, runs_judged, which, within
 from provisioner.explain.torch_store import store_note, store_servers
 from provisioner.parsers._text import unique
-from provisioner.parsers.nccl_tests import NcclTests
+from provisioner.parsers.nccl_tests import NcclTests, NcclTestsRun
 
 _DUPLICATE_GPU = re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>[0-9]+) and rank (?P<b>[0-9]+) both on "
                             r"CUDA device (?P<device>\S+)")
@@ -247,12 +248,18 @@ def nccl_error(logs: list[Log]) -> list[Cause]:
     )]
 
 
-def _stalled(tests: NcclTests) -> bool:
-    """A run cut off before its largest size, after smaller sizes completed (`maxBytes` says the largest)."""
-    if not tests.verdict.startswith("truncated") or not tests.rows or tests.failures:
-        return False
-    m = re.fullmatch(r"([0-9]+)([KMG]?)", tests.parameters.get("maxBytes", ""))
-    return m is not None and tests.rows[-1].size < int(m[1]) * 1024 ** " KMG".index(m[2] or " ")
+def _stalled(tests: NcclTests) -> list[tuple[int, NcclTestsRun]]:
+    """The runs cut off before their largest size, after smaller sizes completed (`maxBytes` says the largest),
+    in a log whose verdict is that it was cut."""
+    if not tests.verdict.startswith("truncated"):
+        return []
+    stalled = []
+    for n, run in runs_judged(tests, tests.verdict):
+        rows = tests.rows[run.first_row:run.first_row + run.rows]
+        m = re.fullmatch(r"([0-9]+)([KMG]?)", (run.parameters or tests.parameters).get("maxBytes", ""))
+        if rows and not run.failure_lines and m and rows[-1].size < int(m[1]) * 1024 ** " KMG".index(m[2] or " "):
+            stalled.append((n, run))
+    return stalled
 
 
 def mtu_blackhole(logs: list[Log]) -> list[Cause]:
@@ -261,14 +268,17 @@ def mtu_blackhole(logs: list[Log]) -> list[Cause]:
     causes = []
     for log in logs:
         tests = log.tests
-        if tests and _stalled(tests):
-            last = tests.rows[-1]
-            lines = [line for line in log.lines if line.text.split()[:1] == [str(last.size)]]
+        if tests and (cut := _stalled(tests)[:1]):
+            run = cut[0][1]
+            last = tests.rows[run.first_row + run.rows - 1]
+            last_run = cut[0][0] == len(tests.run_results)  # the log's last lines are then where it stopped
+            lines = within([line for line in log.lines if line.text.split()[:1] == [str(last.size)]], cut)
             causes.append(Cause(
                 id="mtu-blackhole", title="nccl-tests stopped after some message sizes completed",
-                detail=f"sizes up to {last.size} bytes completed, then the run stalled without an error: a path "
-                       "that passes small packets and drops large ones (MTU mismatch) or a lossy RoCE path.",
-                fix=_MTU_FIX, score=62, evidence=evidence(lines[-1:] + log.lines[-2:]),
+                detail=f"sizes up to {last.size} bytes completed{which(tests, cut)}, then the run stalled "
+                       "without an error: a path that passes small packets and drops large ones (MTU mismatch) or a "
+                       "lossy RoCE path.",
+                fix=_MTU_FIX, score=62, evidence=evidence(lines[-1:] + (log.lines[-2:] if last_run else [])),
             ))
     connected = grep(logs, _INIT_DONE)
     stalled = grep(logs, rules_torch.WATCHDOG)
@@ -294,6 +304,11 @@ def _failed_detail(tests: NcclTests) -> str:
     errors = unique([m["what"].strip() for text in tests.failures if (m := _TEST_ERROR.search(text))])
     return "the test stopped on " + (f"'{', '.join(errors[:2])}'" if errors else "a failure") + (
         ": the NCCL or CUDA error before it in the log (a WARN) says which call failed")
+
+
+def _averages(runs: list[tuple[int, NcclTestsRun]]) -> str:
+    figures = [f"{run.avg_busbw:g}" for _, run in runs if run.avg_busbw is not None]
+    return f" ({', '.join(figures)} GB/s)" if figures else ""
 
 
 def nccl_tests_results(logs: list[Log]) -> list[Cause]:
@@ -330,9 +345,14 @@ def nccl_tests_results(logs: list[Log]) -> list[Cause]:
                   "failed": re.compile(r"failure", re.I),
                   "below minimum bandwidth": re.compile(r"Avg bus bandwidth")}.get(
                       tests.verdict, re.compile(r"^#\s*size|^\s*[0-9]"))
-        lines = [line for line, _ in log.grep(marker)]
+        # The runs that failed so, and their own lines: not the footers and rows of runs that passed.
+        runs = runs_judged(tests, tests.verdict)
+        lines = within([line for line, _ in log.grep(marker)], runs)
+        if tests.verdict == "below minimum bandwidth":
+            lines = below_minimum_lines(log, runs) or lines
         if tests.verdict == "wrong results":
-            bad = {f"{r.size}" for r in tests.rows if (r.oop_wrong or 0) > 0 or (r.ip_wrong or 0) > 0}
+            rows = [r for _, run in runs for r in tests.rows[run.first_row:run.first_row + run.rows]] or tests.rows
+            bad = {f"{r.size}" for r in rows if (r.oop_wrong or 0) > 0 or (r.ip_wrong or 0) > 0}
             lines = [line for line in lines if line.text.split()[:1] and line.text.split()[0] in bad]
         causes.append(Cause(
             id=f"nccl-tests-{tests.verdict.split(':')[0].replace(' ', '-')}",
@@ -343,10 +363,10 @@ def nccl_tests_results(logs: list[Log]) -> list[Cause]:
                     "failed": _failed_detail(tests),
                     "unreadable row": "a result row does not fit the table's header: that size's figures "
                                       "cannot be judged (output mixed into it, or a line cut short)",
-                    "below minimum bandwidth": "the average bus bandwidth is below the NCCL_TESTS_MIN_BW the "
-                                               "run was given",
+                    "below minimum bandwidth": "the average bus bandwidth"
+                                               f"{_averages(runs)} is below the NCCL_TESTS_MIN_BW the run was given",
                     }.get(tests.verdict, "the output stops before the run's footer: the test crashed, hung or "
-                                         "was killed"),
+                                         "was killed") + which(tests, runs),
             fix="Rerun with NCCL_DEBUG=INFO on the same hosts; bisect by host pairs to find the bad path.",
             # A `Test ... failure` line only quotes the error a WARN before it names: that cause comes first.
             score={"truncated: no footer": 40, "failed": 48}.get(tests.verdict, 80),

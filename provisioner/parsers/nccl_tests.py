@@ -10,7 +10,7 @@ Since 2.17 the header carries versions as codes (`# nccl-tests version 2.19.6 nc
 nccl-library=22809`, i.e. NCCL 2.28.9) and the run is framed by `# Collective test starting/concluded`.
 A run ends with `# Out of bounds values` and `# Avg bus bandwidth`: without them the output was cut
 (`complete` False, `verdict` `truncated: no footer`). Several runs in one log are all read (`runs`) and
-judged each on its own (nccl_tests_verdict): `verdict` is the worst run's.
+judged each on its own (nccl_tests_verdict, `run_results`): `verdict` is the worst run's.
 
 Release shapes (nccl-tests' own print code): 2017-2018 builds print `nThread ...` and the footer without `#`,
 `#   Rank N on HOST` without a pid, a `bytes N` header and times in ms (see nccl_tests_table); 2019-2022
@@ -48,6 +48,7 @@ from provisioner.parsers._text import (
     to_float,
 )
 from provisioner.parsers.nccl_line import is_log_line
+from provisioner.parsers.nccl_tests_copies import separate_copies, single_rank_runs
 from provisioner.parsers.nccl_tests_json import fields_from_json, invalid, looks_like_json
 from provisioner.parsers.nccl_tests_table import (
     NcclTestRow,
@@ -56,7 +57,7 @@ from provisioner.parsers.nccl_tests_table import (
     parse_row,
     version_from_code,
 )
-from provisioner.parsers.nccl_tests_verdict import RunPart, Verdict, judge, worst
+from provisioner.parsers.nccl_tests_verdict import NcclTestsRun, RunPart, Verdict, deciding, worst
 
 KIND = "nccl_tests"
 
@@ -107,7 +108,7 @@ _KILLED = re.compile(
     r"(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction)"
 )
 
-__all__ = ["NcclTestRow", "version_from_code"]
+__all__ = ["NcclTestRow", "NcclTestsRun", "version_from_code"]
 
 
 class NcclTestRank(Fact):
@@ -127,10 +128,14 @@ class NcclTests(Parsed):
     `failed` (a `Test ... failure` line), `truncated: no footer`, `unreadable row` (a line of the table with
     a size and a count that does not fit its header: a size whose figures cannot be judged) or `below minimum
     bandwidth` (the average under NCCL_TESTS_MIN_BW: `# Avg bus bandwidth : X FAILED`). A log of several
-    runs is judged run by run (`run_verdicts`, in order), and `verdict` is the worst of them."""
+    runs is judged run by run (`run_results`, in order, each with its own footer; `run_verdicts` their verdicts),
+    and `verdict` is the worst of them. The footer fields here (`avg_busbw`, `out_of_bounds`, ... and
+    `collective`) are those of the run `verdict` comes from, so that they agree with it: the worst run, the
+    last of equally bad ones (a log of passing runs gives its last run's). `rows` holds every run's rows."""
 
     verdict: Verdict = "ok"
     run_verdicts: list[Verdict] = Field(default_factory=list)
+    run_results: list[NcclTestsRun] = Field(default_factory=list)
     rows: list[NcclTestRow] = Field(default_factory=list)
     avg_busbw: float | None = None
     avg_busbw_ok: bool | None = None  # None: no NCCL_TESTS_MIN_BW to judge it against
@@ -198,16 +203,20 @@ class _Run:
         self.alone = "oop"  # the group a one-group header names, from the label line above it
         self.unreadable: list[int] = []
         self.parts: list[RunPart] = [RunPart()]
+        self.number = 0  # the line being read
 
     @property
     def part(self) -> RunPart:
         return self.parts[-1]
 
-    def start(self) -> None:
+    def start(self, kind: str = "", text: str = "") -> None:
         """A line that begins a run: after a footer, or after failures (nccl-tests stops at its first), it
-        is the next run's; rows alone may be another copy's, interleaved with this one."""
-        if self.part.footer or self.part.failures:
-            self.parts.append(RunPart())
+        is the next run's; rows alone may be another copy's, interleaved with this one. A preamble line that
+        differs from the one this run printed rows under is another run's, footer or not."""
+        if self.part.footer or self.part.failures or (kind and self.part.another(kind, text)):
+            self.parts.append(RunPart(first_row=len(self.rows), first_line=self.number))
+        if kind:
+            self.part.preamble.setdefault(kind, text)
 
     def comment(self, line: Line, body: str) -> bool:
         """Read a `#` line; False when it is an unrecognised comment (skipped, not an error)."""
@@ -216,31 +225,29 @@ class _Run:
         if (header := columns_of(line, self.alone)) is not None:
             if self.columns != header or not self.in_table:
                 self.runs += 1
-                self.start()
+                self.start("columns", " ".join(header))
             self.columns, self.open, self.in_table = header, True, True
             self.part.open = True
         elif rank := parse_rank(line):
             self.devices.append(rank)
         elif m := _OUT_OF_BOUNDS.match(body):
-            self.fields["out_of_bounds"] = int(m.group("count"))
             verdict = (m.group("verdict") or "").upper()
-            self.fields["out_of_bounds_ok"] = verdict == "OK" if verdict else None
             self.part.out_of_bounds.append((int(m.group("count")), verdict == "OK" if verdict else None))
+            self.part.footer_lines.append(line.number)
         elif m := _AVG_BUSBW.match(body):
-            self.fields["avg_busbw"] = to_float(KIND, m.group("value"), line, "average bus bandwidth")
-            ok = m.group("verdict") == "OK" if m.group("verdict") else None
-            if ok is not None:
-                self.fields["avg_busbw_ok"] = ok
-            self.part.avg_busbw_ok.append(ok)
+            self.part.avg_busbw.append(to_float(KIND, m.group("value"), line, "average bus bandwidth"))
+            self.part.avg_busbw_ok.append(m.group("verdict") == "OK" if m.group("verdict") else None)
+            self.part.footer_lines.append(line.number)
             self.open = self.in_table = self.part.open = False
         elif m := _BITWISE.match(body):
-            self.fields["bitwise_mismatches"] = int(m.group("count"))
             self.part.bitwise_mismatches += int(m.group("count"))
+            self.part.bitwise = True
         elif _PARAMS.match(body):
-            self.start()
-            self.fields["parameters"] = _parameters(body)
+            self.start("parameters", " ".join(body.lstrip("#").split()))
+            self.fields["parameters"] = self.part.parameters = _parameters(body)
+            self.part.starts += 1
         elif m := _TESTS_VERSION.match(body):
-            self.start()
+            self.start("version", body)
             self.fields["nccl_tests_version"] = m.group("version")
             for code in _CODE.finditer(m.group("rest")):
                 self.fields[f"nccl_{code.group('what')}_version"] = version_from_code(int(code.group("code")))
@@ -250,10 +257,10 @@ class _Run:
         elif m := _LAST_ERROR.match(body):
             self.fields["nccl_last_error"] = m.group("text").strip()
         elif m := _COLLECTIVE.match(body):
-            self.fields["collective"] = m.group("name")
             if m.group("event") == "starting":
-                self.start()
+                self.start("collective", m.group("name"))
                 self.open = self.part.open = True
+            self.part.collective = m.group("name")
         else:
             return False
         return True
@@ -275,6 +282,7 @@ class _Run:
         if _FAILURE.search(body) or _KILLED.search(body) or _STOPPED.search(body):
             self.failures.append(body)
             self.part.failures.append(body)
+            self.part.failure_lines.append(line.number)
             return True
         if self.columns is None:
             cells = line.stripped.split()
@@ -300,9 +308,9 @@ class _Run:
         self.open = self.part.open = True
         return True
 
-    def verdicts(self) -> list[Verdict]:
-        """Each run's verdict, in order (a run that printed nothing that bears on one is left out)."""
-        return [judge(part) for part in self.parts if not part.empty()]
+    def results(self) -> list[NcclTestsRun]:
+        """Each run, in order (a run that printed nothing that bears on a verdict is left out)."""
+        return [part.summary() for part in self.parts if not part.empty()]
 
 
 def parse_nccl_tests(text: str) -> NcclTests:
@@ -315,17 +323,20 @@ def parse_nccl_tests(text: str) -> NcclTests:
     run = _Run()
     found = Collector(KIND)
     for line in lines:
+        run.number = line.number
         found.attempt(line, run.line)
+        run.part.seen(line.number)
     # Skipped comments and NCCL log lines count as placed but not as recognised nccl-tests output.
     found.recognised = _recognised(run)
-    run_verdicts = run.verdicts()
+    results = run.results()
+    run_verdicts = [result.verdict for result in results]
     verdict = worst(run_verdicts)
     # Output without its structural anchors is never complete: no header, no table, or no footer.
     if run.columns is None or run.headerless:
         found.lack("column header (#  size  count  type ...)")
     if not run.rows:
         found.lack("result table")
-    if verdict == "truncated: no footer" or run.open:
+    if "truncated: no footer" in run_verdicts or run.open:
         found.lack("footer (# Out of bounds values, # Avg bus bandwidth)")
     if run.unreadable:
         found.lack(f"a readable result row at line {', '.join(str(n) for n in run.unreadable)}")
@@ -337,9 +348,13 @@ def parse_nccl_tests(text: str) -> NcclTests:
     fields = dict(run.fields)
     if "nccl_version" not in fields and run.fields.get("nccl_library_version"):
         fields["nccl_version"] = run.fields["nccl_library_version"]
+    if decided := deciding(results):  # the footer fields of the run the verdict comes from
+        fields.update(decided.model_dump(include={"avg_busbw", "avg_busbw_ok", "out_of_bounds", "out_of_bounds_ok",
+                                                  "bitwise_mismatches", "collective"}))
     return NcclTests(
         verdict=verdict,
         run_verdicts=run_verdicts,
+        run_results=results,
         rows=run.rows,
         wrong_column=wrong,
         columns=[c.partition(":")[0] for c in columns or []],
@@ -347,48 +362,17 @@ def parse_nccl_tests(text: str) -> NcclTests:
         failures=run.failures,
         runs=run.runs,
         unreadable_rows=run.unreadable,
-        single_rank_runs=_single_rank_runs(run.devices),
-        separate_runs=len(copies := _separate_copies(run.devices)),
+        single_rank_runs=single_rank_runs(run.devices),
+        separate_runs=len(copies := separate_copies(run.devices)),
         separate_ranks=[len(copy) for copy in copies],
         **fields,
         **completeness,
     )
 
 
-def _single_rank_runs(devices: list[NcclTestRank]) -> int:
-    """How many one-rank runs the rank lists show when every listed rank is rank 0 of its own run (the
-    same binary started N times, each initialising a communicator of one rank), else 0."""
-    ranks = [d.rank for d in devices]
-    if len(ranks) >= 2 and set(ranks) == {0} and len({(d.host, d.pid) for d in devices}) == len(ranks):
-        return len(ranks)
-    return 0
-
-
-def _separate_copies(devices: list[NcclTestRank]) -> list[list[NcclTestRank]]:
-    """The rank lists of processes that each ran alone, when there are two or more of them, else [].
-
-    nccl-tests prints one `#  Rank` line per GPU a process drives (nThreads * nGpus of them, all with that
-    process's pid), numbered from proc * nThreads * nGpus; under MPI only the first process prints, the
-    others' lines gathered to it (src/common.cu, e.g. commit af6df96, and src/util.cu since ad956f1). A
-    build without MPI started N times has proc 0 in every copy, so each copy lists ranks 0..k-1 under its
-    own pid, and copies' lines may interleave. A process is (host, pid); a rank it lists twice starts
-    another copy (two containers may share both)."""
-    copies: list[list[NcclTestRank]] = []
-    current: dict[tuple[str, int], list[NcclTestRank]] = {}
-    for device in devices:
-        key = (device.host, device.pid)
-        copy = current.get(key)
-        if copy is None or any(d.rank == device.rank for d in copy):
-            copy = current[key] = []
-            copies.append(copy)
-        copy.append(device)
-    if len(copies) < 2 or any(sorted(d.rank for d in c) != list(range(len(c))) for c in copies):
-        return []  # one job: its processes hold disjoint ranks (or the list is not one we can read)
-    return copies
-
-
 def _recognised(run: _Run) -> int:
-    return len(run.rows) + len(run.devices) + len(run.failures) + len(run.fields) + (run.columns is not None)
+    footers = sum(len(part.footer_lines) + part.bitwise for part in run.parts)
+    return len(run.rows) + len(run.devices) + len(run.failures) + len(run.fields) + footers + (run.columns is not None)
 
 
 def _parameters(body: str) -> dict[str, str]:

@@ -133,21 +133,31 @@ def fields_from_json(text: str) -> dict[str, Any]:
         # The writer closes its report on an error exit too: a report without its footer is a run that stopped.
         missing.append("footer (out_of_bounds, average_bus_bandwidth): the run stopped after its last size")
     args = data.get("args") if isinstance(data.get("args"), list) else []
-    return {
-        "complete": not missing, "missing": missing, "rows": rows, "devices": devices,
-        "nccl_version": version, "nccl_library_version": version,
-        "parameters": {_PARAMETERS[k]: str(v) for k, v in config.items() if k in _PARAMETERS},
-        "collective": os.path.basename(str(args[0])) if args else None,
-        "columns": ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-                    "busbw", "#wrong"],
-        "wrong_column": "#wrong",
+    verdict = _verdict(rows, missing, bounds, average)
+    footer = {
         "out_of_bounds": bounds.get("count") if isinstance(bounds.get("count"), int) else None,
         "out_of_bounds_ok": _okay(bounds.get("okay")),
         "avg_busbw": _number(average.get("bandwidth", average.get("bandwidith"))),
         "avg_busbw_ok": _okay(average.get("okay")),
+    }
+    collective = os.path.basename(str(args[0])) if args else None
+    parameters = {_PARAMETERS[k]: str(v) for k, v in config.items() if k in _PARAMETERS}
+    return {
+        "complete": not missing, "missing": missing, "rows": rows, "devices": devices,
+        "nccl_version": version, "nccl_library_version": version,
+        "parameters": parameters,
+        "collective": collective,
+        "columns": ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+                    "busbw", "#wrong"],
+        "wrong_column": "#wrong",
+        **footer,
         "nccl_last_error": errors[-1] if errors else None,
         "runs": 1 if rows else 0,
-        "verdict": _verdict(rows, missing, bounds, average),
+        "verdict": verdict,
+        # A report is one run's: it is the whole list, without line numbers (a report has no log lines).
+        "run_verdicts": [verdict],
+        "run_results": [{"verdict": verdict, "collective": collective, "parameters": parameters, "rows": len(rows),
+                         **footer}],
     }
 
 

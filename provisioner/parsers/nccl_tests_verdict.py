@@ -4,6 +4,12 @@ concatenated, several ops in one job), and each run's footer, failures and exit 
 A run's part starts at its version, parameter or `# Collective test starting` line or its column header,
 and goes on past its footer until the next run starts: what a run prints after its footer (the exit trace
 of `NCCL_TESTS_MIN_BW`, other ranks' traces) is its own. The overall verdict is the worst of the parts.
+
+Copies of one binary started together (a build without MPI under mpirun or srun) print the same preamble, so
+their lines, interleaved, stay one part: only a footer, a failure, or a preamble line that differs from the
+part's own (another collective, other parameters, another build or column header) after it printed rows
+starts the next run. Each copy and each run prints one `# nThread` line and, when it finishes, one footer: a
+part with fewer footers than `# nThread` lines holds a run (or copy) that was cut off, wherever it stopped.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from provisioner.parsers._text import after_mpi_tag
+from pydantic import Field
+
+from provisioner.parsers._text import Fact, after_mpi_tag
 
 Verdict = Literal["ok", "wrong results", "out of bounds", "failed", "truncated: no footer", "unreadable row",
                   "below minimum bandwidth"]
@@ -28,18 +36,50 @@ _SEVERITY: tuple[Verdict, ...] = ("failed", "wrong results", "out of bounds", "t
 _EXIT_TRACE = re.compile(r"^\.\.\s+\S+ pid [0-9]+: Test failure \S+:[0-9]+$")
 
 
+class NcclTestsRun(Fact):
+    """One run of a log that may hold several: its verdict, footer and where it lies. Where copies of the binary
+    interleaved in one run each printed a footer, the run's figures are the worst of them (the lowest average, the
+    most values out of bounds)."""
+
+    verdict: Verdict
+    collective: str | None = None  # `# Collective test starting: X` (nccl-tests 2.16.7 on)
+    parameters: dict[str, str] = Field(default_factory=dict)  # its `# nThread ...` line
+    first_row: int = 0  # its rows are rows[first_row:first_row + rows] of the whole result
+    rows: int = 0
+    avg_busbw: float | None = None
+    avg_busbw_ok: bool | None = None
+    out_of_bounds: int | None = None
+    out_of_bounds_ok: bool | None = None
+    bitwise_mismatches: int | None = None
+    first_line: int | None = None  # the log lines it spans, from its first to its last
+    last_line: int | None = None
+    footer_lines: list[int] = Field(default_factory=list)  # its `Out of bounds values` and `Avg bus bandwidth`
+    failure_lines: list[int] = Field(default_factory=list)
+
+
 @dataclass
 class RunPart:
-    """What one run printed that bears on its verdict."""
+    """What one run printed that bears on its verdict, and where."""
 
     failures: list[str] = field(default_factory=list)
+    first_row: int = 0
     rows: int = 0
     wrong: bool = False  # a #wrong (or error) cell above 0
     bitwise_mismatches: int = 0
     out_of_bounds: list[tuple[int, bool | None]] = field(default_factory=list)  # (count, OK/FAILED)
     avg_busbw_ok: list[bool | None] = field(default_factory=list)  # one per `# Avg bus bandwidth` footer
+    avg_busbw: list[float] = field(default_factory=list)
+    bitwise: bool = False  # a `# Bitwise mismatches` line was printed
     unreadable: bool = False
     open: bool = False  # a header or rows came after its last footer
+    starts: int = 0  # `# nThread` lines: one per run or copy of the binary that started
+    preamble: dict[str, str] = field(default_factory=dict)  # the first line of each kind that began it
+    collective: str | None = None
+    parameters: dict[str, str] = field(default_factory=dict)
+    first_line: int | None = None
+    last_line: int | None = None
+    footer_lines: list[int] = field(default_factory=list)
+    failure_lines: list[int] = field(default_factory=list)
 
     @property
     def footer(self) -> bool:
@@ -48,6 +88,27 @@ class RunPart:
     @property
     def below(self) -> bool:
         return any(ok is False for ok in self.avg_busbw_ok)
+
+    def seen(self, number: int) -> None:
+        """A line of the log was read while this part was the current one."""
+        self.first_line = number if self.first_line is None else self.first_line
+        self.last_line = number
+
+    def another(self, kind: str, text: str) -> bool:
+        """Whether a preamble line of `kind` begins another run: this part printed rows under a different one."""
+        return bool(self.rows) and self.preamble.setdefault(kind, text) != text
+
+    def summary(self) -> NcclTestsRun:
+        bounds = [count for count, _ in self.out_of_bounds]
+        bounds_ok = [ok for _, ok in self.out_of_bounds if ok is not None]
+        averages_ok = [ok for ok in self.avg_busbw_ok if ok is not None]
+        return NcclTestsRun(
+            verdict=judge(self), collective=self.collective, parameters=self.parameters, first_row=self.first_row,
+            rows=self.rows, avg_busbw=min(self.avg_busbw) if self.avg_busbw else None,
+            avg_busbw_ok=all(averages_ok) if averages_ok else None, out_of_bounds=max(bounds) if bounds else None,
+            out_of_bounds_ok=all(bounds_ok) if bounds_ok else None,
+            bitwise_mismatches=self.bitwise_mismatches if self.bitwise else None, first_line=self.first_line,
+            last_line=self.last_line, footer_lines=self.footer_lines, failure_lines=self.failure_lines)
 
     def empty(self) -> bool:
         return not (self.failures or self.rows or self.footer or self.out_of_bounds or self.open
@@ -69,7 +130,7 @@ def judge(part: RunPart) -> Verdict:
         return "wrong results"
     if any(count > 0 or ok is False for count, ok in part.out_of_bounds):
         return "out of bounds"
-    if part.open or not part.footer:
+    if part.open or not part.footer or part.starts > len(part.avg_busbw_ok):
         return "truncated: no footer"
     if part.unreadable:
         return "unreadable row"
@@ -83,3 +144,12 @@ def worst(verdicts: list[Verdict]) -> Verdict:
     if not verdicts:
         return "truncated: no footer"
     return min(verdicts, key=_SEVERITY.index)
+
+
+def deciding(runs: list[NcclTestsRun]) -> NcclTestsRun | None:
+    """The run the overall verdict comes from: the worst, the last of equally bad ones (so a log of passing runs
+    gives its last, as one run's log gives that run)."""
+    if not runs:
+        return None
+    rank = min(_SEVERITY.index(run.verdict) for run in runs)
+    return [run for run in runs if _SEVERITY.index(run.verdict) == rank][-1]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from provisioner.errors import ParseError
 from provisioner.load import cmdtemplate
 from provisioner.parsers.nccl_tests import parse_nccl_tests
+from provisioner.parsers.nccl_tests_verdict import deciding
 from provisioner.resources.base import sh
 from provisioner.scheduler.hostlist import HostlistError
 from provisioner.scheduler.hostlist import expand as expand_hostlist
@@ -144,7 +145,10 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
         verdict = str(parsed.verdict) if parsed.verdict != "ok" else "" if parsed.complete else "incomplete"
         problem = "; ".join(p for p in (verdict, f"missing: {missing}" if missing else "", *failures[:3]) if p)
     found = []
-    for row in parsed.rows:
+    # The rows of the run whose footer `avg_busbw` is (the one the verdict comes from), not another run's.
+    decided = deciding(parsed.run_results)
+    table = parsed.rows[decided.first_row:decided.first_row + decided.rows] if decided else parsed.rows
+    for row in table:
         time_us = row.oop_time_us if row.oop_time_us is not None else row.ip_time_us
         alg = row.oop_algbw if row.oop_algbw is not None else row.ip_algbw
         bus = row.oop_busbw if row.oop_busbw is not None else row.ip_busbw

@@ -74,6 +74,10 @@ def _shift_back(kind: str, facts: dict, by: int) -> dict:
             facts[records] = [{**r, "line": r["line"] - by} for r in facts[records]]
     if kind == "show_gids":
         facts["tables"] = [{**t, "line": t["line"] - by} for t in facts["tables"]]
+    if kind == "nccl_tests":
+        for run in facts["run_results"]:
+            run.update({k: run[k] - by for k in ("first_line", "last_line") if run[k] is not None})
+            run.update({k: [n - by for n in run[k]] for k in ("footer_lines", "failure_lines")})
     if kind == "ibstat":
         facts["errors"] = [re.sub(r"^line (\d+)", lambda m: f"line {int(m[1]) - by}", e) for e in facts["errors"]]
     return facts

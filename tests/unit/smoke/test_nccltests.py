@@ -8,6 +8,7 @@ import pytest
 
 from provisioner.errors import ParseError
 from provisioner.parsers.nccl_tests import parse_nccl_tests
+from provisioner.parsers.nccl_tests_verdict import deciding
 from provisioner.smoke import nccltests
 from provisioner.smoke.settings import DEFAULT_LAUNCH
 from tests.unit.parsers._samples import SAMPLE_KINDS, SAMPLES
@@ -21,11 +22,24 @@ def test_every_sample_gives_the_printed_figures(name: str) -> None:
     parsed = parse_nccl_tests(text)
     rows, avg, _problem = nccltests.rows(text, max(2, len(parsed.devices)))
     assert avg == parsed.avg_busbw
-    assert [r.size for r in rows] == [r.size for r in parsed.rows if r.oop_time_us is not None or
-                                      r.ip_time_us is not None]
-    for row, source in zip(rows, [r for r in parsed.rows if r.oop_algbw is not None or r.ip_algbw is not None],
+    # The rows of the run that average is from: in a log of several runs, the run the verdict comes from.
+    run = deciding(parsed.run_results)
+    table = parsed.rows[run.first_row:run.first_row + run.rows] if run else parsed.rows
+    assert [r.size for r in rows] == [r.size for r in table if r.oop_time_us is not None or r.ip_time_us is not None]
+    for row, source in zip(rows, [r for r in table if r.oop_algbw is not None or r.ip_algbw is not None],
                            strict=True):
         assert row.busbw == (source.oop_busbw if source.oop_busbw is not None else source.ip_busbw)
+
+
+def test_two_runs_give_the_figures_of_one_run_with_its_own_average() -> None:
+    # Two real runs of all_gather_perf: the average is the last run's, so the rows are that run's too, not both.
+    text = (SAMPLES / "all_gather_perf-9-two-runs.txt").read_text()
+    parsed = parse_nccl_tests(text)
+    rows, avg, _problem = nccltests.rows(text, 8)
+    first, last = parsed.run_results
+    assert avg == last.avg_busbw and len(rows) == last.rows < len(parsed.rows)
+    assert [r.size for r in rows] == [r.size for r in parsed.rows[last.first_row:]]
+    assert first.first_row == 0 and last.first_row == first.rows
 
 
 def test_header_only_output_has_no_rows() -> None:
