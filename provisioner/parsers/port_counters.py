@@ -1,8 +1,11 @@
 """Parse RDMA port error counters: the sysfs files (`port_counters`) and `perfquery [-x]` (`perfquery`).
 
 sysfs: `grep -r -H . */ports/*/counters */ports/*/hw_counters` run in `class/infiniband` prints
-`mlx5_0/ports/1/counters/symbol_error:0` per file. A line `@@interval SECONDS` separates a first reading
-from a second one taken that many seconds later (the rate check); `later` holds the second.
+`mlx5_0/ports/1/counters/symbol_error:0` per file. Some drivers also keep counters for the whole device in
+`DEVICE/hw_counters` (the kernel's device-level hw_counters group: EFA's `cmds_err`, hfi1's `RcvOverflow,32`,
+mlx5's in switchdev mode); those lines, `efa_0/hw_counters/cmds_err:0`, go to `devices`. A line
+`@@interval SECONDS` separates a first reading from a second one taken that many seconds later (the rate
+check); `later` and `later_devices` hold the second.
 
 perfquery: `# Port counters: Lid 3 port 1 (CapMask: ...)` or `# Port extended counters: ...` starts a
 port, then `Name:.......value`. Names are mapped to the sysfs names (SymbolErrorCounter -> symbol_error,
@@ -30,19 +33,19 @@ from provisioner.parsers._shell import is_shell
 from provisioner.parsers._text import Collector, Fact, Line, Parsed, content_lines, fail, number
 
 # A counter's name is its file name as the driver spells it: hfi1 appends `,32` to its 32-bit hw_counters
-# (`SwLinkUp,32`), so anything but a slash, a colon or a space belongs to it.
-_NAME = r"(?P<name>[^/\s:]+)"
-_SYSFS = re.compile(
-    r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/" + _NAME
-    + r":(?P<value>.*)$"
-)
+# (`SwLinkUp,32`) and has device counters with blanks inside (`Pio Reserved 30`), so anything but a slash or a
+# colon belongs to it, blanks only between other characters.
+_NAME = r"(?P<name>[^/\s:](?:[^/:\n]*[^/\s:])?)"
+# DEVICE/ports/N/GROUP/NAME, or DEVICE/hw_counters/NAME for the device's own (no `counters` group there). The
+# lookbehind keeps `mlx5_0/ports/1/hw_counters/x` from reading as a device named `1`.
+_WHERE = (r"^(?:.*/)?(?:(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)"
+          r"|(?<!ports/)(?P<whole>[^/\s]+)/hw_counters)/" + _NAME)
+_SYSFS = re.compile(_WHERE + r":(?P<value>.*)$")
 # A reader's error on stderr when 2>&1 kept it: GNU grep and coreutils print `PROG: FILE: strerror`.
 _READ_ERROR = re.compile(r"^(?P<prog>grep|cat|head|tail):\s+(?P<path>\S.*?):\s+(?P<reason>[A-Z][^:]*)$")
-_COUNTER_PATH = re.compile(
-    r"^(?:.*/)?(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)/" + _NAME + "$"
-)
+_COUNTER_PATH = re.compile(_WHERE + "$")
 # The start of a counter line the output stopped inside (before its `:VALUE`, or right after the colon).
-_SYSFS_CUT = re.compile(r"^(?:.*/)?[^/\s:]+/ports(?:/[0-9]*(?:/\w*(?:/[^/\s:]*:?)?)?)?$")
+_SYSFS_CUT = re.compile(r"^(?:.*/)?[^/\s:]+/(?:ports(?:/[0-9]*(?:/\w*(?:/[^/\s:]*:?)?)?)?|hw_c\w*(?:/[^/\s:]*:?)?)$")
 _NOT_AVAILABLE = re.compile(r"^N/A\b", re.IGNORECASE)
 # The line resources/port_counters.py puts between a rate check's two readings (every source's).
 INTERVAL = re.compile(r"^@@interval\s+(?P<seconds>[0-9.]+)$")
@@ -55,6 +58,9 @@ _PERF_VALUE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*):\.*\s*(?P<value>\S+)$
 _PERF_CUT = re.compile(r"^#\s*Port\b[^()]*$|^[A-Za-z][A-Za-z0-9]*(?::\.*)?$", re.IGNORECASE)
 
 # perfquery's names for what sysfs calls counters/<name>; any other name is turned into snake_case.
+# PortXmitData/PortRcvData (port_xmit_data, port_rcv_data) count 4-byte words, not octets (IB PortCounters:
+# octets divided by 4), in sysfs and perfquery alike. They are kept as read: a `max` or `max_rate` limit on them
+# is in words, and nothing in fabnet turns them into bytes or a bandwidth; one that does must multiply by 4.
 PERFQUERY_NAMES: dict[str, str] = {
     "SymbolErrorCounter": "symbol_error",
     "LinkErrorRecoveryCounter": "link_error_recovery",
@@ -118,10 +124,24 @@ class PortCounterSet(Fact):
         return self.counters.get(name, self.hw_counters.get(name))
 
 
+class DeviceCounterSet(Fact):
+    """A device's own counters (`DEVICE/hw_counters`): the driver counts them for the device, not a port."""
+
+    device: str
+    hw_counters: dict[str, int] = Field(default_factory=dict)
+    unreadable: dict[str, str] = Field(default_factory=dict)
+    saturated: list[str] = Field(default_factory=list)
+
+    def value(self, name: str) -> int | None:
+        return self.hw_counters.get(name)
+
+
 class PortCounters(Parsed):
     ports: list[PortCounterSet] = Field(default_factory=list)
+    devices: list[DeviceCounterSet] = Field(default_factory=list)  # device-level hw_counters, sysfs only
     interval_s: float | None = None
     later: list[PortCounterSet] = Field(default_factory=list)
+    later_devices: list[DeviceCounterSet] = Field(default_factory=list)
     absent: list[str] = Field(default_factory=list)  # paths the reader found no file at
 
 
@@ -140,24 +160,37 @@ def _count(value: str, line: Line, kind: str) -> int:
     return parsed
 
 
-def _ordered(table: dict[tuple[str | None, int], dict[str, Any]]) -> list[PortCounterSet]:
+# A reading's sets by (device, port); port None is the device's own set.
+_Reading = dict[tuple[str | None, int | None], dict[str, Any]]
+
+
+def _ordered(table: _Reading) -> list[PortCounterSet]:
     ports = []
     for entry in table.values():
+        if entry["port"] is None:
+            continue
         values = {**entry["hw_counters"], **entry["counters"]}
         ports.append(PortCounterSet.model_validate(
             {**entry, "saturated": [name for name, value in values.items() if saturated(name, value)]}))
     return ports
 
 
-def _port_entry(reading: dict[tuple[str | None, int], dict[str, Any]], device: str, port: str) -> dict[str, Any]:
-    key = (device, int(port))
+def _devices(table: _Reading) -> list[DeviceCounterSet]:
+    return [DeviceCounterSet(device=e["device"], hw_counters=e["hw_counters"], unreadable=e["unreadable"],
+                             saturated=[n for n, v in e["hw_counters"].items() if saturated(n, v)])
+            for e in table.values() if e["port"] is None]
+
+
+def _port_entry(reading: _Reading, m: re.Match[str]) -> dict[str, Any]:
+    whole = m.group("whole")
+    key = (whole, None) if whole else (m.group("device"), int(m.group("port")))
     return reading.setdefault(key, {"device": key[0], "port": key[1], "counters": {}, "hw_counters": {},
                                     "unreadable": {}})
 
 
 def parse_port_counters(text: str) -> PortCounters:
     kind = "port_counters"
-    readings: list[dict[tuple[str | None, int], dict[str, Any]]] = [{}]
+    readings: list[_Reading] = [{}]
     interval: float | None = None
     absent: list[str] = []
     found = Collector(kind)
@@ -176,13 +209,13 @@ def parse_port_counters(text: str) -> PortCounters:
             return
         m = _SYSFS.match(body)
         if not m:
-            fail(kind, "expected DEVICE/ports/N/counters/NAME:VALUE (or hw_counters)", line)
-        entry = _port_entry(readings[-1], m.group("device"), m.group("port"))
+            fail(kind, "expected DEVICE/ports/N/counters/NAME:VALUE (or hw_counters, or DEVICE/hw_counters)", line)
+        entry = _port_entry(readings[-1], m)
         value = m.group("value").strip()
         if _NOT_AVAILABLE.match(value):
             entry["unreadable"][m.group("name")] = value
             return
-        entry[m.group("group")][m.group("name")] = _count(value, line, kind)
+        entry[m.group("group") or "hw_counters"][m.group("name")] = _count(value, line, kind)
 
     def _read_error(m: re.Match[str], line: Line) -> None:
         path, reason = m.group("path"), m.group("reason").strip()
@@ -190,7 +223,7 @@ def parse_port_counters(text: str) -> PortCounters:
         if "No such file" in reason or any(c in path for c in "*?["):
             absent.append(path)
         elif counter:
-            entry = _port_entry(readings[-1], counter.group("device"), counter.group("port"))
+            entry = _port_entry(readings[-1], counter)
             entry["unreadable"][counter.group("name")] = reason
         else:
             fail(kind, f"{m.group('prog')} could not read {path}: {reason}", line)
@@ -207,8 +240,10 @@ def parse_port_counters(text: str) -> PortCounters:
     completeness = found.result("no counter line (DEVICE/ports/N/counters/NAME:VALUE)") if lines else {}
     return PortCounters(
         ports=_ordered(readings[0]),
+        devices=_devices(readings[0]),
         interval_s=interval,
         later=_ordered(readings[1]) if interval is not None else [],
+        later_devices=_devices(readings[1]) if interval is not None else [],
         absent=absent,
         **completeness,
     )

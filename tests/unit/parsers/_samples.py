@@ -62,6 +62,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "perfquery-x-1.txt": "perfquery",
     "perfquery-2.txt": "perfquery",
     "port-counters-sysfs-1.txt": "port_counters",
+    "port-counters-sysfs-4-efa-device-hw-counters.txt": "port_counters",
     "rdma-link-1.txt": "rdma_link",
     "rdma-link-3.txt": "rdma_link",
     "rdma-qos-script-q-1.txt": "rdma_qos_script",
