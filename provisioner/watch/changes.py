@@ -139,8 +139,10 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
 
 
 def _summary(cur: Snapshot) -> str:
-    ports = len({name.split(" ")[0] for name in cur.links.counters})
-    return (f"{len(cur.drift)} drift items, {ports} RDMA ports, {len(cur.links.carrier_changes)} links watched"
+    where = {name.split(" ")[0] for name in cur.links.counters}
+    ports = len({w for w in where if "/" in w})  # "mlx5_0/1"; a device's own counters are under "efa_0"
+    devices = f", {len(where) - ports} RDMA devices" if len(where) > ports else ""
+    return (f"{len(cur.drift)} drift items, {ports} RDMA ports{devices}, {len(cur.links.carrier_changes)} links watched"
             + (f"; counters: {cur.links.problem}" if cur.links.problem else ""))
 
 

@@ -19,19 +19,35 @@ _NET = re.compile(r"^/sys/class/net/(?P<iface>[^/\s]+)/(?P<name>carrier_changes|
 
 # Error counters whose rise means a sick link or port; traffic counters (packets, data) are left out. The
 # mlx5 hw_counters after local_ack_timeout_err count RoCE transport trouble a lossy fabric causes: a peer
-# not ready past the retry limit, a sequence gap the responder inferred, and retransmissions.
+# not ready past the retry limit, a sequence gap the responder inferred, and retransmissions. AWS EFA's port
+# hw_counters (drivers/infiniband/hw/efa/efa_verbs.c, EFA_DEFINE_PORT_STATS) add receive drops, failed RDMA
+# reads and writes, and, on newer kernels, SRD retransmit timeouts and peers that stopped answering or were
+# slowed down.
 ERROR_COUNTERS = frozenset({
     "symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_rcv_remote_physical_errors",
     "port_rcv_switch_relay_errors", "port_xmit_discards", "port_xmit_constraint_errors",
     "port_rcv_constraint_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
     "VL15_dropped", "out_of_buffer", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
     "rnr_nak_retry_err", "implied_nak_seq_err", "roce_adp_retrans",
+    "rx_drops", "rdma_read_wr_err", "rdma_write_wr_err", "retrans_timeout_events", "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+})
+# Error counters some drivers keep for the whole device, in DEVICE/hw_counters rather than under a port (the
+# kernel's device-level hw_counters group). EFA (EFA_DEFINE_DEVICE_STATS): admin commands that failed or never
+# completed, and verbs that failed to create their object, which an application sees as a failed QP, CQ, MR or
+# AH setup. hfi1 (chip.c dev_cntrs): receive overflow, length, short-packet and ICRC errors, 32-bit counters it
+# names with `,32`. mlx5 in switchdev mode keeps its RoCE counters here, under the port names above.
+DEVICE_ERROR_COUNTERS = ERROR_COUNTERS | frozenset({
+    "cmds_err", "no_completion_cmds", "alloc_pd_err", "create_qp_err", "create_cq_err", "reg_mr_err",
+    "alloc_ucontext_err", "create_ah_err", "mmap_err",
+    "RcvOverflow,32", "RxLenErr,32", "RxShrErr,32", "RxICrcErr,32",
 })
 
 
 @dataclass
 class LinkReading:
-    counters: dict[str, int] = field(default_factory=dict)  # "mlx5_0/1 symbol_error" -> value
+    # "mlx5_0/1 symbol_error" -> value; a device's own counter has no port: "efa_0 cmds_err"
+    counters: dict[str, int] = field(default_factory=dict)
     carrier_changes: dict[str, int] = field(default_factory=dict)  # netdev -> count since boot
     carrier: dict[str, int] = field(default_factory=dict)  # netdev -> 1 up, 0 down (absent: down or admin down)
     problem: str | None = None  # why the counters could not be read, if so
@@ -39,10 +55,12 @@ class LinkReading:
 
 def probe(sysfs_root: str) -> Probe:
     infiniband = sh(sysfs_root.rstrip("/") + "/class/infiniband")
-    # Only the error counters, by name, under counters/ or hw_counters/: a real 8-port node has hundreds
-    # of counter files, most of them traffic, and every cycle would send and parse them all. A name the
-    # driver lacks stays an unmatched pattern, which grep reports on stderr (discarded).
-    files = " ".join(f"*/ports/*/*counters/{name}" for name in sorted(ERROR_COUNTERS))
+    # Only the error counters, by name, under a port's counters/ or hw_counters/ and the device's hw_counters/:
+    # a real 8-port node has hundreds of counter files (an hfi1 device alone about a thousand), most of them
+    # traffic, and every cycle would send and parse them all. A name the driver lacks stays an unmatched
+    # pattern, which grep reports on stderr (discarded).
+    files = " ".join([*(f"*/ports/*/*counters/{name}" for name in sorted(ERROR_COUNTERS)),
+                      *(f"*/hw_counters/{name}" for name in sorted(DEVICE_ERROR_COUNTERS))])
     counters = f"( cd -- {infiniband} 2>/dev/null && grep -H . {files} 2>/dev/null )"
     net = "grep -H . /sys/class/net/*/carrier_changes /sys/class/net/*/carrier 2>/dev/null"
     return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; true", timeout=20)
@@ -67,6 +85,10 @@ def parse(text: str) -> LinkReading:
         for name, value in {**port.hw_counters, **port.counters}.items():
             if name in ERROR_COUNTERS:
                 reading.counters[f"{where} {name}"] = value
+    for device in parsed.devices if parsed is not None else []:
+        for name, value in device.hw_counters.items():
+            if name in DEVICE_ERROR_COUNTERS:
+                reading.counters[f"{device.device} {name}"] = value
     for line in net_text.splitlines():
         m = _NET.match(line.strip())
         if m and m.group("iface") != "lo":
