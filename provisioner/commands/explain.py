@@ -95,11 +95,14 @@ def _print(result: Explanation, mapping: dict[str, str], audited: list[dict[str,
     for use in result.networks:
         network = use.network or "not shown in this log (no 'Using network' or NET/ line)"
         network += f" (provider {use.provider})" if use.provider else ""
+        network += f" (plugin {use.plugin})" if use.plugin else ""
         parts = [f"NCCL {use.nccl_version}" if use.nccl_version else "NCCL", f"network {network}"]
         if use.devices:
             parts.append(f"devices {', '.join(use.devices)}")
         if use.interfaces:
             parts.append(f"interfaces {', '.join(use.interfaces)}")
+        if use.control:
+            parts.append(f"control interface {', '.join(use.control)} (no data)")
         out.print(f"  {use.file}: " + "; ".join(parts))
         for ev in use.evidence:
             out.print(f"      {ev.file}:{ev.line}  {ev.text}")

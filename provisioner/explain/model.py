@@ -42,8 +42,11 @@ class NetworkUse(_Model):
     framework: str
     network: str | None = None
     provider: str | None = None  # the libfabric provider aws-ofi-nccl chose for it (efa)
+    plugin: str | None = None  # the network plugin that named itself, with its version (GPUDirectTCPX 3.1.8)
     devices: list[str] = Field(default_factory=list)
     interfaces: list[str] = Field(default_factory=list)
+    # A plugin's control interface (GPUDirect-TCPX's NCCL_GPUDIRECTTCPX_CTRL_DEV): its sockets carry no payload.
+    control: list[str] = Field(default_factory=list)
     nccl_version: str | None = None
     hosts: list[str] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list)

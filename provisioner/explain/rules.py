@@ -94,15 +94,22 @@ NARROWED = {"host-slower-transport": "ib-not-used",
 FALLBACK: list[Callable[[list[Log]], list[Cause]]] = [rules_job.nccl_error, rules_bootstrap.init_unfinished]
 
 
+# The lines that show the network: NCCL's choice, each transport's list, and a plugin's own banner (GPUDirect-TCPX's
+# `NET/GPUDirectTCPX ver. 3.1.8.`, gIB's `Initializing gIB v1.0.2`, TCPXO's `Initializing network FasTrak, version:`).
+_NETWORK_LINES = re.compile(r"Using (?:internal )?network|NET/\w+\s*:\s*Using|NET/IB\s*: No device|NET/\w+ ver\. |"
+                            r"NET/\w+\b.*Initializing (?:network )?\w+(?:, version:| v[0-9])", re.I)
+
+
 def network_use(log: Log) -> NetworkUse | None:
     nccl = log.nccl
     if nccl is None:
         return None
-    lines = [line for line, _ in log.grep(re.compile(r"Using (?:internal )?network|NET/\w+\s*:\s*Using|"
-                                                     r"NET/IB\s*: No device", re.I))]
+    lines = [line for line, _ in log.grep(_NETWORK_LINES)]
+    plugin = " ".join(p for p in (nccl.net_plugin, nccl.net_plugin_version) if p) or None
     return NetworkUse(
-        file=log.name, framework="nccl", network=nccl.network, devices=nccl.ib_devices,
-        interfaces=unique(nccl.socket_interfaces + nccl.bootstrap), nccl_version=nccl.nccl_version,
+        file=log.name, framework="nccl", network=nccl.network, plugin=plugin, devices=nccl.ib_devices,
+        interfaces=unique(nccl.socket_interfaces + nccl.bootstrap), control=nccl.ctrl_interfaces,
+        nccl_version=nccl.nccl_version,
         # A poster's placeholder for a host (`...-48`, `xxx`) names none, here as in the causes (_unnamed).
         hosts=[h for h in nccl.hosts if not redacted(h)], provider=nccl.ofi_provider, evidence=evidence(lines, limit=4),
     )

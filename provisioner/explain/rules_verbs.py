@@ -62,6 +62,10 @@ def _end(host: str | None, device: str | None, addresses: list[str]) -> str:
     return f"{host or 'a host'}" + (f" ({', '.join(said)})" if said else "")
 
 
+def _vendor(errors: list[CompletionError]) -> list[str]:
+    return unique([f"0x{e.vendor_error:x}" for e in errors if e.vendor_error is not None])
+
+
 def completion_errors(logs: list[Log]) -> list[Cause]:
     groups: dict[tuple[str | None, str | None, int], list[tuple[Log, CompletionError]]] = defaultdict(list)
     for log in logs:
@@ -73,7 +77,9 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
         items = [item for key in keys for item in groups[key]]
         code = keys[0][2]
         peers = unique([e.peer for _, e in items if e.peer])
-        vendor = unique([f"0x{e.vendor_error:x}" for _, e in items if e.vendor_error is not None])
+        # The vendor codes of the error itself: a flush folded in as its echo carries its own (0xf9 on mlx5), which
+        # the sentence on the flush names instead.
+        vendor = _vendor([e for key in keys if key[2] == code for _, e in groups[key]])
         found = ibverbs.status(code)
         lines = [line for log, e in items for line in warning_lines(log, e.line)]
         if len(keys) == 2:
@@ -85,9 +91,11 @@ def completion_errors(logs: list[Log]) -> list[Cause]:
                       f"{found.meaning}.")
             if keys[1][2] != code:
                 echoes = len(groups[keys[1]])
+                flushed = _vendor([e for _, e in groups[keys[1]]])
                 detail += (f" {b or 'The other end'}'s {counted(echoes, 'flushed request')} "
                            f"({ibverbs.status(keys[1][2]).symbol}) {'is' if echoes == 1 else 'are'} the echo of it "
-                           "on the same connection, not a cause in itself.")
+                           "on the same connection, not a cause in itself"
+                           + (f" (vendor syndrome {', '.join(flushed)})." if flushed else "."))
         else:
             host, device, _ = keys[0]
             where = _end(host, device, [])

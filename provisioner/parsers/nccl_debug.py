@@ -46,13 +46,12 @@ from provisioner.parsers.nccl_line import label_host, nccl_log
 from provisioner.parsers.nccl_net import (
     ADDRESS_TAIL,
     NET_USING,
-    OOB,
     VIA_NET,
     NetSetup,
     bootstrap_interfaces,
-    ib_devices,
-    interfaces,
+    ctrl_interface,
     net_setup,
+    using_lists,
 )
 from provisioner.parsers.nccl_tests import NcclTestRank, parse_rank, split_nccl_version
 
@@ -121,6 +120,7 @@ class NcclDebug(NetSetup):
     ib_relaxed_ordering: bool | None = None
     oob_interfaces: list[str] = Field(default_factory=list)
     socket_interfaces: list[str] = Field(default_factory=list)
+    ctrl_interfaces: list[str] = Field(default_factory=list)  # a plugin's control sockets (GPUDirect-TCPX), not data
     bootstrap: list[str] = Field(default_factory=list)  # the interfaces (name:address) the bootstrap used
     bootstrap_devices: list[str] = Field(default_factory=list)  # the out-of-band net devices (name:port) it used
     env: dict[str, str] = Field(default_factory=dict)
@@ -151,7 +151,7 @@ class _Log:
         self.last_net: str | None = None
         self.lists: dict[str, list[str]] = {
             name: [] for name in ("net_transports", "ib_devices", "oob_interfaces", "socket_interfaces",
-                                  "bootstrap", "bootstrap_devices", "plugins", "hosts", "net_paths")
+                                  "ctrl_interfaces", "bootstrap", "bootstrap_devices", "plugins", "hosts", "net_paths")
         }
         self.env: dict[str, str] = {}
         self.warnings: list[str] = []
@@ -209,6 +209,9 @@ class _Log:
         elif m := NET_USING.match(message):
             self._net(m.group("name"), m.group("rest"))
             self._suspects(m.group("rest"), line, host)
+        elif ctrl := ctrl_interface(message):
+            self.lists["ctrl_interfaces"].append(ctrl)
+            self._suspects(ctrl, line, host)
         elif setup := net_setup(message):
             self.fields.update(setup)
         elif m := _NET_DEVICE.match(message):
@@ -258,23 +261,17 @@ class _Log:
                 ))
 
     def _net(self, name: str, rest: str) -> None:
-        entries = ib_devices(rest) if name == "IB" else interfaces(rest)
-        if name == "IB" and not entries:
+        found = using_lists(name, rest)
+        for kind, values in found.items():
+            self.lists[kind] += values
+        if "ib_devices" not in found and "socket_interfaces" not in found:
             # NCCL 2.2x prints `NET/IB : Using [RO]; OOB eth0:...` after `No device found.`: IB listed no
             # device, so it is no transport here (and its flags describe nothing); the OOB interface stands.
-            if oob := OOB.search(rest):
-                self.lists["oob_interfaces"].append(ADDRESS_TAIL.sub("", oob.group("iface")))
             return
         self.last_net = name
         self.lists["net_transports"].append(name)
-        if name == "IB":
-            self.lists["ib_devices"] += entries
-            if "[RO]" in rest:
-                self.fields["ib_relaxed_ordering"] = True
-            if oob := OOB.search(rest):
-                self.lists["oob_interfaces"].append(ADDRESS_TAIL.sub("", oob.group("iface")))
-        else:
-            self.lists["socket_interfaces"] += entries
+        if "ib_devices" in found and "[RO]" in rest:
+            self.fields["ib_relaxed_ordering"] = True
 
     def chosen_network(self) -> str | None:
         if self.network:

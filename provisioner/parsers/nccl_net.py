@@ -9,6 +9,16 @@ How the network was set up (`NetSetup`): aws-ofi-nccl's choice of libfabric prov
 is efa` (0.9 to 1.5), `... is efa (found 4 nics)` (1.6 to 1.13), `NET/OFI Selected provider is efa, fabric is
 efa-direct (found 4 nics)` (1.14 on); NCCL's socket transport, `NET/Socket: Using 2 threads and 8 sockets per
 thread` (2.4.8 on, when NCCL_NSOCKS_PERTHREAD and NCCL_SOCKET_NTHREADS, or a cloud's defaults, ask for them).
+
+Google Cloud's plugins say which of them NCCL loaded, and name their control interface apart from the data NICs
+(the control sockets carry no payload, so that interface is never the data path):
+- GPUDirect-TCPX (nccl-plugin-gpudirecttcpx, network `GPUDirectTCPX_v7`): `NET/GPUDirectTCPX ver. 3.1.8.`; with
+  NCCL_GPUDIRECTTCPX_CTRL_DEV set, `NET/GPUDirectTCPX : Using ctrl socket on eth0, 10.128.0.5<0>` then
+  `NET/GPUDirectTCPX : Using ctrl [ctrl]eth0:10.128.0.5<0>`, else `... : Using default ctrl sockets`; then the data
+  NICs, `NET/GPUDirectTCPX : Using [0]eth1:192.168.0.2<0> [1]eth2:192.168.1.2<0>`.
+- TCPXO (network `FasTrak`): `NET/FasTrak <time>: Initializing network FasTrak, version: 1.0.17`.
+- gIB, Google's IB-verbs plugin for A3 Ultra and A4 (network `gIB`): `NET/gIB : Initializing gIB v1.0.2`; being
+  NCCL's IB transport under another name, it lists its devices as NET/IB does, `[0]mlx5_0:1/RoCE ...; OOB eth0:...`.
 """
 
 from __future__ import annotations
@@ -35,6 +45,15 @@ VIA_NET = re.compile(
     r"^(?:(?:Ring|Channel) [0-9]+.*|[0-9]+ -> [0-9]+ )\bvia NET/(?P<name>[^/]*?\S)/[0-9]+(?=[/(\s]|$)"
 )
 OOB = re.compile(r"\bOOB\s+(?P<iface>\S+)")
+CTRL_USING = re.compile(
+    r"^NET/\w+\s*:\s*Using ctrl(?:\s+socket on (?P<dev>[^\s,]+),\s*(?P<addr>\S+)|\s*\[ctrl\](?P<entry>\S+))"
+)
+_PLUGIN_VERSIONS = (
+    re.compile(r"^NET/(?P<net_plugin>\w+) ver\. (?P<net_plugin_version>[0-9][\w.+-]*?)\.?$"),
+    re.compile(r"^NET/(?P<net_plugin>\w+)\s*:\s*Initializing \w+ v(?P<net_plugin_version>[0-9][\w.+-]*)"),
+    re.compile(r"^NET/\w+\b.*?:\s*Initializing network (?P<net_plugin>\w+), version:\s*"
+               r"(?P<net_plugin_version>[0-9][\w.+-]*)"),
+)
 _ENTRY = re.compile(r"\[[0-9]+\](?P<entry>\S+)")
 # One IB device of the list: ` [0]mlx5_0:1/IB` (2.3 on); the members of a merged device, ` [0]={[0] mlx5_0:1/IB,
 # [1] mlx5_1:1/IB}` (2.20 to 2.23); the rail and plane after the port, ` [0]mlx5_0:1:2:0/IB`, `mlx5_0:1::0/IB`
@@ -54,6 +73,25 @@ def ib_devices(rest: str) -> list[str]:
     return [f"{m['device']}:{m['port']}/{m['layer']}" for m in _IB_ENTRY.finditer(rest.split("; OOB")[0])]
 
 
+def ctrl_interface(message: str) -> str | None:
+    """The control interface a plugin's `Using ctrl` line names, as `eth0:10.128.0.5`, or None for another line."""
+    m = CTRL_USING.match(message)
+    if m is None:
+        return None
+    return ADDRESS_TAIL.sub("", m["entry"] or f"{m['dev']}:{m['addr']}")
+
+
+def using_lists(name: str, rest: str) -> dict[str, list[str]]:
+    """What a `NET/<name> : Using` list adds: `ib_devices` and `oob_interfaces` for NET/IB and for a plugin that
+    lists devices as it does (gIB), `socket_interfaces` for a list of interfaces (NET/Socket, GPUDirect-TCPX's data
+    NICs). Empty for NET/IB with no device (2.2x after `No device found.`): it is then no transport."""
+    devices = ib_devices(rest)
+    if name != "IB" and not devices:
+        return {"socket_interfaces": interfaces(rest)}
+    oob = [ADDRESS_TAIL.sub("", m["iface"])] if (m := OOB.search(rest)) else []
+    return {"ib_devices": devices, "oob_interfaces": oob} if devices else {"oob_interfaces": oob}
+
+
 def bootstrap_interfaces(rest: str) -> list[str]:
     """`ens7:10.128.0.33<0>`, older `[0]ens7:10.128.0.33<0>`; several interfaces are space separated."""
     return [ADDRESS_TAIL.sub("", re.sub(r"^\[[0-9]+\]", "", token)) for token in rest.split()]
@@ -67,11 +105,17 @@ class NetSetup(Parsed):
     ofi_nics: int | None = None  # the NICs it found for that provider (1.6 on)
     socket_threads: int | None = None  # NCCL's socket transport: helper threads per connection
     sockets_per_thread: int | None = None  # and sockets per thread
+    net_plugin: str | None = None  # the network plugin that named itself with its version: GPUDirectTCPX, gIB
+    net_plugin_version: str | None = None
+
+
+_COUNTS = frozenset({"ofi_nics", "socket_threads", "sockets_per_thread"})
 
 
 def net_setup(message: str) -> dict[str, str | int] | None:
     """The NetSetup fields a network line gives, or None for any other line."""
     m = _OFI_PROVIDER.match(message) or _SOCKET_THREADS.match(message)
+    m = m or next((found for pattern in _PLUGIN_VERSIONS if (found := pattern.match(message))), None)
     if m is None:
         return None
-    return {k: int(v) if v.isdigit() else v for k, v in m.groupdict().items() if v is not None}
+    return {k: int(v) if k in _COUNTS else v for k, v in m.groupdict().items() if v is not None}

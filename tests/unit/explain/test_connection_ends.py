@@ -117,6 +117,21 @@ def test_a_flush_on_the_end_facing_a_retry_exceeded_error_is_its_echo() -> None:
     assert len(cause.evidence) == 2, cause.evidence
 
 
+def test_the_folded_cause_gives_the_errors_vendor_syndrome_and_the_flush_keeps_its_own() -> None:
+    """The retry-exceeded error's vendor code (0x81) is the cause's; the flush's (0xf9, what mlx5 gives every flushed
+    request) is named only beside the flush, as its echo, not listed as a second syndrome of the error."""
+    causes = _completions([*_addresses("node-a", "node-b", "node-c", "node-d"),
+                           ("node-b", _FLUSH_PEER.format(peer="10.0.0.1")), ("node-a", _PEER.format(peer="10.0.0.2"))])
+    assert len(causes) == 1, [c.title for c in causes]
+    detail = causes[0].detail
+    assert "Vendor syndrome 0x81." in detail and "0x81, 0xf9" not in detail, detail
+    assert "not a cause in itself (vendor syndrome 0xf9)." in detail, detail
+    both = _completions([*_addresses("node-a", "node-b", "node-c", "node-d"),
+                         ("node-a", _PEER.format(peer="10.0.0.2")),
+                         ("node-b", _PEER.format(peer="10.0.0.1").replace("vendor err 129", "vendor err 136"))])
+    assert len(both) == 1 and "Vendor syndrome 0x81, 0x88." in both[0].detail, both[0].detail
+
+
 def test_a_flush_on_the_gid_named_end_is_folded_and_one_towards_a_third_gid_is_not() -> None:
     """2.19 on: worker-1's flush names worker-0's GID and worker-0's retry-exceeded error names worker-1's."""
     a, b, c = "fd00:1148:9000:5000:4:200:3:ff22", "fd00:1148:9000:5000:4:200:3:ff1f", "fd00:1148:9000:5000:4:200:3:ff20"

@@ -32,6 +32,7 @@ NCCL_LOGS = {
     "nccl-debug-14-per-device-2.27.txt": (None, None, []),
     "nccl-debug-30-h200-one-rank-socket-2.28.txt": ("Socket", None, []),  # one node: sockets cost nothing
     "nccl-debug-33-h200-all-subsystems-2.28.txt": ("Socket", None, []),
+    "nccl-debug-tcpxo-fastrak-network-1.txt": ("FasTrak", None, []),  # a healthy TCPXO run's network lines
 }
 
 

@@ -106,6 +106,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "nvidia-smi-topo-30-h200-one-gpu-escapes.txt": "nvidia_smi_topo",
     "nccl-debug-30-h200-one-rank-socket-2.28.txt": "nccl_debug",
     "nccl-debug-33-h200-all-subsystems-2.28.txt": "nccl_debug",
+    "nccl-debug-tcpxo-fastrak-network-1.txt": "nccl_debug",
     "dcb-pfc-5-man.txt": "dcb",
     "dcb-buffer-6-man.txt": "dcb",
     "dcb-dcbx-7-man.txt": "dcb",
