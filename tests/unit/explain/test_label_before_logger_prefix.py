@@ -4,8 +4,9 @@ Wordings: torch.distributed.elastic's multiprocessing/api.py as torch 2.x logs i
 06:19:49.809000 161210 .../api.py:869] failed (exitcode: -9) local_rank: 2 (pid: 161617) of binary: ...`, seen in
 github.com/xiaomi-research/time-r1/issues/9; `Sending process N closing signal SIGTERM` from the same file),
 distributed_c10d.py's `Rank N: Completed store-based barrier for key:... with N nodes.`, ProcessGroupNCCL.cpp's
-watchdog line with torch's `[rankN]:` and c10 prefix (2.2 on). Labels: pdsh/clush `host: ` (by name or address), srun --label `N: `, Open MPI
---tag-output `[1,N]<stdout>:`, and a syslog line (`Mon DD HH:MM:SS host prog[pid]: `) collected from a log server.
+watchdog line with torch's `[rankN]:` and c10 prefix (2.2 on). Labels: pdsh/clush `host: ` (by name or address),
+srun --label `N: `, Open MPI --tag-output `[1,N]<stdout>:`, and a syslog line (`Mon DD HH:MM:SS host prog[pid]: `)
+collected from a log server.
 """
 
 from __future__ import annotations
