@@ -407,17 +407,3 @@ def number(value: str) -> int | float | None:
 def unique(items: list[str]) -> list[str]:
     """`items` without repeats, first occurrence kept: logs repeat the same fact once per rank."""
     return list(dict.fromkeys(items))
-
-
-# What posters put in place of a host's name or address: an ellipsis (`...-48`), a run of x or * (`xxx`,
-# `***`), an IPv4 address with x for some of its numbers (`10.x.x.x`), a bracketed placeholder (`<hostname>`,
-# `{host}`, `[REDACTED]`; with no colon, since `[::1]` and `[fe80::1]` are IPv6 addresses as torch and gloo
-# write them). A single x elsewhere is part of a real name (`master-x`, `x.example.com`).
-_REDACTED = re.compile(r"\.\.\.|\u2026|\*|^[<{\[][^:]*[>}\]]$|(?:^|[.\-_])x{2,}(?:$|[.\-_])|"
-                       r"^(?=[0-9.]*x)(?:(?:[0-9]{1,3}|x)\.){3}(?:[0-9]{1,3}|x)(?::[0-9]+)?$|redacted|^hostname$",
-                       re.I)
-
-
-def redacted(name: str) -> bool:
-    """Whether a host name or address in a log is a placeholder a poster wrote instead of the real one."""
-    return bool(_REDACTED.search(name.strip()))
