@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._loggers import prefix_arrow, prefix_host, prefix_label
-from provisioner.parsers._text import Line, split_lines, strip_prefixes
+from provisioner.parsers._loggers import prefix_arrow, prefix_host
+from provisioner.parsers._text import Line, prefix_label, split_lines, strip_prefixes
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
 from provisioner.parsers.nccl_line import label_host, nccl_log
 from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
@@ -101,7 +101,9 @@ def _labelled(lines: list[Line]) -> list[tuple[Line, str | None]]:
     not); in any log, a label alone before an NCCL line's level (`gpu07: NCCL WARN ...`) names the host too.
     What the label stood before (DeepSpeed's `worker-1: [2024-...] [INFO] [engine.py:12:...] `) goes too."""
     body = [line for line in lines if line.text.strip()]
-    common = len(body) >= 2 and sum(1 for line in body if _LINE_LABEL.match(line.text)) >= 0.6 * len(body)
+    # A label line cleaning already took off (one before a logger's prefix) counts as one.
+    common = len(body) >= 2 and sum(1 for line in body if _LINE_LABEL.match(line.text) or prefix_label(line.prefix)
+                                    ) >= 0.6 * len(body)
     out: list[tuple[Line, str | None]] = []
     for line in lines:
         text = line.text.strip()

@@ -50,9 +50,10 @@ from provisioner.explain import (
     smoke,
 )
 from provisioner.explain.evidence import evidence
+from provisioner.explain.hosts import redacted
 from provisioner.explain.logs import Log, read_log
 from provisioner.explain.model import Cause, Explanation, NetworkUse
-from provisioner.parsers._text import redacted, unique
+from provisioner.parsers._text import unique
 
 RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_socket.no_interface, rules_enroot.container_start, rules_container.bridge_network,

@@ -24,6 +24,7 @@ from provisioner.explain.lookups import RESOLVE_FIX, UNRESOLVED, failed_lookups,
 from provisioner.explain.model import Cause
 from provisioner.explain.rules_plugins import plugin_failed
 from provisioner.parsers._text import unique
+from provisioner.parsers.nccl_debug import SuspectInterface
 
 _NO_INTERFACE = re.compile(
     r"no socket interface found|NET/Socket\s*:\s*no (?:usable listening )?interface found"
@@ -112,6 +113,26 @@ def _connect_failures(logs: list[Log]) -> list[Hit]:
     return [(line, m) for line, m in grep(logs, _CONNECT_FAIL) if not _lookups_only(line, m)]
 
 
+def _involved_suspects(logs: list[Log], hits: list[Hit], peers: list[str]
+                       ) -> list[tuple[str | None, SuspectInterface, LogLine | None]]:
+    """The suspect interfaces (with their host and line) of the hosts in the failure: a host whose connection
+    failed, or the peer it could not reach (by name, or as the host whose interface holds the address). Another
+    host's `lo` explains nothing. A log without host names is one host's output: its own failure counts."""
+    names = {log.aliases.get(p, p) for log in logs for p in peers}
+    owns = [(line, m) for line, m in grep(logs, re.compile(
+        r"[\w.-]+:(?:" + "|".join(re.escape(p) for p in peers) + r")<"))] if peers else []
+    places = {(line.file, line.host) for line, _ in hits + owns}
+    involved = names | {host for _, host in places if host}
+    found = []
+    for log in logs:
+        for s in log.nccl.suspect_interfaces if log.nccl else []:
+            line = log.line(s.line)
+            host = (line.host if line else None) or s.host
+            if (log.name, host) in places or host in involved or s.address in peers:
+                found.append((host, s, line))
+    return found
+
+
 def unreachable_peers(logs: list[Log]) -> list[Cause]:
     hits = _connect_failures(logs)
     if not hits:
@@ -132,10 +153,10 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
     if any(m.group("why4") is not None or "exceeded" in m.group(0) for m in matches):
         reasons.append("connection retries exceeded")
     lines = [line for line, _ in hits]
-    suspects = [(log, s) for log in logs for s in (log.nccl.suspect_interfaces if log.nccl else [])]
-    chosen = [f"{s.interface}" + (f" ({s.address}, {s.reason})" if s.address else f" ({s.reason})")
-              for _, s in suspects]
-    lines += [line for log, s in suspects if (line := log.line(s.line)) is not None]
+    suspects = _involved_suspects(logs, hits, peers)
+    chosen = [f"{s.interface}" + (f" on {host}" if host else "")
+              + (f" ({s.address}, {s.reason})" if s.address else f" ({s.reason})") for host, s, _ in suspects]
+    lines += [line for _, _, line in suspects if line is not None]
     detail = (f"{for_count(max(len(hits), len(peers)), 'the connection', 'connections')} to "
               f"{', '.join(peers) or 'a peer'} failed ({'; '.join(reasons or ['timed out'])})")
     if chosen:

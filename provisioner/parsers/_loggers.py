@@ -69,17 +69,6 @@ def prefix_host(prefix: str) -> str | None:
     return m.group("host") if (m := SYSLOG.search(prefix) or _RAY_IP.match(prefix)) else None
 
 
-# A pdsh/clush label among what was taken off a line (`gpu07: `, or `10.0.0.7: `, the last thing before the
-# line once launcher tags in brackets are set aside): a name with a digit, as node names have.
-_PREFIX_LABEL = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*):\s*$")
-
-
-def prefix_label(prefix: str) -> str | None:
-    """The host a pdsh/clush label names in what was taken off a line."""
-    label = _PREFIX_LABEL.search(re.sub(r"\[[^\]]*\]:?|<\w+>:", " ", prefix))
-    return label.group("host") if label else None
-
-
 # A collector's label before every line, `worker-9 >> ` (NVIDIA/nccl#1808), where NCCL's own prefix has an
 # empty host (`:168:1228 [2] NCCL INFO`, a clock may stand between): the label is the host. Line cleaning
 # (parsers/_text) takes it off where `arrow_hosts` finds it, so what is left starts with what the program said.

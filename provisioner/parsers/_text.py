@@ -15,7 +15,7 @@ from typing import NoReturn, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._loggers import ARROW, COMPOSE, EVERY_LINE, STERN, TSL, arrow_hosts
+from provisioner.parsers._loggers import ARROW, COMPOSE, EVERY_LINE, STERN, TSL, arrow_hosts, prefix_host
 
 # Only real line breaks: str.splitlines() would also split on form feeds, \x1c.. and U+2028,
 # which would make our line numbers disagree with what an editor shows.
@@ -132,6 +132,11 @@ _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$", re.ASCII)
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
 _SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)        # srun --label pads the task id on the left
 _HOST_LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*:(?: |$)", re.ASCII)  # pdsh/clush: `gpu07: `
+# A pdsh/clush label by name or by address (`gpu07: `, `10.0.0.7: `) anywhere among what was taken off a line:
+# a name with a digit, as node names have.
+_LABEL_NAME = r"(?<![\w.-])(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):"
+_ANY_LABEL = re.compile(_LABEL_NAME + r"(?= |$)", re.ASCII)
+_LONE_LABEL = re.compile("^" + _LABEL_NAME + "(?: |$)", re.ASCII)
 # A paste quoted in markdown (`> ` before every line, as a reply quoting a log does): the quote is outermost.
 _QUOTE = re.compile(r"^>(?: |$)", re.ASCII)
 # What a markdown renderer made of a log before it was copied back as text: GitHub turns names that look
@@ -226,8 +231,9 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     cleaned = _strip_common(cleaned, _RANK_TAG, 0.6)
     # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
     cleaned = _strip_common(cleaned, _HOST_LABEL, 1.0, least=2)
-    # `0: [2026-01-02 03:04:05] ...`: a label outside a timestamp or a logger's prefix.
-    cleaned = [strip_prefixes(line) for line in cleaned]
+    # `0: [2026-01-02 03:04:05] ...`: a label outside a timestamp or a logger's prefix. A host label directly
+    # before such a prefix (`gpu07: I0101 12:00:00.123456 1234 distributed.py:56] `) is one on any line.
+    cleaned = [strip_prefixes(_label_before_prefix(line)) for line in cleaned]
     # A collector's `worker-9 >> ` where most lines carry one before NCCL's prefix with an empty host, and a
     # clock after it (`worker-9 >> [2025-08-12 01:37:03] :166:1226 [0] ...`).
     arrows = arrow_hosts([line.text for line in cleaned])
@@ -257,6 +263,23 @@ def strip_prefixes(line: Line) -> Line:
         if stripped is line:
             return line
         line = stripped
+
+
+def _label_before_prefix(line: Line) -> Line:
+    labelled = _strip(line, _LONE_LABEL)
+    return labelled if labelled is not line and strip_prefixes(labelled) is not labelled else line
+
+
+def prefix_label(prefix: str) -> str | None:
+    """The host a pdsh/clush label names in what was taken off a line: the last label that only what comes off
+    one line at a time follows (a logger's `I0101 12:00:00.123456 1234 f.py:56] `, a timestamp, torch's
+    `[rank3]:`, a launcher's tag in brackets), since line cleaning takes the label off before those."""
+    for m in reversed(list(_ANY_LABEL.finditer(prefix))):
+        after = prefix[m.end():].lstrip()
+        if not re.sub(r"\[[^\]]*\]:?|<\w+>:", "", strip_prefixes(Line(0, after, "")).text).strip():
+            # A syslog host, a pod or a Ray worker's address after the label names where the line was logged.
+            return None if prefix_host(after) else m.group("host")
+    return None
 
 
 def _strip_ray(line: Line) -> Line:
@@ -384,17 +407,3 @@ def number(value: str) -> int | float | None:
 def unique(items: list[str]) -> list[str]:
     """`items` without repeats, first occurrence kept: logs repeat the same fact once per rank."""
     return list(dict.fromkeys(items))
-
-
-# What posters put in place of a host's name or address: an ellipsis (`...-48`), a run of x or * (`xxx`,
-# `***`), an IPv4 address with x for some of its numbers (`10.x.x.x`), a bracketed placeholder (`<hostname>`,
-# `{host}`, `[REDACTED]`; with no colon, since `[::1]` and `[fe80::1]` are IPv6 addresses as torch and gloo
-# write them). A single x elsewhere is part of a real name (`master-x`, `x.example.com`).
-_REDACTED = re.compile(r"\.\.\.|\u2026|\*|^[<{\[][^:]*[>}\]]$|(?:^|[.\-_])x{2,}(?:$|[.\-_])|"
-                       r"^(?=[0-9.]*x)(?:(?:[0-9]{1,3}|x)\.){3}(?:[0-9]{1,3}|x)(?::[0-9]+)?$|redacted|^hostname$",
-                       re.I)
-
-
-def redacted(name: str) -> bool:
-    """Whether a host name or address in a log is a placeholder a poster wrote instead of the real one."""
-    return bool(_REDACTED.search(name.strip()))

@@ -30,9 +30,9 @@ import re
 
 from pydantic import Field
 
-from provisioner.parsers._loggers import prefix_arrow, prefix_host, prefix_label
+from provisioner.parsers._loggers import prefix_arrow, prefix_host
 from provisioner.parsers._shell import is_shell
-from provisioner.parsers._text import Fact, Line, Unplaced, content_lines, fail, split_lines, unique
+from provisioner.parsers._text import Fact, Line, Unplaced, content_lines, fail, prefix_label, split_lines, unique
 from provisioner.parsers.nccl_channels import Communicator, Link, Thread, Topology
 from provisioner.parsers.nccl_errors import (
     AsyncEvent,

@@ -31,7 +31,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     "nccl-2.2-connect-timed-out-1.txt": ("peer-unreachable", "gpu-bql-144-103:18553:18611 [0] include/socket.h:360",
                                          "Connection timed out"),
     "nccl-2.3-connect-refused-lo-1.txt": ("peer-unreachable", "paigcr-b-gpu-1012:4153:4209 [1] include/socket.h:361",
-                                          "lo (127.0.0.1, loopback interface)"),
+                                          "lo on paigcr-b-gpu-1012 (127.0.0.1, loopback interface)"),
     "torchrun-c10d-client-timeout-host-port-1.txt": ("peer-unreachable", "[c10d] The client socket has",
                                                      "MASTER_ADDR (or --rdzv_endpoint)"),
     "torchrun-c10d-client-timeout-900s-2.txt": ("peer-unreachable", "[c10d] The client socket has",

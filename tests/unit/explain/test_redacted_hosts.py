@@ -4,7 +4,7 @@ at: the cause says the name was redacted, and the evidence keeps the line as wri
 from __future__ import annotations
 
 from provisioner.explain import explain
-from provisioner.parsers._text import redacted
+from provisioner.explain.hosts import redacted
 
 _FLUSH = ("gpu07:984:1357 [4] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<44206> "
           "with status=5 opcode=32656 len=32659 vendor err 249 (Recv) localGid ::ffff:10.0.0.1 "
