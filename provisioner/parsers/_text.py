@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.errors import ParseError
 from provisioner.parsers._loggers import ARROW, COMPOSE, EVERY_LINE, STERN, TSL, arrow_hosts, prefix_host
+from provisioner.parsers._markup import unmark
 
 # Only real line breaks: str.splitlines() would also split on form feeds, \x1c.. and U+2028,
 # which would make our line numbers disagree with what an editor shows.
@@ -139,18 +140,6 @@ _ANY_LABEL = re.compile(_LABEL_NAME + r"(?= |$)", re.ASCII)
 _LONE_LABEL = re.compile("^" + _LABEL_NAME + "(?: |$)", re.ASCII)
 # A paste quoted in markdown (`> ` before every line, as a reply quoting a log does): the quote is outermost.
 _QUOTE = re.compile(r"^>(?: |$)", re.ASCII)
-# What a markdown renderer made of a log before it was copied back as text: GitHub turns names that look
-# like domains (`net_ib.cc:101`, `10.1.3.201`) into links `[net_ib.cc:101](http://net_ib.cc:101/)`, and a
-# line set in italics is wrapped in underscores (`_ibvwrap.cc: NCCL WARN ... timed out_`). Only a link whose
-# target is its own text is unwrapped, so a real link in a log stays.
-_AUTOLINK = re.compile(r"\[(?P<text>[^\[\]\s]+)\]\((?:https?://)(?P<target>[^()\s]+?)/?\)")
-_ITALIC_LINE = re.compile(r"^_(?P<body>[^_\s].*[^_\s])_$")
-_BOLD_LINE = re.compile(r"^\*\*(?P<body>[^*\s].*[^*\s])\*\*$")
-# Markdown's inline code around a pasted NCCL line (`` `host:pid:tid [dev] ... `` opened mid-sentence, or
-# closed lines later): a backtick before NCCL's `host:pid:tid [` prefix, or closing such a line, is the
-# markup's, never the host's name.
-_CODE_TICK = re.compile(r"`(?=[^\s`:]+:[0-9]+:[0-9]+ \[)")
-_CODE_LINE = re.compile(r"^(?P<body>.*?[^\s`:]+:[0-9]+:[0-9]+ \[[^`]*\S)`$")
 # A person's note after the output (`  # the slow one`): whitespace, `#`, whitespace. nccl-tests' own
 # comments start the line, and a shell prompt ends in `#` without a blank before it: both stay.
 _TRAILING_COMMENT = re.compile(r"(?<=\S)\s+#(?:\s.*)?$")
@@ -209,15 +198,7 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     cleaned: list[Line] = []
     for line in lines:
         text = _ANSI.sub("", line.text) if "\x1b" in line.text else line.text
-        if "](" in text:
-            text = _AUTOLINK.sub(lambda m: m["text"] if m["target"] == m["text"] else m[0], text)
-        if "`" in text:
-            text = _CODE_TICK.sub("", text.rstrip())
-            text = code["body"] if (code := _CODE_LINE.match(text)) else text
-        if text.startswith("_") and (italic := _ITALIC_LINE.match(text.rstrip())):
-            text = italic["body"]
-        if text.startswith("**") and (bold := _BOLD_LINE.match(text.rstrip())):
-            text = bold["body"]
+        text = unmark(text)
         cleaned.append(Line(line.number, text.rstrip(), line.raw))
     cleaned = _strip_common(cleaned, _QUOTE, 0.6)
     cleaned = _unframe(cleaned)
