@@ -209,7 +209,7 @@ class _Run:
         if kind:
             self.part.preamble.setdefault(kind, text)
 
-    def leads(self, kind: str = "", text: str = "", **fields: str) -> None:
+    def leads(self, kind: str = "", text: str = "", **fields: str) -> Lead:
         """A lead line: it may start a run, and what it says is the run's that it turns out to lead."""
         if self.lead is None:
             self.lead = Lead(first=self.number, before=self.part.last_line)
@@ -217,11 +217,13 @@ class _Run:
         self.start(kind, text)
         self.lead.fields.update(fields)
         self.fields.update(fields)
+        return self.lead
 
     def settle(self) -> None:
         """The lead (if any) ended: what it said is the current part's."""
         if self.lead and not self.leading:
             self.part.fields.update(self.lead.fields)
+            self.part.collective = self.lead.collective or self.part.collective
             self.lead = None
         self.leading = False
 
@@ -270,9 +272,10 @@ class _Run:
             self.said(nccl_last_error=m.group("text").strip())
         elif m := _COLLECTIVE.match(body):
             if m.group("event") == "starting":
-                self.leads("collective", m.group("name"))
+                self.leads("collective", m.group("name")).collective = m.group("name")
                 self.open = self.part.open = True
-            self.part.collective = m.group("name")
+            else:
+                self.part.collective = m.group("name")
         else:
             return False
         return True

@@ -75,6 +75,7 @@ class Lead:
     first: int  # the line it starts at
     before: int | None  # the last line of the part before it
     fields: dict[str, str] = field(default_factory=dict)
+    collective: str | None = None
 
 
 @dataclass
@@ -159,6 +160,11 @@ def judge(part: RunPart) -> Verdict:
     if part.below:
         return "below minimum bandwidth"
     return "ok"
+
+
+def severity(verdict: Verdict) -> int:
+    """Where a verdict stands, worst (0) first."""
+    return _SEVERITY.index(verdict)
 
 
 def worst(verdicts: list[Verdict]) -> Verdict:

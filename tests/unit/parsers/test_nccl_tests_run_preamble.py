@@ -46,6 +46,7 @@ def test_the_json_line_after_a_run_cut_off_starts_the_next_run_and_the_cut_run_e
     assert first.last_line == second.first_line - 1  # type: ignore[operator]
     assert _line(text, first.last_line).split()[0].isdigit()  # its last row
     assert second.nccl_tests_version == "2.19.6" and second.parameters["maxBytes"] == "4194304"
+    assert second.collective == "all_reduce_perf"  # from the `# Collective test starting` line it led with
 
 
 def test_parameters_and_versions_are_the_deciding_run_s_not_the_last_printed() -> None:
