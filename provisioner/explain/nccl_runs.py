@@ -18,6 +18,18 @@ def runs_judged(tests: NcclTests, verdict: str) -> list[tuple[int, NcclTestsRun]
     return [(n, run) for n, run in enumerate(tests.run_results, start=1) if run.verdict == verdict]
 
 
+def stalled(tests: NcclTests) -> list[tuple[int, NcclTestsRun]]:
+    """The runs cut off before their largest size (`maxBytes` says which) after smaller sizes completed, with no
+    failure of their own: a stall, not a crash."""
+    found = []
+    for n, run in runs_judged(tests, "truncated: no footer"):
+        rows = tests.rows[run.first_row:run.first_row + run.rows]
+        m = re.fullmatch(r"([0-9]+)([KMG]?)", (run.parameters or tests.parameters).get("maxBytes", ""))
+        if rows and not run.failure_lines and m and rows[-1].size < int(m[1]) * 1024 ** " KMG".index(m[2] or " "):
+            found.append((n, run))
+    return found
+
+
 def within(lines: list[LogLine], runs: list[tuple[int, NcclTestsRun]]) -> list[LogLine]:
     """The lines that lie in these runs; all of them where the runs do not say where they lie (a JSON report)."""
     spans = [(run.first_line, run.last_line) for _, run in runs if run.first_line and run.last_line]

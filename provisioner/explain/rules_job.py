@@ -1,6 +1,6 @@
 """Causes at the job level: two ranks on one GPU, a dead peer (NCCL, torch or gloo wording), traffic that
-stops after connecting (MTU), crashes, and nccl-tests verdicts (NCCL versions that differ are in
-rules_versions, torch's watchdog and rendezvous in rules_torch, CUDA failures in rules_cuda).
+stops after connecting (MTU) and crashes (nccl-tests verdicts are in rules_nccl_tests, NCCL versions that
+differ in rules_versions, torch's watchdog and rendezvous in rules_torch, CUDA failures in rules_cuda).
 
 Wording read (learned from NCCL's release history): `Duplicate GPU detected : rank A and rank B both on
 CUDA device X` (2.4 on), `Net : Connection closed by remote peer` (2.3 to 2.11, with the peer from
@@ -16,10 +16,9 @@ from provisioner.explain import rules_proxy, rules_torch
 from provisioner.explain.evidence import evidence, for_count, grep, hosts, listed, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
-from provisioner.explain.nccl_runs import below_minimum_lines, runs_judged, which, within
+from provisioner.explain.nccl_runs import stalled, which, within
 from provisioner.explain.torch_store import store_note, store_servers
 from provisioner.parsers._text import unique
-from provisioner.parsers.nccl_tests import NcclTests, NcclTestsRun
 
 _DUPLICATE_GPU = re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>[0-9]+) and rank (?P<b>[0-9]+) both on "
                             r"CUDA device (?P<device>\S+)")
@@ -248,27 +247,13 @@ def nccl_error(logs: list[Log]) -> list[Cause]:
     )]
 
 
-def _stalled(tests: NcclTests) -> list[tuple[int, NcclTestsRun]]:
-    """The runs cut off before their largest size, after smaller sizes completed (`maxBytes` says the largest),
-    in a log whose verdict is that it was cut."""
-    if not tests.verdict.startswith("truncated"):
-        return []
-    stalled = []
-    for n, run in runs_judged(tests, tests.verdict):
-        rows = tests.rows[run.first_row:run.first_row + run.rows]
-        m = re.fullmatch(r"([0-9]+)([KMG]?)", (run.parameters or tests.parameters).get("maxBytes", ""))
-        if rows and not run.failure_lines and m and rows[-1].size < int(m[1]) * 1024 ** " KMG".index(m[2] or " "):
-            stalled.append((n, run))
-    return stalled
-
-
 def mtu_blackhole(logs: list[Log]) -> list[Cause]:
     """Connections were made, then traffic stopped without an error: the signature of a path that
     passes small packets and drops large ones (an MTU mismatch), or of lost PFC."""
     causes = []
     for log in logs:
         tests = log.tests
-        if tests and (cut := _stalled(tests)[:1]):
+        if tests and (cut := stalled(tests)[:1]):
             run = cut[0][1]
             last = tests.rows[run.first_row + run.rows - 1]
             last_run = cut[0][0] == len(tests.run_results)  # the log's last lines are then where it stopped
@@ -281,11 +266,11 @@ def mtu_blackhole(logs: list[Log]) -> list[Cause]:
                 fix=_MTU_FIX, score=62, evidence=evidence(lines[-1:] + (log.lines[-2:] if last_run else [])),
             ))
     connected = grep(logs, _INIT_DONE)
-    stalled = grep(logs, rules_torch.WATCHDOG)
+    hung = grep(logs, rules_torch.WATCHDOG)
     errors = grep(logs, _DEAD_PEER) or grep(logs, rules_proxy.ANY) or any(
         log.nccl and (log.nccl.completion_errors or log.nccl.call_failures) for log in logs)
-    if connected and stalled and not errors and multi_node(logs):
-        lines = [connected[-1][0]] + [line for line, _ in stalled]
+    if connected and hung and not errors and multi_node(logs):
+        lines = [connected[-1][0]] + [line for line, _ in hung]
         causes.append(Cause(
             id="mtu-blackhole", title="traffic stopped after the ranks connected",
             detail="NCCL connected the ranks, then a collective hung without a network error: a path that "
@@ -297,80 +282,3 @@ def mtu_blackhole(logs: list[Log]) -> list[Cause]:
 
 # nccl-tests names its host before a failure: `gpu07: Test NCCL failure common.cu:1005 'unhandled system error'`.
 TEST_HOST = re.compile(r"^(?:\.\.\s+)?(?P<host>[\w.-]+)(?: pid [0-9]+)?:\s*Test (?:NCCL |CUDA )?failure")
-_TEST_ERROR = re.compile(r"Test (?:NCCL |CUDA )?failure\s+\S+\s+'(?P<what>[^'(]+)")
-
-
-def _failed_detail(tests: NcclTests) -> str:
-    errors = unique([m["what"].strip() for text in tests.failures if (m := _TEST_ERROR.search(text))])
-    return "the test stopped on " + (f"'{', '.join(errors[:2])}'" if errors else "a failure") + (
-        ": the NCCL or CUDA error before it in the log (a WARN) says which call failed")
-
-
-def _averages(runs: list[tuple[int, NcclTestsRun]]) -> str:
-    figures = [f"{run.avg_busbw:g}" for _, run in runs if run.avg_busbw is not None]
-    return f" ({', '.join(figures)} GB/s)" if figures else ""
-
-
-def nccl_tests_results(logs: list[Log]) -> list[Cause]:
-    causes = []
-    for log in logs:
-        tests = log.tests
-        if tests is None:
-            continue
-        copies = max(tests.single_rank_runs, tests.separate_runs)
-        if copies > 1:
-            lines = [line for line in log.lines if re.match(r"#\s*Rank\s+0\b", line.text)]
-            if tests.single_rank_runs > 1:
-                title = f"nccl-tests ran as {copies} separate one-rank runs"
-                what = "each initialised a communicator of one rank"
-                bandwidth = "the bandwidth is that of one GPU"
-            else:  # several GPUs per copy (-g N): each copy's communicator spans only its own node's GPUs
-                sizes = ", ".join(str(n) for n in tests.separate_ranks)
-                title = f"nccl-tests ran as {copies} separate runs ({sizes} ranks)"
-                what = "each initialised a communicator of only its own process's GPUs"
-                bandwidth = "the bandwidth is that of one node's GPUs"
-            causes.append(Cause(
-                id="nccl-tests-not-mpi", title=title,
-                detail=f"{copies} copies {what}: the binary was built without MPI but started by mpirun/srun, "
-                       f"so nothing crossed the network and {bandwidth}.",
-                fix="Rebuild nccl-tests with MPI (`make MPI=1 MPI_HOME=/path/to/mpi`) and start it with "
-                    "mpirun/srun again, or run one process per node with -g <GPUs per node>.",
-                # The rank lines name each copy's node ("Pid 1530412 on node3"): where no launcher
-                # label says it, those are the hosts.
-                score=75, hosts=hosts(lines) or unique([d.host for d in tests.devices]), evidence=evidence(lines),
-            ))
-        if tests.verdict == "ok" or _stalled(tests):
-            continue  # a run that stalled after some sizes is the MTU rule's
-        marker = {"wrong results": re.compile(r"^\s*[0-9]"), "out of bounds": re.compile(r"Out of bounds"),
-                  "failed": re.compile(r"failure", re.I),
-                  "below minimum bandwidth": re.compile(r"Avg bus bandwidth")}.get(
-                      tests.verdict, re.compile(r"^#\s*size|^\s*[0-9]"))
-        # The runs that failed so, and their own lines: not the footers and rows of runs that passed.
-        runs = runs_judged(tests, tests.verdict)
-        lines = within([line for line, _ in log.grep(marker)], runs)
-        if tests.verdict == "below minimum bandwidth":
-            lines = below_minimum_lines(log, runs) or lines
-        if tests.verdict == "wrong results":
-            rows = [r for _, run in runs for r in tests.rows[run.first_row:run.first_row + run.rows]] or tests.rows
-            bad = {f"{r.size}" for r in rows if (r.oop_wrong or 0) > 0 or (r.ip_wrong or 0) > 0}
-            lines = [line for line in lines if line.text.split()[:1] and line.text.split()[0] in bad]
-        causes.append(Cause(
-            id=f"nccl-tests-{tests.verdict.split(':')[0].replace(' ', '-')}",
-            title=f"nccl-tests: {tests.verdict}",
-            detail={"wrong results": "elements arrived with wrong values: data corruption on some path (GPU, "
-                                     "NVLink, PCIe or the network)",
-                    "out of bounds": "results outside the expected range",
-                    "failed": _failed_detail(tests),
-                    "unreadable row": "a result row does not fit the table's header: that size's figures "
-                                      "cannot be judged (output mixed into it, or a line cut short)",
-                    "below minimum bandwidth": "the average bus bandwidth"
-                                               f"{_averages(runs)} is below the NCCL_TESTS_MIN_BW the run was given",
-                    }.get(tests.verdict, "the output stops before the run's footer: the test crashed, hung or "
-                                         "was killed") + which(tests, runs),
-            fix="Rerun with NCCL_DEBUG=INFO on the same hosts; bisect by host pairs to find the bad path.",
-            # A `Test ... failure` line only quotes the error a WARN before it names: that cause comes first.
-            score={"truncated: no footer": 40, "failed": 48}.get(tests.verdict, 80),
-            hosts=unique([m["host"] for line in lines if (m := TEST_HOST.match(line.text))] + hosts(lines)),
-            evidence=evidence(lines[-4:] if tests.verdict.startswith("truncated") else lines),
-        ))
-    return causes

@@ -49,6 +49,7 @@ from provisioner.parsers._text import (
 )
 from provisioner.parsers.nccl_line import is_log_line
 from provisioner.parsers.nccl_tests_copies import separate_copies, single_rank_runs
+from provisioner.parsers.nccl_tests_failures import is_failure
 from provisioner.parsers.nccl_tests_json import fields_from_json, invalid, looks_like_json
 from provisioner.parsers.nccl_tests_table import (
     NcclTestRow,
@@ -57,7 +58,7 @@ from provisioner.parsers.nccl_tests_table import (
     parse_row,
     version_from_code,
 )
-from provisioner.parsers.nccl_tests_verdict import NcclTestsRun, RunPart, Verdict, deciding, worst
+from provisioner.parsers.nccl_tests_verdict import Lead, NcclTestsRun, RunPart, Verdict, deciding, own_fields, worst
 
 KIND = "nccl_tests"
 
@@ -88,25 +89,9 @@ _RCCL_TESTS = re.compile(r"^rccl-tests: Version (?P<version>\S+)")
 _COMPILED_WITH = re.compile(r"^#\s*NCCL Tests compiled with NCCL (?P<version>[0-9]+\.[0-9]+)", re.ASCII)
 # nccl-tests 2.17.3+ ends with NCCL's last error message (ncclGetLastError), when it has one.
 _LAST_ERROR = re.compile(r"^#\s*error:\s*(?P<text>.*)$")
-_FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|\bTest failure\b|: Test timeout \(", re.IGNORECASE)
-# Lines that end a run before its table: 2017-2018 builds' `NCCL failure common.cu:393 '...'` and `Cuda
-# failure ...`, nccl-tests' `Invalid number of GPUs: 16 requested but only 8 were found.` (and the advice line
-# after it) and `Incompatible NCCL versions. ...`, rccl-tests' `[ERROR] The number of requested GPUs (16) is
-# greater than ...`.
-_STOPPED = re.compile(
-    r"^(?:NCCL|Cuda) failure \S+:[0-9]+ |^Invalid number of GPUs: |^Incompatible NCCL versions\. "
-    r"|^Please check the number of processes and GPUs per process"
-    r"|^\[ERROR\] The number of requested GPUs "
-)
-# A rank killed by a signal, as the launching shell reports it (strsignal's name, then `(core dumped)` when
-# it dumped: `Segmentation fault (core dumped)`, bash's `line 3: 4711 Bus error  (core dumped) ./x`), as
-# Open MPI's mpirun reports it (`exited on signal 7 (Bus error)`) or Slurm's srun (`task 0: Bus error`).
-_KILLED = re.compile(
-    r"^(?:.*\b[0-9]+\s+)?(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction)"
-    r"(?:\s+\(core dumped\))?(?:\s+\S.*)?$"
-    r"|\bexited on signal [0-9]+ \([A-Za-z ]+\)|^srun: error: .*: tasks? [0-9,-]+: "
-    r"(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction)"
-)
+# 2.17.3 on, with -J FILE.json: printed by main before run() prints the version line (or, when it cannot
+# write the file, `# skipping json output; ...`).
+_JSON_OUTPUT = re.compile(r"^#\s*(?:Writing JSON output to\s|skipping json output;)")
 
 __all__ = ["NcclTestRow", "NcclTestsRun", "version_from_code"]
 
@@ -130,8 +115,9 @@ class NcclTests(Parsed):
     bandwidth` (the average under NCCL_TESTS_MIN_BW: `# Avg bus bandwidth : X FAILED`). A log of several
     runs is judged run by run (`run_results`, in order, each with its own footer; `run_verdicts` their verdicts),
     and `verdict` is the worst of them. The footer fields here (`avg_busbw`, `out_of_bounds`, ... and
-    `collective`) are those of the run `verdict` comes from, so that they agree with it: the worst run, the
-    last of equally bad ones (a log of passing runs gives its last run's). `rows` holds every run's rows."""
+    `collective`, `nccl_last_error`) are those of the run `verdict` comes from, so that they agree with it: the worst
+    run, the last of equally bad ones (a log of passing runs gives its last run's); so are `parameters` and the
+    versions, where that run printed them. `rows` holds every run's rows."""
 
     verdict: Verdict = "ok"
     run_verdicts: list[Verdict] = Field(default_factory=list)
@@ -204,6 +190,8 @@ class _Run:
         self.unreadable: list[int] = []
         self.parts: list[RunPart] = [RunPart()]
         self.number = 0  # the line being read
+        self.lead: Lead | None = None
+        self.leading = False  # the line being read is a lead line
 
     @property
     def part(self) -> RunPart:
@@ -214,9 +202,35 @@ class _Run:
         is the next run's; rows alone may be another copy's, interleaved with this one. A preamble line that
         differs from the one this run printed rows under is another run's, footer or not."""
         if self.part.footer or self.part.failures or (kind and self.part.another(kind, text)):
-            self.parts.append(RunPart(first_row=len(self.rows), first_line=self.number))
+            first, lead = self.number, self.lead
+            if lead and lead.first < self.number and lead.first != self.part.first_line:
+                first, self.part.last_line = lead.first, lead.before  # the lines it led with are its own
+            self.parts.append(RunPart(first_row=len(self.rows), first_line=first))
         if kind:
             self.part.preamble.setdefault(kind, text)
+
+    def leads(self, kind: str = "", text: str = "", **fields: str) -> Lead:
+        """A lead line: it may start a run, and what it says is the run's that it turns out to lead."""
+        if self.lead is None:
+            self.lead = Lead(first=self.number, before=self.part.last_line)
+        self.leading = True
+        self.start(kind, text)
+        self.lead.fields.update(fields)
+        self.fields.update(fields)
+        return self.lead
+
+    def settle(self) -> None:
+        """The lead (if any) ended: what it said is the current part's."""
+        if self.lead and not self.leading:
+            self.part.fields.update(self.lead.fields)
+            self.part.collective = self.lead.collective or self.part.collective
+            self.lead = None
+        self.leading = False
+
+    def said(self, **fields: str) -> None:
+        """What the current run printed outside its lead (NCCL's version, its last error)."""
+        self.fields.update(fields)
+        self.part.fields.update(fields)
 
     def comment(self, line: Line, body: str) -> bool:
         """Read a `#` line; False when it is an unrecognised comment (skipped, not an error)."""
@@ -247,20 +261,21 @@ class _Run:
             self.fields["parameters"] = self.part.parameters = _parameters(body)
             self.part.starts += 1
         elif m := _TESTS_VERSION.match(body):
-            self.start("version", body)
-            self.fields["nccl_tests_version"] = m.group("version")
-            for code in _CODE.finditer(m.group("rest")):
-                self.fields[f"nccl_{code.group('what')}_version"] = version_from_code(int(code.group("code")))
+            codes = {f"nccl_{c.group('what')}_version": version_from_code(int(c.group("code")))
+                     for c in _CODE.finditer(m.group("rest"))}
+            self.leads("version", body, nccl_tests_version=m.group("version"), **codes)
         elif m := _COMPILED_WITH.match(body):
-            self.start()
-            self.fields["nccl_headers_version"] = m.group("version")
+            self.leads(nccl_headers_version=m.group("version"))
+        elif _JSON_OUTPUT.match(body):
+            self.leads()
         elif m := _LAST_ERROR.match(body):
-            self.fields["nccl_last_error"] = m.group("text").strip()
+            self.said(nccl_last_error=m.group("text").strip())
         elif m := _COLLECTIVE.match(body):
             if m.group("event") == "starting":
-                self.start("collective", m.group("name"))
+                self.leads("collective", m.group("name")).collective = m.group("name")
                 self.open = self.part.open = True
-            self.part.collective = m.group("name")
+            else:
+                self.part.collective = m.group("name")
         else:
             return False
         return True
@@ -270,16 +285,15 @@ class _Run:
         if body.startswith("#") or _BARE.match(body):
             return self.comment(line, body)
         if m := _RCCL_TESTS.match(body):
-            self.start()
-            self.fields["rccl_tests_version"] = m.group("version")
+            self.leads(rccl_tests_version=m.group("version"))
             return True
         version = split_nccl_version(body)
         if version and (body.startswith("NCCL version") or is_log_line(body)):
-            self.fields["nccl_version"], self.fields["cuda_version"] = version
+            self.said(nccl_version=version[0], **({"cuda_version": version[1]} if version[1] else {}))
             return True
         if is_log_line(body):
             return False
-        if _FAILURE.search(body) or _KILLED.search(body) or _STOPPED.search(body):
+        if is_failure(body):
             self.failures.append(body)
             self.part.failures.append(body)
             self.part.failure_lines.append(line.number)
@@ -325,6 +339,7 @@ def parse_nccl_tests(text: str) -> NcclTests:
     for line in lines:
         run.number = line.number
         found.attempt(line, run.line)
+        run.settle()
         run.part.seen(line.number)
     # Skipped comments and NCCL log lines count as placed but not as recognised nccl-tests output.
     found.recognised = _recognised(run)
@@ -346,11 +361,11 @@ def parse_nccl_tests(text: str) -> NcclTests:
     columns = run.columns
     wrong = next((c.partition(":")[2] for c in columns or [] if ":" in c), None)
     fields = dict(run.fields)
-    if "nccl_version" not in fields and run.fields.get("nccl_library_version"):
-        fields["nccl_version"] = run.fields["nccl_library_version"]
-    if decided := deciding(results):  # the footer fields of the run the verdict comes from
-        fields.update(decided.model_dump(include={"avg_busbw", "avg_busbw_ok", "out_of_bounds", "out_of_bounds_ok",
-                                                  "bitwise_mismatches", "collective"}))
+    fields.pop("nccl_last_error", None)
+    if decided := deciding(results):
+        fields.update(own_fields(decided))
+    if not fields.get("nccl_version") and fields.get("nccl_library_version"):
+        fields["nccl_version"] = fields["nccl_library_version"]
     return NcclTests(
         verdict=verdict,
         run_verdicts=run_verdicts,

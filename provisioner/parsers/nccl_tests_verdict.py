@@ -3,7 +3,10 @@ concatenated, several ops in one job), and each run's footer, failures and exit 
 
 A run's part starts at its version, parameter or `# Collective test starting` line or its column header,
 and goes on past its footer until the next run starts: what a run prints after its footer (the exit trace
-of `NCCL_TESTS_MIN_BW`, other ranks' traces) is its own. The overall verdict is the worst of the parts.
+of `NCCL_TESTS_MIN_BW`, other ranks' traces) is its own. The overall verdict is the worst of the parts. The
+lines a run prints before its parameter line (`# Writing JSON output to X` from 2.17.3 on, which comes even
+before the version line, the version and `# Collective test starting`) are its `Lead`: where the next run is
+found to start only at a later one of them (the run before it was cut off), the lead moves with it.
 
 Copies of one binary started together (a build without MPI under mpirun or srun) print the same preamble, so
 their lines, interleaved, stay one part: only a footer, a failure, or a preamble line that differs from the
@@ -55,6 +58,24 @@ class NcclTestsRun(Fact):
     last_line: int | None = None
     footer_lines: list[int] = Field(default_factory=list)  # its `Out of bounds values` and `Avg bus bandwidth`
     failure_lines: list[int] = Field(default_factory=list)
+    # What its own preamble and NCCL's lines in it said (None where it printed no such line).
+    nccl_tests_version: str | None = None
+    nccl_headers_version: str | None = None
+    nccl_library_version: str | None = None
+    rccl_tests_version: str | None = None
+    nccl_version: str | None = None
+    cuda_version: str | None = None
+    nccl_last_error: str | None = None
+
+
+@dataclass
+class Lead:
+    """Lines in a row that a run prints before its parameters, and what they said, not yet given to a part."""
+
+    first: int  # the line it starts at
+    before: int | None  # the last line of the part before it
+    fields: dict[str, str] = field(default_factory=dict)
+    collective: str | None = None
 
 
 @dataclass
@@ -80,6 +101,7 @@ class RunPart:
     last_line: int | None = None
     footer_lines: list[int] = field(default_factory=list)
     failure_lines: list[int] = field(default_factory=list)
+    fields: dict[str, str] = field(default_factory=dict)  # its versions and NCCL's last error, as printed
 
     @property
     def footer(self) -> bool:
@@ -108,7 +130,8 @@ class RunPart:
             avg_busbw_ok=all(averages_ok) if averages_ok else None, out_of_bounds=max(bounds) if bounds else None,
             out_of_bounds_ok=all(bounds_ok) if bounds_ok else None,
             bitwise_mismatches=self.bitwise_mismatches if self.bitwise else None, first_line=self.first_line,
-            last_line=self.last_line, footer_lines=self.footer_lines, failure_lines=self.failure_lines)
+            last_line=self.last_line, footer_lines=self.footer_lines,
+            failure_lines=self.failure_lines).model_copy(update=self.fields)
 
     def empty(self) -> bool:
         return not (self.failures or self.rows or self.footer or self.out_of_bounds or self.open
@@ -139,6 +162,11 @@ def judge(part: RunPart) -> Verdict:
     return "ok"
 
 
+def severity(verdict: Verdict) -> int:
+    """Where a verdict stands, worst (0) first."""
+    return _SEVERITY.index(verdict)
+
+
 def worst(verdicts: list[Verdict]) -> Verdict:
     """The worst verdict of several runs; `truncated: no footer` for none (nothing was judged)."""
     if not verdicts:
@@ -153,3 +181,19 @@ def deciding(runs: list[NcclTestsRun]) -> NcclTestsRun | None:
         return None
     rank = min(_SEVERITY.index(run.verdict) for run in runs)
     return [run for run in runs if _SEVERITY.index(run.verdict) == rank][-1]
+
+
+_FOOTER = {"avg_busbw", "avg_busbw_ok", "out_of_bounds", "out_of_bounds_ok", "bitwise_mismatches", "collective",
+           "nccl_last_error"}
+_PRINTED = {"parameters", "nccl_tests_version", "nccl_headers_version", "nccl_library_version", "rccl_tests_version",
+            "nccl_version", "cuda_version"}
+
+
+def own_fields(run: NcclTestsRun) -> dict[str, object]:
+    """The fields a whole log's result takes from the run it is decided by: its footer and last error, and the
+    parameters and versions it printed (where it printed none, a fragment whose preamble was cut away, the log's
+    last stand)."""
+    printed = {key: value for key, value in run.model_dump(include=_PRINTED).items() if value}
+    if "nccl_version" not in printed and "nccl_library_version" in printed:  # the NCCL its version line names
+        printed["nccl_version"] = printed["nccl_library_version"]
+    return run.model_dump(include=_FOOTER) | printed
