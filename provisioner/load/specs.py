@@ -334,14 +334,14 @@ class FileSpec(Spec):
         return f"file[{self.path}]"
 
 
-# sysfs file names (and perfquery's, mapped to them): what the kernel names a counter file.
-_SYSFS_COUNTER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# sysfs file names (perfquery's mapped to them) as the kernel names them; hfi1's 32-bit ones end `,32`.
+_SYSFS_COUNTER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:,[0-9]+)?$")
 _COUNTER_NAME = Annotated[str, AfterValidator(names.counter_name)]
 
 
 class PortCountersSpec(Spec):
-    """Limits on port error counters: RDMA (sysfs `counters`/`hw_counters`, `perfquery -x`) or a NIC driver's
-    (`ethtool -S`, where RoCE's lossless health shows: discards for lack of buffer, pause storms)."""
+    """Limits on port error counters: RDMA (sysfs `counters`/`hw_counters`, or the device's `hw_counters` for one
+    a port lacks, as EFA's `cmds_err`; `perfquery -x`) or a NIC driver's (`ethtool -S`: RoCE discards, pause storms)."""
 
     kind: ClassVar[str] = "port_counters"
 
@@ -387,8 +387,8 @@ class PortCountersSpec(Spec):
             for name in getattr(self, key):
                 if not _SYSFS_COUNTER.match(name):
                     raise ValueError(f"{key}: {name!r} is not a {self.source} counter name (letters, digits "
-                                     "and _, as the kernel names the files); names as ethtool prints them "
-                                     "need source ethtool")
+                                     "and _, as the kernel names the files; hfi1 may add ',32'); names as ethtool "
+                                     "prints them need source ethtool")
         if self.source == "perfquery" and (self.device is None or self.port is None):
             raise ValueError("source perfquery needs device and port")
         return self

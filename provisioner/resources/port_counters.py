@@ -6,6 +6,11 @@ Counters are read in the host's one exec: from sysfs (`class/infiniband/*/ports/
 per second: a counter that is high but no longer growing is old damage, one that grows is a live fault.
 Each check names the port and the counter (`mlx5_0/1 symbol_error`).
 
+Some drivers keep counters for the whole device in `DEVICE/hw_counters` (AWS EFA's `cmds_err`, `create_qp_err`;
+hfi1's `RcvOverflow,32`; mlx5's RoCE counters in switchdev mode). The same grep reads that file for each named
+counter but the IB PortCounters (per port only), and a limit on a counter the port lacks is judged once on the
+device's (`efa_0 cmds_err`, its text saying it is the device's own).
+
 On RoCE the counters that say whether lossless Ethernet works live only in the NIC driver's statistics
 (`rx_discards_phy`, `tx_pause_storm_error_events`, `rx_prio3_pause` on mlx5; other drivers name theirs
 differently): `source: ethtool` reads `ethtool -S IFACE` and checks them by the names ethtool prints
@@ -20,7 +25,15 @@ from provisioner.errors import ParseError, did_you_mean
 from provisioner.load.specs import PortCountersSpec
 from provisioner.parsers._text import require_complete
 from provisioner.parsers.ethtool_stats import EthtoolStats, parse_ethtool_stats
-from provisioner.parsers.port_counters import PortCounters, PortCounterSet, parse_perfquery, parse_port_counters
+from provisioner.parsers.port_counters import (
+    COUNTER_BITS,
+    PERFQUERY_NAMES,
+    DeviceCounterSet,
+    PortCounters,
+    PortCounterSet,
+    parse_perfquery,
+    parse_port_counters,
+)
 from provisioner.resources.base import (
     Check,
     HostContext,
@@ -39,13 +52,23 @@ KIND = "port_counters"
 # The ring or queue number in a driver's per-queue counter: `[3]: rx_discards` (bnxt_en), `rx_queue_3_packets`.
 _PER_QUEUE = re.compile(r"^\[[0-9]+\]|(?<=_queue_)[0-9]+(?=_)")
 
+def _device_names(spec: PortCountersSpec) -> list[str]:
+    """The named counters a driver may keep for the whole device: all but the IB PortCounters, which the
+    kernel serves per port only (so a spec naming only those reads what it always read)."""
+    return [name for name in {**spec.max, **spec.max_rate} if name not in COUNTER_BITS
+            and name not in PERFQUERY_NAMES.values()]
+
+
 def _read(spec: PortCountersSpec) -> str:
     # Globs stay unquoted so the remote shell expands them; the device name is quoted inside the path.
     device = sh(spec.device) if spec.device else "*"
     port = str(spec.port) if spec.port is not None else "*"
-    paths = " ".join(f"{device}/ports/{port}/{group}" for group in ("counters", "hw_counters"))
-    # Unreadable files (some hw_counters are write-only) and a missing hw_counters group are not errors.
-    return f"grep -r -H . {paths} 2>/dev/null"
+    paths = [f"{device}/ports/{port}/{group}" for group in ("counters", "hw_counters")]
+    # A device's own counters by name only: an hfi1 device has about a thousand, and the check needs a few.
+    paths += [f"{device}/hw_counters/{sh(name)}" for name in _device_names(spec)]
+    # Unreadable files (some hw_counters are write-only), a missing hw_counters group and a counter the device
+    # does not keep (an unmatched path) are not errors.
+    return f"grep -r -H . {' '.join(paths)} 2>/dev/null"
 
 
 def _probe(spec: PortCountersSpec, ctx: HostContext) -> Probe:
@@ -84,36 +107,40 @@ def _name(spec: PortCountersSpec, port: PortCounterSet) -> str:
     return f"{port.device or spec.device or 'lid ' + str(port.lid)}/{port.port}"
 
 
-def _limit_checks(spec: PortCountersSpec, port: PortCounterSet, later: PortCounterSet | None,
-                  interval: float | None) -> list[Check]:
-    where = _name(spec, port)
-    checks: list[Check] = []
-    limit: float  # the counts' limits are whole numbers, the rates' fractions
-    for counter, limit in spec.max.items():
-        value = port.value(counter)
-        attribute = f"{where} {counter}"
-        if value is None:
-            checks.append(error(attribute, f"<= {limit}", f"{where} has no counter {counter}"))
-        else:
-            checks.append((ok if value <= limit else drift)(attribute, f"<= {limit}", value))
-    for counter, limit in spec.max_rate.items():
-        attribute = f"{where} {counter} rate"
-        before = port.value(counter)
-        after = later.value(counter) if later else None
-        if before is None or after is None or not interval:
-            checks.append(error(attribute, f"<= {limit:g}/s", f"{where} has no counter {counter} in both readings"))
-            continue
-        if counter in port.saturated or (later is not None and counter in later.saturated):
-            # A counter at the top of its width stops counting: its increase reads 0 however bad the link.
-            checks.append(error(attribute, f"<= {limit:g}/s",
-                                f"{where} {counter} is stuck at its maximum ({after}): its rate cannot be measured "
-                                "until the port's counters are reset (perfquery -R)"))
-            continue
-        checks.append(_rate(f"{where} {counter}", limit, before, after, interval))
-    return checks
+_Counters = PortCounterSet | DeviceCounterSet
 
 
-def _rate(subject: str, limit: float, before: int, after: int, interval: float) -> Check:
+def _limits(spec: PortCountersSpec) -> list[tuple[str, float, bool]]:
+    """(counter, limit, is a rate) in the playbook's order: the counts, then the rates."""
+    return ([(c, v, False) for c, v in spec.max.items()] + [(c, v, True) for c, v in spec.max_rate.items()])
+
+
+def _check(where: str, counter: str, limit: float, rate: bool, now: _Counters, later: _Counters | None,
+           interval: float | None, lacking: str) -> Check:
+    """One limit against one port's counters or, where the port has no such counter, its device's own."""
+    attribute, desired = (f"{where} {counter} rate", f"<= {limit:g}/s") if rate else (f"{where} {counter}",
+                                                                                      f"<= {limit}")
+    own = isinstance(now, DeviceCounterSet)
+    # Every port of the device shares such a counter: say so, or a reader looks for the port that erred.
+    note = f"the device's own counter ({where}/hw_counters/{counter}), not a port's" if own else ""
+    before = now.value(counter)
+    if not rate:
+        if before is None:
+            return error(attribute, desired, lacking)
+        return (ok if before <= limit else drift)(attribute, desired, before, note)
+    after = later.value(counter) if later else None
+    if before is None or after is None or not interval:
+        return error(attribute, desired, f"{lacking} in both readings")
+    if counter in now.saturated or (later is not None and counter in later.saturated):
+        # A counter at the top of its width stops counting: its increase reads 0 however bad the link.
+        reset = ("the device's counters are reset (reloading its driver)" if own
+                 else "the port's counters are reset (perfquery -R)")
+        return error(attribute, desired, f"{where} {counter} is stuck at its maximum ({after}): its rate cannot "
+                     f"be measured until {reset}")
+    return _rate(f"{where} {counter}", limit, before, after, interval, note)
+
+
+def _rate(subject: str, limit: float, before: int, after: int, interval: float, note: str = "") -> Check:
     attribute, desired = f"{subject} rate", f"<= {limit:g}/s"
     if after < before:
         # A driver reload or a port reset zeroes the counters: the difference says nothing about the link, and a
@@ -121,7 +148,39 @@ def _rate(subject: str, limit: float, before: int, after: int, interval: float) 
         return error(attribute, desired, f"{subject} went down from {before} to {after} between the readings: "
                      "the counters were reset; check again")
     rate = (after - before) / interval
-    return (ok if rate <= limit else drift)(attribute, desired, f"{rate:g}/s", f"{after - before} in {interval:g} s")
+    return (ok if rate <= limit else drift)(attribute, desired, f"{rate:g}/s",
+                                            f"{after - before} in {interval:g} s" + (f"; {note}" if note else ""))
+
+
+def _counter_checks(spec: PortCountersSpec, parsed: PortCounters, ports: list[PortCounterSet]) -> list[Check]:
+    """Each port's limits; a counter the port lacks is judged once on its device's own set, if it has one."""
+    devices = {d.device: d for d in parsed.devices if spec.device in (None, d.device)}
+    later_devices = {d.device: d for d in parsed.later_devices}
+    later = {(p.device, p.port): p for p in parsed.later}
+    checks: list[Check] = []
+    judged: set[tuple[str, str, bool]] = set()
+    for port in ports:
+        device = devices.get(port.device or "")
+        for counter, limit, rate in _limits(spec):
+            if device is None or port.value(counter) is not None or device.value(counter) is None:
+                where = _name(spec, port)
+                checks.append(_check(where, counter, limit, rate, port, later.get((port.device, port.port)),
+                                     parsed.interval_s, f"{where} has no counter {counter}"))
+            elif (device.device, counter, rate) not in judged:
+                judged.add((device.device, counter, rate))
+                checks.append(_check(device.device, counter, limit, rate, device,
+                                     later_devices.get(device.device), parsed.interval_s,
+                                     f"{device.device} has no counter {counter} of its own"))
+    # A device whose ports were not read (none, or not the spec's port) still has its own counters judged.
+    seen = {port.device for port in ports}
+    for name, device in devices.items():
+        if name in seen:
+            continue
+        lacking = f"no counters found for {name} port {spec.port}" if spec.port else f"no port counters for {name}"
+        for counter, limit, rate in _limits(spec):
+            checks.append(_check(name, counter, limit, rate, device, later_devices.get(name), parsed.interval_s,
+                                 f"{lacking}, and it has no counter {counter} of its own"))
+    return checks
 
 
 def _attributes(spec: PortCountersSpec) -> list[tuple[str, str]]:
@@ -183,20 +242,19 @@ def evaluate(spec: PortCountersSpec, results: Results, ctx: HostContext) -> list
         return [error(attribute, desired, message) for attribute, desired in _attributes(spec)]
     ports = [p for p in parsed.ports if (spec.device is None or p.device in (None, spec.device))
              and (spec.port is None or p.port == spec.port)]
-    if not ports:
+    if not ports and not any(spec.device in (None, d.device) for d in parsed.devices):
         where = f"{spec.device or 'any device'}" + (f" port {spec.port}" if spec.port else "")
         return [error(attribute, desired, f"no counters found for {where}")
                 for attribute, desired in _attributes(spec)]
-    later = {(p.device, p.port): p for p in parsed.later}
-    checks: list[Check] = []
-    for port in ports:
-        checks += _limit_checks(spec, port, later.get((port.device, port.port)), parsed.interval_s)
-    return checks
+    return _counter_checks(spec, parsed, ports)
 
 
 RESOURCE = ResourceType(KIND, PortCountersSpec, probes, evaluate, examples=(
     {"device": "mlx5_0", "port": 1, "max": {"symbol_error": 0, "link_downed": 0},
      "max_rate": {"port_rcv_errors": 0.5}, "interval": 2.0, "source": "sysfs"},
+    # AWS EFA keeps its admin-command and verb failures for the whole device (efa_0/hw_counters), receive drops
+    # per port: one spec limits both, each read where the driver keeps it.
+    {"device": "efa_0", "max": {"cmds_err": 0, "create_qp_err": 0, "rx_drops": 0}, "max_rate": {"cmds_err": 0}},
     # RoCE lossless health on mlx5: nothing dropped for lack of buffer (PFC holds), no pause storm, a clean
     # link; and no drop while the check watches.
     {"source": "ethtool", "interface": "ens1f0np0",
