@@ -4,7 +4,9 @@ Counters are read in the host's one exec: from sysfs (`class/infiniband/*/ports/
 `hw_counters` under fabnet_sysfs_root) with one `grep`, or with `perfquery -x -C DEV -P PORT`. A
 `max_rate` limit reads twice within the same exec, `interval` seconds apart, and compares the increase
 per second: a counter that is high but no longer growing is old damage, one that grows is a live fault.
-Each check names the port and the counter (`mlx5_0/1 symbol_error`).
+Each check names the port and the counter (`mlx5_0/1 symbol_error`). A counter file the kernel could not read
+(`N/A (no PMA)` on a device without a performance-management agent, `Permission denied`) is a check that could
+not be made: an error with what the host printed, never a zero and never a counter the port lacks.
 
 Some drivers keep counters for the whole device in `DEVICE/hw_counters` (AWS EFA's `cmds_err`, `create_qp_err`;
 hfi1's `RcvOverflow,32`; mlx5's RoCE counters in switchdev mode). The same grep reads that file for each named
@@ -115,6 +117,20 @@ def _limits(spec: PortCountersSpec) -> list[tuple[str, float, bool]]:
     return ([(c, v, False) for c, v in spec.max.items()] + [(c, v, True) for c, v in spec.max_rate.items()])
 
 
+def _has(counters: _Counters, name: str) -> bool:
+    """The set holds the counter, read or not: a file the kernel could not read is still the set's own."""
+    return counters.value(name) is not None or name in counters.unreadable
+
+
+def _unreadable(where: str, counter: str, *readings: _Counters | None) -> str | None:
+    """Why the counter has no value where the host printed something else instead (`N/A (no PMA)`, `Permission
+    denied`): the check could not be made, which is neither a value over the limit nor a counter that is not there."""
+    for reading in readings:
+        if reading is not None and counter in reading.unreadable:
+            return f"cannot read {where} {counter}: the host printed {reading.unreadable[counter]!r}"
+    return None
+
+
 def _check(where: str, counter: str, limit: float, rate: bool, now: _Counters, later: _Counters | None,
            interval: float | None, lacking: str) -> Check:
     """One limit against one port's counters or, where the port has no such counter, its device's own."""
@@ -126,9 +142,11 @@ def _check(where: str, counter: str, limit: float, rate: bool, now: _Counters, l
     before = now.value(counter)
     if not rate:
         if before is None:
-            return error(attribute, desired, lacking)
+            return error(attribute, desired, _unreadable(where, counter, now) or lacking)
         return (ok if before <= limit else drift)(attribute, desired, before, note)
     after = later.value(counter) if later else None
+    if (before is None or after is None) and (cannot := _unreadable(where, counter, now, later)):
+        return error(attribute, desired, cannot)
     if before is None or after is None or not interval:
         return error(attribute, desired, f"{lacking} in both readings")
     if counter in now.saturated or (later is not None and counter in later.saturated):
@@ -162,7 +180,7 @@ def _counter_checks(spec: PortCountersSpec, parsed: PortCounters, ports: list[Po
     for port in ports:
         device = devices.get(port.device or "")
         for counter, limit, rate in _limits(spec):
-            if device is None or port.value(counter) is not None or device.value(counter) is None:
+            if device is None or _has(port, counter) or not _has(device, counter):
                 where = _name(spec, port)
                 checks.append(_check(where, counter, limit, rate, port, later.get((port.device, port.port)),
                                      parsed.interval_s, f"{where} has no counter {counter}"))
