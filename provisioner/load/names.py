@@ -222,8 +222,8 @@ def user(value: str) -> str:
 
 
 # ethtool prints a driver's counter name as it is: spaces, brackets, dots and colons occur (`[0]: rx_discards`,
-# `rx_crc_errors.nic`). Such a name is only compared with what a host printed, never sent to one; a sysfs
-# counter is a file, so NAME_MAX bounds both.
+# `rx_crc_errors.nic`). Such a name is only compared with what a host printed; a sysfs counter is a file, so
+# NAME_MAX bounds both.
 _COUNTER = re.compile(rf"\S(?:[^\x00-\x1f\x7f]{{0,{NAME_MAX - 2}}}\S)?")
 
 
@@ -233,3 +233,22 @@ def counter_name(value: str) -> str:
         raise ValueError(f"a counter name is 1..{NAME_MAX} printable characters, not starting or "
                          "ending with a blank")
     return value
+
+
+# A sysfs counter is a file as the driver names it: hfi1 adds `,32` to its 32-bit ones (`RcvOverflow,32`) and puts
+# blanks inside some (`Pio Reserved 30`). A '/' would reach another folder, a ':' would make grep's `PATH:VALUE`
+# line ambiguous, and `.` or `..` name a folder, which the probe's `grep -r` would read whole; a blank at either
+# end is refused as the parser never reads one there.
+_SYSFS_COUNTER = re.compile(r"[^/:\s](?:[^/:\x00-\x1f\x7f-\x9f]*[^/:\s])?")
+# perfquery prints CamelCase names, read as their sysfs names (symbol_error, VL15_dropped).
+_PERFQUERY_COUNTER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def rdma_counter_refusal(value: str, source: str) -> str | None:
+    """Why `value` cannot name a counter of `source` (sysfs: one the probe puts, quoted, into a
+    `DEVICE/hw_counters/NAME` path and reads back; perfquery), or None when it can."""
+    if source == "perfquery":
+        return None if _PERFQUERY_COUNTER.fullmatch(value) else "letters, digits and _, as sysfs names them"
+    if value in (".", "..") or not _SYSFS_COUNTER.fullmatch(value):
+        return "a file name as the kernel spells it: no '/' or ':', not '.' or '..'"
+    return None

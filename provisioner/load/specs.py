@@ -8,7 +8,6 @@ Numbers also arrive as strings (a rendered "{{ mtu }}" is text) and are coerced.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -334,8 +333,6 @@ class FileSpec(Spec):
         return f"file[{self.path}]"
 
 
-# sysfs file names (perfquery's mapped to them) as the kernel names them; hfi1's 32-bit ones end `,32`.
-_SYSFS_COUNTER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:,[0-9]+)?$")
 _COUNTER_NAME = Annotated[str, AfterValidator(names.counter_name)]
 
 
@@ -385,10 +382,9 @@ class PortCountersSpec(Spec):
                              "devices (use device and port)")
         for key in ("max", "max_rate"):
             for name in getattr(self, key):
-                if not _SYSFS_COUNTER.match(name):
-                    raise ValueError(f"{key}: {name!r} is not a {self.source} counter name (letters, digits "
-                                     "and _, as the kernel names the files; hfi1 may add ',32'); names as ethtool "
-                                     "prints them need source ethtool")
+                if refusal := names.rdma_counter_refusal(name, self.source):
+                    raise ValueError(f"{key}: {name!r} is not a {self.source} counter name ({refusal}); names as "
+                                     "ethtool prints them need source ethtool")
         if self.source == "perfquery" and (self.device is None or self.port is None):
             raise ValueError("source perfquery needs device and port")
         return self

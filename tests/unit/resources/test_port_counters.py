@@ -114,7 +114,7 @@ def test_messages_name_what_is_missing() -> None:
 
 
 @pytest.mark.parametrize("spec", [
-    {}, {"max": {"symbol error": 0}}, {"source": "perfquery", "max": {"symbol_error": 0}},
+    {}, {"max": {"symbol/error": 0}}, {"source": "perfquery", "max": {"symbol_error": 0}},
     {"max": {"symbol_error": 0}, "interval": 0}, {"max": {"symbol_error": 0}, "device": "mlx5_0; reboot"},
 ])
 def test_invalid_specs(spec: dict) -> None:

@@ -124,11 +124,20 @@ def test_probe_reads_each_named_device_counter_in_the_same_grep() -> None:
     assert "symbol_error" not in command
 
 
-def test_spec_takes_hfi1_counter_names() -> None:
-    assert PortCountersSpec.model_validate({"max": {"RcvOverflow,32": 0}}).max == {"RcvOverflow,32": 0}
-    for name in ("Rcv,Overflow", "RcvOverflow,", "RcvOverflow,32,32"):
+def test_spec_takes_counter_names_as_the_kernel_spells_them() -> None:
+    # hfi1 (drivers/infiniband/hw/hfi1/chip.c) names 32-bit counters `NAME,32` and some with blanks inside.
+    for name in ("RcvOverflow,32", "Pio Reserved 30", "SDmaDescFetchedCnt", "rx_crc_errors.nic"):
+        assert PortCountersSpec.model_validate({"max": {name: 0}}).max == {name: 0}
+    # A slash reaches another folder and `.`/`..` name one (grep -r would read it whole); a colon splits grep's
+    # PATH:VALUE; a control character or a blank at an end is never a name the parser reads back.
+    for name in ("efa_0/cmds_err", "../counters", ".", "..", "[0]: rx_discards", "Pio\tReserved", "rx\x85drops",
+                 " Pio Reserved 30", "Pio Reserved 30 "):
         with pytest.raises(ValidationError):
             PortCountersSpec.model_validate({"max": {name: 0}})
+    # perfquery prints CamelCase names only, read as their sysfs names: a blank there is a mistake.
+    with pytest.raises(ValidationError, match="not a perfquery counter name"):
+        PortCountersSpec.model_validate({"source": "perfquery", "device": "hfi1_0", "port": 1,
+                                         "max": {"Pio Reserved 30": 0}})
 
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
@@ -152,4 +161,29 @@ def test_probe_runs_against_a_sysfs_tree_with_device_counters(tmp_path: Path) ->
         ("efa_0 cmds_err", "drift", "2"), ("efa_0/1 RcvOverflow,32", "error", None),
         ("efa_0/1 rx_drops", "ok", "0"), ("hfi1_0 RcvOverflow,32", "ok", "0"),
         ("hfi1_0/1 cmds_err", "error", None), ("hfi1_0/1 rx_drops", "error", None),
+    ]
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_probe_reads_a_device_counter_whose_name_has_blanks(tmp_path: Path) -> None:
+    # hfi1 serves `hfi1_0/hw_counters/Pio Reserved 30`: the name travels quoted, the device glob does not, and
+    # a quote inside a name stays literal.
+    files = {"hfi1_0/ports/1/counters/symbol_error": 0, "hfi1_0/hw_counters/Pio Reserved 30": 7,
+             "hfi1_0/hw_counters/Pio Reserved 31": 9, "hfi1_0/hw_counters/Rcv 'Odd' Err,32": 0,
+             "hfi1_1/hw_counters/Pio Reserved 30": 0}
+    for path, value in files.items():
+        target = tmp_path / "class/infiniband" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"{value}\n")
+    ctx = HostContext("gpu01", sysfs_root=str(tmp_path))
+    spec = PortCountersSpec.model_validate({"max": {"Pio Reserved 30": 0, "Rcv 'Odd' Err,32": 0}})
+    [probe] = port_counters.probes(spec, ctx)
+    assert "*/hw_counters/'Pio Reserved 30'" in probe.command
+    done = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, timeout=10)
+    assert "Pio Reserved 31" not in done.stdout
+    checks = port_counters.evaluate(spec, Results({probe.key: ProbeResult(done.stdout, done.stderr,
+                                                                             done.returncode)}), ctx)
+    assert sorted((c.attribute, c.status, c.actual) for c in checks) == [
+        ("hfi1_0 Pio Reserved 30", "drift", "7"), ("hfi1_0 Rcv 'Odd' Err,32", "ok", "0"),
+        ("hfi1_1 Pio Reserved 30", "ok", "0"), ("hfi1_1 Rcv 'Odd' Err,32", "error", None),
     ]
