@@ -85,8 +85,16 @@ def parse(text: str) -> LinkReading:
         for name, value in {**port.hw_counters, **port.counters}.items():
             if name in ERROR_COUNTERS:
                 reading.counters[f"{where} {name}"] = value
+    ports = parsed.ports if parsed is not None else []
     for device in parsed.devices if parsed is not None else []:
+        own = [port for port in ports if port.device == device.device]
         for name, value in device.hw_counters.items():
+            # EFA before "RDMA/efa: Split hardware stats to device and port stats" (8c1b4316c3fa, July 2021) served
+            # its one list of counters both as the device's hw_counters and as its one port's, so a rise would be
+            # reported twice (`efa_0 rx_drops`, `efa_0/1 rx_drops`). The port's is kept, under the name a newer
+            # driver gives it; a device copy that differs from the port's is the device's own, and kept.
+            if len(own) == 1 and name in ERROR_COUNTERS and own[0].value(name) == value:
+                continue
             if name in DEVICE_ERROR_COUNTERS:
                 reading.counters[f"{device.device} {name}"] = value
     for line in net_text.splitlines():
