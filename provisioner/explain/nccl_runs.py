@@ -39,9 +39,8 @@ def last_sizes(tests: NcclTests, runs: list[tuple[int, NcclTestsRun]]) -> list[t
 def sizes_up_to(reached: list[tuple[int, int]]) -> str:
     """`sizes up to X bytes` where the runs all reached X; else each run's, `sizes up to X bytes in run 1, Y bytes
     in run 3` (abridged past a few runs)."""
-    sizes = unique([size for _, size in reached])
-    if len(sizes) == 1:
-        return f"sizes up to {sizes[0]} bytes"
+    if len({size for _, size in reached}) == 1:
+        return f"sizes up to {reached[0][1]} bytes"
     return "sizes up to " + abridged([f"{size} bytes in run {n}" for n, size in reached], shown=4)
 
 
