@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from provisioner.explain.evidence import abridged
 from provisioner.explain.logs import Log, LogLine
 from provisioner.parsers._text import unique
 from provisioner.parsers.nccl_tests import NcclTests, NcclTestsRun
@@ -28,6 +29,19 @@ def stalled(tests: NcclTests) -> list[tuple[int, NcclTestsRun]]:
         if rows and not run.failure_lines and m and rows[-1].size < int(m[1]) * 1024 ** " KMG".index(m[2] or " "):
             found.append((n, run))
     return found
+
+
+def last_sizes(tests: NcclTests, runs: list[tuple[int, NcclTestsRun]]) -> list[tuple[int, int]]:
+    """(run number, size of its last row) for each of these runs that printed rows."""
+    return [(n, tests.rows[run.first_row + run.rows - 1].size) for n, run in runs if run.rows]
+
+
+def sizes_up_to(reached: list[tuple[int, int]]) -> str:
+    """`sizes up to X bytes` where the runs all reached X; else each run's, `sizes up to X bytes in run 1, Y bytes
+    in run 3` (abridged past a few runs)."""
+    if len({size for _, size in reached}) == 1:
+        return f"sizes up to {reached[0][1]} bytes"
+    return "sizes up to " + abridged([f"{size} bytes in run {n}" for n, size in reached], shown=4)
 
 
 def within(lines: list[LogLine], runs: list[tuple[int, NcclTestsRun]]) -> list[LogLine]:
@@ -59,6 +73,6 @@ def which(tests: NcclTests, runs: list[tuple[int, NcclTestsRun]]) -> str:
     if total < 2 or not runs:
         return ""
     names = unique([name for _, run in runs if (name := _name(tests, run))])
-    numbers = ", ".join(str(n) for n, _ in runs)
+    numbers = abridged([n for n, _ in runs])
     said = f": {', '.join(names)}" if names else ""
     return f" ({'run' if len(runs) == 1 else 'runs'} {numbers} of {total}{said})"

@@ -16,7 +16,7 @@ from provisioner.explain import rules_proxy, rules_torch
 from provisioner.explain.evidence import evidence, for_count, grep, hosts, listed, multi_node
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
-from provisioner.explain.nccl_runs import stalled, which, within
+from provisioner.explain.nccl_runs import last_sizes, sizes_up_to, stalled, which, within
 from provisioner.explain.torch_store import store_note, store_servers
 from provisioner.parsers._text import unique
 
@@ -253,17 +253,19 @@ def mtu_blackhole(logs: list[Log]) -> list[Cause]:
     causes = []
     for log in logs:
         tests = log.tests
-        if tests and (cut := stalled(tests)[:1]):
-            run = cut[0][1]
-            last = tests.rows[run.first_row + run.rows - 1]
-            last_run = cut[0][0] == len(tests.run_results)  # the log's last lines are then where it stopped
-            lines = within([line for line in log.lines if line.text.split()[:1] == [str(last.size)]], cut)
+        if tests and (cut := stalled(tests)):
+            # Every run that stalled, each by its last row; the log's last lines too where the last run stalled.
+            reached = last_sizes(tests, cut)
+            size = {n: str(last) for n, last in reached}
+            lines = [line for n, run in cut
+                     for line in within([ln for ln in log.lines if ln.text.split()[:1] == [size[n]]], [(n, run)])[-1:]]
+            tail = log.lines[-2:] if cut[-1][0] == len(tests.run_results) else []
             causes.append(Cause(
                 id="mtu-blackhole", title="nccl-tests stopped after some message sizes completed",
-                detail=f"sizes up to {last.size} bytes completed{which(tests, cut)}, then the run stalled "
-                       "without an error: a path that passes small packets and drops large ones (MTU mismatch) or a "
-                       "lossy RoCE path.",
-                fix=_MTU_FIX, score=62, evidence=evidence(lines[-1:] + (log.lines[-2:] if last_run else [])),
+                detail=f"{sizes_up_to(reached)} completed{which(tests, cut)}, then "
+                       f"{for_count(len(cut), 'the run', 'the runs')} stalled without an error: a path that passes "
+                       "small packets and drops large ones (MTU mismatch) or a lossy RoCE path.",
+                fix=_MTU_FIX, score=62, evidence=evidence(sorted(lines[:6] + tail, key=lambda line: line.number)),
             ))
     connected = grep(logs, _INIT_DONE)
     hung = grep(logs, rules_torch.WATCHDOG)

@@ -48,7 +48,7 @@ from provisioner.parsers._text import (
     to_float,
 )
 from provisioner.parsers.nccl_line import is_log_line
-from provisioner.parsers.nccl_tests_copies import separate_copies, single_rank_runs
+from provisioner.parsers.nccl_tests_copies import RankLists
 from provisioner.parsers.nccl_tests_failures import is_failure
 from provisioner.parsers.nccl_tests_json import fields_from_json, invalid, looks_like_json
 from provisioner.parsers.nccl_tests_table import (
@@ -145,7 +145,8 @@ class NcclTests(Parsed):
     runs: int = 0
     single_rank_runs: int = 0  # >1: N copies each ran alone (a build without MPI started by mpirun/srun)
     # >1: N processes each ran a job of their own (`separate_ranks` ranks each, all local to it): the rank
-    # lists restart at rank 0 for every process, as in single_rank_runs but also with `-g`/`-t` above 1.
+    # lists restart at rank 0 for every process, as in single_rank_runs but also with `-g`/`-t` above 1. Both
+    # read one listing of ranks at a time: a run listed after another's rows is not a copy of it (RankLists).
     separate_runs: int = 0
     separate_ranks: list[int] = Field(default_factory=list)
 
@@ -179,7 +180,7 @@ class _Run:
     def __init__(self) -> None:
         self.columns: list[str] | None = None
         self.rows: list[NcclTestRow] = []
-        self.devices: list[NcclTestRank] = []
+        self.ranks = RankLists()
         self.failures: list[str] = []
         self.fields: dict[str, object] = {}
         self.runs = 0
@@ -243,7 +244,7 @@ class _Run:
             self.columns, self.open, self.in_table = header, True, True
             self.part.open = True
         elif rank := parse_rank(line):
-            self.devices.append(rank)
+            self.ranks.add(rank, len(self.rows), sum(len(part.footer_lines) for part in self.parts))
         elif m := _OUT_OF_BOUNDS.match(body):
             verdict = (m.group("verdict") or "").upper()
             self.part.out_of_bounds.append((int(m.group("count")), verdict == "OK" if verdict else None))
@@ -373,12 +374,12 @@ def parse_nccl_tests(text: str) -> NcclTests:
         rows=run.rows,
         wrong_column=wrong,
         columns=[c.partition(":")[0] for c in columns or []],
-        devices=run.devices,
+        devices=run.ranks.devices,
         failures=run.failures,
         runs=run.runs,
         unreadable_rows=run.unreadable,
-        single_rank_runs=single_rank_runs(run.devices),
-        separate_runs=len(copies := separate_copies(run.devices)),
+        single_rank_runs=run.ranks.single_rank_runs(),
+        separate_runs=len(copies := run.ranks.separate_copies()),
         separate_ranks=[len(copy) for copy in copies],
         **fields,
         **completeness,
@@ -387,7 +388,7 @@ def parse_nccl_tests(text: str) -> NcclTests:
 
 def _recognised(run: _Run) -> int:
     footers = sum(len(part.footer_lines) + part.bitwise for part in run.parts)
-    return len(run.rows) + len(run.devices) + len(run.failures) + len(run.fields) + footers + (run.columns is not None)
+    return len(run.rows) + len(run.ranks) + len(run.failures) + len(run.fields) + footers + (run.columns is not None)
 
 
 def _parameters(body: str) -> dict[str, str]:

@@ -38,3 +38,37 @@ def separate_copies(devices: list[NcclTestRank]) -> list[list[NcclTestRank]]:
     if len(copies) < 2 or any(sorted(d.rank for d in c) != list(range(len(c))) for c in copies):
         return []  # one job: its processes hold disjoint ranks (or the list is not one we can read)
     return copies
+
+
+class RankLists:
+    """A log's `#  Rank` lines, in the listings that printed them. Copies started together each list their ranks
+    before any of them prints a row (their rows and footers interleave later), and one job lists all its ranks
+    before its table; a run started after another lists its own after that run's rows or footer. So a rank line
+    that follows rows or a footer printed since the last rank line begins another listing, and each listing is
+    judged on its own: two runs one after the other, both rank 0 of one process, are not two copies."""
+
+    def __init__(self) -> None:
+        self.lists: list[list[NcclTestRank]] = []
+        self.mark: tuple[int, int] | None = None
+
+    def add(self, rank: NcclTestRank, rows: int, footers: int) -> None:
+        """A rank line, read after `rows` result rows and `footers` footer lines of the whole log."""
+        if self.mark != (rows, footers):
+            self.lists.append([])
+            self.mark = (rows, footers)
+        self.lists[-1].append(rank)
+
+    @property
+    def devices(self) -> list[NcclTestRank]:
+        return [rank for listing in self.lists for rank in listing]
+
+    def __len__(self) -> int:
+        return sum(len(listing) for listing in self.lists)
+
+    def single_rank_runs(self) -> int:
+        """The most one-rank copies any one listing shows (`single_rank_runs`), else 0."""
+        return max((single_rank_runs(listing) for listing in self.lists), default=0)
+
+    def separate_copies(self) -> list[list[NcclTestRank]]:
+        """The copies of the listing that shows the most (`separate_copies`), else []."""
+        return max((separate_copies(listing) for listing in self.lists), key=len, default=[])

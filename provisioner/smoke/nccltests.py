@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from provisioner.errors import ParseError
 from provisioner.load import cmdtemplate
 from provisioner.parsers.nccl_tests import parse_nccl_tests
+from provisioner.parsers.nccl_tests_copies import separate_copies, single_rank_runs
 from provisioner.parsers.nccl_tests_verdict import deciding
 from provisioner.resources.base import sh
 from provisioner.scheduler.hostlist import HostlistError
@@ -132,7 +133,8 @@ def rows(text: str, ranks: int) -> tuple[list[SizeResult], float | None, str | N
     # NCCL_TESTS_MIN_BW. Its exit status says so too, but a launcher may not pass that status on.
     # Each process ran a job of its own (no PMI between them: a build with MPI started by srun without
     # --mpi, as after a PMIx plugin that would not load, or a build without MPI): every copy may pass, alone.
-    copies = max(parsed.single_rank_runs, parsed.separate_runs)
+    # This output is one launch's, so every rank list in it is that job's, however late a copy printed its own.
+    copies = max(single_rank_runs(parsed.devices), len(separate_copies(parsed.devices)))
     if copies > 1:
         failures.insert(0, f"{copies} processes each ran a job of their own, not one job of {ranks} ranks")
     # nccl-tests lists every rank it ran (one per GPU of each process: never fewer than the processes
