@@ -25,6 +25,11 @@ message says (src/plugins/mpi/pmix, 20.11 to 25.11, the same words throughout):
   PATH`, `Cannot listen(FD, 64) UNIX socket PATH`, then pmixp_server.c's bare `pmixp_usock_create_srv`: the
   plugin did not start on that node, so the step failed there and the other nodes' messages to it fail.
 
+- `Error handler invoked: status = N` (pmixp_client_v2.c `_errhandler`; `: Success (0)` after it 16.05.5 to
+  20.11.0, `, source = [NSPACE:RANK]` from 20.11.1; `, nranges = N` / `, nprocs = N` with PMIx v1): the PMIx library
+  raised an error event, and the plugin kills the step. N is a PMIx status (include/pmix_common.h): -25
+  PMIX_ERR_UNREACH, a peer could not be reached, seen ahead of a fence that never completed (openpmix#2031).
+
 The plugin failing to start in slurmstepd (`pmixp_stepd_init() failed`, `PMIx_server_init failed with error N`)
 is read here too; its library not loading (`can not load PMIx library`) is its own cause, pmix-library-not-loaded.
 Open MPI's side of the exchange is the reason its MPI_INIT help text gives: `PMIx_Fence_nb() failed`.
@@ -72,6 +77,19 @@ _CLIENT = re.compile(r"^\s*(?:PMIx_Fence(?:_nb)?\(\)|opal_pmix\.fence(?:_nb)?\(\
 # against, or none, where srun or slurmstepd runs.
 _LIBRARY = re.compile(r"pmi/pmix: (?:can not load PMIx library|incorrect PMIx library version loaded "
                       r"(?P<found>\d+) was loaded, required (?P<built>\d+) version)")
+# The PMIx library's error event, which the plugin answers by killing the step.
+_HANDLER = re.compile(r"Error handler invoked: status = (?P<status>-?\d+)(?:, source = \[[^\]]*:(?P<rank>-?\d+)\])?")
+# PMIx statuses (include/pmix_common.h, v2 to v6; the values are fixed for compatibility): those that say a peer
+# or node could not be reached are the exchange failing; the others say a rank of this node went away, which
+# other causes explain, and are only named beside the exchange's failure.
+_REACH = {"-24": "PMIX_ERR_TIMEOUT, an operation timed out", "-25": "PMIX_ERR_UNREACH, a peer could not be reached",
+          "-49": "PMIX_ERR_COMM_FAILURE, communication failed",
+          "-102": "PMIX_ERR_LOST_PEER_CONNECTION, the connection to a peer was lost",
+          "-231": "PMIX_ERR_NODE_DOWN, a node went down", "-232": "PMIX_ERR_NODE_OFFLINE, a node went offline"}
+_LOCAL = {"-7": "PMIX_ERR_PROC_ABORTED", "-8": "PMIX_ERR_PROC_REQUESTED_ABORT", "-9": "PMIX_ERR_PROC_ABORTING",
+          "-61": "PMIX_ERR_LOST_CONNECTION, a rank's connection to its stepd was lost",
+          "-101": "PMIX_ERR_LOST_CONNECTION_TO_SERVER", "-103": "PMIX_ERR_LOST_CONNECTION_TO_CLIENT",
+          "-111": "PMIX_PROC_TERMINATED", "-200": "PMIX_ERR_PROC_TERM_WO_SYNC, a rank exited without finalizing"}
 # What the slurmd relaying a message answered, by `send failed, rc=N`.
 _RC = {"1001": "could not connect to that node's slurmd at all",
        "2": "reached that node's slurmd, but the step's socket was not there (its stepd had not started the "
@@ -110,14 +128,15 @@ SCORE = 83
 # The launcher's and scheduler's verdicts a failed wire-up brings about (see lead).
 CONSEQUENCES = {"rank-killed", "rank-exited", "rank-terminated", "job-cancelled", "node-failure", "step-time-limit"}
 
-_LINES = ("socket", "start", "address", "direct", "send", "pmi2", "timeout", "client")
+_LINES = ("socket", "start", "address", "direct", "send", "pmi2", "timeout", "handler", "client")
+_NAMES = ("reporters", "waited", "ring", "peers", "rc", "why", "status")
 
 
 def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
     """The plugin's failure lines by kind (and the fence's state dump), and the nodes they name: those that
     report, the peers named, the nodes the fence still waited for and the ring's neighbours."""
-    found: dict[str, list[LogLine]] = {key: [] for key in (*_LINES, "dump")}
-    names: dict[str, list[str]] = {key: [] for key in ("reporters", "waited", "ring", "peers", "rc", "why")}
+    found: dict[str, list[LogLine]] = {key: [] for key in (*_LINES, "dump", "event")}
+    names: dict[str, list[str]] = {key: [] for key in _NAMES}
     for line in log.lines:
         if (pmi2 := _PMI2.search(line.text)) is not None:
             found["pmi2"].append(line)
@@ -137,6 +156,10 @@ def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
         elif ring := _RING.search(msg):
             names["ring"] += [ring["prev"], ring["next"]]
             found["dump"].append(line)
+        elif event := _HANDLER.search(msg):
+            found["handler" if event["status"] in _REACH else "event"].append(line)
+            names["reporters"] += [host] if event["status"] in _REACH else []
+            names["status"].append(_status(event["status"]) + (f" from rank {event['rank']}" if event["rank"] else ""))
         for key, pattern in (("timeout", _TIMEOUT), ("direct", _DIRECT), ("address", _NO_ADDRESS),
                              ("send", _SEND), ("socket", _SOCKET), ("start", _START)):
             if m := pattern.search(msg):
@@ -153,16 +176,22 @@ def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
     return found, names
 
 
+def _status(code: str) -> str:
+    """`PMIx status -25 (PMIX_ERR_UNREACH, a peer could not be reached)`."""
+    name = _REACH.get(code) or _LOCAL.get(code)
+    return f"PMIx status {code}" + (f" ({name})" if name else "")
+
+
 def pmix_wireup(logs: list[Log]) -> list[Cause]:
     reads = [_read(log) for log in logs]
-    merged = {key: [ln for found, _ in reads for ln in found[key]] for key in (*_LINES, "dump")}
-    named = {key: [n for _, names in reads for n in names[key]]
-             for key in ("reporters", "waited", "ring", "peers", "rc", "why")}
+    merged = {key: [ln for found, _ in reads for ln in found[key]] for key in (*_LINES, "dump", "event")}
+    named = {key: [n for _, names in reads for n in names[key]] for key in _NAMES}
     lines = [ln for key in _LINES for ln in merged[key]]
     if not lines:
         return []
-    if merged["timeout"]:
+    if merged["timeout"] or merged["handler"]:
         lines += merged["dump"]
+    lines += merged["event"]
     reporters = unique(named["reporters"])
     # The node the fence waited for is the one to look at; without the dump's list, the ring's neighbours.
     awaited = unique(named["waited"] or ([h for h in named["ring"] if h not in reporters] if merged["timeout"]
@@ -200,6 +229,11 @@ def pmix_wireup(logs: list[Log]) -> list[Cause]:
                 "SrunPortRange between them")
         if said := unique([f"rc={rc}: it {_RC[rc]}" for rc in named["rc"] if rc in _RC]):
             what += f" ({'; '.join(said)})"
+    elif merged["handler"] and not merged["timeout"]:
+        what = (f"the PMIx library in the stepd on {by} reported {'; '.join(unique(named['status']))}, and "
+                "Slurm's plugin killed the step: a node of the step "
+                "could not reach another's stepd (a firewall between the nodes, an address it cannot route, or that "
+                "node's stepd gone)")
     elif not merged["timeout"]:
         what = ("the MPI's own PMIx fence, the exchange of the ranks' addresses in MPI_Init, returned an error: "
                 "under srun that fence is Slurm's PMIx plugin between the nodes' slurmstepd (its own errors are in "
@@ -208,6 +242,8 @@ def pmix_wireup(logs: list[Log]) -> list[Cause]:
         what = (f"the fence on {by} timed out waiting for {', '.join(awaited) or 'another node'}: that node's "
                 "stepd never sent its part (its tasks did not start there, its slurmd or container start hung, "
                 "or the stepds cannot reach each other)")
+    if named["status"] and not (merged["handler"] and not merged["timeout"]):
+        what += f"; PMIx reported {'; '.join(unique(named['status']))} to the plugin, which killed the step"
     client = not any(merged[key] for key in _LINES if key != "client")
     how = ("The ranks exchange their addresses through it" if client else
            "Slurm's MPI plugin exchanges the ranks' addresses between the nodes' slurmstepd")

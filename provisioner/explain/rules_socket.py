@@ -123,14 +123,29 @@ def _involved_suspects(logs: list[Log], hits: list[Hit], peers: list[str]
         r"[\w.-]+:(?:" + "|".join(re.escape(p) for p in peers) + r")<"))] if peers else []
     places = {(line.file, line.host) for line, _ in hits + owns}
     involved = names | {host for _, host in places if host}
+    return [(host, s, line) for log, host, s, line in _suspects(logs)
+            if (log.name, host) in places or host in involved or s.address in peers]
+
+
+def _suspects(logs: list[Log]) -> list[tuple[Log, str | None, SuspectInterface, LogLine | None]]:
+    """Every suspect interface with its log, its host (the line's, else the one NCCL's prefix named) and line."""
     found = []
     for log in logs:
         for s in log.nccl.suspect_interfaces if log.nccl else []:
             line = log.line(s.line)
-            host = (line.host if line else None) or s.host
-            if (log.name, host) in places or host in involved or s.address in peers:
-                found.append((host, s, line))
+            found.append((log, (line.host if line else None) or s.host, s, line))
     return found
+
+
+_NAMED = 6  # interfaces named in a note; a job of many nodes may list `lo` on each
+
+
+def _named(suspects: list[tuple[str | None, SuspectInterface]]) -> str:
+    """`lo on gpu01 (127.0.0.1, loopback interface), docker0 on gpu02 (...)`: each interface with its host."""
+    names = unique([f"{s.interface}" + (f" on {host}" if host else "")
+                    + (f" ({s.address}, {s.reason})" if s.address else f" ({s.reason})") for host, s in suspects])
+    more = f" and {len(names) - _NAMED} more" if len(names) > _NAMED else ""
+    return ", ".join(names[:_NAMED]) + more
 
 
 def unreachable_peers(logs: list[Log]) -> list[Cause]:
@@ -154,13 +169,12 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
         reasons.append("connection retries exceeded")
     lines = [line for line, _ in hits]
     suspects = _involved_suspects(logs, hits, peers)
-    chosen = [f"{s.interface}" + (f" on {host}" if host else "")
-              + (f" ({s.address}, {s.reason})" if s.address else f" ({s.reason})") for host, s, _ in suspects]
+    chosen = _named([(host, s) for host, s, _ in suspects])
     lines += [line for _, _, line in suspects if line is not None]
     detail = (f"{for_count(max(len(hits), len(peers)), 'the connection', 'connections')} to "
               f"{', '.join(peers) or 'a peer'} failed ({'; '.join(reasons or ['timed out'])})")
     if chosen:
-        detail += f"; the interface chosen looks wrong: {', '.join(unique(chosen))}"
+        detail += f"; the interface chosen looks wrong: {chosen}"
     if any(_ABORTED.search(r) for r in reasons):
         detail += _ABORTED_NOTE
     store = all(_STORE.search(line.text) for line, _ in hits)
@@ -199,17 +213,17 @@ def unreachable_peers(logs: list[Log]) -> list[Cause]:
 def suspect_interfaces(logs: list[Log]) -> list[Cause]:
     if _connect_failures(logs) or not multi_node(logs):
         return []  # reported with the failures they explain; on one node no traffic leaves the host
-    items = [(log, s) for log in logs for s in (log.nccl.suspect_interfaces if log.nccl else [])]
+    items = _suspects(logs)
     if not items:
         return []
-    lines = [line for log, s in items if (line := log.line(s.line)) is not None]
-    names = unique([f"{s.interface} ({s.reason})" for _, s in items])
+    lines = [line for _, _, _, line in items if line is not None]
     return [Cause(
         id="suspect-interface",
         title="NCCL chose an interface that rarely connects GPU nodes",
-        detail=f"{', '.join(names)}: traffic between nodes on it may not route, or may take a slow path.",
+        detail=f"{_named([(host, s) for _, host, s, _ in items])}: traffic between nodes on it may not route, "
+               "or may take a slow path.",
         fix="Set NCCL_SOCKET_IFNAME to the data interface (e.g. eth1, or ^docker,lo,veth to exclude).",
-        score=45, hosts=unique([s.host for _, s in items if s.host]), evidence=evidence(lines),
+        score=45, hosts=unique([host for _, host, _, _ in items if host]), evidence=evidence(lines),
     )]
 
 

@@ -8,7 +8,10 @@ A network's name is its plugin's own (`ncclNet->name`): NCCL's `IB` and `Socket`
 How the network was set up (`NetSetup`): aws-ofi-nccl's choice of libfabric provider, `NET/OFI Selected Provider
 is efa` (0.9 to 1.5), `... is efa (found 4 nics)` (1.6 to 1.13), `NET/OFI Selected provider is efa, fabric is
 efa-direct (found 4 nics)` (1.14 on); NCCL's socket transport, `NET/Socket: Using 2 threads and 8 sockets per
-thread` (2.4.8 on, when NCCL_NSOCKS_PERTHREAD and NCCL_SOCKET_NTHREADS, or a cloud's defaults, ask for them).
+thread` (2.4.8 on, when NCCL_NSOCKS_PERTHREAD and NCCL_SOCKET_NTHREADS, or a cloud's defaults, ask for them), and
+GPUDirect-TCPX's, which prints it each time it listens, `NET/GPUDirectTCPX: Using 6 threads and 1 sockets per
+thread` (src/connect.cc; set by NCCL_GPUDIRECTTCPX_SOCKET_NTHREADS and NCCL_GPUDIRECTTCPX_NSOCKS_PERTHREAD, else
+6 and 1 on a gVNIC, 2 and 8 on an ENA).
 
 Google Cloud's plugins say which of them NCCL loaded, and name their control interface apart from the data NICs
 (the control sockets carry no payload, so that interface is never the data path):
@@ -32,7 +35,8 @@ _OFI_PROVIDER = re.compile(
     r"(?: \(found (?P<ofi_nics>[0-9]+) nics\))?"
 )
 _SOCKET_THREADS = re.compile(
-    r"^NET/Socket\s*:\s*Using (?P<socket_threads>[0-9]+) threads and (?P<sockets_per_thread>[0-9]+) sockets per thread"
+    r"^NET/(?:Socket|GPUDirectTCPX)\s*:\s*Using (?P<socket_threads>[0-9]+) threads and "
+    r"(?P<sockets_per_thread>[0-9]+) sockets per thread"
 )
 ADDRESS_TAIL = re.compile(r"<[0-9]+>$")
 # `NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:10.0.0.1<0>`, `NET/Socket : Using [0]eth0:10.0.0.1<0>`; NET/IB
@@ -103,7 +107,7 @@ class NetSetup(Parsed):
     ofi_provider: str | None = None  # the libfabric provider aws-ofi-nccl selected: efa, verbs;ofi_rxm, tcp
     ofi_fabric: str | None = None  # its fabric (aws-ofi-nccl 1.14 on): efa-direct, efa
     ofi_nics: int | None = None  # the NICs it found for that provider (1.6 on)
-    socket_threads: int | None = None  # NCCL's socket transport: helper threads per connection
+    socket_threads: int | None = None  # NCCL's socket transport or GPUDirect-TCPX: helper threads per connection
     sockets_per_thread: int | None = None  # and sockets per thread
     net_plugin: str | None = None  # the network plugin that named itself with its version: GPUDirectTCPX, gIB
     net_plugin_version: str | None = None

@@ -47,3 +47,27 @@ def test_the_unreachable_peers_own_interface_is_named_with_its_host() -> None:
             + _nccl("gpu01", "socketStartConnect: Connect to 172.17.0.1<43127> failed : No route to host", "warn"))
     detail, _ = _peer_unreachable(text)
     assert "docker0 on gpu02 (172.17.0.1" in detail
+
+
+def _suspect_interface(text: str) -> tuple[str, list[str]]:
+    cause = next(c for c in explain([("job.log", text)]).causes if c.id == "suspect-interface")
+    return cause.detail, cause.hosts
+
+
+def test_with_no_failed_connection_each_suspect_interface_is_named_with_its_host() -> None:
+    # Nothing failed: the note names every suspect interface, each with the host it is on.
+    text = (_nccl("gpu01", "Bootstrap : Using lo:127.0.0.1<0>")
+            + _nccl("gpu02", "NET/Socket : Using [0]docker0:172.17.0.1<0> [1]eth0:10.0.0.8<0>")
+            + _nccl("gpu03", "Bootstrap : Using eth0:10.0.0.9<0>"))
+    detail, hosts = _suspect_interface(text)
+    assert detail.startswith("lo on gpu01 (127.0.0.1, loopback interface), "
+                             "docker0 on gpu02 (172.17.0.1, container or virtual bridge interface): ")
+    assert hosts == ["gpu01", "gpu02"]
+
+
+def test_the_same_interface_on_many_hosts_is_named_once_per_host_and_capped() -> None:
+    text = "".join(_nccl(f"gpu{n:02}", "Bootstrap : Using lo:127.0.0.1<0>") for n in range(1, 9))
+    detail, hosts = _suspect_interface(text)
+    assert "lo on gpu01 (127.0.0.1, loopback interface), lo on gpu02 " in detail
+    assert "lo on gpu06 (127.0.0.1, loopback interface) and 2 more: " in detail and "gpu07" not in detail
+    assert len(hosts) == 8

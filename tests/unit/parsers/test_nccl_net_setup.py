@@ -34,3 +34,15 @@ def test_socket_threads_and_sockets_per_thread() -> None:
     parsed = parse_nccl_debug(_sample("nccl-2.11-socket-two-containers-aws-batch.txt"))
     assert (parsed.network, parsed.socket_threads, parsed.sockets_per_thread) == ("Socket", 2, 8)
     assert parsed.socket_interfaces  # the interface list of the same transport is still read
+
+
+def test_gpudirect_tcpx_threads_and_sockets_per_thread() -> None:
+    # google/nccl-plugin-gpudirecttcpx src/connect.cc, tcpxGetNsockNthread: `"NET/" PRODUCT_NAME ": Using %d threads
+    # and %d sockets per thread"` (PRODUCT_NAME "GPUDirectTCPX", src/macro.h), printed as each listen starts.
+    parsed = parse_nccl_debug(
+        "a3-0:100:100 [0] NCCL INFO NET/GPUDirectTCPX : Using [0]eth1:192.168.0.2<0> [1]eth2:192.168.1.2<0>\n"
+        "a3-0:100:100 [0] NCCL INFO Using network GPUDirectTCPX_v7\n"
+        "a3-0:100:120 [0] NCCL INFO NET/GPUDirectTCPX: Using 6 threads and 1 sockets per thread\n")
+    assert (parsed.network, parsed.socket_threads, parsed.sockets_per_thread) == ("GPUDirectTCPX_v7", 6, 1)
+    assert parsed.socket_interfaces == ["eth1:192.168.0.2", "eth2:192.168.1.2"]  # a count list is no interface list
+    assert not any("sockets per thread" in u.text for u in parsed.unplaced)
