@@ -16,15 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._loggers import prefix_arrow, prefix_host
+from provisioner.parsers._loggers import HOST_LABEL, prefix_arrow, prefix_host
 from provisioner.parsers._text import Line, prefix_label, split_lines, strip_prefixes
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
 from provisioner.parsers.nccl_line import label_host, nccl_log
 from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
 
-# A pdsh/clush label on a line the shared cleaning left (it takes labels off only when every line has one):
-# `gpu07: ...` or `10.0.0.7: ...`.
-_LINE_LABEL = re.compile(r"^(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):(?: |$)")
 # A rank tag may be glued to it (`[15]worker-23:83:2526 [0]`, mpirun -prepend-rank in some pastes).
 # Never all digits, and no pid or thread id 0: a time before a bracket (`10:00:00 [file.py:12]`) is not one.
 _NCCL_PREFIX = re.compile(
@@ -101,13 +98,14 @@ def _labelled(lines: list[Line]) -> list[tuple[Line, str | None]]:
     not); in any log, a label alone before an NCCL line's level (`gpu07: NCCL WARN ...`) names the host too.
     What the label stood before (DeepSpeed's `worker-1: [2024-...] [INFO] [engine.py:12:...] `) goes too."""
     body = [line for line in lines if line.text.strip()]
-    # A label line cleaning already took off (one before a logger's prefix) counts as one.
-    common = len(body) >= 2 and sum(1 for line in body if _LINE_LABEL.match(line.text) or prefix_label(line.prefix)
+    # The shared cleaning takes labels off only when every line has one; here most lines will do. A label it
+    # already took off (one before a logger's prefix) counts as one.
+    common = len(body) >= 2 and sum(1 for line in body if HOST_LABEL.match(line.text) or prefix_label(line.prefix)
                                     ) >= 0.6 * len(body)
     out: list[tuple[Line, str | None]] = []
     for line in lines:
         text = line.text.strip()
-        m = _LINE_LABEL.match(text) if common else None
+        m = HOST_LABEL.match(text) if common else None
         if m is None and (log := nccl_log(text)) is not None and label_host(log.prefix):
             m = re.match(r"(?P<host>[^:\s]+):\s*", text)
         if m is None:

@@ -2,7 +2,8 @@
 
 Each pattern here is unmistakable one line at a time (a level, a date and a source location together, or
 a syslog stamp with its host and program), so `clean_lines` takes it off wherever it stands; the shapes
-that are not (stern's `pod container `, docker compose's `name-1  | `) go only when most lines carry them.
+that are not (stern's `pod container `, docker compose's `name-1  | `, a pdsh/clush label) go only when most
+lines carry them.
 Only a prefix that names the machine the line came from gives a host: a syslog host, a Kubernetes pod
 (its name is the hostname its processes, NCCL included, report), a Ray worker's address, a pdsh/clush
 label, or a collector's `WORD >> ` label where NCCL's own host is empty. A logger, file or program name
@@ -55,6 +56,14 @@ COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*[-_]\d+\s*\|(?: |$)", re.ASCII)
 
 # Tried in this order at the start of what is left: a syslog stamp before the bare timestamp it begins with.
 EVERY_LINE = (KUBECTL, SYSLOG, VLLM, TSL, GLOG, C10, DEEPSPEED)
+
+# A pdsh/clush label's host, the name or address the launcher was given (`gpu07`, `10.0.0.7`). A name needs a
+# digit, as node names have: a word before a colon (`Rate: 100`, `Warning: ...`) is no label. Every reader of
+# such labels builds on this one shape; where one reads a wider or narrower one, it says why.
+LABEL_NAME = r"[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*"
+LABEL_HOST = rf"(?:{LABEL_NAME}|[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}})"
+# The label at the start of a line: the host, a colon, and the blank pdsh puts after it (none on an empty line).
+HOST_LABEL = re.compile(rf"^(?P<host>{LABEL_HOST}):(?: |$)", re.ASCII)
 
 
 # Ray's prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
