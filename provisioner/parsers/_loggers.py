@@ -65,8 +65,19 @@ LABEL_HOST = rf"(?:{LABEL_NAME}|[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}})"
 # The label at the start of a line: the host, a colon, and the blank pdsh puts after it (none on an empty line).
 HOST_LABEL = re.compile(rf"^(?P<host>{LABEL_HOST}):(?: |$)", re.ASCII)
 
+# Ray's driver prints every worker's output behind the worker's name: `(RayWorkerWrapper pid=92234,
+# ip=172.19.24.110) `, `(pid=909597) `, `(raylet, ip=10.0.0.7) `, and names a line it folded from several
+# workers at its end: ` [repeated 2x across cluster]`. A pid, an address or a Ray daemon's name makes it
+# Ray's, so a sentence's `(1) ` stays. vLLM names its worker processes the same way, with a word or two
+# more: `(VllmWorkerProcess pid=123) `, `(VllmWorker rank=1 pid=456) `, `(VllmWorker TP0 pid=7) `,
+# `(EngineCore_DP0 pid=789) `, `(APIServer pid=1) `.
+RAY = re.compile(
+    r"^\((?:(?:[\w.:=-]+ ){0,3}pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?|(?:raylet|gcs_server|autoscaler|monitor|dashboard\w*)"
+    r"(?:, ip=[0-9A-Fa-f.:]+)?|[\w.:-]+, ip=[0-9A-Fa-f.:]+)(?:, \w+=[^,()]*)*\)(?: |$)", re.ASCII)
+RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$", re.ASCII)
 
-# Ray's prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
+
+# That prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
 _RAY_IP = re.compile(r"^\([^()]*\bip=(?P<host>[0-9A-Fa-f.:]+)[,)]")
 
 

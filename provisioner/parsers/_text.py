@@ -22,6 +22,8 @@ from provisioner.parsers._loggers import (
     HOST_LABEL,
     LABEL_HOST,
     LABEL_NAME,
+    RAY,
+    RAY_REPEATED,
     STERN,
     TSL,
     arrow_hosts,
@@ -131,16 +133,6 @@ _MPI_TAG_BODY = r"\[\d+,\d+\](?:<\w+>)?:"
 _MPI_TAG = re.compile("^" + _MPI_TAG_BODY, re.ASCII)  # Open MPI --tag-output: no blank after
 _MPI_TAG_ANYWHERE = re.compile(_MPI_TAG_BODY, re.ASCII)
 _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: the global rank
-# Ray's driver prints every worker's output behind the worker's name: `(RayWorkerWrapper pid=92234,
-# ip=172.19.24.110) `, `(pid=909597) `, `(raylet, ip=10.0.0.7) `, and names a line it folded from several
-# workers at its end: ` [repeated 2x across cluster]`. A pid, an address or a Ray daemon's name makes it
-# Ray's, so a sentence's `(1) ` stays. vLLM names its worker processes the same way, with a word or two
-# more: `(VllmWorkerProcess pid=123) `, `(VllmWorker rank=1 pid=456) `, `(VllmWorker TP0 pid=7) `,
-# `(EngineCore_DP0 pid=789) `, `(APIServer pid=1) `.
-_RAY = re.compile(
-    r"^\((?:(?:[\w.:=-]+ ){0,3}pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?|(?:raylet|gcs_server|autoscaler|monitor|dashboard\w*)"
-    r"(?:, ip=[0-9A-Fa-f.:]+)?|[\w.:-]+, ip=[0-9A-Fa-f.:]+)(?:, \w+=[^,()]*)*\)(?: |$)", re.ASCII)
-_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$", re.ASCII)
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
 _SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)        # srun --label pads the task id on the left
 # A pdsh/clush label that every line carries goes by name only (`gpu07: `): an address's (`10.0.0.7: `) is
@@ -276,10 +268,10 @@ def prefix_label(prefix: str) -> str | None:
 
 
 def _strip_ray(line: Line) -> Line:
-    stripped = _strip(line, _RAY)
+    stripped = _strip(line, RAY)
     if stripped is line:
         return line
-    return Line(stripped.number, _RAY_REPEATED.sub("", stripped.text), stripped.raw, stripped.prefix)
+    return Line(stripped.number, RAY_REPEATED.sub("", stripped.text), stripped.raw, stripped.prefix)
 
 
 def _strip_note(line: Line) -> Line:
