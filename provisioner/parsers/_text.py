@@ -134,7 +134,7 @@ _MPI_TAG = re.compile("^" + _MPI_TAG_BODY, re.ASCII)  # Open MPI --tag-output: n
 _MPI_TAG_ANYWHERE = re.compile(_MPI_TAG_BODY, re.ASCII)
 _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: the global rank
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
-_SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)        # srun --label pads the task id on the left
+SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)         # srun --label pads the task id on the left
 # A pdsh/clush label that every line carries goes by name only (`gpu07: `): an address's (`10.0.0.7: `) is
 # left to what reads the lines, explain's log reader taking it off where most lines carry one. Taking it here
 # too would change what explain quotes of a label nested in another (`10.0.87.143: 10.0.87.143: `, in
@@ -212,10 +212,12 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     cleaned = [strip_prefixes(line) for line in cleaned]
     # Most lines of a labelled run carry the label; a wrapped line or a traceback may not.
     cleaned = _strip_common(cleaned, _CLOCK, 0.6, least=2, taken=True)
-    cleaned = _strip_common(cleaned, _SRUN_LABEL, 0.6)
+    cleaned = _strip_common(cleaned, SRUN_LABEL, 0.6)
     cleaned = _strip_common(cleaned, _RANK_TAG, 0.6)
-    # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
-    cleaned = _strip_common(cleaned, _NAME_LABEL, 1.0, least=2)
+    # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one. pdsh
+    # running `srun --label` puts the task's label after its own (`node2: 0: ...`), taken off as srun's is.
+    labelled = _strip_common(cleaned, _NAME_LABEL, 1.0, least=2)
+    cleaned = labelled if labelled is cleaned else _strip_common(labelled, SRUN_LABEL, 0.6)
     # `0: [2026-01-02 03:04:05] ...`: a label outside a timestamp or a logger's prefix. A host label directly
     # before such a prefix (`gpu07: I0101 12:00:00.123456 1234 distributed.py:56] `) is one on any line.
     cleaned = [strip_prefixes(_label_before_prefix(line)) for line in cleaned]
@@ -258,9 +260,10 @@ def _label_before_prefix(line: Line) -> Line:
 def prefix_label(prefix: str) -> str | None:
     """The host a pdsh/clush label names in what was taken off a line: the last label that only what comes off
     one line at a time follows (a logger's `I0101 12:00:00.123456 1234 f.py:56] `, a timestamp, torch's
-    `[rank3]:`, a launcher's tag in brackets), since line cleaning takes the label off before those."""
+    `[rank3]:`, a launcher's tag in brackets) or srun's task label (`node2: 0: `), since line cleaning takes
+    the label off before those."""
     for m in reversed(list(_ANY_LABEL.finditer(prefix))):
-        after = prefix[m.end():].lstrip()
+        after = SRUN_LABEL.sub("", prefix[m.end():].lstrip(), count=1)
         if not re.sub(r"\[[^\]]*\]:?|<\w+>:", "", strip_prefixes(Line(0, after, "")).text).strip():
             # A syslog host, a pod or a Ray worker's address after the label names where the line was logged.
             return None if prefix_host(after) else m.group("host")
