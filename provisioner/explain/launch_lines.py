@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from provisioner.explain.kubexec import AGENT_FAILED
 from provisioner.explain.logs import Log, LogLine
+from provisioner.parsers._loggers import HOST_LABEL
 
 # How a rank ended. `oom`: the kernel or the cgroup killed it for memory; `limit`/`node`/`cancel`: the
 # scheduler ended the step (time limit, node failure, cancelled); `missing`: its executable was not there;
@@ -49,17 +50,20 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-# A label a collector put in front of one line: `gpu04: ...` (pdsh), `gpu04 kernel: ...` (syslog, its timestamp
-# already taken off), `slurmstepd-gpu04: ...` (Slurm 21.08 on names its node in the log prefix).
-_OWN = re.compile(r"^(?:slurmstepd-(?P<c>[\w.-]+?):|(?P<a>[A-Za-z][\w.-]*[0-9][\w.-]*):\s|"
-                  r"(?P<b>[A-Za-z][\w.-]*) kernel:)")
+# What names the node in front of one line that the log reader gave no host: `gpu04 kernel: ...` (syslog, its
+# timestamp already taken off), `slurmstepd-gpu04: ...` (Slurm 21.08 on names its node in the log prefix).
+_OWN = re.compile(r"^(?:slurmstepd-(?P<c>[\w.-]+?):|(?P<b>[A-Za-z][\w.-]*) kernel:)")
 
 
 def own_host(line: LogLine) -> str | None:
     if line.host:
         return line.host
-    m = _OWN.match(line.text)
-    return (m.group("a") or m.group("b") or m.group("c")) if m else None
+    if m := _OWN.match(line.text):
+        return m.group("b") or m.group("c")
+    # A pdsh/clush label on this line alone: the log reader takes one off a line only where most lines carry
+    # one or NCCL's level follows (`eth0: link down` has the same shape), but before a launcher's or the
+    # kernel's report of a rank that ended it can only name the host.
+    return label.group("host") if (label := HOST_LABEL.match(line.text)) else None
 
 
 def _window(log: Log, index: int, count: int) -> list[LogLine]:

@@ -16,23 +16,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._loggers import prefix_arrow, prefix_host
-from provisioner.parsers._text import Line, prefix_label, split_lines, strip_prefixes
+from provisioner.parsers._loggers import HOST_LABEL, LABEL_HOST, prefix_arrow, prefix_host
+from provisioner.parsers._text import SRUN_LABEL, Line, prefix_label, split_lines, strip_prefixes
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
 from provisioner.parsers.nccl_line import label_host, nccl_log
 from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
 
-# A pdsh/clush label on a line the shared cleaning left (it takes labels off only when every line has one):
-# `gpu07: ...` or `10.0.0.7: ...`.
-_LINE_LABEL = re.compile(r"^(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):(?: |$)")
 # A rank tag may be glued to it (`[15]worker-23:83:2526 [0]`, mpirun -prepend-rank in some pastes).
 # Never all digits, and no pid or thread id 0: a time before a bracket (`10:00:00 [file.py:12]`) is not one.
 _NCCL_PREFIX = re.compile(
     r"(?:^|\s|(?<=\]))(?P<host>(?![0-9]+:)[^\s:\[\]]+):(?P<pid>[1-9][0-9]*):(?P<tid>[1-9][0-9]*)\s+\[[^\]]*\]")
-# The task a launcher's prefix names: torch `[rank3]:`, Open MPI `[1,3]<stdout>:`, srun `3: `, `[3] `.
+# The task a launcher's prefix names: torch `[rank3]:`, Open MPI `[1,3]<stdout>:`, srun `3: ` (first, or after
+# the pdsh label of a pdsh running srun: `node2: 3: `), `[3] `.
 # A paste's clock (`18:11:06.680 `) is not an srun label: no digit follows the label's colon.
 _PREFIX_RANK = re.compile(
-    r"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|^\s*(?P<c>[0-9]+):(?![0-9])|^\[(?P<d>[0-9]+)\]")
+    rf"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|(?:^\s*|(?<![\w.-]){LABEL_HOST}:\s+)(?P<c>[0-9]+):(?![0-9])"
+    r"|^\[(?P<d>[0-9]+)\]")
 # nccl-tests `#  Rank  3 Group 0 Pid 1234 on gpu02 device 3 ...`: which host each rank ran on.
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(?P<rank>[0-9]+)\s.*?\bon\s+(?P<host>\S+)\s+device\b")
 
@@ -95,26 +94,37 @@ def _host(prefix: str, text: str) -> str | None:
     return prefix_host(prefix)
 
 
-def _labelled(lines: list[Line]) -> list[tuple[Line, str | None]]:
-    """Each line without the label a pdsh/clush collection left on it, and the host that label names. Most
-    lines of such a collection carry the label (a wrapped line or a traceback, a launcher's own lines may
-    not); in any log, a label alone before an NCCL line's level (`gpu07: NCCL WARN ...`) names the host too.
-    What the label stood before (DeepSpeed's `worker-1: [2024-...] [INFO] [engine.py:12:...] `) goes too."""
+def _labelled(lines: list[Line]) -> list[tuple[Line, str | None, str]]:
+    """Each line without the label a pdsh/clush collection left on it, the host that label names, and what was
+    taken off with it. Most lines of such a collection carry the label (a wrapped line or a traceback, a
+    launcher's own lines may not); in any log, a label alone before an NCCL line's level (`gpu07: NCCL WARN ...`)
+    names the host too. What the label stood before goes too: a logger's prefix (DeepSpeed's `worker-1:
+    [2024-...] [INFO] [engine.py:12:...] `), and the task's label of a pdsh running `srun --label` (`node2: 0: `)
+    where most labelled lines carry one, as srun's own goes where most lines do."""
     body = [line for line in lines if line.text.strip()]
-    # A label line cleaning already took off (one before a logger's prefix) counts as one.
-    common = len(body) >= 2 and sum(1 for line in body if _LINE_LABEL.match(line.text) or prefix_label(line.prefix)
+    # The shared cleaning takes labels off only when every line has one; here most lines will do. A label it
+    # already took off (one before a logger's prefix) counts as one.
+    common = len(body) >= 2 and sum(1 for line in body if HOST_LABEL.match(line.text) or prefix_label(line.prefix)
                                     ) >= 0.6 * len(body)
-    out: list[tuple[Line, str | None]] = []
+    found: list[tuple[Line, str, re.Match[str] | None]] = []
     for line in lines:
         text = line.text.strip()
-        m = _LINE_LABEL.match(text) if common else None
+        m = HOST_LABEL.match(text) if common else None
         if m is None and (log := nccl_log(text)) is not None and label_host(log.prefix):
             m = re.match(r"(?P<host>[^:\s]+):\s*", text)
+        found.append((line, text, m))
+    rests = [rest for _, text, m in found if m and (rest := text[m.end():].strip())]
+    tasks = bool(rests) and sum(1 for rest in rests if SRUN_LABEL.match(rest)) >= 0.6 * len(rests)
+    out: list[tuple[Line, str | None, str]] = []
+    for line, text, m in found:
         if m is None:
-            out.append((Line(line.number, text, line.raw, line.prefix), None))
+            out.append((Line(line.number, text, line.raw, line.prefix), None, ""))
             continue
-        rest = strip_prefixes(Line(line.number, text[m.end():].strip(), line.raw))
-        out.append((Line(line.number, rest.text.strip(), line.raw, rest.prefix), m.group("host")))
+        rest = text[m.end():].strip()
+        task = SRUN_LABEL.match(rest) if tasks else None
+        after = strip_prefixes(Line(line.number, rest[task.end():].strip() if task else rest, line.raw))
+        taken = text[:m.end()] + (task.group(0) if task else "")
+        out.append((Line(line.number, after.text.strip(), line.raw, after.prefix), m.group("host"), taken))
     return out
 
 
@@ -122,9 +132,9 @@ def read_log(name: str, text: str, host: str | None = None) -> Log:
     """`host`: where the whole log came from, when that is known apart from its lines (one rank's output
     that `fabnet smoke` kept with its host); a line's own label still wins."""
     split = [line for line in split_lines(text) if line.text.strip()]
-    lines = [LogLine(name, line.number, body.text,
-                     _host(body.prefix, body.text) or label or prefix_arrow(line.prefix) or host, _rank(line.prefix))
-             for line, (body, label) in zip(split, _labelled(split), strict=True)]
+    lines = [LogLine(name, line.number, body.text, _host(body.prefix, body.text) or label or prefix_arrow(line.prefix)
+                     or host, _rank(line.prefix + taken))
+             for line, (body, label, taken) in zip(split, _labelled(split), strict=True)]
     # A line with a rank but no host takes the host that rank ran on, where the log says it.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}
     for line in lines:

@@ -2,7 +2,8 @@
 
 Each pattern here is unmistakable one line at a time (a level, a date and a source location together, or
 a syslog stamp with its host and program), so `clean_lines` takes it off wherever it stands; the shapes
-that are not (stern's `pod container `, docker compose's `name-1  | `) go only when most lines carry them.
+that are not (stern's `pod container `, docker compose's `name-1  | `, a pdsh/clush label) go only when most
+lines carry them.
 Only a prefix that names the machine the line came from gives a host: a syslog host, a Kubernetes pod
 (its name is the hostname its processes, NCCL included, report), a Ray worker's address, a pdsh/clush
 label, or a collector's `WORD >> ` label where NCCL's own host is empty. A logger, file or program name
@@ -56,8 +57,27 @@ COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*[-_]\d+\s*\|(?: |$)", re.ASCII)
 # Tried in this order at the start of what is left: a syslog stamp before the bare timestamp it begins with.
 EVERY_LINE = (KUBECTL, SYSLOG, VLLM, TSL, GLOG, C10, DEEPSPEED)
 
+# A pdsh/clush label's host, the name or address the launcher was given (`gpu07`, `10.0.0.7`). A name needs a
+# digit, as node names have: a word before a colon (`Rate: 100`, `Warning: ...`) is no label. Every reader of
+# such labels builds on this one shape; where one reads a wider or narrower one, it says why.
+LABEL_NAME = r"[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*"
+LABEL_HOST = rf"(?:{LABEL_NAME}|[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}})"
+# The label at the start of a line: the host, a colon, and the blank pdsh puts after it (none on an empty line).
+HOST_LABEL = re.compile(rf"^(?P<host>{LABEL_HOST}):(?: |$)", re.ASCII)
 
-# Ray's prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
+# Ray's driver prints every worker's output behind the worker's name: `(RayWorkerWrapper pid=92234,
+# ip=172.19.24.110) `, `(pid=909597) `, `(raylet, ip=10.0.0.7) `, and names a line it folded from several
+# workers at its end: ` [repeated 2x across cluster]`. A pid, an address or a Ray daemon's name makes it
+# Ray's, so a sentence's `(1) ` stays. vLLM names its worker processes the same way, with a word or two
+# more: `(VllmWorkerProcess pid=123) `, `(VllmWorker rank=1 pid=456) `, `(VllmWorker TP0 pid=7) `,
+# `(EngineCore_DP0 pid=789) `, `(APIServer pid=1) `.
+RAY = re.compile(
+    r"^\((?:(?:[\w.:=-]+ ){0,3}pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?|(?:raylet|gcs_server|autoscaler|monitor|dashboard\w*)"
+    r"(?:, ip=[0-9A-Fa-f.:]+)?|[\w.:-]+, ip=[0-9A-Fa-f.:]+)(?:, \w+=[^,()]*)*\)(?: |$)", re.ASCII)
+RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$", re.ASCII)
+
+
+# That prefix names the worker's node by its address: `(RayWorkerWrapper pid=92234, ip=172.19.24.110) `.
 _RAY_IP = re.compile(r"^\([^()]*\bip=(?P<host>[0-9A-Fa-f.:]+)[,)]")
 
 

@@ -15,7 +15,20 @@ from typing import NoReturn, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.errors import ParseError
-from provisioner.parsers._loggers import ARROW, COMPOSE, EVERY_LINE, STERN, TSL, arrow_hosts, prefix_host
+from provisioner.parsers._loggers import (
+    ARROW,
+    COMPOSE,
+    EVERY_LINE,
+    HOST_LABEL,
+    LABEL_HOST,
+    LABEL_NAME,
+    RAY,
+    RAY_REPEATED,
+    STERN,
+    TSL,
+    arrow_hosts,
+    prefix_host,
+)
 from provisioner.parsers._markup import unmark
 
 # Only real line breaks: str.splitlines() would also split on form feeds, \x1c.. and U+2028,
@@ -120,24 +133,15 @@ _MPI_TAG_BODY = r"\[\d+,\d+\](?:<\w+>)?:"
 _MPI_TAG = re.compile("^" + _MPI_TAG_BODY, re.ASCII)  # Open MPI --tag-output: no blank after
 _MPI_TAG_ANYWHERE = re.compile(_MPI_TAG_BODY, re.ASCII)
 _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: the global rank
-# Ray's driver prints every worker's output behind the worker's name: `(RayWorkerWrapper pid=92234,
-# ip=172.19.24.110) `, `(pid=909597) `, `(raylet, ip=10.0.0.7) `, and names a line it folded from several
-# workers at its end: ` [repeated 2x across cluster]`. A pid, an address or a Ray daemon's name makes it
-# Ray's, so a sentence's `(1) ` stays. vLLM names its worker processes the same way, with a word or two
-# more: `(VllmWorkerProcess pid=123) `, `(VllmWorker rank=1 pid=456) `, `(VllmWorker TP0 pid=7) `,
-# `(EngineCore_DP0 pid=789) `, `(APIServer pid=1) `.
-_RAY = re.compile(
-    r"^\((?:(?:[\w.:=-]+ ){0,3}pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?|(?:raylet|gcs_server|autoscaler|monitor|dashboard\w*)"
-    r"(?:, ip=[0-9A-Fa-f.:]+)?|[\w.:-]+, ip=[0-9A-Fa-f.:]+)(?:, \w+=[^,()]*)*\)(?: |$)", re.ASCII)
-_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$", re.ASCII)
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
-_SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)        # srun --label pads the task id on the left
-_HOST_LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*:(?: |$)", re.ASCII)  # pdsh/clush: `gpu07: `
-# A pdsh/clush label by name or by address (`gpu07: `, `10.0.0.7: `) anywhere among what was taken off a line:
-# a name with a digit, as node names have.
-_LABEL_NAME = r"(?<![\w.-])(?P<host>[A-Za-z][A-Za-z0-9.-]*[0-9][A-Za-z0-9.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):"
-_ANY_LABEL = re.compile(_LABEL_NAME + r"(?= |$)", re.ASCII)
-_LONE_LABEL = re.compile("^" + _LABEL_NAME + "(?: |$)", re.ASCII)
+SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)         # srun --label pads the task id on the left
+# A pdsh/clush label that every line carries goes by name only (`gpu07: `): an address's (`10.0.0.7: `) is
+# left to what reads the lines, explain's log reader taking it off where most lines carry one. Taking it here
+# too would change what explain quotes of a label nested in another (`10.0.87.143: 10.0.87.143: `, in
+# tests/samples/logs/nccl-net-ofi-register-memory-pdsh-1.txt).
+_NAME_LABEL = re.compile(rf"^{LABEL_NAME}:(?: |$)", re.ASCII)
+# A pdsh/clush label (`gpu07: `, `10.0.0.7: `) anywhere among what was taken off a line.
+_ANY_LABEL = re.compile(rf"(?<![\w.-])(?P<host>{LABEL_HOST}):(?= |$)", re.ASCII)
 # A paste quoted in markdown (`> ` before every line, as a reply quoting a log does): the quote is outermost.
 _QUOTE = re.compile(r"^>(?: |$)", re.ASCII)
 # A person's note after the output (`  # the slow one`): whitespace, `#`, whitespace. nccl-tests' own
@@ -208,10 +212,12 @@ def clean_lines(lines: list[Line]) -> list[Line]:
     cleaned = [strip_prefixes(line) for line in cleaned]
     # Most lines of a labelled run carry the label; a wrapped line or a traceback may not.
     cleaned = _strip_common(cleaned, _CLOCK, 0.6, least=2, taken=True)
-    cleaned = _strip_common(cleaned, _SRUN_LABEL, 0.6)
+    cleaned = _strip_common(cleaned, SRUN_LABEL, 0.6)
     cleaned = _strip_common(cleaned, _RANK_TAG, 0.6)
-    # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one.
-    cleaned = _strip_common(cleaned, _HOST_LABEL, 1.0, least=2)
+    # A host label is the most ambiguous (`Rate: 100` has the same shape): only when every line has one. pdsh
+    # running `srun --label` puts the task's label after its own (`node2: 0: ...`), taken off as srun's is.
+    labelled = _strip_common(cleaned, _NAME_LABEL, 1.0, least=2)
+    cleaned = labelled if labelled is cleaned else _strip_common(labelled, SRUN_LABEL, 0.6)
     # `0: [2026-01-02 03:04:05] ...`: a label outside a timestamp or a logger's prefix. A host label directly
     # before such a prefix (`gpu07: I0101 12:00:00.123456 1234 distributed.py:56] `) is one on any line.
     cleaned = [strip_prefixes(_label_before_prefix(line)) for line in cleaned]
@@ -247,16 +253,17 @@ def strip_prefixes(line: Line) -> Line:
 
 
 def _label_before_prefix(line: Line) -> Line:
-    labelled = _strip(line, _LONE_LABEL)
+    labelled = _strip(line, HOST_LABEL)
     return labelled if labelled is not line and strip_prefixes(labelled) is not labelled else line
 
 
 def prefix_label(prefix: str) -> str | None:
     """The host a pdsh/clush label names in what was taken off a line: the last label that only what comes off
     one line at a time follows (a logger's `I0101 12:00:00.123456 1234 f.py:56] `, a timestamp, torch's
-    `[rank3]:`, a launcher's tag in brackets), since line cleaning takes the label off before those."""
+    `[rank3]:`, a launcher's tag in brackets) or srun's task label (`node2: 0: `), since line cleaning takes
+    the label off before those."""
     for m in reversed(list(_ANY_LABEL.finditer(prefix))):
-        after = prefix[m.end():].lstrip()
+        after = SRUN_LABEL.sub("", prefix[m.end():].lstrip(), count=1)
         if not re.sub(r"\[[^\]]*\]:?|<\w+>:", "", strip_prefixes(Line(0, after, "")).text).strip():
             # A syslog host, a pod or a Ray worker's address after the label names where the line was logged.
             return None if prefix_host(after) else m.group("host")
@@ -264,10 +271,10 @@ def prefix_label(prefix: str) -> str | None:
 
 
 def _strip_ray(line: Line) -> Line:
-    stripped = _strip(line, _RAY)
+    stripped = _strip(line, RAY)
     if stripped is line:
         return line
-    return Line(stripped.number, _RAY_REPEATED.sub("", stripped.text), stripped.raw, stripped.prefix)
+    return Line(stripped.number, RAY_REPEATED.sub("", stripped.text), stripped.raw, stripped.prefix)
 
 
 def _strip_note(line: Line) -> Line:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from provisioner.parsers._loggers import LABEL_HOST
+
 _LOG = re.compile(r"(?:^|\s)NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<message>.*)$")
 _LEGACY = re.compile(
     r"(?:(?:^|\s)[^\s:]+:[0-9]+:[0-9]+\s+\[[0-9]+\]\s+(?:[\w./-]+\.(?:cu|cc|cpp|h):[0-9]+\s+)?"
@@ -19,8 +21,11 @@ _LEGACY = re.compile(
     r"(?P<level>INFO|WARN|TRACE) (?P<message>.*)$"
 )
 
-# A launcher's host label alone before the level (pdsh/clush `gpu07: NCCL WARN ...`, or an address).
-_LABEL = re.compile(r"^\s*(?P<host>[A-Za-z][\w.-]*|[0-9]{1,3}(?:\.[0-9]{1,3}){3}):\s+(?:NCCL\s+)?$")
+# A launcher's host label alone before the level (pdsh/clush `gpu07: NCCL WARN ...`, or an address). Wider than
+# a label elsewhere on purpose: right before NCCL's level a word and a colon can only be a label, so the name
+# needs no digit (`master: NCCL WARN ...`) and may carry `_`; what a logger or a traceback puts there is
+# ruled out by name below.
+_LABEL = re.compile(rf"^\s*(?P<host>{LABEL_HOST}|[A-Za-z][\w.-]*):\s+(?:NCCL\s+)?$")
 # Words a logger or a traceback puts before a colon: never a host.
 _NOT_HOSTS = {"error", "warning", "warn", "info", "note", "stdout", "stderr", "debug", "trace", "runtimeerror",
               "last error", "exception"}
