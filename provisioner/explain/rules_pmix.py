@@ -60,6 +60,10 @@ _PMI2 = re.compile(r"mpi/pmi2: (?:\d+ )?failed to send temp kvs to (?P<peer>comp
 _TIMEOUT = re.compile(r"collective timeout seq=\d+")
 _WAITED = re.compile(r"^\s*wait contrib: (?P<hosts>\S+)")
 _RING = re.compile(r"neighbor id: next \d+:(?P<next>\S+), prev \d+:(?P<prev>\S+)")
+# The rest of the state dump (pmixp_coll.c `pmixp_coll_log`, pmixp_coll_ring.c / pmixp_coll_tree.c `*_log`): the
+# plugin dumps a collective's state on its timeout and on other errors, so these lines alone do not say a fence was
+# still open: they are shown beside a fence failure the other lines name.
+_DUMP = re.compile(r"^Dumping collective state\s*$|: COLL_\w+ state seq=\d+|^my peerid: \d+:")
 _DIRECT = re.compile(r"Cannot establish direct connection to (?P<peer>\S+) \(\d+\)|Cannot establish the connection")
 _NO_ADDRESS = re.compile(r"Can't find address for host (?P<peer>\S+), check slurm\.conf")
 _SEND = re.compile(r"send failed, rc=(?P<rc>-?\d+), exceeded the retry limit|Cannot send message to|"
@@ -144,6 +148,8 @@ def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
             found["dump"].append(line)
         elif ring := _RING.search(msg):
             names["ring"] += [ring["prev"], ring["next"]]
+            found["dump"].append(line)
+        elif _DUMP.search(msg):
             found["dump"].append(line)
         elif event := HANDLER.search(msg):
             found["handler" if event["status"] in REACH else "event"].append(line)
