@@ -5,7 +5,8 @@ node that left torch's rendezvous, and a rank that returned a non-zero code.
 A rank that died is the cause and the collective errors the other ranks print after it (connection closed
 by peer, a watchdog timeout) its consequence: a signal or a scheduler's verdict ranks above every network
 cause but a missing device, and a job where one is seen is never blamed on the path (see rules.SUPERSEDES).
-A non-zero exit code ranks low: a rank usually returns one because of the error it printed first.
+A non-zero exit code ranks low: a rank usually returns one because of the error it printed first. The SIGKILL srun
+sends the other tasks after one exits non-zero is that exit's consequence, and ranks just under it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from provisioner.explain.evidence import evidence, grep, hosts
 from provisioner.explain.launch_lines import SSH_FAILED, STEP_FAILED, End, read_ends, signal_name, ssh_host
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
+from provisioner.explain.pmix_status import HANDLER, LOCAL
+from provisioner.explain.pmix_status import named as pmix_status
 from provisioner.parsers._text import unique
 
 # Causes that mean a rank or node was taken away: with one of them, traffic that stopped is no path's fault.
@@ -288,10 +291,71 @@ def _mpi_init(logs: list[Log]) -> list[Cause]:
                   evidence=evidence(lines + frames[-1:]))]
 
 
+def _gone(logs: list[Log]) -> list[LogLine]:
+    """Slurm's PMIx plugin told by the PMIx library that a task's client went away (`Error handler invoked:
+    status = -61`, a status of LOCAL): the plugin's error handler then kills the step."""
+    return [line for log in logs for line in log.lines
+            if "mpi/pmix" in line.text and (m := HANDLER.search(line.text)) and m["status"] in LOCAL]
+
+
+def _bad_exit(ends: list[End], gone: list[LogLine]) -> list[End]:
+    """The exits srun's SIGKILL of the other tasks followed: srun ends a step when one task exits non-zero
+    (--kill-on-bad-exit, KillOnBadExit), and Slurm's PMIx plugin when a task's PMIx client goes away. The exit
+    (or the plugin's line) comes before the kill in srun's output. Empty where the kill came first, was not srun's
+    SIGKILL, or the OOM killer, a cancel, a limit or a node failure is seen: those lead as they are."""
+    if any(e.kind in ("oom", "cancel", "limit", "node") for e in ends):
+        return []
+    signalled = [e for e in ends if e.kind == "signal"]
+    exited = [e for e in ends if e.kind == "exit"]
+    if not signalled or not exited or any(e.signal != 9 or "srun: error:" not in e.lines[0].text for e in signalled):
+        return []
+    kill: dict[str, int] = {}  # the first kill's line in each log
+    for ln in _lines(signalled):
+        kill[ln.file] = min(kill.get(ln.file, ln.number), ln.number)
+    before = [e for e in exited if any(ln.file in kill and ln.number < kill[ln.file] for ln in e.lines)]
+    told = any(ln.file in kill and ln.number < kill[ln.file] for ln in gone)
+    return before or (exited if told else [])
+
+
+def _kill_follows(causes: list[Cause], first: list[End], ends: list[End], gone: list[LogLine]) -> list[Cause]:
+    """The exit leads and the kill is named as its consequence, ranked just under it."""
+    lead = next((e for e in first if e.host and e.code is not None), first[0])
+    said = unique([pmix_status(m["status"], m["rank"]) for ln in gone if (m := HANDLER.search(ln.text))])
+    plugin = f", and Slurm's PMIx plugin had reported {'; '.join(said[:3])}" if said else ""
+    exited = next(c for c in causes if c.id == "rank-exited")
+    exits = [e for e in ends if e.kind == "exit"]
+    listing = "; ".join(unique([f"{_who(e)}: {_how(e)}" for e in ends if e.kind == "signal"]))
+    # The exits and the plugin's first lines in log order; the plugin logs one line per task gone.
+    shown = evidence(sorted(_lines(exits) + gone[:2], key=lambda ln: (ln.file, ln.number)))
+    out = []
+    for c in causes:
+        if c.id == "rank-killed":
+            c = c.model_copy(update={
+                "title": f"{c.title}, after {_who(lead)} exited with {_how(lead)}",
+                "detail": f"{listing}. srun ended the rest of the step after {_who(lead)} exited "
+                          f"with {_how(lead)}{plugin}: when one task exits non-zero, srun (--kill-on-bad-exit, "
+                          "KillOnBadExit) or Slurm's PMIx plugin (its error handler, told the task's PMIx client went "
+                          "away) kills the others with SIGKILL. The kill is that exit's consequence, not the OOM "
+                          "killer, a limit or an operator." + CONSEQUENCE,
+                "fix": "Read the output of the task that exited first, just before its exit; the SIGKILL of the "
+                       "others only followed it.",
+                "score": exited.score - 1})
+        elif c is exited:
+            c = c.model_copy(update={
+                "detail": c.detail + f" srun then killed the step's other tasks (SIGKILL){plugin}: those kills "
+                          "are this exit's consequence.", "evidence": shown})
+        out.append(c)
+    return out
+
+
 def launcher_failures(logs: list[Log]) -> list[Cause]:
     ends = [end for log in logs for end in read_ends(log)]
     causes = (_missing(ends) + _scheduler(ends) + _oom(ends) + _daemons(ends, logs) + _heartbeat(ends, logs)
               + _step_failed(logs) + _port_in_use(logs) + _mpi_init(logs))
     oom = next((c for c in causes if c.id == "rank-oom"), None)
     killed = _killed([e for e in ends if not (oom and e.signal == 9 and (not oom.hosts or e.host in oom.hosts))])
-    return causes + killed + _exits(ends)
+    causes += killed + _exits(ends)
+    gone = _gone(logs)
+    if first := _bad_exit(ends, gone):
+        return _kill_follows(causes, first, ends, gone)
+    return causes

@@ -47,6 +47,8 @@ from datetime import datetime
 from provisioner.explain.evidence import evidence, hosts
 from provisioner.explain.logs import Log, LogLine
 from provisioner.explain.model import Cause
+from provisioner.explain.pmix_status import HANDLER, REACH
+from provisioner.explain.pmix_status import named as named_status
 from provisioner.explain.rules_launch import CONSEQUENCE
 from provisioner.parsers._text import split_lines, unique
 
@@ -58,6 +60,10 @@ _PMI2 = re.compile(r"mpi/pmi2: (?:\d+ )?failed to send temp kvs to (?P<peer>comp
 _TIMEOUT = re.compile(r"collective timeout seq=\d+")
 _WAITED = re.compile(r"^\s*wait contrib: (?P<hosts>\S+)")
 _RING = re.compile(r"neighbor id: next \d+:(?P<next>\S+), prev \d+:(?P<prev>\S+)")
+# The rest of the state dump (pmixp_coll.c `pmixp_coll_log`, pmixp_coll_ring.c / pmixp_coll_tree.c `*_log`): the
+# plugin dumps a collective's state on its timeout and on other errors, so these lines alone do not say a fence was
+# still open: they are shown beside a fence failure the other lines name.
+_DUMP = re.compile(r"^Dumping collective state\s*$|: COLL_\w+ state seq=\d+|^my peerid: \d+:")
 _DIRECT = re.compile(r"Cannot establish direct connection to (?P<peer>\S+) \(\d+\)|Cannot establish the connection")
 _NO_ADDRESS = re.compile(r"Can't find address for host (?P<peer>\S+), check slurm\.conf")
 _SEND = re.compile(r"send failed, rc=(?P<rc>-?\d+), exceeded the retry limit|Cannot send message to|"
@@ -77,19 +83,6 @@ _CLIENT = re.compile(r"^\s*(?:PMIx_Fence(?:_nb)?\(\)|opal_pmix\.fence(?:_nb)?\(\
 # against, or none, where srun or slurmstepd runs.
 _LIBRARY = re.compile(r"pmi/pmix: (?:can not load PMIx library|incorrect PMIx library version loaded "
                       r"(?P<found>\d+) was loaded, required (?P<built>\d+) version)")
-# The PMIx library's error event, which the plugin answers by killing the step.
-_HANDLER = re.compile(r"Error handler invoked: status = (?P<status>-?\d+)(?:, source = \[[^\]]*:(?P<rank>-?\d+)\])?")
-# PMIx statuses (include/pmix_common.h, v2 to v6; the values are fixed for compatibility): those that say a peer
-# or node could not be reached are the exchange failing; the others say a rank of this node went away, which
-# other causes explain, and are only named beside the exchange's failure.
-_REACH = {"-24": "PMIX_ERR_TIMEOUT, an operation timed out", "-25": "PMIX_ERR_UNREACH, a peer could not be reached",
-          "-49": "PMIX_ERR_COMM_FAILURE, communication failed",
-          "-102": "PMIX_ERR_LOST_PEER_CONNECTION, the connection to a peer was lost",
-          "-231": "PMIX_ERR_NODE_DOWN, a node went down", "-232": "PMIX_ERR_NODE_OFFLINE, a node went offline"}
-_LOCAL = {"-7": "PMIX_ERR_PROC_ABORTED", "-8": "PMIX_ERR_PROC_REQUESTED_ABORT", "-9": "PMIX_ERR_PROC_ABORTING",
-          "-61": "PMIX_ERR_LOST_CONNECTION, a rank's connection to its stepd was lost",
-          "-101": "PMIX_ERR_LOST_CONNECTION_TO_SERVER", "-103": "PMIX_ERR_LOST_CONNECTION_TO_CLIENT",
-          "-111": "PMIX_PROC_TERMINATED", "-200": "PMIX_ERR_PROC_TERM_WO_SYNC, a rank exited without finalizing"}
 # What the slurmd relaying a message answered, by `send failed, rc=N`.
 _RC = {"1001": "could not connect to that node's slurmd at all",
        "2": "reached that node's slurmd, but the step's socket was not there (its stepd had not started the "
@@ -156,10 +149,12 @@ def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
         elif ring := _RING.search(msg):
             names["ring"] += [ring["prev"], ring["next"]]
             found["dump"].append(line)
-        elif event := _HANDLER.search(msg):
-            found["handler" if event["status"] in _REACH else "event"].append(line)
-            names["reporters"] += [host] if event["status"] in _REACH else []
-            names["status"].append(_status(event["status"]) + (f" from rank {event['rank']}" if event["rank"] else ""))
+        elif _DUMP.search(msg):
+            found["dump"].append(line)
+        elif event := HANDLER.search(msg):
+            found["handler" if event["status"] in REACH else "event"].append(line)
+            names["reporters"] += [host] if event["status"] in REACH else []
+            names["status"].append(named_status(event["status"], event["rank"]))
         for key, pattern in (("timeout", _TIMEOUT), ("direct", _DIRECT), ("address", _NO_ADDRESS),
                              ("send", _SEND), ("socket", _SOCKET), ("start", _START)):
             if m := pattern.search(msg):
@@ -174,12 +169,6 @@ def _read(log: Log) -> tuple[dict[str, list[LogLine]], dict[str, list[str]]]:
                 names["why"] += [f"PMIx_server_init returned {groups['code']}"] if "code" in groups else []
                 names["why"] += [f"cannot create {groups['tmpdir']}"] if "tmpdir" in groups else []
     return found, names
-
-
-def _status(code: str) -> str:
-    """`PMIx status -25 (PMIX_ERR_UNREACH, a peer could not be reached)`."""
-    name = _REACH.get(code) or _LOCAL.get(code)
-    return f"PMIx status {code}" + (f" ({name})" if name else "")
 
 
 def pmix_wireup(logs: list[Log]) -> list[Cause]:

@@ -26,8 +26,14 @@ def test_the_unreachable_status_before_the_fence_dump_is_the_wire_up_failing() -
     top = causes[0]
     assert top.id == "pmix-wireup-failed" and top.hosts == ["b1275"], causes
     assert "PMIx status -25 (PMIX_ERR_UNREACH, a peer could not be reached)" in top.detail, top.detail
-    assert "killed the step" in top.detail
-    assert [e.line for e in top.evidence] == [1]
+    assert "killed the step" in top.detail and "timed out" not in top.detail, top.detail
+    # The state dump after it is shown beside the failure, not read as a fence that timed out.
+    assert [e.line for e in top.evidence] == [1, 2, 3, 4]
+
+
+def test_the_state_dump_alone_is_no_wire_up_failure() -> None:
+    dump = (LOGS / "slurmstepd-pmix-v2-error-handler-unreach-1.txt").read_text().splitlines()[1:]
+    assert "pmix-wireup-failed" not in [c.id for c in _causes(*dump)]
 
 
 def test_the_status_and_its_source_rank_are_named_beside_a_fence_timeout() -> None:
