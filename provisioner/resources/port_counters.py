@@ -68,9 +68,12 @@ def _read(spec: PortCountersSpec) -> str:
     paths = [f"{device}/ports/{port}/{group}" for group in ("counters", "hw_counters")]
     # A device's own counters by name only: an hfi1 device has about a thousand, and the check needs a few.
     paths += [f"{device}/hw_counters/{sh(name)}" for name in _device_names(spec)]
-    # Unreadable files (some hw_counters are write-only), a missing hw_counters group and a counter the device
-    # does not keep (an unmatched path) are not errors.
-    return f"grep -r -H . {' '.join(paths)} 2>/dev/null"
+    # stderr joins stdout: grep's `grep: PATH: REASON` is what tells a file the kernel refused (a write-only or
+    # broken hw_counter: Permission denied, Input/output error), which the parser marks unreadable, from an
+    # unmatched path (no hw_counters group, a counter the device does not keep: No such file or directory), which
+    # it marks absent. grep flushes its output before each message, so a message never lands inside a counter
+    # line; its exit status 2 for those messages is dropped by the probe's `true`.
+    return f"grep -r -H . {' '.join(paths)} 2>&1"
 
 
 def _probe(spec: PortCountersSpec, ctx: HostContext) -> Probe:

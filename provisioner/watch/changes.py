@@ -2,8 +2,9 @@
 
 A snapshot is one cycle's view of a host: its drift items (as audit's JSON shows them, already cleaned),
 its error counters and its links' carrier changes. Watch reports changes, never repeats: drift that
-appeared, changed or went away, an error counter that rose (with its rate per second), a link that went
-down (and up again) between two cycles, a host that went down or came back, a session logged into again.
+appeared, changed or went away, an error counter that rose (with its rate per second) or that the host could
+read before and cannot now, a link that went down (and up again) between two cycles, a host that went down or
+came back, a session logged into again.
 A host that was down is compared, once back, with its last snapshot from before it went down.
 """
 
@@ -16,10 +17,11 @@ from typing import Any, Literal
 from provisioner.parsers.port_counters import saturated
 from provisioner.watch.links import LinkReading
 
-ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "link_flap",
-                     "link_down", "link_up", "host_down", "host_back", "reconnected"]
+ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "counter_unreadable",
+                     "link_flap", "link_down", "link_up", "host_down", "host_back", "reconnected"]
 # Kinds that mean something went wrong (an alert); the others are news (something recovered, or began).
-BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "link_flap", "link_down", "host_down"})
+BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "counter_unreadable", "link_flap",
+                                 "link_down", "host_down"})
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,13 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
             changes.append(Change(cur.host, cur.at, "counter_rose", name,
                                   f"+{delta} in {seconds:.0f} s ({delta / seconds:.3g}/s), now {value}{stuck}",
                                   delta, delta / seconds))
+    for name, printed in cur.links.unreadable.items():
+        # Only a counter read at the previous cycle: one the host never could read (no PMA) is said once, in the
+        # first cycle's summary, and one still unreadable was reported when it turned so.
+        if name in base.links.counters:
+            changes.append(Change(cur.host, cur.at, "counter_unreadable", name,
+                                  f"can no longer be read (was {base.links.counters[name]}): the host printed "
+                                  f"{printed!r}; a rise cannot be seen until it reads again"))
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)
         if before is None or value <= before:
@@ -139,11 +148,16 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
 
 
 def _summary(cur: Snapshot) -> str:
-    where = {name.split(" ")[0] for name in cur.links.counters}
+    where = {name.split(" ")[0] for name in [*cur.links.counters, *cur.links.unreadable]}
     ports = len({w for w in where if "/" in w})  # "mlx5_0/1"; a device's own counters are under "efa_0"
     devices = f", {len(where) - ports} RDMA devices" if len(where) > ports else ""
+    unreadable = cur.links.unreadable
+    first = next(iter(unreadable.items()), None)
+    cannot = (f"; {len(unreadable)} error counter{'s' if len(unreadable) > 1 else ''} unreadable ({first[0]}: "
+              f"the host printed {first[1]!r}"
+              + (", ..." if len(unreadable) > 1 else "") + ")") if first else ""
     return (f"{len(cur.drift)} drift items, {ports} RDMA ports{devices}, {len(cur.links.carrier_changes)} links watched"
-            + (f"; counters: {cur.links.problem}" if cur.links.problem else ""))
+            + cannot + (f"; counters: {cur.links.problem}" if cur.links.problem else ""))
 
 
 def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot) -> list[Change]:

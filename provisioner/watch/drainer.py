@@ -15,7 +15,8 @@ from provisioner.scheduler import Scheduler, SchedulerError
 from provisioner.scheduler.drain import POWERED_DOWN, Action, drain_failed
 from provisioner.watch.changes import Change
 
-# What drains a host: what audit's --drain-failed drains (drift, unreachable), and a sick link.
+# What drains a host: what audit's --drain-failed drains (drift, unreachable), and a sick link. An error counter
+# that can no longer be read is reported, not drained on: watch lost sight of the link, which may still be sound.
 DRAINS = frozenset({"drift_new", "drift_changed", "counter_rose", "link_flap", "link_down", "host_down"})
 
 

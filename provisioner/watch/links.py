@@ -50,6 +50,9 @@ class LinkReading:
     counters: dict[str, int] = field(default_factory=dict)
     carrier_changes: dict[str, int] = field(default_factory=dict)  # netdev -> count since boot
     carrier: dict[str, int] = field(default_factory=dict)  # netdev -> 1 up, 0 down (absent: down or admin down)
+    # error counters the host has but could not read, named as in `counters` -> what it printed instead
+    # (`N/A (no PMA)`, `Permission denied`)
+    unreadable: dict[str, str] = field(default_factory=dict)
     problem: str | None = None  # why the counters could not be read, if so
 
 
@@ -57,11 +60,12 @@ def probe(sysfs_root: str) -> Probe:
     infiniband = sh(sysfs_root.rstrip("/") + "/class/infiniband")
     # Only the error counters, by name, under a port's counters/ or hw_counters/ and the device's hw_counters/:
     # a real 8-port node has hundreds of counter files (an hfi1 device alone about a thousand), most of them
-    # traffic, and every cycle would send and parse them all. A name the driver lacks stays an unmatched
-    # pattern, which grep reports on stderr (discarded).
+    # traffic, and every cycle would send and parse them all. grep's complaints join its output: a name the
+    # driver lacks stays an unmatched pattern (No such file or directory: absent), and a counter file the kernel
+    # refused (Permission denied, Input/output error) is one the parser marks unreadable.
     files = " ".join([*(f"*/ports/*/*counters/{name}" for name in sorted(ERROR_COUNTERS)),
                       *(f"*/hw_counters/{name}" for name in sorted(DEVICE_ERROR_COUNTERS))])
-    counters = f"( cd -- {infiniband} 2>/dev/null && grep -H . {files} 2>/dev/null )"
+    counters = f"( cd -- {infiniband} 2>/dev/null && grep -H . {files} 2>&1 )"
     net = "grep -H . /sys/class/net/*/carrier_changes /sys/class/net/*/carrier 2>/dev/null"
     return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; true", timeout=20)
 
@@ -85,6 +89,8 @@ def parse(text: str) -> LinkReading:
         for name, value in {**port.hw_counters, **port.counters}.items():
             if name in ERROR_COUNTERS:
                 reading.counters[f"{where} {name}"] = value
+        reading.unreadable.update({f"{where} {name}": printed for name, printed in port.unreadable.items()
+                                   if name in ERROR_COUNTERS})
     ports = parsed.ports if parsed is not None else []
     for device in parsed.devices if parsed is not None else []:
         own = [port for port in ports if port.device == device.device]
@@ -97,6 +103,11 @@ def parse(text: str) -> LinkReading:
                 continue
             if name in DEVICE_ERROR_COUNTERS:
                 reading.counters[f"{device.device} {name}"] = value
+        for name, printed in device.unreadable.items():
+            if len(own) == 1 and name in ERROR_COUNTERS and name in own[0].unreadable:
+                continue  # the same old EFA copy, as above: the port's stands for both
+            if name in DEVICE_ERROR_COUNTERS:
+                reading.unreadable[f"{device.device} {name}"] = printed
     for line in net_text.splitlines():
         m = _NET.match(line.strip())
         if m and m.group("iface") != "lo":

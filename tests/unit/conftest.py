@@ -1,5 +1,6 @@
 """Shared by the unit tests: the host-side locations of the change and rollback scripts (lock, journal,
-backups), pointed at a temporary directory so that the scripts run for real under /bin/sh."""
+backups), pointed at a temporary directory so that the scripts run for real under /bin/sh; and a file no reader
+may read, to link into a temporary sysfs tree."""
 
 from __future__ import annotations
 
@@ -18,3 +19,22 @@ def host_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(changes, "BACKUP_ROOT", str(tmp_path / "backups"))
     (tmp_path / "run").mkdir()
     return tmp_path
+
+
+# Write-only sysfs attributes, present on most Linux machines. kernfs refuses to open one for reading even for root
+# (who reads any plain file whatever its mode), as it refuses a driver's write-only hw_counter.
+_WRITE_ONLY = ("/sys/bus/pci/rescan", "/sys/bus/pci/drivers_probe", "/sys/bus/pci/uevent")
+
+
+@pytest.fixture
+def refused_file() -> str:
+    """A file whose read fails with Permission denied, for root too; the test is skipped where none is found."""
+    for path in _WRITE_ONLY:
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+        except PermissionError:
+            return path
+        except OSError:
+            continue
+    pytest.skip("no write-only sysfs attribute here to make a read fail")

@@ -112,15 +112,15 @@ def test_port_counter_specs_keep_their_probe_command() -> None:
     assert _command({"device": "mlx5_0", "port": 1, "max": {"symbol_error": 0, "link_downed": 0},
                      "max_rate": {"port_rcv_errors": 1}}) == (
         "cd -- /sys/class/infiniband && { grep -r -H . mlx5_0/ports/1/counters mlx5_0/ports/1/hw_counters "
-        "2>/dev/null; echo '@@interval 2'; sleep 2; grep -r -H . mlx5_0/ports/1/counters "
-        "mlx5_0/ports/1/hw_counters 2>/dev/null; true; }")
+        "2>&1; echo '@@interval 2'; sleep 2; grep -r -H . mlx5_0/ports/1/counters "
+        "mlx5_0/ports/1/hw_counters 2>&1; true; }")
 
 
 def test_probe_reads_each_named_device_counter_in_the_same_grep() -> None:
     command = _command({"max": {"symbol_error": 0, "cmds_err": 0, "RcvOverflow,32": 0},
                         "max_rate": {"cmds_err": 1}})
     read = "grep -r -H . */ports/*/counters */ports/*/hw_counters */hw_counters/cmds_err */hw_counters/RcvOverflow,32"
-    assert command.count(read + " 2>/dev/null") == 2
+    assert command.count(read + " 2>&1") == 2
     assert "symbol_error" not in command
 
 

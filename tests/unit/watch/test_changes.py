@@ -129,8 +129,10 @@ def test_the_link_probe_reads_only_error_counters_from_both_folders(tmp_path: Pa
     (port / "hw_counters/rnr_nak_retry_err").write_text("2\n")  # RoCE transport trouble counts too
     proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
                           check=True)
-    counters_text = proc.stdout.partition(links.NET_MARK)[0]
-    assert sorted(counters_text.split()) == ["mlx5_0/ports/1/counters/symbol_error:7",
+    # grep's complaints about names this driver lacks (unmatched patterns) are kept; they read as absent.
+    counters_lines = [line for line in proc.stdout.partition(links.NET_MARK)[0].splitlines()
+                      if not line.endswith(": No such file or directory")]
+    assert sorted(counters_lines) == ["mlx5_0/ports/1/counters/symbol_error:7",
                                              "mlx5_0/ports/1/hw_counters/out_of_buffer:3",
                                              "mlx5_0/ports/1/hw_counters/rnr_nak_retry_err:2"]
     assert links.parse(proc.stdout).counters == {"mlx5_0/1 symbol_error": 7, "mlx5_0/1 out_of_buffer": 3,

@@ -1,0 +1,85 @@
+"""watch and the error counters a host has but cannot read: one that turns unreadable is reported once, naming
+the host, the port and what was printed; one that never could be read is never reported as a change."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from provisioner.output.watch_report import change_line
+from provisioner.watch import links
+from provisioner.watch.changes import HostTrack, snapshot
+
+
+def host() -> dict[str, Any]:
+    return {"name": "gpu01", "status": "in_sync", "error": None, "resources": []}
+
+
+def reading(*lines: str) -> links.LinkReading:
+    return links.parse("\n".join(lines) + f"\n{links.NET_MARK}\n")
+
+
+READ = "mlx5_0/ports/1/counters/symbol_error:0"
+DENIED = "grep: mlx5_0/ports/1/counters/symbol_error: Permission denied"
+OTHER = "mlx5_0/ports/1/counters/link_downed:1"
+
+
+def test_an_unreadable_counter_is_in_the_reading_with_what_was_printed() -> None:
+    got = reading(DENIED, OTHER, "i40iw0/ports/1/counters/link_downed:N/A (no PMA)",
+                  "grep: efa_0/hw_counters/cmds_err: Input/output error",
+                  "grep: */ports/*/*counters/out_of_buffer: No such file or directory")
+    assert got.counters == {"mlx5_0/1 link_downed": 1}
+    assert got.unreadable == {"mlx5_0/1 symbol_error": "Permission denied", "i40iw0/1 link_downed": "N/A (no PMA)",
+                              "efa_0 cmds_err": "Input/output error"}
+
+
+def test_a_counter_that_turns_unreadable_is_reported_once() -> None:
+    track = HostTrack()
+    [first] = track.advance(snapshot(host(), reading(READ, OTHER), 0.0))
+    assert first.kind == "watching" and "unreadable" not in first.detail
+    [change] = track.advance(snapshot(host(), reading(DENIED, OTHER), 60.0))
+    assert (change.host, change.kind, change.subject, change.bad) == ("gpu01", "counter_unreadable",
+                                                                      "mlx5_0/1 symbol_error", True)
+    assert "'Permission denied'" in change.detail and "was 0" in change.detail
+    assert "gpu01 COUNTER UNREADABLE mlx5_0/1 symbol_error: can no longer be read" in change_line(change)
+    # Still unreadable: not a change.
+    assert track.advance(snapshot(host(), reading(DENIED, OTHER), 120.0)) == []
+    # Readable again, then refused again: a new change each time it turns unreadable.
+    assert track.advance(snapshot(host(), reading(READ, OTHER), 180.0)) == []
+    assert [c.kind for c in track.advance(snapshot(host(), reading(DENIED, OTHER), 240.0))] == ["counter_unreadable"]
+
+
+def test_a_counter_never_readable_is_said_in_the_first_summary_only() -> None:
+    track = HostTrack()
+    no_pma = ("i40iw0/ports/1/counters/link_downed:N/A (no PMA)", "i40iw0/ports/1/counters/symbol_error:N/A (no PMA)")
+    [first] = track.advance(snapshot(host(), reading(*no_pma), 0.0))
+    assert "1 RDMA ports" in first.detail
+    assert "2 error counters unreadable (i40iw0/1 link_downed: the host printed 'N/A (no PMA)', ...)" in first.detail
+    for at in (60.0, 120.0, 180.0):
+        assert track.advance(snapshot(host(), reading(*no_pma), at)) == []
+
+
+def test_a_device_counter_that_turns_unreadable_names_the_device() -> None:
+    track = HostTrack()
+    track.advance(snapshot(host(), reading("efa_0/hw_counters/cmds_err:4"), 0.0))
+    [change] = track.advance(snapshot(host(), reading("grep: efa_0/hw_counters/cmds_err: Input/output error"), 60.0))
+    assert (change.kind, change.subject) == ("counter_unreadable", "efa_0 cmds_err")
+    assert "'Input/output error'" in change.detail
+
+
+def test_the_probe_keeps_a_refused_counter(tmp_path: Path, refused_file: str) -> None:
+    # The probe's own shell code, run by sh on a sysfs-like tree; the refused counter is a write-only sysfs
+    # attribute, which root cannot read either.
+    counters = tmp_path / "class/infiniband/mlx5_0/ports/1/counters"
+    counters.mkdir(parents=True)
+    (counters / "link_downed").write_text("2\n")
+    os.symlink(refused_file, counters / "symbol_error")
+    proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
+                          check=True, timeout=30)
+    assert "grep: mlx5_0/ports/1/counters/symbol_error: Permission denied" in proc.stdout.splitlines()
+    got = links.parse(proc.stdout)
+    assert got.counters == {"mlx5_0/1 link_downed": 2}
+    assert got.unreadable == {"mlx5_0/1 symbol_error": "Permission denied"}
+    assert got.problem is None
