@@ -60,12 +60,14 @@ def probe(sysfs_root: str) -> Probe:
     infiniband = sh(sysfs_root.rstrip("/") + "/class/infiniband")
     # Only the error counters, by name, under a port's counters/ or hw_counters/ and the device's hw_counters/:
     # a real 8-port node has hundreds of counter files (an hfi1 device alone about a thousand), most of them
-    # traffic, and every cycle would send and parse them all. grep's complaints join its output: a name the
-    # driver lacks stays an unmatched pattern (No such file or directory: absent), and a counter file the kernel
-    # refused (Permission denied, Input/output error) is one the parser marks unreadable.
+    # traffic, and every cycle would send and parse them all. A name the driver lacks stays an unmatched
+    # pattern, left out by the shell's own test (no process; else grep would send a `No such file` line per
+    # name, about sixty, every cycle). grep's complaints join its output: a counter file the kernel refused
+    # (Permission denied, Input/output error) is one the parser marks unreadable.
     files = " ".join([*(f"*/ports/*/*counters/{name}" for name in sorted(ERROR_COUNTERS)),
                       *(f"*/hw_counters/{name}" for name in sorted(DEVICE_ERROR_COUNTERS))])
-    counters = f"( cd -- {infiniband} 2>/dev/null && grep -H . {files} 2>&1 )"
+    counters = (f'( cd -- {infiniband} 2>/dev/null && set -- && for f in {files}; do [ -e "$f" ] && set -- "$@" "$f"; '
+                'done; [ $# -eq 0 ] || grep -H . "$@" 2>&1 )')
     net = "grep -H . /sys/class/net/*/carrier_changes /sys/class/net/*/carrier 2>/dev/null"
     return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; true", timeout=20)
 
