@@ -1,11 +1,12 @@
 """Whether dnf's versionlock keeps an installed RPM at its version.
 
 Two formats, as the lock commands write them:
-- dnf 4's plugin (and yum's before it): a list file, one NEVRA pattern per line (`name-[epoch:]version-
-  release.*`, as `dnf versionlock add` writes it; `epoch:name-version-release.arch` in yum's), `#` comments,
-  and `!pattern` for an exclude, which keeps nothing;
-- dnf 5: `versionlock.toml`, `[[packages]]` entries with a name (a glob) and conditions on `evr`, `epoch`
-  or `arch`, all of which a version must meet to stay available.
+- dnf 4's plugin (and yum's before it): a list file (the one its conf's `locklist` names), one NEVRA
+  pattern per line (`name-[epoch:]version-release.*`, as `dnf versionlock add` writes it;
+  `epoch:name-version-release.arch` in yum's), `#` comments, and `!pattern` for an exclude, which keeps
+  nothing;
+- dnf 5: `versionlock.toml` (in a fixed place: no setting moves it), `[[packages]]` entries with a name
+  (a glob) and conditions on `evr`, `epoch` or `arch`, all of which a version must meet to stay available.
 
 "Held" is the promise fabnet's remedy makes: upgrades cannot replace the installed version. So a dnf 5
 entry holds only with an `evr = ` condition naming that version; a range (`>= 3:570`, `< 3:571`) lets
@@ -68,6 +69,18 @@ def list_holds(rpm: Rpm, lines: Iterable[str]) -> bool:
         if any(fnmatch.fnmatchcase(form, pattern) for form in versioned):
             return True
     return False
+
+
+def locklist_problem(locklist: str | None) -> str | None:
+    """Why dnf 4's lock list cannot be judged, from the `locklist` its conf sets (None: the conf was not
+    read, the default list stands); None where it can. The plugin opens the value as given: an empty one
+    stops dnf ("Locklist not set"), and a relative one is opened from whatever directory dnf runs in."""
+    if locklist is None or locklist.startswith("/"):
+        return None
+    if not locklist:
+        return "versionlock.conf sets no locklist: dnf's versionlock plugin has no list to lock it in"
+    return (f"versionlock.conf's locklist {locklist!r} is a relative path: dnf reads it from whatever "
+            "directory it runs in, so which list locks the package is not known")
 
 
 def _epoch(evr: str) -> str:

@@ -5,19 +5,21 @@ One probe: the package database when it knows the package (`dpkg-query` with apt
 half-done by an interrupted dpkg; `rpm -q` with dnf), else a listing of `libnccl.so.*` in the usual
 library directories (a tarball or a copy). The first output line says which. With apt, the last line
 carries the `Pin:` of fabnet's pin file: an install cut short after the package but before `apt-mark
-hold` and the pin is drift, so the next apply completes it. With dnf, the lines of dnf's versionlock
-files that may lock the package follow (parsers/versionlock.py judges them): the hold of dnf hosts.
+hold` and the pin is drift, so the next apply completes it. With dnf, the list dnf 4's versionlock reads
+(its conf's `locklist`) and the lines of the versionlock files that may lock the package follow
+(nccl_dnf.py reads them, parsers/versionlock.py judges them): the hold of dnf hosts.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from provisioner.load.specs import NcclSpec
 from provisioner.parsers import versionlock
 from provisioner.parsers.versions import Version, parse_constraint
+from provisioner.resources import nccl_dnf
 from provisioner.resources.base import (
     Check,
     HostContext,
@@ -26,6 +28,7 @@ from provisioner.resources.base import (
     ResourceType,
     Results,
     drift,
+    error,
     errors_for,
     ok,
     sh,
@@ -53,12 +56,6 @@ DPKG_READS = ("/var/lib/dpkg/status", "/var/lib/dpkg/updates", "/var/lib/dpkg/up
 # dpkg's package states that hold a version (an unpacked or half-configured one is an install cut short)
 _DPKG_PRESENT = ("installed", "half-installed", "unpacked", "half-configured", "triggers-awaited",
                  "triggers-pending")
-# What `rpm -q` answers from: the database in either of its places (rpm 4.16 moved it).
-RPM_READS = ("/var/lib/rpm", "/var/lib/rpm/*", "/usr/lib/sysimage/rpm", "/usr/lib/sysimage/rpm/*")
-# dnf 4's versionlock list, yum's, and dnf 5's TOML: where `dnf versionlock` keeps its locks.
-LOCK_LISTS = ("/etc/dnf/plugins/versionlock.list", "/etc/yum/pluginconf.d/versionlock.list")
-LOCK_TOML = "/etc/dnf/versionlock.toml"
-_RPM_FORMAT = "%|EPOCH?{%{EPOCH}}:{0}|:%{VERSION}-%{RELEASE} %{ARCH}\\n"
 
 
 def pin_file(spec: NcclSpec) -> str:
@@ -69,7 +66,7 @@ def _probe(spec: NcclSpec, ctx: HostContext | None = None) -> Probe:
     libraries = " ".join(f"{d}/libnccl.so.*" for d in LIB_DIRS)  # fixed globs, expanded by the shell
     files = f'echo files; for f in {libraries}; do if [ -e "$f" ]; then echo "$f"; fi; done'
     if ctx is not None and ctx.package_manager == "dnf":
-        return _rpm_probe(spec, files, [*LIB_DIRS, *libraries.split()])
+        return nccl_dnf.rpm_probe(spec.package, files, [*LIB_DIRS, *libraries.split()])
     query = sh("dpkg-query", "-W", "-f=${Status} ${Version}\\n", "--", spec.package)
     # `dpkg WANT FLAG STATUS VERSION`: the want is `hold` once apt-mark held it.
     present = "|".join(f'*" {state} "*' for state in _DPKG_PRESENT)
@@ -82,23 +79,6 @@ def _probe(spec: NcclSpec, ctx: HostContext | None = None) -> Probe:
     return Probe(command, reads=tuple(reads))
 
 
-def _rpm_probe(spec: NcclSpec, files: str, reads: list[str]) -> Probe:
-    """`rpm EPOCH:VERSION-RELEASE ARCH` per installed package (or the library listing), then `lock LINE`
-    for each line of a lock list that names the package and `toml LINE` for each of dnf 5's file. All in
-    the shell: no process per line."""
-    query = sh("rpm", "-q", "--qf", _RPM_FORMAT, spec.package)
-    named = f"*{shlex.quote(spec.package)}*"
-    lines = "while IFS= read -r l || [ -n \"$l\" ]; do"
-    command = (
-        # `rpm -q` prints "package X is not installed" on stdout and fails: only a success is a package.
-        f"if s=$({query} 2>/dev/null); then printf 'rpm %s %s\\n' $s; else {files}; fi; "
-        f"for f in {' '.join(LOCK_LISTS)}; do if [ -r \"$f\" ]; then {lines} "
-        f"case $l in {named}) printf 'lock %s\\n' \"$l\";; esac; done < \"$f\"; fi; done; "
-        f"if [ -r {LOCK_TOML} ]; then {lines} printf 'toml %s\\n' \"$l\"; done < {LOCK_TOML}; fi"
-    )
-    return Probe(command, reads=(*RPM_READS, *LOCK_LISTS, LOCK_TOML, *reads))
-
-
 def probes(spec: NcclSpec, ctx: HostContext) -> list[Probe]:
     return [_probe(spec, ctx)]
 
@@ -106,13 +86,15 @@ def probes(spec: NcclSpec, ctx: HostContext) -> list[Probe]:
 @dataclass(frozen=True)
 class Installed:
     """What the probe found: the version (None: NCCL nowhere), where from, and for a package its dpkg
-    state, whether it is held, and the pin file's `Pin:` value ('' without a pin file, None unread)."""
+    state, whether it is held, and the pin file's `Pin:` value ('' without a pin file, None unread); on dnf,
+    the list dnf 4's versionlock reads (`locklist`: '' where its conf sets none, None unread: the default)."""
 
     version: str | None
     source: str
     state: str = "installed"
     held: bool | None = None
     pin: str | None = None
+    locklist: str | None = None
 
 
 def read_installed(text: str, package: str = "libnccl2") -> Installed:
@@ -121,9 +103,10 @@ def read_installed(text: str, package: str = "libnccl2") -> Installed:
         raise ProbeFailed("NCCL probe printed nothing")
     if lines[0].startswith("rpm "):
         return _read_rpm(lines, package)
-    listed = [line for line in lines if not line.startswith(("lock ", "toml "))]
+    listed = [line for line in lines if not line.startswith(("lock ", "toml ", "locklist"))]
     if listed != lines:  # a dnf host whose package database does not know the package
-        return _read_files(listed[1:]) if listed[:1] == ["files"] else _unexpected(listed)
+        found = _read_files(listed[1:]) if listed[:1] == ["files"] else _unexpected(listed)
+        return replace(found, locklist=_locklist(lines))
     pin: str | None = None
     if lines[-1] == "pin" or lines[-1].startswith("pin "):
         pin = lines.pop()[4:].strip()
@@ -163,7 +146,12 @@ def _read_rpm(lines: list[str], package: str) -> Installed:
     held: bool | None = versionlock.list_holds(found, listed)
     if not held and toml:
         held = versionlock.toml_holds(found, toml)
-    return Installed(found.shown, "package", held=held)
+    return Installed(found.shown, "package", held=held, locklist=_locklist(lines))
+
+
+def _locklist(lines: list[str]) -> str | None:
+    """The probe's `locklist PATH` (stripped like every line: a path's own edge blanks are not kept)."""
+    return next((line[9:] for line in lines if line == "locklist" or line.startswith("locklist ")), None)
 
 
 def _read_files(lines: list[str]) -> Installed:
@@ -208,7 +196,10 @@ def evaluate(spec: NcclSpec, results: Results, ctx: HostContext) -> list[Check]:
     checks = [verdict("version", spec.version, version, message)]
     if verdict is ok and found.source == "package":
         # What the remedy promised beside the version: the package held, and pinned to that version.
-        if found.held is not None:
+        unknown = versionlock.locklist_problem(found.locklist) if ctx.package_manager == "dnf" else None
+        if unknown:
+            checks.append(error("held", "held", unknown))
+        elif found.held is not None:
             lister = ("dnf's versionlock does not lock it at this version" if ctx.package_manager == "dnf"
                       else f"apt-mark showhold does not list {spec.package}")
             checks.append((ok if found.held else drift)(
@@ -348,7 +339,12 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
         return []
     target = spec.target()
     pin = pin_file(spec)
-    locks = (*LOCK_LISTS, LOCK_TOML)
+    # The package version there before, to go back to: none where NCCL was only a library file, or nowhere.
+    try:
+        found = read_installed(stdout_of(results, _probe(spec, ctx), spec.package), spec.package)
+    except ProbeFailed:
+        found = Installed(None, "unread")
+    locks = nccl_dnf.lock_files(found.locklist)
     # dnf edits its lock files itself: they are backed up around it, and put back by the undo unless
     # they were changed by hand since (then the undo stops before the package is touched).
     unlock = "; ".join(restore_file(path, recorded=True) for path in locks)
@@ -364,11 +360,6 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
         return [Step(target, "hold", hold_commands(spec, version), f"pin {spec.package} {version} + apt-mark hold",
                      undo=unhold, phase=PHASE_PACKAGES, writes=(pin,))]
     version_check = drifted["version"]
-    # The package version there before, to go back to: none where NCCL was only a library file, or nowhere.
-    try:
-        found = read_installed(stdout_of(results, _probe(spec, ctx), spec.package), spec.package)
-    except ProbeFailed:
-        found = Installed(None, "unread")
     old = found.version if found.source == "package" and found.version else ""
     if ctx.package_manager == "dnf":
         command = backed_up(locks, dnf_commands(spec))

@@ -11,7 +11,7 @@ import pytest
 
 from provisioner.load.specs import NcclSpec
 from provisioner.parsers import versionlock
-from provisioner.resources import nccl
+from provisioner.resources import nccl, nccl_dnf
 from provisioner.resources.base import HostContext, ProbeResult
 
 from ._recorded import fix, run
@@ -97,12 +97,14 @@ def test_an_unreadable_toml_judges_no_hold() -> None:
 def stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rpm: str) -> dict[str, str]:
     """A bin folder with `rpm` (prints `rpm`'s text, fails when it says "not installed") and a `dnf` that
     records its arguments and, for `versionlock add`, appends a line to the lock list as dnf 4 does; the
-    lock files moved into tmp_path."""
+    lock files and the plugin's conf (none written: the default list) moved into tmp_path."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     lists = (str(tmp_path / "dnf.list"), str(tmp_path / "yum.list"))
-    monkeypatch.setattr(nccl, "LOCK_LISTS", lists)
-    monkeypatch.setattr(nccl, "LOCK_TOML", str(tmp_path / "versionlock.toml"))
+    monkeypatch.setattr(nccl_dnf, "LOCK_CONF", str(tmp_path / "versionlock.conf"))
+    monkeypatch.setattr(nccl_dnf, "DEFAULT_LIST", lists[0])
+    monkeypatch.setattr(nccl_dnf, "YUM_LIST", lists[1])
+    monkeypatch.setattr(nccl_dnf, "LOCK_TOML", str(tmp_path / "versionlock.toml"))
     (bin_dir / "rpm").write_text(f"#!/bin/sh\nprintf '{rpm}'\ncase '{rpm}' in *'not installed'*) exit 1;; esac\n")
     (bin_dir / "dnf").write_text(
         "#!/bin/sh\n"
@@ -123,9 +125,9 @@ def test_the_probe_reads_rpm_and_the_lock_files(tmp_path: Path, monkeypatch: pyt
     (tmp_path / "versionlock.toml").write_text('version = "1.0"\n\n[[packages]]\nname = "libnccl"')  # no last \n
     (probe,) = nccl.probes(NcclSpec(version="2.21.5", package="libnccl"), DNF)
     done = sh(probe.command, env)
-    assert done.stdout == (f"rpm 0:{V} x86_64\nlock libnccl-0:{V}.*\n"
+    assert done.stdout == (f"rpm 0:{V} x86_64\nlocklist {tmp_path}/dnf.list\nlock libnccl-0:{V}.*\n"
                            'toml version = "1.0"\ntoml \ntoml [[packages]]\ntoml name = "libnccl"\n'), done.stderr
-    assert {str(tmp_path / "dnf.list"), "/var/lib/rpm/*"} <= set(probe.reads)
+    assert {str(tmp_path / "versionlock.conf"), "/var/lib/rpm/*"} <= set(probe.reads)
 
 
 def test_the_probe_lists_library_files_when_rpm_does_not_know_the_package(
@@ -142,7 +144,7 @@ def test_holding_on_dnf_is_undone_unless_the_lock_list_was_edited_since(
     lock_list.write_text("libnccl-0:2.18.3-1+cuda12.2.*\n")
     (step,) = fix("nccl", {"version": "2.21.5", "package": "libnccl"},
                   {RPM: ProbeResult(f"rpm 0:{V} x86_64\nlock libnccl-0:2.18.3-1+cuda12.2.*\n", "", 0)}, DNF)
-    assert step.action == "hold" and set(step.writes) == {*nccl.LOCK_LISTS, nccl.LOCK_TOML}
+    assert step.action == "hold" and set(step.writes) == set(nccl_dnf.lock_files(None))
     done = sh(step.command, env)
     assert done.returncode == 0, done.stderr
     calls = (tmp_path / "dnf.calls").read_text()
