@@ -26,9 +26,10 @@ _LEGACY = re.compile(
 # needs no digit (`master: NCCL WARN ...`) and may carry `_`; what a logger or a traceback puts there is
 # ruled out by name below.
 _LABEL = re.compile(rf"^\s*(?P<host>{LABEL_HOST}|[A-Za-z][\w.-]*):\s+(?:NCCL\s+)?$")
-# Words a logger or a traceback puts before a colon: never a host.
+# Words a logger or a traceback puts before a colon: never a host. torch's `Last error:` needs no entry: a label
+# has no blank in it.
 _NOT_HOSTS = {"error", "warning", "warn", "info", "note", "stdout", "stderr", "debug", "trace", "runtimeerror",
-              "last error", "exception"}
+              "exception"}
 
 
 class LogMatch(NamedTuple):

@@ -53,6 +53,11 @@ def test_a_word_before_a_colon_is_no_label(word: str) -> None:
     assert prefix_label(f"{word}: ") is None
 
 
+def test_torchs_last_error_before_an_nccl_level_is_no_label() -> None:
+    assert label_host("Last error: ") is None
+    assert label_host("Last error: NCCL ") is None
+
+
 def test_only_the_line_before_an_nccl_level_takes_a_name_without_a_digit() -> None:
     # Right before NCCL's level a word and a colon can only be a launcher's label.
     assert label_host("master: ") == "master"
