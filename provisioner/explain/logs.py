@@ -19,7 +19,7 @@ from provisioner.errors import ParseError
 from provisioner.parsers._loggers import HOST_LABEL, LABEL_HOST, prefix_arrow, prefix_host
 from provisioner.parsers._text import SRUN_LABEL, Line, prefix_label, split_lines, strip_prefixes
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
-from provisioner.parsers.nccl_line import label_host, nccl_log
+from provisioner.parsers.nccl_line import label_match, nccl_log
 from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
 
 # A rank tag may be glued to it (`[15]worker-23:83:2526 [0]`, mpirun -prepend-rank in some pastes).
@@ -117,8 +117,8 @@ def _labelled(lines: list[Line]) -> list[tuple[Line, str | None, str]]:
         # address's as a name's; the innermost names the host, as `prefix_label` reads it.
         while common and (m := HOST_LABEL.match(text[end:])):
             host, end = m.group("host"), end + m.end()
-        if host is None and (log := nccl_log(text)) is not None and label_host(log.prefix) \
-                and (m := re.match(r"(?P<host>[^:\s]+):\s*", text)):
+        # The NCCL line's prefix starts the line, so the label's end there is its end in the line.
+        if host is None and (log := nccl_log(text)) is not None and (m := label_match(log.prefix)):
             host, end = m.group("host"), m.end()
         found.append((line, text, host, end))
     rests = [rest for _, text, host, end in found if host and (rest := text[end:].strip())]
