@@ -19,7 +19,7 @@ from provisioner.errors import ParseError
 from provisioner.parsers._loggers import HOST_LABEL, LABEL_HOST, prefix_arrow, prefix_host
 from provisioner.parsers._text import SRUN_LABEL, Line, prefix_label, split_lines, strip_prefixes
 from provisioner.parsers.nccl_debug import NcclDebug, parse_nccl_debug
-from provisioner.parsers.nccl_line import label_host, nccl_log
+from provisioner.parsers.nccl_line import label_match, nccl_log
 from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
 
 # A rank tag may be glued to it (`[15]worker-23:83:2526 [0]`, mpirun -prepend-rank in some pastes).
@@ -86,10 +86,13 @@ def _rank(prefix: str) -> int | None:
 
 
 def _host(prefix: str, text: str) -> str | None:
-    if label := prefix_label(prefix):
-        return label
+    # NCCL's own prefix names the process's hostname, the name NCCL's other lines, the rank lines and the
+    # inventory use; a collector's label names the machine it collected from (an address, a launcher node
+    # running mpirun), so it names only a line NCCL's prefix does not.
     if nccl := _NCCL_PREFIX.search(text):
         return nccl.group("host")
+    if label := prefix_label(prefix):
+        return label
     # A syslog line's host, a Kubernetes pod, a Ray worker's node: where any other line was logged.
     return prefix_host(prefix)
 
@@ -106,25 +109,30 @@ def _labelled(lines: list[Line]) -> list[tuple[Line, str | None, str]]:
     # already took off (one before a logger's prefix) counts as one.
     common = len(body) >= 2 and sum(1 for line in body if HOST_LABEL.match(line.text) or prefix_label(line.prefix)
                                     ) >= 0.6 * len(body)
-    found: list[tuple[Line, str, re.Match[str] | None]] = []
+    found: list[tuple[Line, str, str | None, int]] = []  # the line, its text, the label's host, where it ends
     for line in lines:
         text = line.text.strip()
-        m = HOST_LABEL.match(text) if common else None
-        if m is None and (log := nccl_log(text)) is not None and label_host(log.prefix):
-            m = re.match(r"(?P<host>[^:\s]+):\s*", text)
-        found.append((line, text, m))
-    rests = [rest for _, text, m in found if m and (rest := text[m.end():].strip())]
+        host, end = None, 0
+        # A label nested in another (pdsh running pdsh: `10.0.87.143: 10.0.87.143: `) comes off with it, an
+        # address's as a name's; the innermost names the host, as `prefix_label` reads it.
+        while common and (m := HOST_LABEL.match(text[end:])):
+            host, end = m.group("host"), end + m.end()
+        # The NCCL line's prefix starts the line, so the label's end there is its end in the line.
+        if host is None and (log := nccl_log(text)) is not None and (m := label_match(log.prefix)):
+            host, end = m.group("host"), m.end()
+        found.append((line, text, host, end))
+    rests = [rest for _, text, host, end in found if host and (rest := text[end:].strip())]
     tasks = bool(rests) and sum(1 for rest in rests if SRUN_LABEL.match(rest)) >= 0.6 * len(rests)
     out: list[tuple[Line, str | None, str]] = []
-    for line, text, m in found:
-        if m is None:
+    for line, text, host, end in found:
+        if host is None:
             out.append((Line(line.number, text, line.raw, line.prefix), None, ""))
             continue
-        rest = text[m.end():].strip()
+        rest = text[end:].strip()
         task = SRUN_LABEL.match(rest) if tasks else None
         after = strip_prefixes(Line(line.number, rest[task.end():].strip() if task else rest, line.raw))
-        taken = text[:m.end()] + (task.group(0) if task else "")
-        out.append((Line(line.number, after.text.strip(), line.raw, after.prefix), m.group("host"), taken))
+        taken = text[:end] + (task.group(0) if task else "")
+        out.append((Line(line.number, after.text.strip(), line.raw, after.prefix), host, taken))
     return out
 
 

@@ -7,8 +7,9 @@ lines carry them.
 Only a prefix that names the machine the line came from gives a host: a syslog host, a Kubernetes pod
 (its name is the hostname its processes, NCCL included, report), a Ray worker's address, a pdsh/clush
 label, or a collector's `WORD >> ` label where NCCL's own host is empty. A logger, file or program name
-never does. The job log reader (explain) and the NCCL log parser both take hosts from here, so they name
-the same ones.
+never does. Where NCCL's own `host:pid:tid` prefix names a host, it names the line before any of these: it is the
+process's own hostname. The job log reader (explain) and the NCCL log parser both take hosts from here, so they
+name the same ones.
 """
 
 from __future__ import annotations

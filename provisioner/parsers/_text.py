@@ -136,9 +136,8 @@ _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: 
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
 SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)         # srun --label pads the task id on the left
 # A pdsh/clush label that every line carries goes by name only (`gpu07: `): an address's (`10.0.0.7: `) is
-# left to what reads the lines, explain's log reader taking it off where most lines carry one. Taking it here
-# too would change what explain quotes of a label nested in another (`10.0.87.143: 10.0.87.143: `, in
-# tests/samples/logs/nccl-net-ofi-register-memory-pdsh-1.txt).
+# left to what reads the lines, explain's log reader taking it off where most lines carry one (with any label
+# nested in it, as it does a name's).
 _NAME_LABEL = re.compile(rf"^{LABEL_NAME}:(?: |$)", re.ASCII)
 # A pdsh/clush label (`gpu07: `, `10.0.0.7: `) anywhere among what was taken off a line.
 _ANY_LABEL = re.compile(rf"(?<![\w.-])(?P<host>{LABEL_HOST}):(?= |$)", re.ASCII)

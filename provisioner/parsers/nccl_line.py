@@ -25,10 +25,12 @@ _LEGACY = re.compile(
 # a label elsewhere on purpose: right before NCCL's level a word and a colon can only be a label, so the name
 # needs no digit (`master: NCCL WARN ...`) and may carry `_`; what a logger or a traceback puts there is
 # ruled out by name below.
-_LABEL = re.compile(rf"^\s*(?P<host>{LABEL_HOST}|[A-Za-z][\w.-]*):\s+(?:NCCL\s+)?$")
-# Words a logger or a traceback puts before a colon: never a host.
+# The match ends after the label's blank, where what the label stood before starts.
+_LABEL = re.compile(rf"^\s*(?P<host>{LABEL_HOST}|[A-Za-z][\w.-]*):\s+(?=(?:NCCL\s+)?$)")
+# Words a logger or a traceback puts before a colon: never a host. torch's `Last error:` needs no entry: a label
+# has no blank in it.
 _NOT_HOSTS = {"error", "warning", "warn", "info", "note", "stdout", "stderr", "debug", "trace", "runtimeerror",
-              "last error", "exception"}
+              "exception"}
 
 
 class LogMatch(NamedTuple):
@@ -53,9 +55,15 @@ def is_log_line(body: str) -> bool:
 _SOURCE_FILE = re.compile(r"\.(?:cc|c|cpp|cu|h|hpp)$", re.I)
 
 
-def label_host(prefix: str) -> str | None:
-    """The host a launcher's label names when it is all that stands before an NCCL line's level."""
+def label_match(prefix: str) -> re.Match[str] | None:
+    """A launcher's label when it is all that stands before an NCCL line's level: its `host`, and its end in
+    `prefix` (the line itself, where the prefix starts it)."""
     m = _LABEL.match(prefix)
     if not m or m.group("host").lower() in _NOT_HOSTS or _SOURCE_FILE.search(m.group("host")):
         return None
-    return m.group("host")
+    return m
+
+
+def label_host(prefix: str) -> str | None:
+    """The host a launcher's label names when it is all that stands before an NCCL line's level."""
+    return m.group("host") if (m := label_match(prefix)) else None

@@ -40,7 +40,8 @@ CASES: dict[str, tuple[str, str, str]] = {
                                                      "cannot reach the rendezvous store"),
     "torchrun-c10d-client-timeout-ms-retry-4.txt": ("peer-unreachable", "[c10d] The client socket has",
                                                     "connections to 248.2.20.163 failed"),
-    "nccl-net-ofi-register-memory-pdsh-1.txt": ("memlock-limit", "10.0.87.143: ip-10-0-87-143:149:298 [5]",
+    # Both of the doubled pdsh labels come off.
+    "nccl-net-ofi-register-memory-pdsh-1.txt": ("memlock-limit", "ip-10-0-87-143:149:298 [5] register_mr_buffers",
                                                 "locked memory"),
     # Rank 3 ran out of GPU memory; rank 0 only saw its connection close.
     "nccl-cuda-oom-peer-closed-1.txt": ("cuda-failure", "ng30903:3063028:3066152 [3] include/alloc.h:178",
