@@ -10,7 +10,8 @@ Since 2.17 the header carries versions as codes (`# nccl-tests version 2.19.6 nc
 nccl-library=22809`, i.e. NCCL 2.28.9) and the run is framed by `# Collective test starting/concluded`.
 A run ends with `# Out of bounds values` and `# Avg bus bandwidth`: without them the output was cut
 (`complete` False, `verdict` `truncated: no footer`). Several runs in one log are all read (`runs`) and
-judged each on its own (nccl_tests_verdict, `run_results`): `verdict` is the worst run's.
+judged each on its own (nccl_tests_verdict, `run_results`; where one ends, nccl_tests_parts): `verdict` is the
+worst run's.
 
 Release shapes (nccl-tests' own print code): 2017-2018 builds print `nThread ...` and the footer without `#`,
 `#   Rank N on HOST` without a pid, a `bytes N` header and times in ms (see nccl_tests_table); 2019-2022
@@ -51,6 +52,7 @@ from provisioner.parsers.nccl_line import is_log_line
 from provisioner.parsers.nccl_tests_copies import RankLists
 from provisioner.parsers.nccl_tests_failures import is_failure
 from provisioner.parsers.nccl_tests_json import fields_from_json, invalid, looks_like_json
+from provisioner.parsers.nccl_tests_parts import Parts
 from provisioner.parsers.nccl_tests_table import (
     NcclTestRow,
     columns_of,
@@ -58,7 +60,7 @@ from provisioner.parsers.nccl_tests_table import (
     parse_row,
     version_from_code,
 )
-from provisioner.parsers.nccl_tests_verdict import Lead, NcclTestsRun, RunPart, Verdict, deciding, own_fields, worst
+from provisioner.parsers.nccl_tests_verdict import NcclTestsRun, Verdict, deciding, own_fields, worst
 
 KIND = "nccl_tests"
 
@@ -176,62 +178,17 @@ def split_nccl_version(text: str) -> tuple[str, str | None] | None:
     return m.group("version"), cuda.group("cuda") if cuda else None
 
 
-class _Run:
+class _Run(Parts):
     def __init__(self) -> None:
+        super().__init__()
         self.columns: list[str] | None = None
-        self.rows: list[NcclTestRow] = []
         self.ranks = RankLists()
         self.failures: list[str] = []
-        self.fields: dict[str, object] = {}
         self.runs = 0
         self.open = False  # a run has started (header, rows) and its footer is not printed yet
-        self.in_table = False  # a column header was printed and its footer was not yet
         self.headerless = False  # rows came before any column header (a fragment of the output)
         self.alone = "oop"  # the group a one-group header names, from the label line above it
         self.unreadable: list[int] = []
-        self.parts: list[RunPart] = [RunPart()]
-        self.number = 0  # the line being read
-        self.lead: Lead | None = None
-        self.leading = False  # the line being read is a lead line
-
-    @property
-    def part(self) -> RunPart:
-        return self.parts[-1]
-
-    def start(self, kind: str = "", text: str = "") -> None:
-        """A line that begins a run: after a footer, or after failures (nccl-tests stops at its first), it
-        is the next run's; rows alone may be another copy's, interleaved with this one. A preamble line that
-        differs from the one this run printed rows under is another run's, footer or not."""
-        if self.part.footer or self.part.failures or (kind and self.part.another(kind, text)):
-            first, lead = self.number, self.lead
-            if lead and lead.first < self.number and lead.first != self.part.first_line:
-                first, self.part.last_line = lead.first, lead.before  # the lines it led with are its own
-            self.parts.append(RunPart(first_row=len(self.rows), first_line=first))
-        if kind:
-            self.part.preamble.setdefault(kind, text)
-
-    def leads(self, kind: str = "", text: str = "", **fields: str) -> Lead:
-        """A lead line: it may start a run, and what it says is the run's that it turns out to lead."""
-        if self.lead is None:
-            self.lead = Lead(first=self.number, before=self.part.last_line)
-        self.leading = True
-        self.start(kind, text)
-        self.lead.fields.update(fields)
-        self.fields.update(fields)
-        return self.lead
-
-    def settle(self) -> None:
-        """The lead (if any) ended: what it said is the current part's."""
-        if self.lead and not self.leading:
-            self.part.fields.update(self.lead.fields)
-            self.part.collective = self.lead.collective or self.part.collective
-            self.lead = None
-        self.leading = False
-
-    def said(self, **fields: str) -> None:
-        """What the current run printed outside its lead (NCCL's version, its last error)."""
-        self.fields.update(fields)
-        self.part.fields.update(fields)
 
     def comment(self, line: Line, body: str) -> bool:
         """Read a `#` line; False when it is an unrecognised comment (skipped, not an error)."""
@@ -241,20 +198,24 @@ class _Run:
             if self.columns != header or not self.in_table:
                 self.runs += 1
                 self.start("columns", " ".join(header))
+            self.settle_probation()
             self.columns, self.open, self.in_table = header, True, True
             self.part.open = True
         elif rank := parse_rank(line):
-            self.ranks.add(rank, len(self.rows), sum(len(part.footer_lines) for part in self.parts))
+            self.listed(self.ranks.add(rank, len(self.rows), sum(len(part.footer_lines) for part in self.parts)))
         elif m := _OUT_OF_BOUNDS.match(body):
+            self.settle_probation()
             verdict = (m.group("verdict") or "").upper()
             self.part.out_of_bounds.append((int(m.group("count")), verdict == "OK" if verdict else None))
             self.part.footer_lines.append(line.number)
         elif m := _AVG_BUSBW.match(body):
+            self.settle_probation()
             self.part.avg_busbw.append(to_float(KIND, m.group("value"), line, "average bus bandwidth"))
             self.part.avg_busbw_ok.append(m.group("verdict") == "OK" if m.group("verdict") else None)
             self.part.footer_lines.append(line.number)
             self.open = self.in_table = self.part.open = False
         elif m := _BITWISE.match(body):
+            self.settle_probation()
             self.part.bitwise_mismatches += int(m.group("count"))
             self.part.bitwise = True
         elif _PARAMS.match(body):
@@ -295,6 +256,7 @@ class _Run:
         if is_log_line(body):
             return False
         if is_failure(body):
+            self.settle_probation()
             self.failures.append(body)
             self.part.failures.append(body)
             self.part.failure_lines.append(line.number)
@@ -314,9 +276,11 @@ class _Run:
             # nccl-tests prints no row, so such a line (a wrapper's `/usr/bin/time -f '%e %M'`) is someone else's.
             cells = body.split()
             if self.in_table and len(cells) >= 2 and number(cells[0]) is not None and number(cells[1]) is not None:
+                self.settle_probation()
                 self.unreadable.append(line.number)
                 self.part.unreadable = True
             raise
+        self.settle_probation()
         self.rows.append(row)
         self.part.rows += 1
         self.part.wrong |= any(isinstance(w, int) and w > 0 for w in (row.oop_wrong, row.ip_wrong))
@@ -342,6 +306,7 @@ def parse_nccl_tests(text: str) -> NcclTests:
         found.attempt(line, run.line)
         run.settle()
         run.part.seen(line.number)
+    run.settle_probation()
     # Skipped comments and NCCL log lines count as placed but not as recognised nccl-tests output.
     found.recognised = _recognised(run)
     results = run.results()

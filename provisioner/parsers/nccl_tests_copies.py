@@ -51,12 +51,15 @@ class RankLists:
         self.lists: list[list[NcclTestRank]] = []
         self.mark: tuple[int, int] | None = None
 
-    def add(self, rank: NcclTestRank, rows: int, footers: int) -> None:
-        """A rank line, read after `rows` result rows and `footers` footer lines of the whole log."""
-        if self.mark != (rows, footers):
+    def add(self, rank: NcclTestRank, rows: int, footers: int) -> bool:
+        """A rank line, read after `rows` result rows and `footers` footer lines of the whole log; True when it
+        begins a listing after rows or a footer (a run started after the one before it)."""
+        began = self.mark != (rows, footers)
+        if began:
             self.lists.append([])
             self.mark = (rows, footers)
         self.lists[-1].append(rank)
+        return began and (rows, footers) != (0, 0)
 
     @property
     def devices(self) -> list[NcclTestRank]:

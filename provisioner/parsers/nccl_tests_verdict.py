@@ -11,8 +11,10 @@ found to start only at a later one of them (the run before it was cut off), the 
 Copies of one binary started together (a build without MPI under mpirun or srun) print the same preamble, so
 their lines, interleaved, stay one part: only a footer, a failure, or a preamble line that differs from the
 part's own (another collective, other parameters, another build or column header) after it printed rows
-starts the next run. Each copy and each run prints one `# nThread` line and, when it finishes, one footer: a
-part with fewer footers than `# nThread` lines holds a run (or copy) that was cut off, wherever it stopped.
+starts the next run; the same preamble after rows does where a `#  Rank` listing follows it, as a run started
+after one that was cut off prints (nccl_tests_parts). Each copy and each run prints one `# nThread` line and,
+when it finishes, one footer: a part with fewer footers than `# nThread` lines holds a run (or copy) that was
+cut off, wherever it stopped.
 """
 
 from __future__ import annotations
@@ -119,6 +121,18 @@ class RunPart:
     def another(self, kind: str, text: str) -> bool:
         """Whether a preamble line of `kind` begins another run: this part printed rows under a different one."""
         return bool(self.rows) and self.preamble.setdefault(kind, text) != text
+
+    def absorb(self, other: RunPart) -> None:
+        """Take back the part after this one, which printed only preamble lines: they turned out to be this run's
+        (or a copy's of it)."""
+        self.starts += other.starts
+        self.open |= other.open
+        for kind, text in other.preamble.items():
+            self.preamble.setdefault(kind, text)
+        self.parameters = other.parameters or self.parameters
+        self.collective = other.collective or self.collective
+        self.fields.update(other.fields)
+        self.last_line = other.last_line or self.last_line
 
     def summary(self) -> NcclTestsRun:
         bounds = [count for count, _ in self.out_of_bounds]
