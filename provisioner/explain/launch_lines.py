@@ -22,8 +22,10 @@ from provisioner.parsers._loggers import HOST_LABEL
 # scheduler ended the step (time limit, node failure, cancelled); `missing`: its executable was not there;
 # `daemon`: the launcher's own daemon on a node failed; `exit`: it returned a non-zero code by itself.
 # `heartbeat`: a node's agent stopped answering torch's rendezvous; `terminated`: SIGTERM, which launchers send
-# to the ranks left after one failed.
-KINDS = ("signal", "exit", "oom", "limit", "node", "cancel", "missing", "daemon", "heartbeat", "terminated")
+# to the ranks left after one failed; `task-failure`: Slurm's verdict that it ended the step because a task failed,
+# which reads like a cancel.
+KINDS = ("signal", "exit", "oom", "limit", "node", "cancel", "missing", "daemon", "heartbeat", "terminated",
+         "task-failure")
 
 
 @dataclass
@@ -177,14 +179,26 @@ def _hydra(log: Log) -> list[End]:
 
 # --- Slurm (src/srun, src/slurmd/slurmstepd): `srun: error: gpu04: task 3: Killed` / `tasks 0-3: Exited with
 # exit code 1` / `task 3: Segmentation fault (core dumped)` / `task 3: Out Of Memory`; `*** STEP 1234.0 ON gpu04
-# CANCELLED AT <time> DUE TO TIME LIMIT ***` (JOB too; no `DUE TO` when a user cancelled); the cgroup's
+# CANCELLED AT <time> DUE TO TIME LIMIT ***` (JOB too; 15.08 on: before, `*** STEP 1234.0 CANCELLED AT <time> ***
+# on gpu04`, `DUE TO TIME LIMIT on gpu04 ***`, `DUE TO NODE gpu04 FAILURE ***`), with no `DUE TO` for a cancel
+# up to 24.11 and `DUE to SIGNAL Killed` from 25.05 (req.c, _handle_signal_container); the cgroup's
 # `Detected 1 oom_kill event in StepId=1234.0` (21.08 on) / `Detected 1 oom-kill event(s) in step 1234.0 cgroup`
 # (17.11 to 20.11) / `Job 41176 exceeded memory limit (3940736 > 2068480), being killed` (jobacct, older).
 _SRUN_TASK = re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<tasks>[0-9][0-9,\-\[\]]*): (?P<what>.+?)\s*$")
 _SRUN_WORDS = {"killed": 9, "segmentation fault": 11, "aborted": 6, "bus error": 7, "terminated": 15,
                "illegal instruction": 4, "floating point exception": 8}
-_STEP_CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)"
-                             r"(?: DUE TO (?P<why>[A-Za-z ]+?))?\s*\*\*\*", re.I)
+_STEP_CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>\S+) (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+)"
+                             r"(?: DUE TO (?P<why>[\w ,]+?))?(?: on (?P<host2>\S+))?\s*\*\*\*(?: on (?P<host3>\S+))?",
+                             re.I)
+# srun ending a step itself says so first (src/srun/launch.c, _step_signal): `srun: Terminating StepId=1234.0`
+# (20.11 on; `srun: launch/slurm: _step_signal: Terminating StepId=...` where the log names the function),
+# `srun: Terminating job step 1234.0` before. It does so after a task failed (--kill-on-bad-exit, SIG_TERM_KILL)
+# or --wait ran out after the first exit, and slurmstepd then logs the cancel: `CANCELLED AT <time> ***` up to
+# 24.11, `CANCELLED AT <time> DUE TO TASK FAILURE ***` from 25.05 (the PMI plugins' kill words it so too).
+_SRUN_TERMINATING = re.compile(r"\bsrun(?:\.\w+)?: (?:[\w/]+: )*Terminating (?:job step )?(?:StepId=)?"
+                               r"(?P<id>[0-9]+\.\S+)")
+# sacct's State of a job an operator cancelled: `CANCELLED by 1000` (the uid; src/sacct/print.c).
+_BY_UID = re.compile(r"\bCANCELLED by [0-9]+\b")
 _SLURM_OOM = re.compile(r"Detected (?P<n>[0-9]+) oom[-_]kill events?(?:\(s\))? in (?:StepId=|step )?"
                         r"(?P<step>[\w.]+)|(?:Job|Step) (?P<step2>[\w.]+) exceeded memory limit")
 _NODE_FAILURE = re.compile(r"srun: error: Node failure on (?P<host>\S+)")
@@ -194,11 +208,32 @@ _EXECVE = re.compile(r"execve\(\): (?P<exe>[^:]+): (?P<why>No such file or direc
 STEP_FAILED = re.compile(r"srun: error: Unable to create (?:job )?step for job (?P<job>[0-9]+):\s*(?P<why>.*)")
 
 
+def _cancel(m: re.Match[str], line: LogLine, srun: LogLine | None) -> End:
+    """slurmstepd's verdict on a step or job: a limit, a node failure, a cancel, or (`srun`: the Terminating line
+    srun printed for that step after a task failed) srun's own end of the step."""
+    why = (m["why"] or "").split(",")[0].strip().upper()
+    node = re.search(r"NODE (\S+) FAILURE", m["why"] or "", re.I)  # before 15.08: `DUE TO NODE gpu04 FAILURE`
+    host = m["host"] or m["host2"] or m["host3"] or (node[1] if node else None)
+    if why == "TASK FAILURE" or (srun is not None and (not why or why.startswith("SIGNAL"))):
+        return End("task-failure", [ln for ln in (srun, line) if ln], host, what="TASK FAILURE",
+                   extra={"step": m["id"]})
+    kind = "limit" if "TIME" in why else "node" if "NODE" in why else "cancel"
+    return End(kind, [line], host, what=why or "CANCELLED", extra={"step": m["id"]})
+
+
 def _slurm(log: Log) -> list[End]:
-    ends = []
+    ends: list[End] = []
+    # srun's Terminating line for each step, where a task's failure came before it; none where sacct says an
+    # operator cancelled the job.
+    terminating: dict[str, LogLine] = {}
+    operator = any(_BY_UID.search(line.text) for line in log.lines)
     for line in log.lines:
         text = line.text
-        if m := _SRUN_TASK.search(text):
+        # An exit of 143 (128 + SIGTERM) is a task that was itself asked to stop, by a cancel as often as not.
+        if (t := _SRUN_TERMINATING.search(text)) and not operator and any(
+                e.kind == "signal" or (e.kind == "exit" and e.code != 143) for e in ends):
+            terminating.setdefault(t["id"], line)
+        elif m := _SRUN_TASK.search(text):
             what = m["what"]
             words = re.sub(r"\s*\(core dumped\)", "", what).lower()
             code = re.search(r"exit code (?P<code>[0-9]+)", what)
@@ -213,9 +248,7 @@ def _slurm(log: Log) -> list[End]:
                 ends.append(End("terminated" if sig == 15 else "signal", [line], m["host"], rank, signal=sig,
                                 what=what))
         elif m := _STEP_CANCELLED.search(text):
-            why = (m["why"] or "").upper()
-            kind = "limit" if "TIME" in why else "node" if "NODE" in why else "cancel"
-            ends.append(End(kind, [line], m["host"], what=why or "CANCELLED", extra={"step": m["id"]}))
+            ends.append(_cancel(m, line, terminating.get(m["id"])))
         elif m := _SLURM_OOM.search(text):
             ends.append(End("oom", [line], own_host(line), what=text, extra={"step": m["step"] or m["step2"] or ""}))
         elif m := _NODE_FAILURE.search(text):

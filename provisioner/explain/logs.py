@@ -27,11 +27,12 @@ from provisioner.parsers.nccl_tests import NcclTests, parse_nccl_tests
 _NCCL_PREFIX = re.compile(
     r"(?:^|\s|(?<=\]))(?P<host>(?![0-9]+:)[^\s:\[\]]+):(?P<pid>[1-9][0-9]*):(?P<tid>[1-9][0-9]*)\s+\[[^\]]*\]")
 # The task a launcher's prefix names: torch `[rank3]:`, Open MPI `[1,3]<stdout>:`, srun `3: ` (first, or after
-# the pdsh label of a pdsh running srun: `node2: 3: `), `[3] `.
+# the pdsh label of a pdsh running srun: `node2: 3: `), a heterogeneous job's `P1 3: ` (its component, then the
+# task's id within it), `[3] `.
 # A paste's clock (`18:11:06.680 `) is not an srun label: no digit follows the label's colon.
 _PREFIX_RANK = re.compile(
-    rf"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|(?:^\s*|(?<![\w.-]){LABEL_HOST}:\s+)(?P<c>[0-9]+):(?![0-9])"
-    r"|^\[(?P<d>[0-9]+)\]")
+    rf"\[rank(?P<a>[0-9]+)\]:|\[[0-9]+,(?P<b>[0-9]+)\]|(?:^\s*|(?<![\w.-]){LABEL_HOST}:\s+)"
+    r"(?:P(?P<p>[0-9]+) +)?(?P<c>[0-9]+):(?![0-9])|^\[(?P<d>[0-9]+)\]")
 # nccl-tests `#  Rank  3 Group 0 Pid 1234 on gpu02 device 3 ...`: which host each rank ran on.
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(?P<rank>[0-9]+)\s.*?\bon\s+(?P<host>\S+)\s+device\b")
 
@@ -43,6 +44,9 @@ class LogLine:
     text: str  # without launcher/logger prefixes
     host: str | None  # the host this line came from, when the log says
     rank: int | None = None  # the global rank (launcher task) this line came from, when the log says
+    # The component of a heterogeneous Slurm job it came from (srun's `P1 3: `): `rank` is then the task's id
+    # within that component, so two components each have a task 0.
+    component: int | None = None
 
 
 @dataclass
@@ -74,15 +78,16 @@ class Log:
         return before if before is not None and before == after else None
 
 
-def _rank(prefix: str) -> int | None:
+def _rank(prefix: str) -> tuple[int | None, int | None]:
+    """The rank a line's prefix names, and the heterogeneous job's component it names before it."""
     # torch's own `[rank3]:` names the global rank whatever stands before it (a viewer's line counter
     # `[80746] `, a launcher's task).
     if torch := re.search(r"\[rank(?P<rank>[0-9]+)\]:", prefix):
-        return int(torch.group("rank"))
+        return int(torch.group("rank")), None
     m = _PREFIX_RANK.search(prefix)
     if not m:
-        return None
-    return int(next(g for g in m.groups() if g is not None))
+        return None, None
+    return int(next(m[k] for k in "abcd" if m[k] is not None)), int(m["p"]) if m["p"] else None
 
 
 def _host(prefix: str, text: str) -> str | None:
@@ -141,15 +146,19 @@ def read_log(name: str, text: str, host: str | None = None) -> Log:
     that `fabnet smoke` kept with its host); a line's own label still wins."""
     split = [line for line in split_lines(text) if line.text.strip()]
     lines = [LogLine(name, line.number, body.text, _host(body.prefix, body.text) or label or prefix_arrow(line.prefix)
-                     or host, _rank(line.prefix + taken))
+                     or host, *_rank(line.prefix + taken))
              for line, (body, label, taken) in zip(split, _labelled(split), strict=True)]
-    # A line with a rank but no host takes the host that rank ran on, where the log says it.
+    # A line with a rank but no host takes the host that rank ran on, where the log says it; a heterogeneous
+    # job's task ids count within each component.
     rank_hosts = {int(m.group("rank")): m.group("host") for line in lines if (m := _RANK_LINE.match(line.text))}
+    hosts: dict[tuple[int | None, int], str] = {(None, rank): h for rank, h in rank_hosts.items()}
     for line in lines:
         if line.host is not None and line.rank is not None:
-            rank_hosts.setdefault(line.rank, line.host)
-    lines = [LogLine(ln.file, ln.number, ln.text, rank_hosts.get(ln.rank), ln.rank)
-             if ln.host is None and ln.rank is not None and ln.rank in rank_hosts else ln for ln in lines]
+            hosts.setdefault((line.component, line.rank), line.host)
+            if line.component is None:
+                rank_hosts.setdefault(line.rank, line.host)
+    lines = [LogLine(ln.file, ln.number, ln.text, hosts[(ln.component, ln.rank)], ln.rank, ln.component)
+             if ln.host is None and ln.rank is not None and (ln.component, ln.rank) in hosts else ln for ln in lines]
     nccl = tests = None
     try:
         nccl = parse_nccl_debug(text)

@@ -6,7 +6,8 @@ A rank that died is the cause and the collective errors the other ranks print af
 by peer, a watchdog timeout) its consequence: a signal or a scheduler's verdict ranks above every network
 cause but a missing device, and a job where one is seen is never blamed on the path (see rules.SUPERSEDES).
 A non-zero exit code ranks low: a rank usually returns one because of the error it printed first. The SIGKILL srun
-sends the other tasks after one exits non-zero is that exit's consequence, and ranks just under it.
+sends the other tasks after one exits non-zero is that exit's consequence, and ranks just under it; so is the cancel
+slurmstepd logs when srun ends the step so (launch_lines reads it apart from an operator's: no cause of its own).
 """
 
 from __future__ import annotations
@@ -60,21 +61,34 @@ def _cause(id_: str, title: str, detail: str, fix: str, score: int, ends: list[E
                  hosts=where if where is not None else _where(ends), evidence=evidence(_lines(ends)))
 
 
+def _ended(ends: list[End]) -> tuple[str, list[LogLine]]:
+    """Slurm ending the step itself after a task failed (srun's Terminating line, then slurmstepd's cancel): the
+    sentence naming it the failure's consequence, and its lines."""
+    ended = [e for e in ends if e.kind == "task-failure"]
+    steps = unique([e.extra["step"] for e in ended if e.extra.get("step")])
+    return ((f" Slurm then ended step {', '.join(steps) or 'the step'} itself (srun's `Terminating`, slurmstepd's "
+             "`CANCELLED`): that cancel is this failure's consequence, not an operator's scancel.") if ended else "",
+            _lines(ended))
+
+
 def _killed(ends: list[End]) -> list[Cause]:
     signalled = [e for e in ends if e.kind == "signal"]
     if not signalled:
         return []
+    said, ended = _ended(ends)
     first = next((e for e in signalled if e.host), signalled[0])
     listing = "; ".join(unique([f"{_who(e)}: {_how(e)}" for e in signalled]))
     kill = any(e.signal == 9 for e in signalled)
     detail = (f"{listing}. " + ("SIGKILL comes from outside the process: the kernel's OOM killer (check dmesg on "
                                 "that host), the scheduler enforcing a limit, or an operator." if kill else
                                 "The process crashed itself (a bad access, an abort): its own output just before "
-                                "the signal says where.") + CONSEQUENCE)
-    return [_cause("rank-killed", f"{_who(first)} was killed by {_how(first)}", detail,
+                                "the signal says where.") + said + CONSEQUENCE)
+    cause = _cause("rank-killed", f"{_who(first)} was killed by {_how(first)}", detail,
                    "Read that rank's output and the host's kernel log (`dmesg -T | grep -i -e oom -e killed`) "
                    "around that time; for SIGKILL check the job's memory limits, for a crash its core dump.",
-                   88, signalled)]
+                   88, signalled)
+    shown = sorted(_lines(signalled) + ended, key=lambda ln: (ln.file, ln.number))
+    return [cause.model_copy(update={"evidence": evidence(shown)})] if ended else [cause]
 
 
 def _oom(ends: list[End]) -> list[Cause]:
@@ -201,6 +215,15 @@ def _heartbeat(ends: list[End], logs: list[Log]) -> list[Cause]:
 
 def _exits(ends: list[End]) -> list[Cause]:
     exited = [e for e in ends if e.kind == "exit"]
+    said, ended = _ended(ends)
+    if ended and not exited and not any(e.kind == "signal" for e in ends):
+        # Slurm's verdict alone (25.05's `DUE TO TASK FAILURE`), the task's own exit line not in the log.
+        failed = [e for e in ends if e.kind == "task-failure"]
+        return [_cause("rank-exited", f"a task failed and Slurm ended the step ({failed[0].extra.get('step')})",
+                       "slurmstepd says it cancelled the step because a task failed (srun --kill-on-bad-exit, or the "
+                       "PMI plugin told that a task went away): the task stopped by itself with an error first.",
+                       "Read the output of the task that failed (srun's `task N: Exited with exit code` line names "
+                       "it) just before its end.", 49, failed)]
     if not exited:
         terminated = [e for e in ends if e.kind == "terminated"]
         if terminated and len(terminated) == len(ends):
@@ -215,9 +238,10 @@ def _exits(ends: list[End]) -> list[Cause]:
     listing = "; ".join(unique([f"{_who(e)}: {_how(e)}" for e in named]))
     return [_cause("rank-exited", f"{_who(first)} exited with {_how(first)}",
                    f"{listing}: the rank stopped by itself with an error; the launcher then ended the others. "
-                   "Its own output just before says why.",
+                   "Its own output just before says why." + said,
                    "Read that rank's last lines (a Python traceback, an NCCL WARN); the launcher's line only "
-                   "says which one failed first.", 49, exited)]
+                   "says which one failed first.", 49, exited + [e for e in ends if e.kind == "task-failure"],
+                   _where(exited))]
 
 
 def _step_failed(logs: list[Log]) -> list[Cause]:
@@ -326,7 +350,7 @@ def _kill_follows(causes: list[Cause], first: list[End], ends: list[End], gone: 
     exits = [e for e in ends if e.kind == "exit"]
     listing = "; ".join(unique([f"{_who(e)}: {_how(e)}" for e in ends if e.kind == "signal"]))
     # The exits and the plugin's first lines in log order; the plugin logs one line per task gone.
-    shown = evidence(sorted(_lines(exits) + gone[:2], key=lambda ln: (ln.file, ln.number)))
+    shown = evidence(sorted(_lines(exits) + gone[:2] + _ended(ends)[1], key=lambda ln: (ln.file, ln.number)))
     out = []
     for c in causes:
         if c.id == "rank-killed":

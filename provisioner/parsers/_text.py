@@ -134,7 +134,9 @@ _MPI_TAG = re.compile("^" + _MPI_TAG_BODY, re.ASCII)  # Open MPI --tag-output: n
 _MPI_TAG_ANYWHERE = re.compile(_MPI_TAG_BODY, re.ASCII)
 _TORCH_RANK = re.compile(r"^\[rank\d+\]:", re.ASCII)  # torch's c10 log prefix: the global rank
 _RANK_TAG = re.compile(r"^\[\d{1,6}\](?: |$)", re.ASCII)            # mpirun -prepend-rank, torchrun-style tags
-SRUN_LABEL = re.compile(r"^ {0,5}\d{1,6}:(?: |$)", re.ASCII)         # srun --label pads the task id on the left
+# srun --label pads the task id on the left; a heterogeneous job's step puts its component before it (`P1  3: `,
+# _build_label in Slurm's src/common/write_labelled_message.c: `P%u %*d: `).
+SRUN_LABEL = re.compile(r"^(?:P\d{1,3} )? {0,5}\d{1,6}:(?: |$)", re.ASCII)
 # A pdsh/clush label that every line carries goes by name only (`gpu07: `): an address's (`10.0.0.7: `) is
 # left to what reads the lines, explain's log reader taking it off where most lines carry one (with any label
 # nested in it, as it does a name's).
