@@ -22,6 +22,7 @@ from provisioner.smoke.targets import Target
 
 ALL_PAIRS_MAX = 8  # up to this many hosts every host pings every other; above, each pings its ring successor
 IP_HEADERS = 28  # IPv4 (20) + ICMP (8): `ping -s MTU-28` fills exactly one MTU-sized frame
+MAX_PING = 65535 - IP_HEADERS  # the largest ICMP payload one IPv4 packet carries
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,10 @@ def _ping_command(iface: str, peers: Sequence[tuple[str, str]]) -> str:
     # The file's text reaches shell arithmetic only once it is a plain number of at most five digits: where
     # sh is bash, $(( )) evaluates what it is given (`a[$(cmd)]` runs cmd), and a leading 0 reads as octal.
     read = "mtu=$(cat " + sh(f"/sys/class/net/{iface}/mtu") + " 2>/dev/null)"
-    lines = [f"{read}; case $mtu in ''|0*|*[!0-9]*|??????*) mtu=1500 ;; esac; s=$((mtu - {IP_HEADERS}))"]
+    # An IPv4 packet holds at most 65535 bytes: an MTU above that (the loopback's 65536) is tested with the
+    # largest ping there is, which `ping` would otherwise refuse, failing a path that carries anything.
+    lines = [f"{read}; case $mtu in ''|0*|*[!0-9]*|??????*) mtu=1500 ;; esac; s=$((mtu - {IP_HEADERS})); "
+             f"[ \"$s\" -le {MAX_PING} ] || s={MAX_PING}"]
     for name, ip in peers:
         small = sh("ping", "-n", "-q", "-c", "2", "-i", "0.2", "-W", "1", "-I", iface, ip)
         large = "ping -n -q -M do -s \"$s\" -c 2 -i 0.2 -W 1 -I " + sh(iface, ip)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from provisioner.facts import batch
@@ -41,6 +46,18 @@ def test_probe_script_quotes_and_splits() -> None:
     assert set(found) == {"addr", "ib", "gpus", "python", "ping"}
     script = preflight.build_script(found, nonce)
     assert all(f"__fn_probe {probe.key} " in script for probe in found.values())
+
+
+@pytest.mark.skipif(shutil.which("ping") is None or not Path("/sys/class/net/lo/mtu").exists()
+                    or os.geteuid() != 0, reason="needs ping, root and a loopback interface")
+def test_the_loopbacks_mtu_above_an_ip_packet_is_pinged_at_the_largest_size() -> None:
+    """The loopback's MTU is 65536, more than an IPv4 packet holds: its full-size ping is the largest there is
+    (65507 bytes), which passes, instead of one ping refuses, which read as a path dropping large frames."""
+    found = preflight.probes(target("node1", data_ifaces=("lo",)), [("node2", "127.0.0.1")], facts=False)
+    run = subprocess.run(["sh", "-c", found["ping"].command], capture_output=True, text=True, timeout=30)
+    pings = preflight.parse_pings(run.stdout)
+    mtu = int(Path("/sys/class/net/lo/mtu").read_text())
+    assert pings == [Ping("node2", True, True, min(mtu - 28, 65507), 0)], run.stdout + run.stderr
 
 
 def test_parse_facts_from_probe_results() -> None:
