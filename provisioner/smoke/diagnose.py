@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from provisioner.explain import rules as log_rules
 from provisioner.smoke.busbw import SizeResult, size_result
 from provisioner.smoke.plan import Job
 
@@ -225,6 +226,8 @@ def explain(job: Job, progress: Sequence[RankProgress], ifaces: Mapping[str, str
             return behind, (f"{', '.join(behind)} fell behind in the sweep (stuck at size {min(done) + 1} of "
                             f"{len(job.sizes)}) while the others went on; the run {ended}")
     errored = [h for h in hosts if any(p.error and not _PEER_FAILURE.search(p.error) for p in by_host[h])]
+    if errored and len(errored) == len(hosts) and (named := _named_in_output(progress, outputs or {}, hosts)):
+        return named
     if errored and len(errored) < len(hosts):
         first = next(p for p in progress if p.error and p.host in errored)
         return errored, f"rank {first.rank} on {first.host} failed: {first.error}"
@@ -236,3 +239,22 @@ def explain(job: Job, progress: Sequence[RankProgress], ifaces: Mapping[str, str
     if failed is not None:
         return hosts, f"rank {failed.rank} on {failed.host} failed: {failed.error}"
     return hosts, f"the run {ended} before every rank joined"
+
+
+# explain's causes this sure of say what failed better than a guess about the network: two ranks on one GPU
+# (95), a CUDA fault, a library that would not load. The network's own causes score lower.
+_SURE = 90
+
+
+def _named_in_output(progress: Sequence[RankProgress], outputs: Mapping[int, str],
+                     hosts: Sequence[str]) -> tuple[list[str], str] | None:
+    """Every rank failed with an error of its own: what they printed, read as `fabnet explain` reads any log,
+    names the cause when one is sure (NCCL refusing two ranks that share a GPU fails every rank alike at
+    its first collective, after every rank joined)."""
+    logs = [(f"rank {p.rank} on {p.host}", outputs[p.rank]) for p in progress if outputs.get(p.rank)]
+    causes = log_rules.explain(logs).causes if logs else []
+    if not causes or causes[0].score < _SURE:
+        return None
+    top = causes[0]
+    named = [h for h in hosts if h in top.hosts] or [h for h in hosts if any(p.host == h and p.error for p in progress)]
+    return named, f"{top.title}: {top.detail} Fix: {top.fix}"

@@ -183,3 +183,30 @@ def test_pair_figures_use_the_slower_side() -> None:
     pairs = diagnose.pair_figures(j, events)
     assert pairs == {("gpu01", "gpu02"): pytest.approx((1 << 20) / 0.002 / 1e9),
                      ("gpu03", "gpu04"): pytest.approx((1 << 20) / 0.01 / 1e9)}
+
+
+# What two ranks printed when NCCL 2.28.9 (torch 2.11.0+cu130, one H200) refused them as one GPU twice: fabnet
+# smoke over SSH, both ranks given one NCCL_HOSTID (bench/gpu/two-hosts.sh with FAULTS=1). Every rank joined,
+# then failed alike at its first all-reduce, where torch builds the communicator.
+_DUPLICATE = ("rank {a} error (run): DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+              "NCCLUtils.cpp:93, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9\n"
+              "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\nLast error:\n"
+              "Duplicate GPU detected : rank {a} and rank {b} both on CUDA device 60\n\n")
+
+
+def test_every_rank_failing_alike_is_named_by_what_they_printed_not_the_network() -> None:
+    from tests.unit.smoke._helpers import target
+    j = job(hosts=(target("node1"), target("node2")), ranks_per_host=1, sizes=SIZES, backend="nccl")
+    events, outputs = {}, {}
+    for rank, other in ((0, 1), (1, 0)):
+        text = _DUPLICATE.format(a=rank, b=other)
+        events[rank] = ev("started", "connected", "joined", error=text.split("\n", 1)[0].split(": ", 1)[1])
+        outputs[rank] = text
+    progress = diagnose.rank_progress(j, events)
+    hosts, cause = diagnose.explain(j, progress, {}, timed_out=False, unreachable={}, deadline=30, outputs=outputs)
+    assert hosts == ["node1", "node2"]
+    assert cause.startswith("two ranks on the same GPU: ranks 0, 1 share CUDA device 60") and "Fix: " in cause
+    assert "MTU" not in cause
+    # Without their output to read, the run is still blamed on the path, as before.
+    hosts, cause = diagnose.explain(j, progress, {}, timed_out=False, unreachable={}, deadline=30)
+    assert "smaller MTU" in cause
