@@ -85,3 +85,13 @@ def test_nccl_tests_json_reports() -> None:
     assert [c.id for c in failed.causes] == ["nccl-tests-failed"]
     good = explain([("r.json", (SAMPLES / "nccl-tests-32-h200-all-reduce.json").read_text())])
     assert good.causes == [] and not good.failed
+
+
+def test_a_healthy_two_node_run_over_sockets_names_only_what_a_fabric_would_not_want() -> None:
+    """Two ranks NCCL took for two nodes (own NCCL_HOSTID each), joined over the loopback's sockets: nothing
+    failed, so explain names no failure, only that sockets carried it and that the interface was `lo`."""
+    result = explain([("rank0.log", (SAMPLES / "logs/nccl-two-nodes-over-lo-h200-2.28.txt").read_text())])
+    assert sorted(c.id for c in result.causes) == ["ib-not-used", "suspect-interface"]
+    assert all(c.score < 50 for c in result.causes)
+    [use] = result.networks
+    assert (use.network, use.interfaces, use.nccl_version) == ("Socket", ["lo:127.0.0.1"], "2.28.9")
