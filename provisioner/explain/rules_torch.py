@@ -180,9 +180,22 @@ def _progress_note(items: list[Status]) -> str:
     return note
 
 
+# Words only a timeout prints besides `Watchdog caught`: 2.2 to 2.5's own progress line, and the dump signals.
+_TIMEOUT_SAID = re.compile(r"Timeout at NCCL work|collective timeout|timeout signal|global timeout", re.I)
+# An error of NCCL's that the watchdog found on a collective (torch's async exception, NCCL's result codes).
+_NCCL_FAILED = re.compile(r"raised the following async exception|NCCL error\b|ncclRemoteError|ncclSystemError|"
+                          r"ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|ncclInvalidArgument")
+
+
 def _from_progress(logs: list[Log], items: list[Status]) -> list[Cause]:
     """A timeout known only from the progress lines (the `Watchdog caught` line is not in the log)."""
     if not items:
+        return []
+    # From 2.6 torch's watchdog prints `failure detected by watchdog at work sequence id` on any exception of a
+    # collective, a timeout's or an NCCL error's (2.4 and 2.5 said so: `Exception (either an error or timeout)`).
+    # Beside an NCCL error and with no word of a timeout, that error is what failed: the rules that read it
+    # name it (a peer that died reads `remote process exited`), and no timeout is claimed.
+    if not any(_TIMEOUT_SAID.search(s.line.text) for s in items) and grep(logs, _NCCL_FAILED):
         return []
     at = stuck_at(items)
     timed = unique([s.who for s in items if s.seq is not None or s.local]) or signallers(items)

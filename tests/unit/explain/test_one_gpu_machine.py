@@ -95,3 +95,13 @@ def test_a_healthy_two_node_run_over_sockets_names_only_what_a_fabric_would_not_
     assert all(c.score < 50 for c in result.causes)
     [use] = result.networks
     assert (use.network, use.interfaces, use.nccl_version) == ("Socket", ["lo:127.0.0.1"], "2.28.9")
+
+
+def test_the_watchdogs_progress_line_after_a_peer_died_is_no_timeout() -> None:
+    """torch 2.6 on prints `failure detected by watchdog at work sequence id` for any failed collective: here
+    NCCL's own error (the peer's process was killed) is the cause, and no timeout is claimed (it came 8 s into
+    a 63 s timeout)."""
+    causes = causes_of("torch-nccl-peer-killed-h200-2.11.txt")
+    assert [c.id for c in causes] == ["connection-lost"], [(c.id, c.title) for c in causes]
+    assert causes[0].addresses == ["localhost"] and "socketProgress" in causes[0].evidence[-1].text
+
