@@ -15,7 +15,8 @@
 #   KIT=.gpukit OUT=DIR bash bench/gpu/two-hosts.sh            (see bench/README.md; about 2 minutes)
 # PYTHON (default: python3) must have torch; SIZES (default 1M:512M) and ITERS (20) set the sweep.
 # FAULTS=1 then runs two failures through the same path: both ranks given one NCCL_HOSTID (NCCL refuses
-# them as one GPU twice), and node2's rank killed with SIGKILL KILL_AFTER (9) seconds after it started.
+# them as one GPU twice), and node2's rank killed with SIGKILL, then stopped with SIGSTOP (a rank that hangs),
+# KILL_AFTER (9) seconds after it started.
 set -u
 K=$(readlink -f "${KIT:-.gpukit}"); O=${OUT:-/tmp/fabnet-gpu}; mkdir -p "$O"
 W=${WORK:-/opt/fabnet-two}  # not under /tmp: each server mounts a /tmp of its own over it
@@ -193,6 +194,16 @@ if [ -n "${FAULTS:-}" ]; then
     echo "$run rc=$? seconds=$(( $(date +%s) - start ))"; wait "$killer"
   done
   tail -n 30 "$O/fault-killed-console.txt"
+  echo "== fault: node2's rank stopped (SIGSTOP) during the sweep: a rank that hangs"
+  ( for _ in $(seq 150); do
+      p=$(pgrep -f '^[^ ]*python[^ ]* [^ ]*/node\.py --rank 1 ' | head -n 1); [ -n "$p" ] && break; sleep 0.2
+    done
+    sleep "${KILL_AFTER:-9}"; echo "stopping rank 1 (pid ${p:-none}) at $(date +%T)"; [ -n "$p" ] && kill -STOP "$p" ) &
+  stopper=$!
+  start=$(date +%s)
+  "$PY" -m provisioner smoke "$W/inventory.yml" -p "$W/playbook.yml" --sizes "$SIZES" --iters "$ITERS" \
+    --timeout 60 > "$O/fault-stopped-console.txt" 2>&1
+  echo "rc=$? seconds=$(( $(date +%s) - start ))"; wait "$stopper"; tail -n 30 "$O/fault-stopped-console.txt"
   "$PY" - "$O"/fault-*.json <<'EOF'
 import json, sys
 for name in sys.argv[1:]:

@@ -107,8 +107,9 @@ def smoke(inventory: Path, playbook: Path | None, limit: str | None, min_busbw: 
     with the NCCL environment the playbook renders; per size: time, algbw, busbw. Then, in the same
     processes, pairs of hosts side by side (each host with both ring neighbours): a host whose best pair
     is below --slow-fraction x the fleet median is named, with no threshold needed. A run that hangs is
-    killed on every host at --timeout and the report says which host held it up and why; a rank killed
-    by a signal (kill -9, OOM, a crash) is named with the signal and its last output.
+    killed on every host at --timeout and the report says which host held it up and why (a rank stopped
+    or stuck in a driver call is named by its process state); a rank killed by a signal (kill -9, OOM, a
+    crash) is named with the signal and its last output.
 
     \b
     Inventory variables: fabnet_python (the node's interpreter, default python3), data_iface or
@@ -263,7 +264,7 @@ def show(outcome) -> None:  # type: ignore[no-untyped-def]
             table.add_column(column, overflow="fold")
         for p in outcome.job.progress:
             table.add_row(cell(p.rank), cell(p.host), cell(p.stage), cell(p.sizes_done), cell(p.error),
-                          cell(diagnose.exit_words(p.status)))
+                          cell(diagnose.exit_words(p.status) or diagnose.held_words(p)))
         report.table(table)
         left = outcome.job.left_running
         report.info("processes left on the hosts: " + (", ".join(f"{h}: {v}" for h, v in left.items()) or "none"))

@@ -28,10 +28,13 @@ class RankProgress:
     error: str | None = None
     missing: tuple[int, ...] = ()  # rank 0 only: the ranks it never saw at the rendezvous
     status: int | None = None  # the process's exit status as its wrapper saw it (128+N: signal N)
+    state: str | None = None  # its process state when the run was cut off (`T` stopped, `D` in the kernel...)
+    wchan: str | None = None  # where in the kernel it (or its thread in `D`) waited then
 
     def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "host": self.host, "stage": self.stage, "sizes_done": self.sizes_done,
-                "error": self.error, "exit_status": self.status, "exit": exit_words(self.status)}
+                "error": self.error, "exit_status": self.status, "exit": exit_words(self.status),
+                "state_at_kill": self.state, "wchan_at_kill": self.wchan, "held_up": held_words(self)}
 
 
 @dataclass
@@ -61,8 +64,10 @@ _PEER_FAILURE = re.compile(r"timed out|timeout|connection (?:reset|closed|refuse
                            r"|own deadline of [0-9.]+ s reached", re.IGNORECASE)
 
 
-def rank_progress(job: Job, events: Mapping[int, Sequence[dict[str, Any]]]) -> list[RankProgress]:
-    """How far each rank got (`stage` is the furthest point reached, even when it then failed)."""
+def rank_progress(job: Job, events: Mapping[int, Sequence[dict[str, Any]]],
+                  states: Mapping[int, tuple[str, str]] | None = None) -> list[RankProgress]:
+    """How far each rank got (`stage` is the furthest point reached, even when it then failed), and its process
+    state where the run was cut off (`states`: rank -> state letter and wchan, from the kill)."""
     progress = []
     for rank in job.ranks():
         stage, sizes, error, missing, status = 0, 0, None, [], None
@@ -77,8 +82,24 @@ def rank_progress(job: Job, events: Mapping[int, Sequence[dict[str, Any]]]) -> l
             elif kind == "error":
                 error = str(event.get("message", "error"))
                 missing = [int(r) for r in event.get("missing") or [] if isinstance(r, int)]
-        progress.append(RankProgress(rank.rank, rank.host, _ORDER[stage], sizes, error, tuple(missing), status))
+        state, wchan = (states or {}).get(rank.rank, (None, None))
+        progress.append(RankProgress(rank.rank, rank.host, _ORDER[stage], sizes, error, tuple(missing), status,
+                                     state, wchan if wchan not in (None, "", "?", "0") else None))
     return progress
+
+
+def held_words(p: RankProgress) -> str | None:
+    """What a rank's process state when the run was cut off says: stopped or stuck in the kernel holds the
+    others up (their timeouts only follow from it); any other state says nothing."""
+    where = f" in {p.wchan}" if p.wchan else ""
+    if p.state == "T":
+        return "was stopped (SIGSTOP, job control or a debugger)"
+    if p.state == "t":
+        return "was stopped by a debugger (tracing)"
+    if p.state == "D":
+        return (f"was stuck in the kernel (uninterruptible sleep{where}): a driver call that did not return "
+                "(GPU, NIC or storage)")
+    return None
 
 
 def exit_words(status: int | None) -> str | None:
@@ -184,6 +205,14 @@ def explain(job: Job, progress: Sequence[RankProgress], ifaces: Mapping[str, str
             words.append(f"{p.host}: rank {p.rank} {exit_words(p.status)} {where}"
                          + (f"; its last output: {tail}" if tail else "; it printed nothing"))
         return list(dict.fromkeys(p.host for p in crashed)), "; ".join(words)
+    # A rank stopped or stuck in the kernel when the run was cut off held the others up: they wait for it,
+    # and their timeouts (or the deadline) only follow. Nothing about the network is to blame either.
+    held = [p for p in progress if held_words(p)]
+    if held:
+        words = [f"{p.host}: rank {p.rank} {held_words(p)} when the run was cut off, "
+                 + (f"in the all-reduce of {job.sizes[p.sizes_done]} bytes" if p.stage == "joined"
+                    and p.sizes_done < len(job.sizes) else f"after reaching {p.stage}") for p in held]
+        return list(dict.fromkeys(p.host for p in held)), "; ".join(words) + "; the other ranks waited for it"
 
     # Who never made it into the process group: rank 0's own list when it has one, else the hosts
     # that stayed behind while another host got further.

@@ -90,7 +90,7 @@ def _result(job: plan.Job, outputs: dict[str, Exec], killed: dict[str, Exec], ti
             deadline: float) -> diagnose.JobResult:
     reports = [plan.parse_host_output(e.stdout) for e in [*outputs.values(), *killed.values()]]
     merged = plan.merge(reports)
-    progress = diagnose.rank_progress(job, merged.events)
+    progress = diagnose.rank_progress(job, merged.events, merged.states)
     rows = diagnose.figures(job, merged.events)
     pairs = diagnose.pair_figures(job, merged.events)
     unreachable = {h: e.unreachable for h, e in {**outputs, **killed}.items() if e.unreachable}

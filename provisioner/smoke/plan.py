@@ -167,6 +167,16 @@ def kill_script(job: Job, target: Target) -> str:
         f"pids=$(cat {directory}/pids 2>/dev/null)",
         # Ranks record their own process group too, in case setsid had to fork.
         f"groups=$(sed -n 's/.*\"pgid\": \\([0-9]*\\).*/\\1/p' {directory}/rank-*.events 2>/dev/null)",
+        # Each rank's state before the kill, from its own pid (its `started` event): one stopped (T) or stuck
+        # in the kernel (D, in any of its threads: NCCL's proxy and the driver's run in their own) is what held
+        # the others up; `wchan` names where in the kernel it waits.
+        f"for f in {directory}/rank-*.events; do [ -e \"$f\" ] || continue; "
+        "p=$(sed -n '/\"started\"/s/.*\"pid\": \\([0-9]*\\).*/\\1/p' \"$f\" | head -n 1); [ -n \"$p\" ] || continue; "
+        "s=; read -r s </proc/\"$p\"/stat 2>/dev/null || continue; s=${s##*) }; s=${s%% *}; w=/proc/$p; "
+        "case $s in T|t) ;; *) for t in /proc/\"$p\"/task/*; do u=; read -r u <\"$t/stat\" 2>/dev/null; "
+        "u=${u##*) }; [ \"${u%% *}\" = D ] && { s=D; w=$t; break; }; done;; esac; "
+        "c=$(cat \"$w/wchan\" 2>/dev/null); "
+        f"printf '%s %s %s %s\\n' '{MARK}:state' \"$f\" \"$s\" \"${{c:-?}}\"; done",
         "for p in $pids $groups; do kill -s KILL -- -\"$p\" 2>/dev/null; kill -s KILL \"$p\" 2>/dev/null; done",
         "[ -n \"$pids\" ] && sleep 0.2",
         collect_snippet(job),
@@ -190,6 +200,7 @@ class HostReport:
     outputs: dict[int, str] = field(default_factory=dict)
     iface: str = ""
     alive: list[int] = field(default_factory=list)
+    states: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (state letter, wchan) at the kill
 
 
 def parse_host_output(stdout: str) -> HostReport:
@@ -200,8 +211,12 @@ def parse_host_output(stdout: str) -> HostReport:
         if line.startswith(MARK + ":"):
             head, _, path = line.partition(" ")
             section = head.split(":", 1)[1]
+            if section == "state":  # one line: path, state letter, wchan
+                path, state, wchan = [*path.split(), "", "", ""][:3]
             found = re.search(r"rank-([0-9]+)\.", path)
             rank = int(found.group(1)) if found else -1
+            if section == "state" and rank >= 0 and re.fullmatch(r"[A-Za-z]", state):
+                report.states[rank] = (state, wchan if re.fullmatch(r"[\w.]+", wchan) else "?")
             continue
         if section == "events":
             try:
@@ -228,4 +243,5 @@ def merge(reports: Sequence[HostReport]) -> HostReport:
         merged.outputs.update(report.outputs)
         merged.iface = merged.iface or report.iface
         merged.alive += report.alive
+        merged.states.update(report.states)
     return merged

@@ -210,3 +210,30 @@ def test_every_rank_failing_alike_is_named_by_what_they_printed_not_the_network(
     # Without their output to read, the run is still blamed on the path, as before.
     hosts, cause = diagnose.explain(j, progress, {}, timed_out=False, unreachable={}, deadline=30)
     assert "smaller MTU" in cause
+
+
+def test_a_rank_stopped_when_the_run_was_cut_off_is_named_not_the_network() -> None:
+    """What the lab showed with gloo (torch 2.13) and a rank stopped with SIGSTOP mid-sweep: its peer timed out
+    waiting (`Timed out waiting 42000ms for recv operation`), the stopped rank said nothing, and the verdict
+    blamed the data path. Its state at the kill (`T`, or `D` for a driver call that never returns) names it."""
+    j = four()
+    events = {r: ev("started", "connected", "joined", sizes=1) for r in range(4)}
+    for r in (0, 1, 3):
+        events[r] += ev(error="RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed "
+                              "out waiting 42000ms for recv operation to complete")
+    states = {0: ("S", "futex_wait_queue"), 1: ("S", "futex_wait_queue"), 2: ("T", "do_signal_stop"),
+              3: ("S", "ep_poll")}
+    progress = diagnose.rank_progress(j, events, states)
+    hosts, cause = diagnose.explain(j, progress, {}, timed_out=True, unreachable={}, deadline=60)
+    assert hosts == ["gpu03"]
+    assert cause.startswith("gpu03: rank 2 was stopped (SIGSTOP") and f"all-reduce of {SIZES[1]} bytes" in cause
+    assert progress[2].to_json()["held_up"].startswith("was stopped")
+    states[2] = ("D", "nv_wait_for_completion")  # a thread stuck in a driver call
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events, states), {}, timed_out=True,
+                                    unreachable={}, deadline=60)
+    assert hosts == ["gpu03"] and "stuck in the kernel (uninterruptible sleep in nv_wait_for_completion)" in cause
+    # Without the states (a kill that could not read them), the old reading stands.
+    hosts, cause = diagnose.explain(j, diagnose.rank_progress(j, events), {}, timed_out=True, unreachable={},
+                                    deadline=60)
+    assert len(hosts) == 4 and "smaller MTU" in cause
+

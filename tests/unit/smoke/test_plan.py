@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -139,6 +141,32 @@ def test_kill_script_leaves_no_process_behind() -> None:
             continue
         assert state == "Z", f"rank process {pid} still running"
     assert not os.path.exists(j.directory)
+
+
+def test_kill_script_reports_a_stopped_rank_before_it_kills_it() -> None:
+    """A rank that hangs (here stopped with SIGSTOP, as a debugger or ^Z would; a driver call that never returns
+    shows `D`) is read from /proc before the kill: its state and where in the kernel it waits."""
+    j = job()
+    script = plan.launch_script(j, j.hosts[0], node_script=FAKE_NODE).replace("export ", "export FAKE_HANG=1 ", 1)
+    launcher = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "FAKE_HANG": "1"})
+    started: dict[int, int] = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(started) < 2:
+        time.sleep(0.1)
+        for rank in (0, 1):
+            try:
+                first = Path(f"{j.directory}/rank-{rank}.events").read_text().split("\n", 1)[0]
+                started[rank] = json.loads(first)["pid"]
+            except (OSError, ValueError, KeyError):
+                pass
+    assert len(started) == 2
+    os.kill(started[1], signal.SIGSTOP)
+    killed = subprocess.run(["sh", "-c", plan.kill_script(j, j.hosts[0])], capture_output=True, text=True, timeout=30)
+    launcher.communicate(timeout=10)
+    report = plan.parse_host_output(killed.stdout)
+    assert report.states[1] == ("T", "do_signal_stop"), killed.stdout
+    assert report.states[0][0] == "S" and report.alive == []
 
 
 def test_parse_host_output_survives_a_cut_line() -> None:
