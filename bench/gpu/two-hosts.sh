@@ -202,13 +202,16 @@ if [ -n "${FAULTS:-}" ]; then
   stopper=$!
   start=$(date +%s)
   "$PY" -m provisioner smoke "$W/inventory.yml" -p "$W/playbook.yml" --sizes "$SIZES" --iters "$ITERS" \
-    --timeout 60 > "$O/fault-stopped-console.txt" 2>&1
-  echo "rc=$? seconds=$(( $(date +%s) - start ))"; wait "$stopper"; tail -n 30 "$O/fault-stopped-console.txt"
+    --timeout 60 --json > "$O/fault-stopped.json" 2> "$O/fault-stopped-stderr.txt"
+  echo "rc=$? seconds=$(( $(date +%s) - start ))"; wait "$stopper"
   "$PY" - "$O"/fault-*.json <<'EOF'
 import json, sys
 for name in sys.argv[1:]:
     d = json.load(open(name))
     print(name.rsplit("/", 1)[-1], {k: d.get(k) for k in ("verdict", "exit_code", "reason")})
+    for p in d.get("progress") or []:
+        print("   ", {k: p.get(k) for k in ("rank", "host", "stage", "sizes_done", "exit", "state_at_kill",
+                                            "wchan_at_kill")}, (p.get("error") or "")[:160])
 EOF
 fi
 echo "== done"
