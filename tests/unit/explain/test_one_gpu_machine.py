@@ -105,3 +105,11 @@ def test_the_watchdogs_progress_line_after_a_peer_died_is_no_timeout() -> None:
     assert [c.id for c in causes] == ["connection-lost"], [(c.id, c.title) for c in causes]
     assert causes[0].addresses == ["localhost"] and "socketProgress" in causes[0].evidence[-1].text
 
+
+def test_a_real_timeout_still_reads_as_one_beside_the_same_progress_line() -> None:
+    """The same machine with the peer stopped (SIGSTOP), not killed: torch's `Watchdog caught collective operation
+    timeout` comes first, then the same progress line as above: a timeout, in collective #204."""
+    causes = causes_of("torch-nccl-watchdog-timeout-peer-stopped-h200-2.11.txt")
+    assert causes[0].id == "collective-timeout", [(c.id, c.title) for c in causes]
+    assert "42.047 s in ALLREDUCE (SeqNum 204)" in causes[0].detail
+
