@@ -101,10 +101,19 @@ def watchdog(logs: list[Log]) -> list[Cause]:
         # a process-group rank alone, every rank is worded as one.
         pairs = [(None if abort else g, pg, r) for (g, pg, r), abort in zip(pairs, from_abort, strict=True)]
     known = sorted({g for g, _, _ in pairs if g is not None})
+    # A rank whose own lines hold an NCCL error and no word of a timeout failed on that error (often a peer's
+    # abort after the timeout): its watchdog's generic lines (`Some NCCL operations have failed or timed out`)
+    # do not make it one that timed out.
+    timed = {line.rank for line, _ in grep(logs, _TIMEOUT_SAID) if line.rank is not None}
+    failed_lines = [line for line, _ in grep(logs, _NCCL_FAILED)
+                    if line.rank is not None and line.rank not in known and line.rank not in timed]
+    failed = sorted({line.rank for line in failed_lines if line.rank is not None})
     # Ranks that printed the watchdog's other lines reached the collective and timed out as well.
-    also_lines = [line for line, _ in grep(logs, _ALSO_TIMED_OUT) if line.rank is not None and line.rank not in known]
+    also_lines = [line for line, _ in grep(logs, _ALSO_TIMED_OUT)
+                  if line.rank is not None and line.rank not in known and line.rank not in failed]
     also = sorted({line.rank for line in also_lines if line.rank is not None})
     lines += [next(line for line in also_lines if line.rank == rank) for rank in also]
+    lines += [next(line for line in failed_lines if line.rank == rank) for rank in failed]
     if known:
         who_text = listed("global rank", known)
         differ = unique([f"global {g} is rank {r} of process group {pg or '?'}" for g, pg, r in pairs
@@ -123,12 +132,15 @@ def watchdog(logs: list[Log]) -> list[Cause]:
     if also:
         detail += (f" {listed('Global rank', also)} timed out too "
                    f"({for_count(len(also), 'its watchdog', 'their watchdogs')} reported it).")
+    if failed:
+        detail += (f" {listed('Global rank', failed)} failed on an NCCL error instead, not a timeout (a peer's "
+                   "abort after the timeout ends the others' collectives so).")
     # A rank whose progress line shows it enqueued the collective reached it, whatever else it printed.
     at = stuck_at(progress)
     reached = {s.glob for s in progress if s.pg in at and s.enqueued is not None and s.enqueued >= at[s.pg]}
-    absent = [r for r in seen if r not in known and r not in also and r not in reached]
+    absent = [r for r in seen if r not in known and r not in also and r not in failed and r not in reached]
     p2p = not absent and _p2p_only(logs)
-    alone = len(set(seen) | set(also)) == 1 or (not known and len({(pg, r) for _, pg, r in pairs}) == 1)
+    alone = len(set(seen) | set(also) | set(failed)) == 1 or (not known and len({(pg, r) for _, pg, r in pairs}) == 1)
     if absent:
         detail += (f" {listed('Global rank', absent)} never reported it: {for_count(len(absent), 'it', 'they')} did "
                    "not reach the collective.")

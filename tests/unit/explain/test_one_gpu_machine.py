@@ -113,3 +113,20 @@ def test_a_real_timeout_still_reads_as_one_beside_the_same_progress_line() -> No
     assert causes[0].id == "collective-timeout", [(c.id, c.title) for c in causes]
     assert "42.047 s in ALLREDUCE (SeqNum 204)" in causes[0].detail
 
+
+
+def test_a_rank_that_failed_on_an_nccl_error_is_not_counted_as_timed_out() -> None:
+    """Rank 0's real timeout (the peer-stopped sample's first lines), and rank 1 failing the same collective on
+    NCCL's `remote process exited` once rank 0 aborted, with torch's generic `Some NCCL operations have failed or
+    timed out`: rank 1 did not time out, and did reach the collective."""
+    timeout = (SAMPLES / "logs/torch-nccl-watchdog-timeout-peer-stopped-h200-2.11.txt").read_text().splitlines()[1:3]
+    rank1 = ["[rank1]:[E1127 05:14:33.533109203 ProcessGroupNCCL.cpp:612] [Rank 1] Collective WorkNCCL(SeqNum=204, "
+             "OpType=ALLREDUCE, NumelIn=67108864, NumelOut=67108864, Timeout(ms)=42000) raised the following async "
+             "exception: NCCL error: remote process exited or there was a network error, NCCL version 2.28.9",
+             "[rank1]:[E1127 05:14:33.533109300 ProcessGroupNCCL.cpp:681] [Rank 1] Some NCCL operations have failed "
+             "or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+             "corrupted/incomplete data."]
+    top = explain([("job.log", "\n".join(timeout + rank1) + "\n")]).causes[0]
+    assert top.id == "collective-timeout"
+    assert "Global rank 1 failed on an NCCL error instead" in top.detail and "timed out too" not in top.detail
+    assert "never reported it" not in top.detail
