@@ -106,7 +106,8 @@ def test_the_probe_reads_the_named_list_and_not_the_default(tmp_path: Path, monk
     custom.write_text(f"# Added lock on Tue\nlibnccl-0:{V}.*\n")
     default.write_text("libnccl-0:2.18.3-1+cuda12.2.*\n")  # stale: dnf no longer reads it
     (tmp_path / "versionlock.conf").write_text(f"[main]\nenabled = 1\nlocklist = {custom}\n")
-    for name, path in (("DNF_CONF", "dnf.conf"), ("LOCK_CONF", "versionlock.conf"), ("DEFAULT_LIST", "versionlock.list"),
+    for name, path in (("DNF_CONF", "dnf.conf"), ("LOCK_CONF", "versionlock.conf"),
+                       ("DEFAULT_LIST", "versionlock.list"),
                        ("YUM_LIST", "yum.list"), ("LOCK_TOML", "versionlock.toml")):
         monkeypatch.setattr(nccl_dnf, name, str(tmp_path / path))
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
