@@ -7,7 +7,8 @@ library directories (a tarball or a copy). The first output line says which. Wit
 carries the `Pin:` of fabnet's pin file: an install cut short after the package but before `apt-mark
 hold` and the pin is drift, so the next apply completes it. With dnf, the list dnf 4's versionlock reads
 (its conf's `locklist`) and the lines of the versionlock files that may lock the package follow
-(nccl_dnf.py reads them, parsers/versionlock.py judges them): the hold of dnf hosts.
+(nccl_dnf.py reads them, parsers/versionlock.py judges them): the hold of dnf hosts, in effect only while
+the plugin runs and can open its list (nccl_dnf_lock.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, replace
 from provisioner.load.specs import NcclSpec
 from provisioner.parsers import versionlock
 from provisioner.parsers.versions import Version, parse_constraint
-from provisioner.resources import nccl_dnf
+from provisioner.resources import nccl_dnf, nccl_dnf_lock
 from provisioner.resources.base import (
     Check,
     HostContext,
@@ -28,7 +29,6 @@ from provisioner.resources.base import (
     ResourceType,
     Results,
     drift,
-    error,
     errors_for,
     ok,
     sh,
@@ -87,7 +87,8 @@ def probes(spec: NcclSpec, ctx: HostContext) -> list[Probe]:
 class Installed:
     """What the probe found: the version (None: NCCL nowhere), where from, and for a package its dpkg
     state, whether it is held, and the pin file's `Pin:` value ('' without a pin file, None unread); on dnf,
-    the list dnf 4's versionlock reads (`locklist`: '' where its conf sets none, None unread: the default)."""
+    the list dnf 4's versionlock reads (`locklist`: '' where its conf sets none, None unread: the default)
+    and, for a package, what says whether its lock is in effect (`lock`)."""
 
     version: str | None
     source: str
@@ -95,6 +96,7 @@ class Installed:
     held: bool | None = None
     pin: str | None = None
     locklist: str | None = None
+    lock: nccl_dnf_lock.LockConf | None = None
 
 
 def read_installed(text: str, package: str = "libnccl2") -> Installed:
@@ -103,7 +105,7 @@ def read_installed(text: str, package: str = "libnccl2") -> Installed:
         raise ProbeFailed("NCCL probe printed nothing")
     if lines[0].startswith("rpm "):
         return _read_rpm(lines, package)
-    listed = [line for line in lines if not line.startswith(("lock ", "toml ", "locklist"))]
+    listed = [line for line in lines if not nccl_dnf_lock.is_dnf_line(line)]
     if listed != lines:  # a dnf host whose package database does not know the package
         found = _read_files(listed[1:]) if listed[:1] == ["files"] else _unexpected(listed)
         return replace(found, locklist=_locklist(lines))
@@ -143,15 +145,15 @@ def _read_rpm(lines: list[str], package: str) -> Installed:
     found = max(rpms, key=lambda r: (int(r.epoch), Version(r.version + "-" + r.release)))
     listed = [line[5:] for line in lines if line.startswith("lock ")]
     toml = "\n".join(line[5:] for line in lines if line == "toml" or line.startswith("toml "))
-    held: bool | None = versionlock.list_holds(found, listed)
-    if not held and toml:
-        held = versionlock.toml_holds(found, toml)
-    return Installed(found.shown, "package", held=held, locklist=_locklist(lines))
+    in_list = versionlock.list_holds(found, listed)
+    in_toml = versionlock.toml_holds(found, toml) if toml else None
+    lock = replace(nccl_dnf_lock.read_lock(lines), listed=in_list, toml=in_toml)
+    return Installed(found.shown, "package", held=in_list or in_toml, locklist=lock.locklist, lock=lock)
 
 
 def _locklist(lines: list[str]) -> str | None:
     """The probe's `locklist PATH` (stripped like every line: a path's own edge blanks are not kept)."""
-    return next((line[9:] for line in lines if line == "locklist" or line.startswith("locklist ")), None)
+    return nccl_dnf_lock.read_lock(lines).locklist
 
 
 def _read_files(lines: list[str]) -> Installed:
@@ -196,15 +198,12 @@ def evaluate(spec: NcclSpec, results: Results, ctx: HostContext) -> list[Check]:
     checks = [verdict("version", spec.version, version, message)]
     if verdict is ok and found.source == "package":
         # What the remedy promised beside the version: the package held, and pinned to that version.
-        unknown = versionlock.locklist_problem(found.locklist) if ctx.package_manager == "dnf" else None
-        if unknown:
-            checks.append(error("held", "held", unknown))
+        if ctx.package_manager == "dnf" and found.lock is not None:
+            checks.append(nccl_dnf_lock.held_check(found.lock))
         elif found.held is not None:
-            lister = ("dnf's versionlock does not lock it at this version" if ctx.package_manager == "dnf"
-                      else f"apt-mark showhold does not list {spec.package}")
             checks.append((ok if found.held else drift)(
                 "held", "held", "held" if found.held else "not held",
-                "" if found.held else f"{lister}: upgrades may replace it"))
+                "" if found.held else f"apt-mark showhold does not list {spec.package}: upgrades may replace it"))
         if found.pin is not None:
             want = f"version {version}"
             message = "" if found.pin == want else (
@@ -264,18 +263,6 @@ def madison_versions(package: str) -> str:
             "'{n = $1; gsub(/ /, \"\", n); v = $2; gsub(/ /, \"\", v); if (n == p && v != \"\") print v}'")
 
 
-def dnf_versions(package: str) -> str:
-    """The versions `dnf list --showduplicates --available` lists for `package` (any architecture).
-    A row is `name.arch version repo`; where the name is too long for its column, dnf puts it on a
-    line of its own and the version and repo on the next, so such a pair is joined first."""
-    pkg = shlex.quote(package)
-    return (f"dnf -q list --showduplicates --available {pkg} 2>/dev/null | awk -v p={pkg} '"
-            "NF == 1 && index($1, p \".\") == 1 { held = $1; next } "
-            "held != \"\" && NF == 2 { $0 = held \" \" $0 } "
-            "{ held = \"\" } "
-            "NF == 3 { n = $1; sub(/\\.[^.]*$/, \"\", n); if (n == p) print $2 }'")
-
-
 def pin_text(spec: NcclSpec, version: str) -> str:
     return f"Package: {spec.package}\nPin: version {version}\nPin-Priority: 1001\n"
 
@@ -311,16 +298,17 @@ def hold_commands(spec: NcclSpec, version: str) -> str:
             + f"; apt-mark hold {shlex.quote(spec.package)}")
 
 
-def dnf_commands(spec: NcclSpec) -> str:
+def dnf_commands(spec: NcclSpec, lock: bool = True) -> str:
+    """Install the newest version meeting the constraint and, with `lock`, lock it with versionlock."""
     pkg = shlex.quote(spec.package)
     compare = "{{ rpmdev-vercmp {a} {b} >/dev/null 2>&1; [ $? -eq $(__fn_code {op}) ]; }}"
-    pick = _pick_version(spec, dnf_versions(spec.package), compare)
+    pick = _pick_version(spec, nccl_dnf.dnf_versions(spec.package), compare)
     return (
         # rpmdev-vercmp exits 11 for newer, 12 for older.
         "__fn_code() { if [ \"$1\" = gt ]; then echo 11; else echo 12; fi; }; "
-        f"{pick}; dnf -y -q versionlock delete {pkg} >/dev/null 2>&1 || true; "
-        f"dnf -y -q install --allowerasing {pkg}-\"$found\"; "
-        f"dnf -y -q versionlock add {pkg}-\"$found\""
+        + (f"{pick}; dnf -y -q versionlock delete {pkg} >/dev/null 2>&1 || true; " if lock else f"{pick}; ")
+        + f"dnf -y -q install --allowerasing {pkg}-\"$found\""
+        + (f"; dnf -y -q versionlock add {pkg}-\"$found\"" if lock else "")
     )
 
 
@@ -345,12 +333,19 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
     except ProbeFailed:
         found = Installed(None, "unread")
     locks = nccl_dnf.lock_files(found.locklist)
+    # A list the conf names but that is missing stops dnf's plugin, and with it every dnf command here.
+    ensure = nccl_dnf.ensure_list(found.locklist)
+    # With the plugin off, a lock holds nothing: fabnet leaves the site's plugin settings as they are.
+    off = found.lock.off() if found.lock is not None and ctx.package_manager == "dnf" else None
+    no_hold = [impossible(target, "hold", f"{off}: a versionlock would hold nothing", PHASE_PACKAGES)] if off else []
     # dnf edits its lock files itself: they are backed up around it, and put back by the undo unless
     # they were changed by hand since (then the undo stops before the package is touched).
     unlock = "; ".join(restore_file(path, recorded=True) for path in locks)
     if "version" not in drifted and ctx.package_manager == "dnf":  # held: the versionlock
         version = next(c.actual for c in checks if c.attribute == "version") or ""
-        return [Step(target, "hold", backed_up(locks, dnf_lock(spec, version)),
+        if no_hold:
+            return no_hold
+        return [Step(target, "hold", backed_up(locks, ensure + dnf_lock(spec, version)),
                      f"dnf versionlock {spec.package} {version}", undo=unlock, phase=PHASE_PACKAGES, writes=locks)]
     if "version" not in drifted:  # held / pin
         version = next(c.actual for c in checks if c.attribute == "version") or ""
@@ -362,11 +357,12 @@ def remedy(spec: NcclSpec, results: Results, ctx: HostContext, checks: list[Chec
     version_check = drifted["version"]
     old = found.version if found.source == "package" and found.version else ""
     if ctx.package_manager == "dnf":
-        command = backed_up(locks, dnf_commands(spec))
-        shown = f"dnf install {spec.package} ({spec.version}, newest available) + versionlock"
+        command = backed_up(locks, ensure + dnf_commands(spec, lock=not off))
+        shown = f"dnf install {spec.package} ({spec.version}, newest available)" + ("" if off else " + versionlock")
         # An exact version is installed whichever is there, so this also goes down again.
         back = f"; dnf -y -q install --allowerasing {shlex.quote(spec.package + '-' + old)}" if old else ""
-        return [Step(target, "install", command, shown, undo=unlock + back, phase=PHASE_PACKAGES, writes=locks)]
+        return [Step(target, "install", command, shown, undo=unlock + back, phase=PHASE_PACKAGES, writes=locks),
+                *no_hold]
     if ctx.package_manager == "apt":
         unfinished = bool(version_check.actual and version_check.actual.endswith(")"))  # "2.21.5 (unpacked)"
         command = apt_commands(spec, finish_dpkg=unfinished)

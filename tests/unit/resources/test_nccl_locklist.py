@@ -83,6 +83,7 @@ def sh(command: str) -> subprocess.CompletedProcess[str]:
 ])
 def test_the_conf_is_read_as_dnf_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conf: str,
                                           locklist: str) -> None:
+    monkeypatch.setattr(nccl_dnf, "DNF_CONF", str(tmp_path / "dnf.conf"))
     monkeypatch.setattr(nccl_dnf, "LOCK_CONF", str(tmp_path / "versionlock.conf"))
     (tmp_path / "versionlock.conf").write_bytes(conf.encode())
     done = sh(nccl_dnf.locklist_command())
@@ -90,6 +91,7 @@ def test_the_conf_is_read_as_dnf_reads_it(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_without_a_readable_conf_the_default_list_stands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nccl_dnf, "DNF_CONF", str(tmp_path / "dnf.conf"))
     monkeypatch.setattr(nccl_dnf, "LOCK_CONF", str(tmp_path / "absent.conf"))
     assert sh(nccl_dnf.locklist_command()).stdout == nccl_dnf.DEFAULT_LIST + "\n"
 
@@ -104,13 +106,16 @@ def test_the_probe_reads_the_named_list_and_not_the_default(tmp_path: Path, monk
     custom.write_text(f"# Added lock on Tue\nlibnccl-0:{V}.*\n")
     default.write_text("libnccl-0:2.18.3-1+cuda12.2.*\n")  # stale: dnf no longer reads it
     (tmp_path / "versionlock.conf").write_text(f"[main]\nenabled = 1\nlocklist = {custom}\n")
-    for name, path in (("LOCK_CONF", "versionlock.conf"), ("DEFAULT_LIST", "versionlock.list"),
+    for name, path in (("DNF_CONF", "dnf.conf"), ("LOCK_CONF", "versionlock.conf"),
+                       ("DEFAULT_LIST", "versionlock.list"),
                        ("YUM_LIST", "yum.list"), ("LOCK_TOML", "versionlock.toml")):
         monkeypatch.setattr(nccl_dnf, name, str(tmp_path / path))
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     (probe,) = nccl.probes(NcclSpec(**SPEC), DNF)
     done = sh(probe.command)
-    assert done.stdout == f"rpm 0:{V} x86_64\nlocklist {custom}\nlock libnccl-0:{V}.*\n", done.stderr
+    assert done.stdout == (f"rpm 0:{V} x86_64\nlockconf {tmp_path}/versionlock.conf\nenabled 1\nlocklist {custom}\n"
+                           f"lock libnccl-0:{V}.*\n"), done.stderr
     # The watch's file status names the list the conf points to, looked up on the host as the probe does.
-    (word,) = [w for w in probe.reads if w.startswith('"$(')]
+    conf, word = [w for w in probe.reads if w.startswith('"$(')]
     assert sh(f"printf '%s\\n' {word}").stdout == f"{custom}\n"
+    assert sh(f"printf '%s\\n' {conf}").stdout == f"{tmp_path}/versionlock.conf\n"

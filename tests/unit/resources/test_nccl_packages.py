@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.load.specs import NcclSpec
-from provisioner.resources import nccl
+from provisioner.resources import nccl, nccl_dnf
 from provisioner.resources.base import ProbeFailed
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "packages"
@@ -75,7 +75,7 @@ def test_madison_source_rows_and_epochs(tmp_path: Path) -> None:
 
 
 def dnf_listing(tmp_path: Path, output: str, package: str) -> list[str]:
-    proc = run(nccl.dnf_versions(package), stand_in(tmp_path, "dnf", output))
+    proc = run(nccl_dnf.dnf_versions(package), stand_in(tmp_path, "dnf", output))
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()
 

@@ -101,6 +101,7 @@ def stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rpm: str) -> dict
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     lists = (str(tmp_path / "dnf.list"), str(tmp_path / "yum.list"))
+    monkeypatch.setattr(nccl_dnf, "DNF_CONF", str(tmp_path / "dnf.conf"))
     monkeypatch.setattr(nccl_dnf, "LOCK_CONF", str(tmp_path / "versionlock.conf"))
     monkeypatch.setattr(nccl_dnf, "DEFAULT_LIST", lists[0])
     monkeypatch.setattr(nccl_dnf, "YUM_LIST", lists[1])
@@ -125,7 +126,8 @@ def test_the_probe_reads_rpm_and_the_lock_files(tmp_path: Path, monkeypatch: pyt
     (tmp_path / "versionlock.toml").write_text('version = "1.0"\n\n[[packages]]\nname = "libnccl"')  # no last \n
     (probe,) = nccl.probes(NcclSpec(version="2.21.5", package="libnccl"), DNF)
     done = sh(probe.command, env)
-    assert done.stdout == (f"rpm 0:{V} x86_64\nlocklist {tmp_path}/dnf.list\nlock libnccl-0:{V}.*\n"
+    assert done.stdout == (f"rpm 0:{V} x86_64\nlockconf {tmp_path}/versionlock.conf\nlocklist {tmp_path}/dnf.list\n"
+                           f"lock libnccl-0:{V}.*\n"
                            'toml version = "1.0"\ntoml \ntoml [[packages]]\ntoml name = "libnccl"\n'), done.stderr
     assert {str(tmp_path / "versionlock.conf"), "/var/lib/rpm/*"} <= set(probe.reads)
 
