@@ -2,9 +2,9 @@
 
 A snapshot is one cycle's view of a host: its drift items (as audit's JSON shows them, already cleaned),
 its error counters and its links' carrier changes. Watch reports changes, never repeats: drift that
-appeared, changed or went away, an error counter that rose (with its rate per second) or that the host could
-read before and cannot now, a link that went down (and up again) between two cycles, a host that went down or
-came back, a session logged into again.
+appeared, changed or went away, an error counter that rose (with its rate per second), that the host could
+read before and cannot now, or that it reads again after it could not, a link that went down (and up again)
+between two cycles, a host that went down or came back, a session logged into again.
 A host that was down is compared, once back, with its last snapshot from before it went down.
 """
 
@@ -18,7 +18,7 @@ from provisioner.parsers.port_counters import saturated
 from provisioner.watch.links import LinkReading
 
 ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "counter_unreadable",
-                     "link_flap", "link_down", "link_up", "host_down", "host_back", "reconnected"]
+                     "counter_readable", "link_flap", "link_down", "link_up", "host_down", "host_back", "reconnected"]
 # Kinds that mean something went wrong (an alert); the others are news (something recovered, or began).
 BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "counter_unreadable", "link_flap",
                                  "link_down", "host_down"})
@@ -114,6 +114,8 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
     seconds = max(cur.at - base.at, 1e-9)
     for name, value in cur.links.counters.items():
         before = base.links.counters.get(name)
+        # A counter unreadable at the previous cycle has no value there, so none is turned into a rise across the
+        # gap (counter_readable below says why).
         if before is not None and value > before:  # a drop is a reset (reboot, driver reload): a new base
             delta = value - before
             # IB error counters stop at the top of their width and never wrap: past that, this is the
@@ -130,6 +132,18 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
             changes.append(Change(cur.host, cur.at, "counter_unreadable", name,
                                   f"can no longer be read (was {base.links.counters[name]}): the host printed "
                                   f"{printed!r}; a rise cannot be seen until it reads again"))
+    for name, value in cur.links.counters.items():
+        was = base.links.unreadable.get(name)
+        if was is None:
+            continue
+        # No rise and no rate here: the last value read before the gap is not compared with this one. What made
+        # the counter unreadable (a firmware reset, a driver reload, an unbound device) often zeroes it as well,
+        # and how long it was out is known only to the cycle, so a difference would be a guess at a rise that may
+        # have happened before the gap, or a reset read as calm. This value is the base the next cycle's rise is
+        # counted from (base is this snapshot, which holds it).
+        changes.append(Change(cur.host, cur.at, "counter_readable", name,
+                              f"can be read again, now {value} (the host printed {was!r} before); rises are "
+                              "counted from this value"))
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)
         if before is None or value <= before:
