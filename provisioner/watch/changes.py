@@ -125,15 +125,17 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
             changes.append(Change(cur.host, cur.at, "counter_rose", name,
                                   f"+{delta} in {seconds:.0f} s ({delta / seconds:.3g}/s), now {value}{stuck}",
                                   delta, delta / seconds))
-    for name, printed in cur.links.unreadable.items():
+    for name, before in base.links.counters.items():
         # Only a counter read at the previous cycle: one the host never could read (no PMA) is said once, in the
-        # first cycle's summary, and one still unreadable was reported when it turned so.
-        if name in base.links.counters:
+        # first cycle's summary, and one still unreadable was reported when it turned so. Its own file or its whole
+        # folder may have failed.
+        printed = cur.links.why_unreadable(name) if name not in cur.links.counters else None
+        if printed is not None:
             changes.append(Change(cur.host, cur.at, "counter_unreadable", name,
-                                  f"can no longer be read (was {base.links.counters[name]}): the host printed "
+                                  f"can no longer be read (was {before}): the host printed "
                                   f"{printed!r}; a rise cannot be seen until it reads again"))
     for name, value in cur.links.counters.items():
-        was = base.links.unreadable.get(name)
+        was = base.links.why_unreadable(name)
         if was is None:
             continue
         # No rise and no rate here: the last value read before the gap is not compared with this one. What made
@@ -162,7 +164,8 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
 
 
 def _summary(cur: Snapshot) -> str:
-    where = {name.split(" ")[0] for name in [*cur.links.counters, *cur.links.unreadable]}
+    where = {name.split(" ")[0] for name in [*cur.links.counters, *cur.links.unreadable,
+                                             *cur.links.unreadable_folders]}
     ports = len({w for w in where if "/" in w})  # "mlx5_0/1"; a device's own counters are under "efa_0"
     devices = f", {len(where) - ports} RDMA devices" if len(where) > ports else ""
     unreadable = cur.links.unreadable
@@ -170,6 +173,11 @@ def _summary(cur: Snapshot) -> str:
     cannot = (f"; {len(unreadable)} error counter{'s' if len(unreadable) > 1 else ''} unreadable ({first[0]}: "
               f"the host printed {first[1]!r}"
               + (", ..." if len(unreadable) > 1 else "") + ")") if first else ""
+    folders = cur.links.unreadable_folders
+    first_folder = next(iter(folders.items()), None)
+    cannot += (f"; {len(folders)} counter folder{'s' if len(folders) > 1 else ''} unreadable ({first_folder[0]}: "
+               f"the host printed {first_folder[1]!r}" + (", ..." if len(folders) > 1 else "") + ")"
+               ) if first_folder else ""
     return (f"{len(cur.drift)} drift items, {ports} RDMA ports{devices}, {len(cur.links.carrier_changes)} links watched"
             + cannot + (f"; counters: {cur.links.problem}" if cur.links.problem else ""))
 
