@@ -18,7 +18,8 @@ from provisioner.history.store import Event, Result, Run
 from provisioner.output import svg
 
 COLORS = {"drift_new": "#d62728", "drift_changed": "#ff7f0e", "drift_gone": "#2ca02c", "counter_rose": "#e377c2",
-          "counter_unreadable": "#f7b6d2", "link_flap": "#9467bd", "link_down": "#8c564b", "link_up": "#7fbf7f",
+          "counter_unreadable": "#f7b6d2", "counter_readable": "#98df8a",
+          "link_flap": "#9467bd", "link_down": "#8c564b", "link_up": "#7fbf7f",
           "host_down": "#111111", "host_back": "#17becf", "reconnected": "#bcbd22"}
 STYLE = """
 body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1100px; }

@@ -18,7 +18,8 @@ from provisioner.output.stdout import print_json, writing
 
 LABELS = {
     "watching": "watching", "drift_new": "DRIFT", "drift_changed": "DRIFT CHANGED", "drift_gone": "drift gone",
-    "counter_rose": "COUNTER", "counter_unreadable": "COUNTER UNREADABLE", "link_flap": "LINK FLAP",
+    "counter_rose": "COUNTER", "counter_unreadable": "COUNTER UNREADABLE",
+    "counter_readable": "counter readable", "link_flap": "LINK FLAP",
     "link_down": "LINK DOWN", "link_up": "link up", "host_down": "HOST DOWN", "host_back": "host back",
     "reconnected": "reconnected",
 }

@@ -14,7 +14,10 @@ PortXmitPkts -> port_xmit_packets) so one playbook limit reads either source.
 A counter file the kernel could not read is not a zero: `N/A (no PMA)` (what `show_pma_counter` prints for a
 device without a performance-management agent, e.g. iWARP) and the reader's own complaint when stderr is in
 the output (`grep: PATH: Permission denied`) put the counter in `unreadable` with what was printed, so
-`value()` has nothing for it. A path the reader found no file at (`No such file or directory`, an unmatched
+`value()` has nothing for it. A whole folder the reader could not read (`grep: mlx5_0/ports/1/counters: Permission
+denied`, or `Input/output error`, `Too many levels of symbolic links`) is named in its set's `unreadable_folders`
+with the reason: a counter that folder would hold is then unreadable too (`unread_folder()`), not one the port
+lacks. A path the reader found no file at (`No such file or directory`, an unmatched
 glob) goes to `absent`. A counter stuck at the top of its width (`symbol_error` 65535, a 32-bit
 `port_xmit_wait` 4294967295) no longer counts: it is named in `saturated`: its increase reads 0 whatever the link does.
 
@@ -44,6 +47,9 @@ _SYSFS = re.compile(_WHERE + r":(?P<value>.*)$")
 # A reader's error on stderr when 2>&1 kept it: GNU grep and coreutils print `PROG: FILE: strerror`.
 _READ_ERROR = re.compile(r"^(?P<prog>grep|cat|head|tail):\s+(?P<path>\S.*?):\s+(?P<reason>[A-Z][^:]*)$")
 _COUNTER_PATH = re.compile(_WHERE + "$")
+# A counters folder itself, when the reader could not open or list it: DEVICE/ports/N/GROUP or DEVICE/hw_counters.
+_FOLDER_PATH = re.compile(r"^(?:.*/)?(?:(?P<device>[^/\s]+)/ports/(?P<port>[0-9]+)/(?P<group>counters|hw_counters)"
+                          r"|(?<!ports/)(?P<whole>[^/\s]+)/hw_counters)/?$")
 # The start of a counter line the output stopped inside (before its `:VALUE`, or right after the colon).
 _SYSFS_CUT = re.compile(r"^(?:.*/)?[^/\s:]+/(?:ports(?:/[0-9]*(?:/\w*(?:/[^/\s:]*:?)?)?)?|hw_c\w*(?:/[^/\s:]*:?)?)$")
 _NOT_AVAILABLE = re.compile(r"^N/A\b", re.IGNORECASE)
@@ -96,6 +102,14 @@ COUNTER_BITS: dict[str, int] = {
     "excessive_buffer_overrun_errors": 4, "VL15_dropped": 16, "port_xmit_wait": 32,
 }
 _CEILINGS = {(1 << 32) - 1, (1 << 64) - 1}
+# What the kernel serves under a port's counters/: the PMA's PortCounters and their extended packet counts, a
+# fixed table (drivers/infiniband/core/sysfs.c). Every other counter is a driver's, under hw_counters/.
+PMA_COUNTERS = frozenset(PERFQUERY_NAMES.values())
+
+
+def folder_of(name: str) -> str:
+    """The folder of a port that holds the counter: `counters` for the PMA's, `hw_counters` for a driver's."""
+    return "counters" if name in PMA_COUNTERS else "hw_counters"
 
 
 def saturated(name: str, value: int, narrow: bool = True) -> bool:
@@ -118,10 +132,20 @@ class PortCounterSet(Fact):
     # name -> what was printed instead of a number (`N/A (no PMA)`, `Permission denied`): never a zero.
     unreadable: dict[str, str] = Field(default_factory=dict)
     saturated: list[str] = Field(default_factory=list)  # names at the ceiling of their width
+    # group (`counters`, `hw_counters`) -> why the reader could not read that whole folder (`Permission denied`)
+    unreadable_folders: dict[str, str] = Field(default_factory=dict)
 
     def value(self, name: str) -> int | None:
         """A counter by its sysfs name, from either group; None when it is absent or unreadable."""
         return self.counters.get(name, self.hw_counters.get(name))
+
+    def unread_folder(self, name: str) -> tuple[str, str] | None:
+        """(the folder's path, what the reader printed) when the counter has no value because the folder that
+        would hold it could not be read: then it is unreadable, not absent."""
+        group = folder_of(name)
+        if self.value(name) is not None or name in self.unreadable or group not in self.unreadable_folders:
+            return None
+        return f"{self.device}/ports/{self.port}/{group}", self.unreadable_folders[group]
 
 
 class DeviceCounterSet(Fact):
@@ -131,9 +155,16 @@ class DeviceCounterSet(Fact):
     hw_counters: dict[str, int] = Field(default_factory=dict)
     unreadable: dict[str, str] = Field(default_factory=dict)
     saturated: list[str] = Field(default_factory=list)
+    unreadable_folders: dict[str, str] = Field(default_factory=dict)  # `hw_counters` -> why it could not be read
 
     def value(self, name: str) -> int | None:
         return self.hw_counters.get(name)
+
+    def unread_folder(self, name: str) -> tuple[str, str] | None:
+        """As PortCounterSet's: the device has one folder, hw_counters, that holds any counter of its own."""
+        if self.value(name) is not None or name in self.unreadable or "hw_counters" not in self.unreadable_folders:
+            return None
+        return f"{self.device}/hw_counters", self.unreadable_folders["hw_counters"]
 
 
 class PortCounters(Parsed):
@@ -177,7 +208,8 @@ def _ordered(table: _Reading) -> list[PortCounterSet]:
 
 def _devices(table: _Reading) -> list[DeviceCounterSet]:
     return [DeviceCounterSet(device=e["device"], hw_counters=e["hw_counters"], unreadable=e["unreadable"],
-                             saturated=[n for n, v in e["hw_counters"].items() if saturated(n, v)])
+                             saturated=[n for n, v in e["hw_counters"].items() if saturated(n, v)],
+                             unreadable_folders=e["unreadable_folders"])
             for e in table.values() if e["port"] is None]
 
 
@@ -185,7 +217,7 @@ def _port_entry(reading: _Reading, m: re.Match[str]) -> dict[str, Any]:
     whole = m.group("whole")
     key = (whole, None) if whole else (m.group("device"), int(m.group("port")))
     return reading.setdefault(key, {"device": key[0], "port": key[1], "counters": {}, "hw_counters": {},
-                                    "unreadable": {}})
+                                    "unreadable": {}, "unreadable_folders": {}})
 
 
 def parse_port_counters(text: str) -> PortCounters:
@@ -225,6 +257,11 @@ def parse_port_counters(text: str) -> PortCounters:
         elif counter:
             entry = _port_entry(readings[-1], counter)
             entry["unreadable"][counter.group("name")] = reason
+        elif folder := _FOLDER_PATH.match(path):
+            # The set is made even with nothing read from it: a port whose one folder failed is still a port the
+            # host has, and its counters are ones it could not read.
+            entry = _port_entry(readings[-1], folder)
+            entry["unreadable_folders"][folder.group("group") or "hw_counters"] = reason
         else:
             fail(kind, f"{m.group('prog')} could not read {path}: {reason}", line)
 

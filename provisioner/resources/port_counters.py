@@ -6,7 +6,9 @@ Counters are read in the host's one exec: from sysfs (`class/infiniband/*/ports/
 per second: a counter that is high but no longer growing is old damage, one that grows is a live fault.
 Each check names the port and the counter (`mlx5_0/1 symbol_error`). A counter file the kernel could not read
 (`N/A (no PMA)` on a device without a performance-management agent, `Permission denied`) is a check that could
-not be made: an error with what the host printed, never a zero and never a counter the port lacks.
+not be made: an error with what the host printed, never a zero and never a counter the port lacks. So is a
+counter whose whole folder could not be read (`grep: mlx5_0/ports/1/counters: Permission denied`): the error
+names the folder and what was printed.
 
 Some drivers keep counters for the whole device in `DEVICE/hw_counters` (AWS EFA's `cmds_err`, `create_qp_err`;
 hfi1's `RcvOverflow,32`; mlx5's RoCE counters in switchdev mode). The same grep reads that file for each named
@@ -69,7 +71,8 @@ def _read(spec: PortCountersSpec) -> str:
     # A device's own counters by name only: an hfi1 device has about a thousand, and the check needs a few.
     paths += [f"{device}/hw_counters/{sh(name)}" for name in _device_names(spec)]
     # stderr joins stdout: grep's `grep: PATH: REASON` is what tells a file the kernel refused (a write-only or
-    # broken hw_counter: Permission denied, Input/output error), which the parser marks unreadable, from an
+    # broken hw_counter: Permission denied, Input/output error; or a whole folder of them, whose counters are then
+    # unreadable too), which the parser marks unreadable, from an
     # unmatched path (no hw_counters group, a counter the device does not keep: No such file or directory), which
     # it marks absent. grep flushes its output before each message, so a message never lands inside a counter
     # line; its exit status 2 for those messages is dropped by the probe's `true`.
@@ -121,8 +124,9 @@ def _limits(spec: PortCountersSpec) -> list[tuple[str, float, bool]]:
 
 
 def _has(counters: _Counters, name: str) -> bool:
-    """The set holds the counter, read or not: a file the kernel could not read is still the set's own."""
-    return counters.value(name) is not None or name in counters.unreadable
+    """The set holds the counter, read or not: a file the kernel could not read is still the set's own, and so is
+    one in a folder of the set the host could not read."""
+    return counters.value(name) is not None or name in counters.unreadable or counters.unread_folder(name) is not None
 
 
 def _unreadable(where: str, counter: str, *readings: _Counters | None) -> str | None:
@@ -131,6 +135,8 @@ def _unreadable(where: str, counter: str, *readings: _Counters | None) -> str | 
     for reading in readings:
         if reading is not None and counter in reading.unreadable:
             return f"cannot read {where} {counter}: the host printed {reading.unreadable[counter]!r}"
+        if reading is not None and (folder := reading.unread_folder(counter)):
+            return f"cannot read {where} {counter}: the host could not read {folder[0]} and printed {folder[1]!r}"
     return None
 
 

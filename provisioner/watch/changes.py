@@ -2,9 +2,9 @@
 
 A snapshot is one cycle's view of a host: its drift items (as audit's JSON shows them, already cleaned),
 its error counters and its links' carrier changes. Watch reports changes, never repeats: drift that
-appeared, changed or went away, an error counter that rose (with its rate per second) or that the host could
-read before and cannot now, a link that went down (and up again) between two cycles, a host that went down or
-came back, a session logged into again.
+appeared, changed or went away, an error counter that rose (with its rate per second), that the host could
+read before and cannot now, or that it reads again after it could not, a link that went down (and up again)
+between two cycles, a host that went down or came back, a session logged into again.
 A host that was down is compared, once back, with its last snapshot from before it went down.
 """
 
@@ -18,7 +18,7 @@ from provisioner.parsers.port_counters import saturated
 from provisioner.watch.links import LinkReading
 
 ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "counter_unreadable",
-                     "link_flap", "link_down", "link_up", "host_down", "host_back", "reconnected"]
+                     "counter_readable", "link_flap", "link_down", "link_up", "host_down", "host_back", "reconnected"]
 # Kinds that mean something went wrong (an alert); the others are news (something recovered, or began).
 BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "counter_unreadable", "link_flap",
                                  "link_down", "host_down"})
@@ -114,6 +114,8 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
     seconds = max(cur.at - base.at, 1e-9)
     for name, value in cur.links.counters.items():
         before = base.links.counters.get(name)
+        # A counter unreadable at the previous cycle has no value there, so none is turned into a rise across the
+        # gap (counter_readable below says why).
         if before is not None and value > before:  # a drop is a reset (reboot, driver reload): a new base
             delta = value - before
             # IB error counters stop at the top of their width and never wrap: past that, this is the
@@ -123,13 +125,27 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
             changes.append(Change(cur.host, cur.at, "counter_rose", name,
                                   f"+{delta} in {seconds:.0f} s ({delta / seconds:.3g}/s), now {value}{stuck}",
                                   delta, delta / seconds))
-    for name, printed in cur.links.unreadable.items():
+    for name, before in base.links.counters.items():
         # Only a counter read at the previous cycle: one the host never could read (no PMA) is said once, in the
-        # first cycle's summary, and one still unreadable was reported when it turned so.
-        if name in base.links.counters:
+        # first cycle's summary, and one still unreadable was reported when it turned so. Its own file or its whole
+        # folder may have failed.
+        printed = cur.links.why_unreadable(name) if name not in cur.links.counters else None
+        if printed is not None:
             changes.append(Change(cur.host, cur.at, "counter_unreadable", name,
-                                  f"can no longer be read (was {base.links.counters[name]}): the host printed "
+                                  f"can no longer be read (was {before}): the host printed "
                                   f"{printed!r}; a rise cannot be seen until it reads again"))
+    for name, value in cur.links.counters.items():
+        was = base.links.why_unreadable(name)
+        if was is None:
+            continue
+        # No rise and no rate here: the last value read before the gap is not compared with this one. What made
+        # the counter unreadable (a firmware reset, a driver reload, an unbound device) often zeroes it as well,
+        # and how long it was out is known only to the cycle, so a difference would be a guess at a rise that may
+        # have happened before the gap, or a reset read as calm. This value is the base the next cycle's rise is
+        # counted from (base is this snapshot, which holds it).
+        changes.append(Change(cur.host, cur.at, "counter_readable", name,
+                              f"can be read again, now {value} (the host printed {was!r} before); rises are "
+                              "counted from this value"))
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)
         if before is None or value <= before:
@@ -148,7 +164,8 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
 
 
 def _summary(cur: Snapshot) -> str:
-    where = {name.split(" ")[0] for name in [*cur.links.counters, *cur.links.unreadable]}
+    where = {name.split(" ")[0] for name in [*cur.links.counters, *cur.links.unreadable,
+                                             *cur.links.unreadable_folders]}
     ports = len({w for w in where if "/" in w})  # "mlx5_0/1"; a device's own counters are under "efa_0"
     devices = f", {len(where) - ports} RDMA devices" if len(where) > ports else ""
     unreadable = cur.links.unreadable
@@ -156,6 +173,11 @@ def _summary(cur: Snapshot) -> str:
     cannot = (f"; {len(unreadable)} error counter{'s' if len(unreadable) > 1 else ''} unreadable ({first[0]}: "
               f"the host printed {first[1]!r}"
               + (", ..." if len(unreadable) > 1 else "") + ")") if first else ""
+    folders = cur.links.unreadable_folders
+    first_folder = next(iter(folders.items()), None)
+    cannot += (f"; {len(folders)} counter folder{'s' if len(folders) > 1 else ''} unreadable ({first_folder[0]}: "
+               f"the host printed {first_folder[1]!r}" + (", ..." if len(folders) > 1 else "") + ")"
+               ) if first_folder else ""
     return (f"{len(cur.drift)} drift items, {ports} RDMA ports{devices}, {len(cur.links.carrier_changes)} links watched"
             + cannot + (f"; counters: {cur.links.problem}" if cur.links.problem else ""))
 

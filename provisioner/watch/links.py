@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
-from provisioner.parsers.port_counters import parse_port_counters
+from provisioner.parsers.port_counters import folder_of, parse_port_counters
 from provisioner.resources.base import Probe, Results, sh
 
 NET_MARK = "@@fabnet-net"
@@ -53,7 +53,16 @@ class LinkReading:
     # error counters the host has but could not read, named as in `counters` -> what it printed instead
     # (`N/A (no PMA)`, `Permission denied`)
     unreadable: dict[str, str] = field(default_factory=dict)
+    # whole folders the host could not read, "mlx5_0/1 counters" or "efa_0 hw_counters" -> what it printed
+    unreadable_folders: dict[str, str] = field(default_factory=dict)
     problem: str | None = None  # why the counters could not be read, if so
+
+    def why_unreadable(self, name: str) -> str | None:
+        """What the host printed instead of the counter's value: its own file's complaint or its folder's."""
+        if name in self.unreadable:
+            return self.unreadable[name]
+        where, _, counter = name.rpartition(" ")
+        return self.unreadable_folders.get(f"{where} {folder_of(counter) if '/' in where else 'hw_counters'}")
 
 
 def probe(sysfs_root: str) -> Probe:
@@ -63,11 +72,15 @@ def probe(sysfs_root: str) -> Probe:
     # traffic, and every cycle would send and parse them all. A name the driver lacks stays an unmatched
     # pattern, left out by the shell's own test (no process; else grep would send a `No such file` line per
     # name, about sixty, every cycle). grep's complaints join its output: a counter file the kernel refused
-    # (Permission denied, Input/output error) is one the parser marks unreadable.
+    # (Permission denied, Input/output error) is one the parser marks unreadable. A folder the shell cannot enter
+    # (a link that loops, or one not searchable by a login that is not root) leaves its names unmatched, so it is
+    # named to grep itself, whose complaint about it marks its counters unreadable rather than gone.
     files = " ".join([*(f"*/ports/*/*counters/{name}" for name in sorted(ERROR_COUNTERS)),
                       *(f"*/hw_counters/{name}" for name in sorted(DEVICE_ERROR_COUNTERS))])
     counters = (f'( cd -- {infiniband} 2>/dev/null && set -- && for f in {files}; do [ -e "$f" ] && set -- "$@" "$f"; '
-                'done; [ $# -eq 0 ] || grep -H . "$@" 2>&1 )')
+                'done; for d in */ports/*/*counters */hw_counters; do { { [ -L "$d" ] && ! [ -e "$d" ]; } || '
+                '{ [ -d "$d" ] && ! [ -x "$d" ]; }; } && set -- "$@" "$d"; done; '
+                '[ $# -eq 0 ] || grep -r -H . "$@" 2>&1 )')
     net = "grep -H . /sys/class/net/*/carrier_changes /sys/class/net/*/carrier 2>/dev/null"
     return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; true", timeout=20)
 
@@ -93,6 +106,7 @@ def parse(text: str) -> LinkReading:
                 reading.counters[f"{where} {name}"] = value
         reading.unreadable.update({f"{where} {name}": printed for name, printed in port.unreadable.items()
                                    if name in ERROR_COUNTERS})
+        reading.unreadable_folders.update({f"{where} {group}": why for group, why in port.unreadable_folders.items()})
     ports = parsed.ports if parsed is not None else []
     for device in parsed.devices if parsed is not None else []:
         own = [port for port in ports if port.device == device.device]
@@ -110,6 +124,8 @@ def parse(text: str) -> LinkReading:
                 continue  # the same old EFA copy, as above: the port's stands for both
             if name in DEVICE_ERROR_COUNTERS:
                 reading.unreadable[f"{device.device} {name}"] = printed
+        reading.unreadable_folders.update({f"{device.device} {group}": why
+                                           for group, why in device.unreadable_folders.items()})
     for line in net_text.splitlines():
         m = _NET.match(line.strip())
         if m and m.group("iface") != "lo":

@@ -1,16 +1,18 @@
 """watch and the error counters a host has but cannot read: one that turns unreadable is reported once, naming
-the host, the port and what was printed; one that never could be read is never reported as a change."""
+the host, the port and what was printed, and once more when it reads again; one that never could be read is never
+reported as a change."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from provisioner.output.watch_report import change_line
+from provisioner.output.html_report import COLORS
+from provisioner.output.watch_report import LABELS, change_line
 from provisioner.watch import links
-from provisioner.watch.changes import HostTrack, snapshot
+from provisioner.watch.changes import ChangeKind, HostTrack, snapshot
 
 
 def host() -> dict[str, Any]:
@@ -46,8 +48,13 @@ def test_a_counter_that_turns_unreadable_is_reported_once() -> None:
     assert "gpu01 COUNTER UNREADABLE mlx5_0/1 symbol_error: can no longer be read" in change_line(change)
     # Still unreadable: not a change.
     assert track.advance(snapshot(host(), reading(DENIED, OTHER), 120.0)) == []
-    # Readable again, then refused again: a new change each time it turns unreadable.
-    assert track.advance(snapshot(host(), reading(READ, OTHER), 180.0)) == []
+    # Readable again (said once), then refused again: a new change each time it turns.
+    [back] = track.advance(snapshot(host(), reading(READ, OTHER), 180.0))
+    assert (back.kind, back.subject, back.bad, back.delta, back.rate) == ("counter_readable", "mlx5_0/1 symbol_error",
+                                                                          False, None, None)
+    assert "now 0" in back.detail and "'Permission denied'" in back.detail
+    assert "gpu01 counter readable mlx5_0/1 symbol_error: can be read again, now 0" in change_line(back)
+    assert track.advance(snapshot(host(), reading(READ, OTHER), 200.0)) == []
     assert [c.kind for c in track.advance(snapshot(host(), reading(DENIED, OTHER), 240.0))] == ["counter_unreadable"]
 
 
@@ -59,6 +66,39 @@ def test_a_counter_never_readable_is_said_in_the_first_summary_only() -> None:
     assert "2 error counters unreadable (i40iw0/1 link_downed: the host printed 'N/A (no PMA)', ...)" in first.detail
     for at in (60.0, 120.0, 180.0):
         assert track.advance(snapshot(host(), reading(*no_pma), at)) == []
+
+
+def test_a_value_before_and_after_the_gap_is_no_rise() -> None:
+    # 5 before the gap and 9 after it: what happened in between is unknown (the cause of the gap may have reset it),
+    # so no rise and no rate; the next rise is counted from 9.
+    track = HostTrack()
+    track.advance(snapshot(host(), reading("mlx5_0/ports/1/counters/symbol_error:5", OTHER), 0.0))
+    assert [c.kind for c in track.advance(snapshot(host(), reading(DENIED, OTHER), 60.0))] == ["counter_unreadable"]
+    [back] = track.advance(snapshot(host(), reading("mlx5_0/ports/1/counters/symbol_error:9", OTHER), 120.0))
+    assert (back.kind, back.delta, back.rate) == ("counter_readable", None, None)
+    [rose] = track.advance(snapshot(host(), reading("mlx5_0/ports/1/counters/symbol_error:12", OTHER), 180.0))
+    assert (rose.kind, rose.delta, rose.rate) == ("counter_rose", 3, 0.05)
+
+
+def test_a_counter_unreadable_from_the_start_that_reads_later_is_said_once() -> None:
+    track = HostTrack()
+    no_pma = "i40iw0/ports/1/counters/link_downed:N/A (no PMA)"
+    [first] = track.advance(snapshot(host(), reading(no_pma), 0.0))
+    assert first.kind == "watching"  # no false alarm in the first cycle, either way
+    [back] = track.advance(snapshot(host(), reading("i40iw0/ports/1/counters/link_downed:2"), 60.0))
+    assert (back.kind, back.subject) == ("counter_readable", "i40iw0/1 link_downed")
+    assert "'N/A (no PMA)'" in back.detail and "now 2" in back.detail
+    assert track.advance(snapshot(host(), reading("i40iw0/ports/1/counters/link_downed:2"), 120.0)) == []
+
+
+def test_a_host_first_seen_readable_has_no_readable_change() -> None:
+    assert [c.kind for c in HostTrack().advance(snapshot(host(), reading(READ, OTHER), 0.0))] == ["watching"]
+
+
+def test_every_change_kind_has_a_label_and_a_colour() -> None:
+    kinds = set(get_args(ChangeKind))
+    assert kinds <= set(LABELS)
+    assert kinds - {"watching"} <= set(COLORS)
 
 
 def test_a_device_counter_that_turns_unreadable_names_the_device() -> None:
