@@ -81,7 +81,7 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_proxy.proxy_failures,
     rules_job.crashes,
     rules_launch.launcher_failures, rules_pmix.pmix_wireup, rules_pmix.pmix_library, rules_elastic.exit_barrier,
-    rules_stepd.consequences,
+    rules_stepd.memory_error, rules_stepd.consequences,
 ]
 # A rank the launcher or scheduler saw die, or a step whose MPI wire-up failed before NCCL ran (its ranks hung or
 # were killed in start-up), explains what the generic crash rule and the stalled-path rules would otherwise blame:

@@ -1,6 +1,10 @@
 """What Slurm's step daemon prints of a job's end that is no rank's death (launch_lines reads the verdicts; each
 wording from src/slurmd/slurmstepd/req.c, _handle_signal_container):
 
+- `*** STEP 1234.0 ON gpu04 UNCORRECTABLE MEMORY ERROR AT <time> ***` (JOB too; 17.02 to 25.05): the
+  node_features/knl_generic plugin saw the node's count of uncorrectable memory errors in the kernel's EDAC counters
+  (its McPath, `/sys/devices/system/edac/mc/mc*/csrow*/ue_count`) go up, and told every step on that node. The
+  node's memory failed: a hardware cause on that node, ranked like a GPU's hardware fault.
 - `*** STEP 1234.0 ON gpu04 FAILED (non-zero exit code or other failure mode) ***`: slurmctld had already marked the
   job FAILED (its batch script ended with a non-zero code or on a signal, a SPANK plugin failed the launch) and
   ends the steps still running. The consequence of that failure, never its cause.
@@ -18,17 +22,45 @@ in the detail of the verdict it follows (reasons).
 
 from __future__ import annotations
 
-from provisioner.explain.evidence import evidence
+import re
+
+from provisioner.explain.evidence import evidence, grep
 from provisioner.explain.launch_lines import REASON, End, read_ends
 from provisioner.explain.logs import Log
 from provisioner.explain.model import Cause
 from provisioner.parsers._text import unique
 
+MEMORY = "node-memory-error"
 FAILED = "job-failed"
 REQUEUED = "job-requeued"
 CONSEQUENCES = {FAILED, REQUEUED}
 # The causes read from slurmstepd's verdicts, whose evidence holds the REASON line that follows one.
 _VERDICT_CAUSES = CONSEQUENCES | {"step-time-limit", "node-failure", "job-cancelled", "rank-exited", "rank-killed"}
+
+_UME = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) UNCORRECTABLE MEMORY ERROR AT (?P<at>\S+)")
+
+
+def memory_error(logs: list[Log]) -> list[Cause]:
+    hits = grep(logs, _UME)
+    if not hits:
+        return []
+    where = unique([m["host"] for _, m in hits])
+    steps = unique([m["id"] for _, m in hits])
+    nodes = ", ".join(where)
+    return [Cause(
+        id=MEMORY, title=f"an uncorrectable memory error on {nodes}",
+        detail=f"Slurm told the job's steps ({', '.join(steps)}) on {nodes} that the node's memory had an "
+               "uncorrectable error: the kernel's EDAC count of uncorrected errors there went up (Slurm's "
+               "knl_generic plugin watches it). Data in that node's RAM was lost, so its processes crash or compute "
+               "on bad data, and the errors the other ranks report after that follow from it. It is that node's "
+               "hardware, not the job or the network.",
+        fix="Drain the node (`scontrol update NodeName=NODE State=DRAIN Reason=\"uncorrectable memory error\"`), "
+            "then find the DIMM on it: `ras-mc-ctl --errors` and `ras-mc-ctl --summary` (rasdaemon), `edac-util -v`, "
+            "the `ue_count` files under `/sys/devices/system/edac/mc/`, and the kernel log (`journalctl -k | grep -i "
+            "-e edac -e mce -e 'hardware error'`). Replace or reseat the DIMM the memory controller names and test the "
+            "memory before the node takes jobs again.",
+        score=94, hosts=where, evidence=evidence([line for line, _ in hits]))]
+
 
 def _named(ends: list[End]) -> tuple[str, list[str]]:
     """`step 1234.0, job 1235` and the nodes the lines name."""

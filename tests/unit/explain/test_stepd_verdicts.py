@@ -20,6 +20,7 @@ from tests.unit.explain._field import causes_of
 
 FAILED = "slurmstepd: error: *** STEP 656.0 ON c67 FAILED (non-zero exit code or other failure mode) ***"
 REQUEUE = "slurmstepd: error: *** JOB 656 ON c67 CANCELLED AT 2024-02-26T11:17:29 DUE TO JOB REQUEUE ***"
+UME = "slurmstepd: error: *** STEP 656.0 ON c68 UNCORRECTABLE MEMORY ERROR AT 2024-02-26T11:10:02 ***"
 EXIT = "srun: error: c68: task 14: Exited with exit code 1"
 
 
@@ -104,3 +105,19 @@ def test_a_reason_far_from_any_verdict_names_nothing() -> None:
     assert _causes("slurmstepd: error: *** REASON: RaisedSignal:9(Killed) ***") == []
     causes = _causes(FAILED, *["step output"] * 8, "slurmstepd: error: *** REASON: RaisedSignal:9(Killed) ***")
     assert "Slurm's reason" not in causes[0].detail, causes
+
+
+def test_a_node_s_uncorrectable_memory_error_is_a_hardware_cause_there() -> None:
+    causes = _causes(UME)
+    assert _ids(causes) == ["node-memory-error"], causes
+    assert causes[0].hosts == ["c68"] and causes[0].title == "an uncorrectable memory error on c68"
+    assert "drain" in causes[0].fix.lower() and "ras-mc-ctl" in causes[0].fix and "edac" in causes[0].fix.lower()
+    job = "[2019-02-26T11:10:02.001] error: *** JOB 656 ON c68 UNCORRECTABLE MEMORY ERROR AT 2019-02-26T11:10:02 ***"
+    assert _causes(job)[0].hosts == ["c68"]
+
+
+def test_the_memory_error_leads_the_failure_and_the_failed_step_after_it() -> None:
+    causes = _causes(UME, EXIT, "srun: error: Node failure on c68", FAILED)
+    ids = _ids(causes)
+    assert ids[0] == "node-memory-error" and ids[-1] == "job-failed", causes
+    assert "(node-memory-error)" in causes[-1].detail
