@@ -23,9 +23,13 @@ from provisioner.parsers._loggers import HOST_LABEL
 # `daemon`: the launcher's own daemon on a node failed; `exit`: it returned a non-zero code by itself.
 # `heartbeat`: a node's agent stopped answering torch's rendezvous; `terminated`: SIGTERM, which launchers send
 # to the ranks left after one failed; `task-failure`: Slurm's verdict that it ended the step because a task failed,
-# which reads like a cancel.
+# which reads like a cancel; `requeue`: Slurm ended the job to queue it again; `job-failed`: Slurm ended the steps
+# left of a job it had already marked FAILED. Those last two follow another failure or decision: no cause by
+# themselves (rules_stepd names them under the one the log holds).
 KINDS = ("signal", "exit", "oom", "limit", "node", "cancel", "missing", "daemon", "heartbeat", "terminated",
-         "task-failure")
+         "task-failure", "requeue", "job-failed")
+# slurmstepd's verdicts on a step or job, which the `*** REASON: ... ***` line after them explains.
+VERDICTS = ("limit", "node", "cancel", "task-failure", "requeue", "job-failed")
 
 
 @dataclass
@@ -181,7 +185,8 @@ def _hydra(log: Log) -> list[End]:
 # exit code 1` / `task 3: Segmentation fault (core dumped)` / `task 3: Out Of Memory`; `*** STEP 1234.0 ON gpu04
 # CANCELLED AT <time> DUE TO TIME LIMIT ***` (JOB too; 15.08 on: before, `*** STEP 1234.0 CANCELLED AT <time> ***
 # on gpu04`, `DUE TO TIME LIMIT on gpu04 ***`, `DUE TO NODE gpu04 FAILURE ***`), with no `DUE TO` for a cancel
-# up to 24.11 and `DUE to SIGNAL Killed` from 25.05 (req.c, _handle_signal_container); the cgroup's
+# up to 24.11 and `DUE to SIGNAL Killed` from 25.05 (req.c, _handle_signal_container), `DUE TO JOB REQUEUE` for a
+# job queued again (14.11 on; 14.11 to 15.08 with no `ON <node>`); the cgroup's
 # `Detected 1 oom_kill event in StepId=1234.0` (21.08 on) / `Detected 1 oom-kill event(s) in step 1234.0 cgroup`
 # (17.11 to 20.11) / `Job 41176 exceeded memory limit (3940736 > 2068480), being killed` (jobacct, older).
 _SRUN_TASK = re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<tasks>[0-9][0-9,\-\[\]]*): (?P<what>.+?)\s*$")
@@ -206,6 +211,16 @@ _LAUNCH_FAILED = re.compile(r"Task launch for (?:StepId=)?(?P<step>\S+) failed o
                             r"(?P<why>.*)")
 _EXECVE = re.compile(r"execve\(\): (?P<exe>[^:]+): (?P<why>No such file or directory|Permission denied)")
 STEP_FAILED = re.compile(r"srun: error: Unable to create (?:job )?step for job (?P<job>[0-9]+):\s*(?P<why>.*)")
+# slurmstepd's verdict when slurmctld ends the steps left of a job it marked FAILED (its batch script or a launch
+# failed, SIG_FAILURE; req.c, _handle_signal_container): `*** STEP 1234.0 ON gpu04 FAILED (non-zero exit code or
+# other failure mode) ***` (JOB too; 14.11.10 on), `*** JOB 1234 FAILED (...) on gpu04 ***` (14.03.8 to 14.11.9),
+# `*** JOB 1234 FAILED (...) ***` (1.3.5 to 14.03.7). The node is the step's first, the stepd that printed it.
+_JOB_FAILED = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>\S+) (?:ON (?P<host>\S+) )?FAILED \(non-zero exit code or other "
+                         r"failure mode\)(?: on (?P<host2>\S+))? \*\*\*")
+# The reason slurmctld gave for ending the job (its state description: `RaisedSignal:9(Killed)`, `Job is at or
+# exceeds QOS normal's max TRES(cpu) minutes of ...`, `Reservation R, which this job was running under, has ended`,
+# `job requeued in held state`), printed right after the verdict it explains (22.05 on): `*** REASON: %s ***`.
+REASON = re.compile(r"\*\*\* REASON: (?P<why>.+?)\s*\*\*\*\s*$")
 
 
 def _cancel(m: re.Match[str], line: LogLine, srun: LogLine | None) -> End:
@@ -217,8 +232,28 @@ def _cancel(m: re.Match[str], line: LogLine, srun: LogLine | None) -> End:
     if why == "TASK FAILURE" or (srun is not None and (not why or why.startswith("SIGNAL"))):
         return End("task-failure", [ln for ln in (srun, line) if ln], host, what="TASK FAILURE",
                    extra={"step": m["id"]})
-    kind = "limit" if "TIME" in why else "node" if "NODE" in why else "cancel"
+    # A requeue (14.11 on; a node failure's wording before) ends the run to start it again: no cancel by anyone.
+    kind = ("limit" if "TIME" in why else "node" if "NODE" in why else "requeue" if why == "JOB REQUEUE"
+            else "cancel")
     return End(kind, [line], host, what=why or "CANCELLED", extra={"step": m["id"]})
+
+
+def _reason(ends: list[End], line: LogLine, why: str) -> bool:
+    """Give slurmstepd's REASON line to the verdict just before it in this log (the stepd prints the two together;
+    a few lines of the ranks' output may come between); False where none did."""
+    verdict = next((e for e in reversed(ends) if e.kind in VERDICTS), None)
+    if verdict is None or not 0 < line.number - verdict.lines[-1].number <= 5:
+        return False
+    verdict.lines.append(line)
+    verdict.extra["reason"] = why
+    return True
+
+
+def _early(verdict: End, reason: tuple[LogLine, str] | None) -> None:
+    """Give the verdict a REASON line printed just before it."""
+    if reason is not None and 0 < verdict.lines[-1].number - reason[0].number <= 5:
+        verdict.lines.append(reason[0])
+        verdict.extra["reason"] = reason[1]
 
 
 def _slurm(log: Log) -> list[End]:
@@ -227,6 +262,7 @@ def _slurm(log: Log) -> list[End]:
     # operator cancelled the job.
     terminating: dict[str, LogLine] = {}
     operator = any(_BY_UID.search(line.text) for line in log.lines)
+    reason: tuple[LogLine, str] | None = None  # a REASON line seen before any verdict
     for line in log.lines:
         text = line.text
         # An exit of 143 (128 + SIGTERM) is a task that was itself asked to stop, by a cancel as often as not.
@@ -249,6 +285,16 @@ def _slurm(log: Log) -> list[End]:
                                 what=what))
         elif m := _STEP_CANCELLED.search(text):
             ends.append(_cancel(m, line, terminating.get(m["id"])))
+            _early(ends[-1], reason)
+            reason = None
+        elif m := _JOB_FAILED.search(text):
+            ends.append(End("job-failed", [line], m["host"] or m["host2"], what="FAILED", extra={"step": m["id"]}))
+            _early(ends[-1], reason)
+            reason = None
+        elif m := REASON.search(text):
+            # Printed after the verdict; a signal that carries the reason and no verdict (the SIGCONT slurmd sends
+            # before a cancel's SIGTERM) prints it before the verdict too.
+            reason = None if _reason(ends, line, m["why"]) else (line, m["why"])
         elif m := _SLURM_OOM.search(text):
             ends.append(End("oom", [line], own_host(line), what=text, extra={"step": m["step"] or m["step2"] or ""}))
         elif m := _NODE_FAILURE.search(text):

@@ -3,8 +3,8 @@ Causes with evidence, kept in one module per class (rules_socket, rules_containe
 rules_verbs, rules_provider, rules_events, rules_cuda, rules_cumem, rules_shm, rules_job, rules_nccl_tests, rules_proxy,
 rules_ras, rules_torch, rules_desync, rules_gloo, rules_launch, rules_elastic, rules_gdr, rules_rocm,
 rules_nvlink, rules_store, rules_plugins, rules_topo, rules_symmetric, rules_versions, rules_transport,
-rules_pcie, rules_enroot, rules_pmix; name lookups in lookups.py, the two ends of one link in completion_ends.py,
-the failing run of a log of several nccl-tests runs in nccl_runs.py).
+rules_pcie, rules_enroot, rules_pmix, rules_stepd; name lookups in lookups.py, the two ends of one link in
+completion_ends.py, the failing run of a log of several nccl-tests runs in nccl_runs.py).
 
 Scores order the answer: a cause that stops a job by itself (no interface, duplicate GPU, completion
 errors, unreachable peer, a device fault) ranks above its symptoms (a watchdog timeout, a dead peer, a
@@ -41,6 +41,7 @@ from provisioner.explain import (
     rules_rocm,
     rules_shm,
     rules_socket,
+    rules_stepd,
     rules_store,
     rules_symmetric,
     rules_topo,
@@ -80,6 +81,7 @@ RULES: list[Callable[[list[Log]], list[Cause]]] = [
     rules_proxy.proxy_failures,
     rules_job.crashes,
     rules_launch.launcher_failures, rules_pmix.pmix_wireup, rules_pmix.pmix_library, rules_elastic.exit_barrier,
+    rules_stepd.memory_error, rules_stepd.consequences,
 ]
 # A rank the launcher or scheduler saw die, or a step whose MPI wire-up failed before NCCL ran (its ranks hung or
 # were killed in start-up), explains what the generic crash rule and the stalled-path rules would otherwise blame:
@@ -91,7 +93,9 @@ NARROWED = {"host-slower-transport": "ib-not-used",
             # A task whose container never started exited for that reason, not by its program's error.
             "container-start-failed": "rank-exited",
             # MPI_Init failing because its PMIx exchange between the nodes did says more than MPI_Init failing.
-            rules_pmix.ID: "mpi-init-failed"}
+            rules_pmix.ID: "mpi-init-failed",
+            # Traffic that stopped where Slurm requeued the job stopped because the run was ended there.
+            rules_stepd.REQUEUED: "mtu-blackhole"}
 # Rules that only summarise what others explain better: used when nothing else names a failure.
 FALLBACK: list[Callable[[list[Log]], list[Cause]]] = [rules_job.nccl_error, rules_bootstrap.init_unfinished]
 
@@ -162,12 +166,15 @@ def explain(logs: list[tuple[str, str]], aliases: Mapping[str, str] | None = Non
     causes = rules_pmix.lead(causes, [(name, text) for name, text, _ in texts])
     # A hang with nothing else to explain it, on PCIe peer paths: read once every other rule has spoken.
     causes = rules_pcie.defer(causes + rules_pcie.p2p_hang(read, causes))
-    if not causes:
+    # A failed or requeued job's verdict follows a cause it does not name: the summaries may still be the best one.
+    if all(c.id in rules_stepd.CONSEQUENCES for c in causes):
         for rule in FALLBACK:
             causes += rule(read)
     causes = rules_ras.fold(rules_proxy.fold(causes), read)
     causes = rules_cuda.in_log_order(causes, read)
     causes = [_unnamed(c) for c in causes]
+    # Slurm's reason beside the verdict it gave; a failed or requeued job's verdict under what it follows.
+    causes = rules_stepd.follow(rules_stepd.reasons(causes))
     causes.sort(key=lambda c: -c.score)
     networks = [use for log in read if (use := network_use(log)) is not None]
     return Explanation(files=[name for name, _ in logs], networks=networks, causes=causes)
