@@ -13,7 +13,8 @@
 # Needs the kit of bench/gpu/kit.sh (an SSH server, ip, ping and fabnet's wheels; the GPU image may lack
 # them). From the repository root, on the GPU machine, as root:
 #   KIT=.gpukit OUT=DIR bash bench/gpu/two-hosts.sh            (see bench/README.md; about 2 minutes)
-# PYTHON (default: python3) must have torch; SIZES (default 1M:512M) and ITERS (20) set the sweep.
+# PYTHON (default: python3) must have torch; SIZES (default 1M:512M) and ITERS (20) set the sweep; HOSTS (2)
+# servers, one rank each (three or more: the per-host comparison and its pairs run too).
 # FAULTS=1 then runs two failures through the same path: both ranks given one NCCL_HOSTID (NCCL refuses
 # them as one GPU twice), and node2's rank killed with SIGKILL, then stopped with SIGSTOP (a rank that hangs),
 # KILL_AFTER (9) seconds after it started.
@@ -21,7 +22,7 @@ set -u
 K=$(readlink -f "${KIT:-.gpukit}"); O=${OUT:-/tmp/fabnet-gpu}; mkdir -p "$O"
 W=${WORK:-/opt/fabnet-two}  # not under /tmp: each server mounts a /tmp of its own over it
 PY=$(command -v "${PYTHON:-python3}"); REPO=$PWD
-SIZES=${SIZES:-1M:512M}; ITERS=${ITERS:-20}
+SIZES=${SIZES:-1M:512M}; ITERS=${ITERS:-20}; N=${HOSTS:-2}  # hosts (and ranks), 2 to 9
 rm -rf "$W"; mkdir -p "$W"; cp -a "$K/bin" "$K/libexec" "$K/lib" "$W/"
 echo "== machine"
 nvidia-smi -L 2>&1; "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), \
@@ -48,7 +49,7 @@ cp "$W/id.pub" "$W/authorized_keys"; : > "$W/known_hosts"
 # A session gets sshd's own environment, not this one: give it what torch needs to find the GPU's driver.
 keep=$(env | grep -E '^(PATH|LD_LIBRARY_PATH|CUDA_[A-Z_]*|NVIDIA_[A-Z_]*)=' | grep -v '[" ]' | tr '\n' ' ')
 servers=(); trap 'kill "${servers[@]}" 2>/dev/null' EXIT
-for i in 1 2; do
+for i in $(seq 1 "$N"); do
   port=22$i$i
   cat > "$W/sshd$i.conf" <<EOF
 ListenAddress 127.0.0.$i:$port
@@ -74,8 +75,8 @@ all:
   children:
     gpu:
       hosts:
-        node1: {ansible_host: 127.0.0.1, ansible_port: 2211, data_ip: 127.0.0.1}
-        node2: {ansible_host: 127.0.0.2, ansible_port: 2222, data_ip: 127.0.0.2}
+$(for i in $(seq 1 "$N"); do
+  echo "        node$i: {ansible_host: 127.0.0.$i, ansible_port: 22$i$i, data_ip: 127.0.0.$i}"; done)
       vars:
         ansible_user: root
         ansible_ssh_private_key_file: $W/id
@@ -102,7 +103,7 @@ echo "rc=$? seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {print b - 
 "$PY" -m provisioner smoke "$W/inventory.yml" -p "$W/playbook.yml" --sizes "$SIZES" --iters "$ITERS" \
   --timeout 300 > "$O/smoke-console.txt" 2>&1; echo "console rc=$?"; tail -n 30 "$O/smoke-console.txt"
 
-echo "== the same by hand: torch.distributed, two processes, the same sizes"
+echo "== the same by hand: torch.distributed, $N processes, the same sizes"
 byte_sizes=$("$PY" - "$SIZES" <<'EOF'
 import sys
 lo, hi = (int(float(p[:-1]) * (1 << {"K": 10, "M": 20, "G": 30}[p[-1]])) for p in sys.argv[1].split(":")[:2])
@@ -116,7 +117,7 @@ cat > "$W/hand.py" <<'EOF'
 import datetime, os, sys, time, warnings
 warnings.filterwarnings("ignore")
 import torch, torch.distributed as dist
-rank, world, port, sizes, iters = int(sys.argv[1]), 2, int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+rank, world, port, sizes, iters = int(sys.argv[1]), int(sys.argv[5]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 backend = "nccl" if torch.cuda.is_available() else "gloo"
 device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
 if backend == "nccl":
@@ -139,32 +140,34 @@ for size in map(int, sizes.split(",")):
 dist.destroy_process_group()
 EOF
 hand=()
-for r in 0 1; do
+for r in $(seq 0 $((N - 1))); do
   env NCCL_HOSTID="fabnet-two-hand$r" NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo NCCL_DEBUG=INFO \
     NCCL_DEBUG_SUBSYS=INIT,NET \
-    timeout 300 "$PY" "$W/hand.py" "$r" 29650 "$byte_sizes" "$ITERS" > "$O/hand-rank$r.txt" 2>&1 &
+    timeout 300 "$PY" "$W/hand.py" "$r" 29650 "$byte_sizes" "$ITERS" "$N" > "$O/hand-rank$r.txt" 2>&1 &
   hand+=($!)
 done
 wait "${hand[@]}"  # not the servers, which run until this script ends
-grep -h -m 4 -E "via NET|NET/Socket : Using|Duplicate GPU|nRanks 2 nNodes" "$O"/hand-rank*.txt
-"$PY" - "$O/hand-rank0.txt" "$O/hand-rank1.txt" "$O/smoke.json" <<'EOF'
+grep -h -m 4 -E "via NET|NET/Socket : Using|Duplicate GPU|nRanks [0-9]+ nNodes" "$O"/hand-rank*.txt
+"$PY" - "$O/smoke.json" "$O"/hand-rank*.txt <<'EOF'
 import json, statistics, sys
 times = {}
-for name in sys.argv[1:3]:
+n = len(sys.argv) - 2
+for name in sys.argv[2:]:
     for line in open(name):
         parts = line.split()
         if len(parts) == 2 and parts[0].isdigit():
             times[int(parts[0])] = max(times.get(int(parts[0]), 0.0), float(parts[1]))
-# nccl-tests' definition: busbw = size / time * 2(n-1)/n, n = 2
-hand = {size: size / seconds / 1e9 for size, seconds in sorted(times.items())}
+# nccl-tests' definition: busbw = size / time * 2(n-1)/n
+hand = {size: size / seconds / 1e9 * 2 * (n - 1) / n for size, seconds in sorted(times.items())}
 print("hand-run busbw GB/s by size:", {k: round(v, 3) for k, v in hand.items()})
 if hand:
     print(f"hand-run average busbw: {statistics.mean(hand.values()):.3f} GB/s")
 try:
-    smoke = json.load(open(sys.argv[3]))
+    smoke = json.load(open(sys.argv[1]))
 except ValueError as exc:
     sys.exit(f"no smoke JSON: {exc}")
 print("fabnet smoke:", {k: smoke.get(k) for k in ("verdict", "reason", "avg_busbw", "ranks", "exit_code")})
+print("fabnet pairs:", smoke.get("pair_figures"), [(c["check"], c["status"], c["message"]) for c in smoke["checks"]])
 for row in smoke.get("results") or []:
     print("  fabnet", {k: row.get(k) for k in ("size", "time_us", "algbw", "busbw", "wrong") if k in row})
 EOF
