@@ -235,6 +235,12 @@ def _cancel(m: re.Match[str], line: LogLine, srun: LogLine | None) -> End:
     # A requeue (14.11 on; a node failure's wording before) ends the run to start it again: no cancel by anyone.
     kind = ("limit" if "TIME" in why else "node" if "NODE" in why else "requeue" if why == "JOB REQUEUE"
             else "cancel")
+    if kind in ("limit", "cancel") or (kind == "node" and not node):
+        # The node in `ON <node>` (or `on <node>`) is where the step's first daemon printed the verdict, not a
+        # node at fault: a time limit or a cancel ends every node's ranks, and a failed node is named by
+        # srun's `Node failure on` line or, before 15.08, inside the verdict itself.
+        logged = host if host and re.search(r"[0-9A-Za-z]", host) else ""  # a masked name (`...`) names none
+        return End(kind, [line], None, what=why or "CANCELLED", extra={"step": m["id"], "logged_on": logged})
     return End(kind, [line], host, what=why or "CANCELLED", extra={"step": m["id"]})
 
 

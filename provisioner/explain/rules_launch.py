@@ -124,11 +124,20 @@ def _scheduler(ends: list[End]) -> list[Cause]:
     ):
         found = [e for e in ends if e.kind == kind]
         if found:
-            where = _where(found)
+            where = [e.host for e in found if e.host]
+            logged = unique([e.extra["logged_on"] for e in found if e.extra.get("logged_on")])
             reasons = unique([e.what.lower() for e in found])
-            detail = (f"{', '.join(reasons)} on {', '.join(where) or 'a node'}: the scheduler or launcher took the "
-                      "ranks there away." + CONSEQUENCE)
-            causes.append(_cause(id_, title + (f" ({where[0]})" if where else ""), detail, fix, score, found))
+            on = f" on {', '.join(where)}" if where else " on the job's nodes" if kind != "node" else ""
+            detail = f"{', '.join(reasons)}{on}: the scheduler or launcher took the ranks {'there' if where else ''}"
+            detail = detail.rstrip() + " away."
+            if logged:
+                # slurmstepd prints its verdict on the step's first node only (req.c: nodeid 0), naming that node.
+                detail += (f" Slurm's verdict was logged by the step daemon on {', '.join(logged)}, the step's first "
+                           "node: it names no node at fault.")
+                if kind == "node" and not where:
+                    detail += " The failed node is in srun's `Node failure on` line, slurmctld's log or `sinfo -R`."
+            causes.append(_cause(id_, title + (f" ({where[0]})" if where else ""), detail + CONSEQUENCE, fix,
+                                 score, found, where))
     return causes
 
 

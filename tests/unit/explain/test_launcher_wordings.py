@@ -86,16 +86,16 @@ CASES: dict[str, tuple[str, str, str, str | None, str]] = {
                   "exit code 1"),
     "step-time-limit": ("Slurm slurmstepd", "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
                         "slurmstepd: error: *** STEP 1234.0 ON gpu04 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME "
-                        "LIMIT ***\nsrun: error: gpu04: tasks 0-7: Terminated\n", "step-time-limit", "gpu04",
-                        "time limit"),
+                        "LIMIT ***\nsrun: error: gpu04: tasks 0-7: Terminated\n", "step-time-limit", None,
+                        "logged by the step daemon on gpu04, the step's first node"),
     "job-time-limit": ("Slurm slurmstepd, hpc-unibe-ch docs", "slurmstepd: error: *** JOB 41239 ON fnode01 CANCELLED "
-                       "AT 2016-11-30T11:22:57 DUE TO TIME LIMIT ***\n", "step-time-limit", "fnode01", ""),
+                       "AT 2016-11-30T11:22:57 DUE TO TIME LIMIT ***\n", "step-time-limit", None, "time limit"),
     "step-node-failure": ("Slurm slurmstepd", "slurmstepd: error: *** STEP 1234.0 ON gpu04 CANCELLED AT "
-                          "2024-05-01T10:00:00 DUE TO NODE FAILURE ***\n", "node-failure", "gpu04", ""),
+                          "2024-05-01T10:00:00 DUE TO NODE FAILURE ***\n", "node-failure", None, "sinfo -R"),
     "srun-node-failure": ("Slurm srun", "srun: error: Node failure on gpu04\nsrun: Job step aborted: Waiting up to 32 "
                           "seconds for job step to finish.\n", "node-failure", "gpu04", ""),
     "job-cancelled": ("Slurm slurmstepd (scancel)", "slurmstepd: error: *** JOB 1234 ON gpu04 CANCELLED AT "
-                      "2024-05-01T10:00:00 ***\n", "job-cancelled", "gpu04", ""),
+                      "2024-05-01T10:00:00 ***\n", "job-cancelled", None, "names no node at fault"),
     "slurm-oom-21": ("Slurm 21.08+ task/cgroup", "slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some "
                      "of the step tasks have been OOM Killed.\nsrun: error: gpu04: task 3: Out Of Memory\n",
                      "rank-oom", "gpu04", "memory limit"),
