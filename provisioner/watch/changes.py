@@ -179,8 +179,9 @@ def _last_values(counters: Mapping[str, int], under: str) -> str:
             if _where(name) == under or _where(name).startswith(under + "/")}
     if not mine:
         return "no error counter read"
-    # A port's own name is left out of the name of each of its counters; a device's keeps its ports' numbers.
-    raised = [f"{name[len(under):].lstrip(' ') or name} {value}" for name, value in sorted(mine.items()) if value]
+    # Its own counters by their names alone; a device's ports' counters by their whole names, which say the port.
+    raised = [f"{name.partition(' ')[2] if _where(name) == under else name} {value}"
+              for name, value in sorted(mine.items()) if value]
     return (f"{len(mine)} error counter{'s' if len(mine) > 1 else ''}, "
             + (f"not 0: {', '.join(raised)}" if raised else "all 0"))
 
