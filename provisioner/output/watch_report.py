@@ -19,7 +19,9 @@ from provisioner.output.stdout import print_json, writing
 LABELS = {
     "watching": "watching", "drift_new": "DRIFT", "drift_changed": "DRIFT CHANGED", "drift_gone": "drift gone",
     "counter_rose": "COUNTER", "counter_unreadable": "COUNTER UNREADABLE",
-    "counter_readable": "counter readable", "link_flap": "LINK FLAP",
+    "counter_readable": "counter readable", "device_gone": "DEVICE GONE", "device_back": "device back",
+    "port_gone": "PORT GONE", "port_back": "port back", "counter_gone": "COUNTER GONE", "counter_back": "counter back",
+    "link_flap": "LINK FLAP",
     "link_down": "LINK DOWN", "link_up": "link up", "host_down": "HOST DOWN", "host_back": "host back",
     "reconnected": "reconnected",
 }

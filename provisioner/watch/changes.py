@@ -3,8 +3,9 @@
 A snapshot is one cycle's view of a host: its drift items (as audit's JSON shows them, already cleaned),
 its error counters and its links' carrier changes. Watch reports changes, never repeats: drift that
 appeared, changed or went away, an error counter that rose (with its rate per second), that the host could
-read before and cannot now, or that it reads again after it could not, a link that went down (and up again)
-between two cycles, a host that went down or came back, a session logged into again.
+read before and cannot now, or that it reads again after it could not, an RDMA device, port or counter that is
+gone (no longer listed, with nothing printed about it) or back, a link that went down (and up again) between two
+cycles, a host that went down or came back, a session logged into again.
 A host that was down is compared, once back, with its last snapshot from before it went down.
 """
 
@@ -18,10 +19,13 @@ from provisioner.parsers.port_counters import saturated
 from provisioner.watch.links import LinkReading
 
 ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "counter_unreadable",
-                     "counter_readable", "link_flap", "link_down", "link_up", "host_down", "host_back", "reconnected"]
-# Kinds that mean something went wrong (an alert); the others are news (something recovered, or began).
-BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "counter_unreadable", "link_flap",
-                                 "link_down", "host_down"})
+                     "counter_readable", "device_gone", "device_back", "port_gone", "port_back", "counter_gone",
+                     "counter_back", "link_flap", "link_down", "link_up", "host_down", "host_back", "reconnected"]
+# Kinds that mean something went wrong (an alert); the others are news (something recovered, or began). A device
+# or port that is gone is an alert, as a link down is: the rail it served carries nothing now. A counter gone
+# while its port stays is one too, as an unreadable one is: its rises can no longer be seen.
+BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "counter_unreadable", "device_gone",
+                                 "port_gone", "counter_gone", "link_flap", "link_down", "host_down"})
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,7 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
         changes.append(Change(cur.host, cur.at, "counter_readable", name,
                               f"can be read again, now {value} (the host printed {was!r} before); rises are "
                               "counted from this value"))
+    changes += _presence_changes(base, cur)
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)
         if before is None or value <= before:
@@ -161,6 +166,75 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
             changes.append(Change(cur.host, cur.at, "link_down", iface, f"link is down ({delta} carrier changes)",
                                   delta))
     return changes
+
+
+def _where(name: str) -> str:
+    """The device or port a counter is under: "mlx5_0/1" of "mlx5_0/1 symbol_error", "efa_0" of "efa_0 cmds_err"."""
+    return name.partition(" ")[0]
+
+
+def _last_values(counters: Mapping[str, int], under: str) -> str:
+    """A device's or port's error counters as the last cycle read them: how many, and those that were not 0."""
+    mine = {name: value for name, value in counters.items()
+            if _where(name) == under or _where(name).startswith(under + "/")}
+    if not mine:
+        return "no error counter read"
+    # Its own counters by their names alone; a device's ports' counters by their whole names, which say the port.
+    raised = [f"{name.partition(' ')[2] if _where(name) == under else name} {value}"
+              for name, value in sorted(mine.items()) if value]
+    return (f"{len(mine)} error counter{'s' if len(mine) > 1 else ''}, "
+            + (f"not 0: {', '.join(raised)}" if raised else "all 0"))
+
+
+def _presence_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
+    """RDMA devices, ports and counters listed at `base` and not now, or now and not at `base`. The host printed
+    nothing about them: a device unbound, fallen off the PCIe bus or left without its driver takes its folder
+    along, so the listing is all that tells. Said once each: the next cycle compares with this one."""
+    before, now = base.links.present, cur.links.present
+    if before is None or now is None:
+        return []  # either cycle cannot say what is absent: a cut or unparsed output is no device lost
+    changes = []
+    for name in sorted(before - now):
+        device, _, port = name.partition("/")
+        if port and device not in now:
+            continue  # the device's own change says it
+        kind: ChangeKind = "port_gone" if port else "device_gone"
+        changes.append(Change(cur.host, cur.at, kind, name,
+                              f"is gone: {'its device no longer lists it' if port else 'no longer in class/infiniband'}"
+                              f" (unbound, off the PCIe bus, driver unloaded); last read: "
+                              f"{_last_values(base.links.counters, name)}"))
+    for name in sorted(now - before):
+        device, _, port = name.partition("/")
+        if port and device not in before:
+            continue
+        # No rise and no rate from the value before the gap (none is in `base`): what took the device away
+        # (a reset, a driver reload) zeroes its counters as well, as counter_readable says. These are the base.
+        changes.append(Change(cur.host, cur.at, "port_back" if port else "device_back", name,
+                              f"is present again (absent at the previous cycle); now: "
+                              f"{_last_values(cur.links.counters, name)}; rises are counted from these values"))
+    for name, value in base.links.counters.items():
+        # A counter whose file is gone while its device or port stays: a driver that no longer serves it. One its
+        # host printed an error for instead is unreadable (above), not gone.
+        if (name not in cur.links.counters and cur.links.why_unreadable(name) is None and _where(name) in now
+                and not _port_copy(cur, name)):
+            changes.append(Change(cur.host, cur.at, "counter_gone", name,
+                                  f"is gone while its {'port' if '/' in _where(name) else 'device'} stays (was "
+                                  f"{value}); a rise cannot be seen until it is back"))
+    for name, value in cur.links.counters.items():
+        if (name not in base.links.counters and base.links.why_unreadable(name) is None and _where(name) in before
+                and not _port_copy(base, name)):
+            changes.append(Change(cur.host, cur.at, "counter_back", name,
+                                  f"is present again, now {value}; rises are counted from this value"))
+    return changes
+
+
+def _port_copy(snap: Snapshot, name: str) -> bool:
+    """True for a device's counter that a port of the device has under its name too: links.parse leaves the
+    device's copy out while the two are equal (an old EFA driver served one list at both levels), so its absence
+    is no counter lost."""
+    where, _, counter = name.partition(" ")
+    return "/" not in where and any(n.startswith(where + "/") and n.endswith(" " + counter)
+                                    for n in snap.links.counters)
 
 
 def _summary(cur: Snapshot) -> str:

@@ -15,9 +15,12 @@ from provisioner.scheduler import Scheduler, SchedulerError
 from provisioner.scheduler.drain import POWERED_DOWN, Action, drain_failed
 from provisioner.watch.changes import Change
 
-# What drains a host: what audit's --drain-failed drains (drift, unreachable), and a sick link. An error counter
-# that can no longer be read is reported, not drained on: watch lost sight of the link, which may still be sound.
-DRAINS = frozenset({"drift_new", "drift_changed", "counter_rose", "link_flap", "link_down", "host_down"})
+# What drains a host: what audit's --drain-failed drains (drift, unreachable), a sick link, and an RDMA device or
+# port that is gone: a job placed there would find a rail missing, as with a link down. An error counter that can
+# no longer be read, or is gone while its port stays, is reported, not drained on: watch lost sight of the link,
+# which may still be sound.
+DRAINS = frozenset({"drift_new", "drift_changed", "counter_rose", "device_gone", "port_gone", "link_flap", "link_down",
+                    "host_down"})
 
 
 def causes(changes: Sequence[Change]) -> dict[str, str]:

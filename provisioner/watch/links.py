@@ -3,6 +3,8 @@
 Port counters are read as the port_counters resource reads them (every device and port under
 fabnet_sysfs_root's class/infiniband); carrier_changes and carrier come from /sys/class/net, which counts
 every time a link lost or regained its carrier, however briefly, so a flap between two cycles is still seen.
+After the counters, the devices and ports class/infiniband holds are listed: a device that was unbound, fell
+off the PCIe bus or lost its driver leaves no file to complain about, only a name that is no longer there.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from provisioner.parsers.port_counters import folder_of, parse_port_counters
 from provisioner.resources.base import Probe, Results, sh
 
 NET_MARK = "@@fabnet-net"
+RDMA_MARK = "@@fabnet-rdma"  # between the counters and the listing of devices and ports
+_PRESENT = re.compile(r"^(?P<device>[^/\s]+)(?:/ports/(?P<port>[0-9]+))?$")  # DEVICE or DEVICE/ports/N
 _NET = re.compile(r"^/sys/class/net/(?P<iface>[^/\s]+)/(?P<name>carrier_changes|carrier):(?P<value>-?[0-9]+)$")
 
 # Error counters whose rise means a sick link or port; traffic counters (packets, data) are left out. The
@@ -56,6 +60,10 @@ class LinkReading:
     # whole folders the host could not read, "mlx5_0/1 counters" or "efa_0 hw_counters" -> what it printed
     unreadable_folders: dict[str, str] = field(default_factory=dict)
     problem: str | None = None  # why the counters could not be read, if so
+    # The RDMA devices and ports the host has, "mlx5_0" and "mlx5_0/1", and so the counters it could have; None
+    # where this reading cannot say what is absent (an output without the listing, or cut before its end, or
+    # counters that did not parse): then nothing is reported gone.
+    present: frozenset[str] | None = None
 
     def why_unreadable(self, name: str) -> str | None:
         """What the host printed instead of the counter's value: its own file's complaint or its folder's."""
@@ -77,10 +85,14 @@ def probe(sysfs_root: str) -> Probe:
     # named to grep itself, whose complaint about it marks its counters unreadable rather than gone.
     files = " ".join([*(f"*/ports/*/*counters/{name}" for name in sorted(ERROR_COUNTERS)),
                       *(f"*/hw_counters/{name}" for name in sorted(DEVICE_ERROR_COUNTERS))])
-    counters = (f'( cd -- {infiniband} 2>/dev/null && set -- && for f in {files}; do [ -e "$f" ] && set -- "$@" "$f"; '
-                'done; for d in */ports/*/*counters */hw_counters; do { { [ -L "$d" ] && ! [ -e "$d" ]; } || '
-                '{ [ -d "$d" ] && ! [ -x "$d" ]; }; } && set -- "$@" "$d"; done; '
-                '[ $# -eq 0 ] || grep -r -H . "$@" 2>&1 )')
+    # Then every device and port, listed by the same subshell with the shell's own globs and printf (no process):
+    # what is gone is what is no longer listed. A class/infiniband the shell cannot enter (ib_core unloaded) lists
+    # nothing after the mark: every device is gone. `[ -e ]` drops an unmatched pattern and a dangling link.
+    listing = (f'echo {sh(RDMA_MARK)}; for d in * */ports/*; do [ -e "$d" ] && printf "%s\\n" "$d"; done')
+    counters = (f'( if cd -- {infiniband} 2>/dev/null; then set -- && for f in {files}; do [ -e "$f" ] && '
+                'set -- "$@" "$f"; done; for d in */ports/*/*counters */hw_counters; do '
+                '{ { [ -L "$d" ] && ! [ -e "$d" ]; } || { [ -d "$d" ] && ! [ -x "$d" ]; }; } && set -- "$@" "$d"; '
+                f'done; [ $# -eq 0 ] || grep -r -H . "$@" 2>&1; {listing}; else echo {sh(RDMA_MARK)}; fi )')
     net = "grep -H . /sys/class/net/*/carrier_changes /sys/class/net/*/carrier 2>/dev/null"
     return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; true", timeout=20)
 
@@ -93,12 +105,18 @@ def read(results: Results | None, sysfs_root: str) -> LinkReading:
 
 
 def parse(text: str) -> LinkReading:
-    counters_text, _, net_text = text.partition(NET_MARK)
+    counters_text, ended, net_text = text.partition(NET_MARK)
+    counters_text, listed, listing = counters_text.partition(RDMA_MARK)
     reading = LinkReading()
     try:
         parsed = parse_port_counters(counters_text) if counters_text.strip() else None
     except ParseError as exc:
         parsed, reading.problem = None, str(exc)
+    # The listing counts only whole, after counters read whole: a counter missing from a cut or unparsed output is
+    # not one the host lost.
+    if listed and ended and reading.problem is None and (parsed is None or parsed.complete):
+        reading.present = frozenset(m.group("device") + (f"/{m.group('port')}" if m.group("port") else "")
+                                    for line in listing.splitlines() if (m := _PRESENT.match(line.strip())))
     for port in parsed.ports if parsed is not None else []:
         where = f"{port.device}/{port.port}"
         for name, value in {**port.hw_counters, **port.counters}.items():

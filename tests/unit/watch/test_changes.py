@@ -130,7 +130,7 @@ def test_the_link_probe_reads_only_error_counters_from_both_folders(tmp_path: Pa
     proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
                           check=True)
     # grep's complaints about names this driver lacks (unmatched patterns) are kept; they read as absent.
-    counters_lines = [line for line in proc.stdout.partition(links.NET_MARK)[0].splitlines()
+    counters_lines = [line for line in proc.stdout.partition(links.RDMA_MARK)[0].splitlines()
                       if not line.endswith(": No such file or directory")]
     assert sorted(counters_lines) == ["mlx5_0/ports/1/counters/symbol_error:7",
                                              "mlx5_0/ports/1/hw_counters/out_of_buffer:3",

@@ -65,7 +65,7 @@ def test_the_probe_reads_device_level_error_counters_by_name(tmp_path: Path) -> 
     (hfi / "DcXmitFlits").write_text("123456\n")
     proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
                           check=True)
-    lines = proc.stdout.partition(links.NET_MARK)[0].splitlines()
+    lines = proc.stdout.partition(links.RDMA_MARK)[0].splitlines()
     # Names these drivers lack (unmatched patterns) are left out by the shell: no complaint comes for them.
     assert not [line for line in lines if line.startswith("grep: ")]
     assert sorted(lines) == [
@@ -74,3 +74,5 @@ def test_the_probe_reads_device_level_error_counters_by_name(tmp_path: Path) -> 
     reading = links.parse(proc.stdout)
     assert reading.counters == {"efa_0 cmds_err": 1, "efa_0/1 rdma_write_wr_err": 4, "hfi1_0 RcvOverflow,32": 7}
     assert reading.unreadable == {} and reading.problem is None
+    # hfi1_0 has no ports folder here: it is listed as a device all the same.
+    assert reading.present == {"efa_0", "efa_0/1", "hfi1_0"}
