@@ -113,7 +113,7 @@ def drift_diff(host: str, at: float, before: Mapping[str, DriftItem], after: Map
     return changes
 
 
-def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
+def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None) -> list[Change]:
     changes = []
     seconds = max(cur.at - base.at, 1e-9)
     for name, value in cur.links.counters.items():
@@ -150,7 +150,7 @@ def _link_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
         changes.append(Change(cur.host, cur.at, "counter_readable", name,
                               f"can be read again, now {value} (the host printed {was!r} before); rises are "
                               "counted from this value"))
-    changes += _presence_changes(base, cur)
+    changes += _presence_changes(listed or base, cur)
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)
         if before is None or value <= before:
@@ -256,8 +256,9 @@ def _summary(cur: Snapshot) -> str:
             + cannot + (f"; counters: {cur.links.problem}" if cur.links.problem else ""))
 
 
-def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot) -> list[Change]:
-    """The changes from `prev` (the host's previous cycle) to `cur`; `base` is its last snapshot while up."""
+def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot, listed: Snapshot | None = None) -> list[Change]:
+    """The changes from `prev` (the host's previous cycle) to `cur`; `base` is its last snapshot while up, `listed`
+    its last whose listing of devices and ports could be trusted (default: `base`)."""
     if not cur.up:
         if prev is None or prev.up:
             return [Change(cur.host, cur.at, "host_down", "", cur.error or "unreachable")]
@@ -270,7 +271,7 @@ def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot) -> list[Ch
         changes.append(Change(cur.host, cur.at, "reconnected", "", "its session was lost and logged into again"))
     if base is None:
         return [*changes, Change(cur.host, cur.at, "watching", "", _summary(cur))]
-    return changes + drift_diff(cur.host, cur.at, base.drift, cur.drift) + _link_changes(base, cur)
+    return changes + drift_diff(cur.host, cur.at, base.drift, cur.drift) + _link_changes(base, cur, listed)
 
 
 def _ago(base: Snapshot, cur: Snapshot) -> str:
@@ -283,12 +284,19 @@ class HostTrack:
 
     prev: Snapshot | None = None
     base: Snapshot | None = None
+    # The last snapshot while up whose listing could be trusted: what is gone or back is judged against it, so a
+    # device lost during a cycle whose output was cut is still said at the next cycle that lists the host whole
+    # (and that cycle's partial counters never read as counters back).
+    listed: Snapshot | None = None
 
     def advance(self, cur: Snapshot) -> list[Change]:
-        changes = diff(self.prev, self.base, cur)
+        listed = self.listed if cur.links.present is not None else None
+        changes = diff(self.prev, self.base, cur, listed)
         self.prev = cur
         if cur.up:
             self.base = cur
+            if cur.links.present is not None:
+                self.listed = cur
         return changes
 
 

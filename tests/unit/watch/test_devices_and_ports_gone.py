@@ -132,6 +132,19 @@ def test_an_output_without_its_listing_reports_nothing_gone() -> None:
     assert track.advance(snapshot(host(), reading(SAMPLE), 120.0)) == []
 
 
+def test_a_device_lost_during_a_cycle_that_could_not_list_is_reported_at_the_next_that_can() -> None:
+    # The cut cycle keeps the last whole listing as what the next cycle is compared with: mlx5_0 gone then is
+    # still said once, at the next cycle that lists the host whole.
+    track = HostTrack()
+    track.advance(snapshot(host(), reading(SAMPLE), 0.0))
+    cut = links.parse("\n".join([*without("mlx5_0"), links.RDMA_MARK, *LISTING[:2]]))
+    assert track.advance(snapshot(host(), cut, 60.0)) == []
+    gone = LISTING[:2] + LISTING[3:6]
+    assert [(c.kind, c.subject) for c in track.advance(snapshot(host(), reading(without("mlx5_0"), gone), 120.0))] \
+        == [("device_gone", "mlx5_0")]
+    assert track.advance(snapshot(host(), reading(without("mlx5_0"), gone), 180.0)) == []
+
+
 def test_every_device_gone_with_class_infiniband() -> None:
     track = HostTrack()
     track.advance(snapshot(host(), reading(SAMPLE), 0.0))
