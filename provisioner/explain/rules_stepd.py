@@ -14,7 +14,8 @@ wording from src/slurmd/slurmstepd/req.c, _handle_signal_container):
   same id. A consequence too; it took the ranks away, so a run that stopped there is no lossy path's fault
   (rules.NARROWED).
 
-Those two are named with the node their line names (the step's first node, whose stepd printed it) and ranked
+Those two name no host: the node their line names is the step's first, whose stepd printed it (req.c prints only
+on node 0 of the step). They are ranked
 below every other cause the logs hold (follow), as the cancel slurmstepd logs after srun ended a step is named the
 consequence of the task's failure (rules_launch). The `*** REASON: ... ***` line slurmctld adds (22.05 on) is shown
 in the detail of the verdict it follows (reasons).
@@ -73,21 +74,21 @@ def consequences(logs: list[Log]) -> list[Cause]:
     causes = []
     if failed := [e for e in ends if e.kind == "job-failed"]:
         what, where = _named(failed)
-        on = f" on {', '.join(where)}" if where else ""
+        on = f" (logged by the step daemon on {', '.join(where)})" if where else ""
         causes.append(Cause(
             id=FAILED, title=f"Slurm ended {what}{on} as FAILED",
             detail=f"slurmstepd reports {what}{on} FAILED (non-zero exit code or other failure mode): slurmctld had "
                    "already marked the job FAILED (its batch script ended with a non-zero code or on a signal, or a "
                    "launch failed) and ended the steps still running. That end is the consequence of the failure, "
                    "not its cause; the node named is the step's first, whose stepd printed it, not necessarily the "
-                   "one that failed.",
+                   "one that failed, so it is named as no host.",
             fix="Find what failed first: `sacct -j JOB -o JobID,State,ExitCode,DerivedExitCode,Reason` names the "
                 "step or batch script that failed and how; read its output, and the batch script's last commands, "
                 "before this line.",
-            score=44, hosts=where, evidence=evidence([ln for e in failed for ln in e.lines])))
+            score=44, hosts=[], evidence=evidence([ln for e in failed for ln in e.lines])))
     if requeued := [e for e in ends if e.kind == "requeue"]:
         what, where = _named(requeued)
-        on = f" on {', '.join(where)}" if where else ""
+        on = f" (logged by the step daemon on {', '.join(where)})" if where else ""
         causes.append(Cause(
             id=REQUEUED, title=f"Slurm requeued the job ({what}{on})",
             detail=f"slurmstepd ended {what}{on} to queue the job again (`DUE TO JOB REQUEUE`): an operator's or the "
@@ -98,7 +99,7 @@ def consequences(logs: list[Log]) -> list[Cause]:
             fix="Ask Slurm why: `sacct -j JOB --duplicates -o JobID,Start,End,State,Reason,NodeList` (each run of the "
                 "job) and `scontrol show job JOB` (Restarts, Reason); for preemption ask for another QOS or "
                 "partition; a job that must not start again needs --no-requeue.",
-            score=43, hosts=where, evidence=evidence([ln for e in requeued for ln in e.lines])))
+            score=43, hosts=[], evidence=evidence([ln for e in requeued for ln in e.lines])))
     return causes
 
 

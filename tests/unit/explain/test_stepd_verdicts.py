@@ -35,7 +35,7 @@ def _ids(causes: list[Cause]) -> list[str]:
 def test_the_real_requeue_is_named_a_requeue_not_a_cancel() -> None:
     causes = causes_of("sbatch-scontrol-requeue-1.txt")
     assert _ids(causes) == ["job-requeued"], causes
-    assert causes[0].hosts == ["sh-06-34"]
+    assert causes[0].hosts == [] and "logged by the step daemon on sh-06-34" in causes[0].title
     assert [e.line for e in causes[0].evidence] == [7]
     assert "job 31182239" in causes[0].title and "scontrol requeue" in causes[0].detail
 
@@ -46,7 +46,9 @@ def test_each_wording_of_the_requeue_line() -> None:
                         ("[2025-06-26T11:17:29.101] error: *** JOB 656 ON c67 CANCELLED AT 2025-06-26T11:17:29 DUE TO "
                          "JOB REQUEUE ***", ["c67"])):
         causes = _causes(line)
-        assert _ids(causes) == ["job-requeued"] and causes[0].hosts == where, (line, causes)
+        # The node is where the step's first daemon logged it: said, and named as no host.
+        assert _ids(causes) == ["job-requeued"] and causes[0].hosts == [], (line, causes)
+        assert all(f"logged by the step daemon on {w}" in causes[0].title for w in where), causes[0].title
 
 
 def test_a_requeue_ranks_under_the_cause_it_follows() -> None:
@@ -56,13 +58,14 @@ def test_a_requeue_ranks_under_the_cause_it_follows() -> None:
     assert causes[1].score < causes[0].score
 
 
-def test_each_wording_of_the_failed_line_names_its_node() -> None:
+def test_each_wording_of_the_failed_line_says_where_it_was_logged() -> None:
     for line, where in ((FAILED, ["c67"]),
                         ("slurmstepd: error: *** JOB 656 FAILED (non-zero exit code or other failure mode) on c67 ***",
                          ["c67"]),
                         ("slurmstepd: error: *** JOB 656 FAILED (non-zero exit code or other failure mode) ***", [])):
         causes = _causes(line)
-        assert _ids(causes) == ["job-failed"] and causes[0].hosts == where, (line, causes)
+        assert _ids(causes) == ["job-failed"] and causes[0].hosts == [], (line, causes)
+        assert all(f"logged by the step daemon on {w}" in causes[0].title for w in where), causes[0].title
 
 
 def test_a_failed_step_ranks_under_the_task_that_failed() -> None:
