@@ -5,14 +5,10 @@ grep's complaint about the folder."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
-from provisioner.load.specs import PortCountersSpec
-from provisioner.resources import port_counters
-from provisioner.resources.base import HostContext, ProbeResult, Results
-
 from ._recorded import run, sample
+from .test_port_counters_read_errors import _run
 
 GREP = "grep -r -H"
 MLX5 = [line for line in sample("port-counters-sysfs-3-procfs-mlx5-hfi1-mlx4.txt").splitlines()
@@ -49,15 +45,6 @@ def test_a_devices_unreadable_folder_is_not_judged_on_nothing() -> None:
     assert [(c.attribute, c.status) for c in checks] == [("efa_0 cmds_err", "error"), ("efa_0/1 rx_drops", "ok")]
     assert checks[0].message == ("cannot read efa_0 cmds_err: the host could not read efa_0/hw_counters and printed "
                                  "'Input/output error'")
-
-
-def _run(spec: dict, root: Path) -> tuple[ProbeResult, list]:
-    model = PortCountersSpec.model_validate(spec)
-    ctx = HostContext("gpu01", sysfs_root=str(root))
-    [probe] = port_counters.probes(model, ctx)
-    proc = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, timeout=30)
-    result = ProbeResult(proc.stdout, proc.stderr, proc.returncode)
-    return result, port_counters.evaluate(model, Results({probe.key: result}), ctx)
 
 
 def test_the_probe_keeps_a_refused_folder(tmp_path: Path, refused_file: str) -> None:
