@@ -96,7 +96,16 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         '  [ -z "$__fn_w" ] || { kill -KILL "$__fn_w" 2>/dev/null; wait "$__fn_w" 2>/dev/null; }',
         # The running probe's own shell carries no marker (it was forked, not started): by its pid.
         '  [ -z "$__fn_p" ] || { kill -KILL "$__fn_p" 2>/dev/null; wait "$__fn_p" 2>/dev/null; }',
-        f'  __fn_pids /proc/[0-9]*; [ "$__fn_ps" = "$__fn_ps0" ] || __fn_sweep "{run_id}-" KILL',
+        # The timer (a run that saw a tick has one) wrote its shell's and its sleep's pids to file tm: they
+        # are killed by pid and left out of the comparison, so a run whose only survivor is its own timer
+        # (most runs past a second: every watch cycle on a busy node) costs no sweep. A timer pid not yet
+        # written leaves its process in the list, and the sweep finds it by its marker as before.
+        '  __fn_t=; if [ -s tm ]; then while read -r __fn_x; do case $__fn_x in ""|*[!0-9]*) ;; '
+        '*) __fn_t="$__fn_t $__fn_x";; esac; done <tm; [ -z "$__fn_t" ] || kill -KILL $__fn_t 2>/dev/null; fi',
+        "  __fn_pids /proc/[0-9]*",
+        '  for __fn_x in $__fn_t; do case " $__fn_ps " in *" /proc/$__fn_x "*) __fn_a=" $__fn_ps "; '
+        '__fn_pids ${__fn_a%%" /proc/$__fn_x "*} ${__fn_a#*" /proc/$__fn_x "};; esac; done',
+        f'  [ "$__fn_ps" = "$__fn_ps0" ] || __fn_sweep "{run_id}-" KILL',
         '  cd /; rm -rf "$__fn_d"',
         "}",
         "__fn_w=; __fn_p=; __fn_ps0=",
@@ -149,12 +158,13 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         '    __fn_now',
         # A run that lasts a tick also gets a timer of its own, for the network going silent without
         # closing (no more ticks, no end of input): well after the controller has hung up (budget +
-        # REPORT_MARGIN), it stops the script, whose TERM trap kills what runs. It carries the run's
-        # marker, so the end of the script sweeps it.
+        # REPORT_MARGIN), it stops the script, whose TERM trap kills what runs. Its pids go to file tm,
+        # so the end of the script kills it by pid; it carries the run's marker too, for the sweep.
         '    if [ -z "$__fn_fb" ]; then __fn_fb=1',
         f'      ( {ENV_MARKER}="{run_id}-t-"; export {ENV_MARKER}; '
-        f"sleep $(( (__fn_end - __fn_up) / 100 + {REPORT_MARGIN + 5} )); "
+        f"sleep $(( (__fn_end - __fn_up) / 100 + {REPORT_MARGIN + 5} )) & echo $! >>tm; wait $!; "
         '[ -d "$__fn_d" ] && kill -TERM $$ ) </dev/null >/dev/null 2>&1 &',
+        "      echo $! >>tm",
         "    fi",
         '    if [ -n "$__fn_k" ] && [ "$__fn_up" -ge "$__fn_kat" ]; then',
         f'      __fn_stop KILL "$__fn_kp"; __fn_sweep "{run_id}-$__fn_k-" KILL; __fn_k=',

@@ -21,7 +21,7 @@ from tests.unit.ticking import run_ticking, start_ticking
 
 # Run ids of the script's form, fresh for each run of the suite: the clean-up sweep kills whatever carries
 # a run's id, and a fixed one would reach into another copy of the suite running on the same machine.
-RUN = {tag: tag + secrets.token_hex(7) for tag in ("a1", "b2", "c3", "e5", "f7", "c9", "e6", "a8", "d4")}
+RUN = {tag: tag + secrets.token_hex(7) for tag in ("a1", "b2", "c3", "e5", "f7", "c9", "e6", "a8", "d4", "b7")}
 
 
 def run_locally(probes: list[Probe], nonce: str = "0123456789abcdef", **kwargs) -> dict:
@@ -320,6 +320,26 @@ def test_the_environment_sweep_runs_only_when_some_process_outlived_its_probe(tm
     run_ticking(batch.build_script([daemon], "ab" * 8, run_id=RUN["d4"]), env=env, isolate=True)
     assert batch.ENV_MARKER in log.read_text()
     assert _leftovers_killed(RUN["d4"]) == []
+
+
+def test_a_run_that_outlasts_a_tick_stops_its_own_timer_without_a_sweep(tmp_path) -> None:
+    # Past its first tick a run has a timer (a shell and its sleep, carrying the marker); the end of the
+    # script kills them by the pids they left, so a run whose only survivor is its timer greps nothing.
+    log = tmp_path / "grep.log"
+    spy = tmp_path / "bin" / "grep"
+    spy.parent.mkdir()
+    spy.write_text(f"#!/bin/sh\necho \"$*\" >>{log}\nexec /bin/grep \"$@\"\n")
+    spy.chmod(0o755)
+    env = {**os.environ, "PATH": f"{spy.parent}:{os.environ['PATH']}"}
+    slow = Probe(f"sleep {batch.TICK * 2.5}; echo slow")
+    ran = run_ticking(batch.build_script([slow], "ab" * 8, run_id=RUN["b7"]), env=env, isolate=True)
+    assert batch.split_output(ran.stdout.decode(), "ab" * 8)[slow.key].stdout == "slow\n"
+    assert not log.exists()
+    assert _leftovers_killed(RUN["b7"]) == []
+    # The same run without a PID namespace of its own has other processes come and go: still none left.
+    ran = run_ticking(batch.build_script([slow], "ab" * 8, run_id=RUN["b7"]))
+    assert batch.split_output(ran.stdout.decode(), "ab" * 8)[slow.key].stdout == "slow\n"
+    assert _leftovers_killed(RUN["b7"]) == []
 
 
 def test_plain_commands_run_without_a_shell_and_report_the_same() -> None:
