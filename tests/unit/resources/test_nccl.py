@@ -129,3 +129,21 @@ def test_probe_in_a_real_shell_package_removed_falls_back(tmp_path: Path) -> Non
     fake.chmod(0o755)
     (probe,) = nccl.probes(NcclSpec(version="2.21"), HostContext("h"))
     assert _sh(probe.command, str(tmp_path)).splitlines()[0] == "files"
+
+
+@pytest.mark.parametrize("pin_text", [
+    "Package: libnccl2\nPin: version 2.21.5-1+cuda12.4\nPin-Priority: 1001\n",
+    "Package: libnccl2\nPin:    version 2.21.*\n  Pin: indented, not a Pin line\nPin:",  # no newline at the end
+    "Explanation: a \\ backslash\nPin: release a=stable\t \n",
+    "Package: libnccl2\n",
+], ids=["written-by-fabnet", "spaces-and-no-final-newline", "backslash-and-tab", "no-pin-line"])
+def test_the_pin_is_read_as_sed_reads_it(tmp_path: Path, pin_text: str) -> None:
+    # The probe reads the pin file's `Pin:` value with the shell's own `read`, not a sed process: same value.
+    pin = tmp_path / "fabnet-libnccl2"
+    pin.write_text(pin_text)
+    command = nccl._probe(NcclSpec(version="2.21.5")).command.replace(shlex.quote(nccl.pin_file(
+        NcclSpec(version="2.21.5"))), shlex.quote(str(pin)))
+    assert str(pin) in command
+    printed = subprocess.run(["sh", "-c", command], capture_output=True, text=True).stdout
+    by_sed = subprocess.run(["sed", "-n", "s/^Pin: *//p", str(pin)], capture_output=True, text=True).stdout
+    assert printed.endswith(f"pin {by_sed.rstrip(chr(10))}\n")
