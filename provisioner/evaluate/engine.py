@@ -15,6 +15,7 @@ from typing import Literal
 from provisioner.facts import batch, fingerprint, probejoin
 from provisioner.load.devicevars import MANAGEMENT_IFACES, SYSFS_ROOT, iface_list
 from provisioner.load.hostplans import HostPlan, Resource
+from provisioner.parsers._live import reading_host_output
 from provisioner.resources import REGISTRY
 from provisioner.resources.base import NOT_RUN_EXIT, Check, HostContext, Probe, ProbeResult, Results
 from provisioner.run import knownhosts, runner, transport
@@ -130,9 +131,10 @@ def _not_run_reason(ended: str, options: Options) -> str:
 def evaluate(plan: HostPlan, results: Results) -> list[ResourceOutcome]:
     ctx = host_context(plan)
     outcomes = []
-    for host_play in plan.plays:
-        for resource in host_play.resources:
-            outcomes.append(_evaluate_one(resource, results, ctx, host_play.play.title))
+    with reading_host_output():  # the probes' own output: no paste to clean (parsers/_live.py)
+        for host_play in plan.plays:
+            for resource in host_play.resources:
+                outcomes.append(_evaluate_one(resource, results, ctx, host_play.play.title))
     return outcomes
 
 

@@ -15,6 +15,7 @@ from typing import NoReturn, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.errors import ParseError
+from provisioner.parsers._live import host_output
 from provisioner.parsers._loggers import (
     ARROW,
     COMPOSE,
@@ -98,13 +99,14 @@ class Line:
 
 
 def split_lines(text: str) -> list[Line]:
-    """Split on CRLF, CR or LF (a final line break does not start another, empty, line), then clean."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    parts = _EOL.split(text)
+    """Split on CRLF, CR or LF (a final line break does not start another, empty, line); clean a paste."""
+    parts = _EOL.split(text.removeprefix("\ufeff"))
     if parts and parts[-1] == "":
         parts.pop()
-    return clean_lines([Line(number, part.rstrip(), part) for number, part in enumerate(parts, start=1)])
+    lines = [Line(number, part.rstrip(), part) for number, part in enumerate(parts, start=1)]
+    # A tool's own output, read from the host, has nothing pasted around it (_live.py): escapes only.
+    return [Line(ln.number, _ANSI.sub("", ln.text).rstrip(), ln.raw) if "\x1b" in ln.text else ln
+            for ln in lines] if host_output() else clean_lines(lines)
 
 
 # Terminal escapes: CSI sequences (colours, `nvidia-smi`'s underline on/off around its header), OSC

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from provisioner.errors import ParseError
+from provisioner.parsers._live import reading_host_output
 from provisioner.parsers.port_counters import folder_of, parse_port_counters
 from provisioner.resources.base import Probe, Results, sh
 
@@ -109,7 +110,8 @@ def parse(text: str) -> LinkReading:
     counters_text, listed, listing = counters_text.partition(RDMA_MARK)
     reading = LinkReading()
     try:
-        parsed = parse_port_counters(counters_text) if counters_text.strip() else None
+        with reading_host_output():  # the probe's own output: no paste to clean (parsers/_live.py)
+            parsed = parse_port_counters(counters_text) if counters_text.strip() else None
     except ParseError as exc:
         parsed, reading.problem = None, str(exc)
     # The listing counts only whole, after counters read whole: a counter missing from a cut or unparsed output is
