@@ -19,7 +19,8 @@ from provisioner.output import svg
 
 COLORS = {"drift_new": "#d62728", "drift_changed": "#ff7f0e", "drift_gone": "#2ca02c", "counter_rose": "#e377c2",
           "counter_unreadable": "#f7b6d2", "counter_readable": "#98df8a", "device_gone": "#7f0000",
-          "device_back": "#006d2c", "port_gone": "#b15928", "port_back": "#41ab5d", "counter_gone": "#c51b7d",
+          "device_back": "#006d2c", "device_new": "#238b45", "port_gone": "#b15928", "port_back": "#41ab5d",
+          "port_new": "#74c476", "counter_gone": "#c51b7d",
           "counter_back": "#a1d99b",
           "link_flap": "#9467bd", "link_down": "#8c564b", "link_up": "#7fbf7f",
           "host_down": "#111111", "host_back": "#17becf", "reconnected": "#bcbd22"}

@@ -12,6 +12,7 @@ A host that was down is compared, once back, with its last snapshot from before 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,7 +20,8 @@ from provisioner.parsers.port_counters import saturated
 from provisioner.watch.links import LinkReading
 
 ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "counter_unreadable",
-                     "counter_readable", "device_gone", "device_back", "port_gone", "port_back", "counter_gone",
+                     "counter_readable", "device_gone", "device_back", "device_new", "port_gone", "port_back",
+                     "port_new", "counter_gone",
                      "counter_back", "link_flap", "link_down", "link_up", "host_down", "host_back", "reconnected"]
 # Kinds that mean something went wrong (an alert); the others are news (something recovered, or began). A device
 # or port that is gone is an alert, as a link down is: the rail it served carries nothing now. A counter gone
@@ -113,7 +115,8 @@ def drift_diff(host: str, at: float, before: Mapping[str, DriftItem], after: Map
     return changes
 
 
-def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None) -> list[Change]:
+def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
+                  seen: AbstractSet[str] | None = None) -> list[Change]:
     changes = []
     seconds = max(cur.at - base.at, 1e-9)
     for name, value in cur.links.counters.items():
@@ -150,7 +153,7 @@ def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None)
         changes.append(Change(cur.host, cur.at, "counter_readable", name,
                               f"can be read again, now {value} (the host printed {was!r} before); rises are "
                               "counted from this value"))
-    changes += _presence_changes(listed or base, cur)
+    changes += _presence_changes(listed or base, cur, seen)
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)
         if before is None or value <= before:
@@ -186,10 +189,11 @@ def _last_values(counters: Mapping[str, int], under: str) -> str:
             + (f"not 0: {', '.join(raised)}" if raised else "all 0"))
 
 
-def _presence_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
+def _presence_changes(base: Snapshot, cur: Snapshot, seen: AbstractSet[str] | None = None) -> list[Change]:
     """RDMA devices, ports and counters listed at `base` and not now, or now and not at `base`. The host printed
     nothing about them: a device unbound, fallen off the PCIe bus or left without its driver takes its folder
-    along, so the listing is all that tells. Said once each: the next cycle compares with this one."""
+    along, so the listing is all that tells. Said once each: the next cycle compares with this one. One listed
+    now that `seen` (every name the watch has listed on the host) lacks is new, not back."""
     before, now = base.links.present, cur.links.present
     if before is None or now is None:
         return []  # either cycle cannot say what is absent: a cut or unparsed output is no device lost
@@ -209,9 +213,14 @@ def _presence_changes(base: Snapshot, cur: Snapshot) -> list[Change]:
             continue
         # No rise and no rate from the value before the gap (none is in `base`): what took the device away
         # (a reset, a driver reload) zeroes its counters as well, as counter_readable says. These are the base.
-        changes.append(Change(cur.host, cur.at, "port_back" if port else "device_back", name,
-                              f"is present again (absent at the previous cycle); now: "
-                              f"{_last_values(cur.links.counters, name)}; rises are counted from these values"))
+        now_values = f"now: {_last_values(cur.links.counters, name)}; rises are counted from these values"
+        if seen is not None and name not in seen:
+            changes.append(Change(cur.host, cur.at, "port_new" if port else "device_new", name,
+                                  f"is new: never listed on this host since the watch began (bound, hot-plugged, "
+                                  f"or renamed when its driver came back); {now_values}"))
+        else:
+            changes.append(Change(cur.host, cur.at, "port_back" if port else "device_back", name,
+                                  f"is present again (absent at the previous cycle); {now_values}"))
     for name, value in base.links.counters.items():
         # A counter whose file is gone while its device or port stays: a driver that no longer serves it. One its
         # host printed an error for instead is unreadable (above), not gone.
@@ -256,9 +265,11 @@ def _summary(cur: Snapshot) -> str:
             + cannot + (f"; counters: {cur.links.problem}" if cur.links.problem else ""))
 
 
-def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot, listed: Snapshot | None = None) -> list[Change]:
+def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot, listed: Snapshot | None = None,
+         seen: AbstractSet[str] | None = None) -> list[Change]:
     """The changes from `prev` (the host's previous cycle) to `cur`; `base` is its last snapshot while up, `listed`
-    its last whose listing of devices and ports could be trusted (default: `base`)."""
+    its last whose listing of devices and ports could be trusted (default: `base`), `seen` every device and port
+    a trusted listing has named (None: each one listed now and not at `listed` is back, none new)."""
     if not cur.up:
         if prev is None or prev.up:
             return [Change(cur.host, cur.at, "host_down", "", cur.error or "unreachable")]
@@ -271,7 +282,7 @@ def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot, listed: Sn
         changes.append(Change(cur.host, cur.at, "reconnected", "", "its session was lost and logged into again"))
     if base is None:
         return [*changes, Change(cur.host, cur.at, "watching", "", _summary(cur))]
-    return changes + drift_diff(cur.host, cur.at, base.drift, cur.drift) + _link_changes(base, cur, listed)
+    return changes + drift_diff(cur.host, cur.at, base.drift, cur.drift) + _link_changes(base, cur, listed, seen)
 
 
 def _ago(base: Snapshot, cur: Snapshot) -> str:
@@ -288,15 +299,17 @@ class HostTrack:
     # device lost during a cycle whose output was cut is still said at the next cycle that lists the host whole
     # (and that cycle's partial counters never read as counters back).
     listed: Snapshot | None = None
+    seen: set[str] = field(default_factory=set)  # every device and port a trusted listing named: one not here is new
 
     def advance(self, cur: Snapshot) -> list[Change]:
         listed = self.listed if cur.links.present is not None else None
-        changes = diff(self.prev, self.base, cur, listed)
+        changes = diff(self.prev, self.base, cur, listed, self.seen)
         self.prev = cur
         if cur.up:
             self.base = cur
             if cur.links.present is not None:
                 self.listed = cur
+                self.seen |= cur.links.present
         return changes
 
 

@@ -84,6 +84,26 @@ def test_a_device_gone_is_reported_once_with_its_last_values_and_back_once_as_a_
     assert (change.kind, change.subject, change.delta) == ("counter_rose", "mlx5_0/1 out_of_sequence", 3)
 
 
+def test_a_device_never_listed_before_is_new_not_back() -> None:
+    # The watch began without mlx5_0 (not yet bound); when it appears it was never there to come back.
+    track = HostTrack()
+    first_listing = tuple(name for name in LISTING if not name.startswith("mlx5_0"))
+    track.advance(snapshot(host(), reading(without("mlx5_0"), first_listing), 0.0))
+    [new] = track.advance(snapshot(host(), reading(SAMPLE), 60.0))
+    assert (new.kind, new.subject, new.bad, new.delta) == ("device_new", "mlx5_0", False, None)
+    assert "never listed on this host since the watch began" in new.detail
+    assert "out_of_sequence 1" in new.detail and "rises are counted from these values" in new.detail
+    assert "gpu01 device new mlx5_0: is new" in change_line(new)
+    # Once seen, it is gone and back like any other.
+    assert [c.kind for c in track.advance(snapshot(host(), reading(without("mlx5_0"), first_listing), 120.0))] \
+        == ["device_gone"]
+    assert [c.kind for c in track.advance(snapshot(host(), reading(SAMPLE), 180.0))] == ["device_back"]
+    # A port the device never had before is new as well.
+    more = (*LISTING, "mlx5_0/ports/2")
+    assert [(c.kind, c.subject) for c in track.advance(snapshot(host(), reading(SAMPLE, more), 240.0))] \
+        == [("port_new", "mlx5_0/2")]
+
+
 def test_a_port_gone_while_its_device_stays() -> None:
     track = HostTrack()
     track.advance(snapshot(host(), reading(SAMPLE), 0.0))
