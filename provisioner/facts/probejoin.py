@@ -1,10 +1,12 @@
-"""Probes one command answers together: several `systemctl show UNIT` become one `systemctl show U1 U2`.
+"""Probes one command answers together: several `systemctl show UNIT` become one `systemctl show U1 U2`,
+and the boot files of several kinds (network, module lists, sysctl) one `tail -v` for them all.
 
 Some tools cost the node far more per call than per argument: `systemctl show` asks PID 1 over D-Bus
 (about 5 ms of node CPU a call, against about 1 ms for a small C tool), so a playbook with six services
-pays six times for what one call says. A probe that can be joined names its group: the command without
-its last argument, that argument, and how to cut the joined output into one part per argument. Resources
-keep writing and reading their own probes; only the script between them changes.
+pays six times for what one call says; and every probe costs the node's shell a fork and its bookkeeping
+besides. A probe that can be joined names its group: the command without its last argument (or how to
+build the one call), that argument, and how to cut the joined output into one part per argument.
+Resources keep writing and reading their own probes; only the script between them changes.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class Joined:
             parts = None
             group = members[0].group
             if result.exit_code == 0 and group is not None:
-                parts = group.split(result.stdout, len(members))
+                parts = group.split(result.stdout, [m.group.argument for m in members if m.group is not None])
             for number, member in enumerate(members):
                 if parts is not None:
                     out[member.key] = ProbeResult(parts[number], result.stderr, 0)
@@ -63,8 +65,12 @@ def join(probes: Sequence[Probe]) -> tuple[list[Probe], Joined]:
         if group.command in placed:
             continue
         placed.add(group.command)
-        arguments = " ".join(shlex.quote(p.group.argument) for p in together if p.group is not None)
-        merged = Probe(f"{group.command} {arguments}", timeout=max(p.timeout for p in together))
+        arguments = [p.group.argument for p in together if p.group is not None]
+        command = group.join(arguments) if group.join is not None else \
+            f"{group.command} {' '.join(shlex.quote(a) for a in arguments)}"
+        # Files alone decide the one call's output only when they decide each member's (facts/fingerprint.py).
+        reads = tuple(dict.fromkeys(r for p in together for r in p.reads)) if all(p.reads for p in together) else ()
+        merged = Probe(command, timeout=max(p.timeout for p in together), reads=reads)
         run.append(merged)
         members[merged.key] = tuple(together)
     return run, Joined(members)

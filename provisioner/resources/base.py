@@ -23,12 +23,14 @@ Status = Literal["ok", "drift", "error"]
 @dataclass(frozen=True)
 class ProbeGroup:
     """How probes of one tool share a call (probejoin.py): `command` is the probe's command without its
-    last argument, `argument` that argument (unquoted), and `split(stdout, n)` cuts the output of
-    `command ARG1 .. ARGn` into the n outputs the probes would have printed alone (None: it cannot)."""
+    last argument (what names the group), `argument` that argument (unquoted), and `split(stdout, arguments)`
+    cuts the output of the one call into the outputs the probes would have printed alone, one per argument
+    (None: it cannot). The call is `command ARG1 .. ARGn`, or what `join(arguments)` builds."""
 
     command: str
     argument: str
-    split: Callable[[str, int], list[str] | None]
+    split: Callable[[str, Sequence[str]], list[str] | None]
+    join: Callable[[Sequence[str]], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -230,13 +232,54 @@ def print_files_command(*patterns: str) -> str:
 
 def files_probe(*patterns: str) -> Probe:
     """A probe printing the files matching `patterns` (print_files_command), which only reads them: a
-    pattern and, for a glob, its folder (whose status changes when an entry comes, goes or is renamed)."""
+    pattern and, for a glob, its folder (whose status changes when an entry comes, goes or is renamed).
+
+    The listings of several kinds (boot network files, module lists, sysctl files) are one call for the
+    lot (probejoin.py): each file comes under a header naming it, so the output goes back to each probe by
+    its patterns. Patterns are words of `*` and `?` globs, no blanks or brackets."""
     reads: list[str] = []
     for pattern in patterns:
-        if any(c in pattern for c in "*?["):
+        if not pattern.startswith("/") or any(c in pattern for c in " \t\n[]"):
+            raise ValueError(f"files_probe: {pattern!r} is not an absolute path of `*` and `?` globs")
+        if any(c in pattern for c in "*?"):
             reads.append(pattern.rsplit("/", 1)[0] or "/")
         reads.append(pattern)
-    return Probe(print_files_command(*patterns), reads=tuple(reads))
+    words = " ".join(patterns)
+    return Probe(print_files_command(*patterns), reads=tuple(reads),
+                 group=ProbeGroup(_FILES_GROUP, words, split_file_listings, join=_join_file_listings))
+
+
+_FILES_GROUP = "tail -v -n +1 --"  # what names the group in a message: the one call's tool
+
+
+def _join_file_listings(arguments: Sequence[str]) -> str:
+    return print_files_command(*dict.fromkeys(word for argument in arguments for word in argument.split()))
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """The shell's reading of a pattern of `*` and `?`: neither crosses a `/`."""
+    return re.compile("".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in pattern))
+
+
+def split_file_listings(text: str, arguments: Sequence[str]) -> list[str] | None:
+    """The joined listing, back to each probe: the files its patterns match, as its own call prints them (a
+    file two probes match goes to both). None when a path is listed twice with two texts: a header that a
+    file's own text seemed to hold could not be told from the real one. (Twice with one text is one file two
+    patterns matched.)"""
+    listing, texts = parse_file_listing(text), _texts_by_path(text)
+    if any(len(set(seen)) > 1 for seen in texts.values()):
+        return None
+    parts = []
+    for argument in arguments:
+        globs = [_glob(word) for word in argument.split()]
+        parts.append("".join([*(f"==! {path} <==\n" for path in listing.unreadable if _any_match(globs, path)),
+                              *(f"==> {path} <==\n{body}\n" for path, body in listing.files.items()
+                                if _any_match(globs, path))]))
+    return parts
+
+
+def _any_match(globs: Sequence[re.Pattern[str]], path: str) -> bool:
+    return any(glob.fullmatch(path) for glob in globs)
 
 
 @dataclass(frozen=True)
@@ -250,16 +293,31 @@ class FileListing:
 def parse_file_listing(text: str) -> FileListing:
     files: dict[str, str] = {}
     unreadable: list[str] = []
+    for mark, path, body in _blocks(text):
+        if mark == "!":
+            unreadable.append(path)
+        else:
+            files[path] = body
+    return FileListing(files, tuple(unreadable))
+
+
+def _texts_by_path(text: str) -> dict[str, list[str | None]]:
+    texts: dict[str, list[str | None]] = {}
+    for mark, path, body in _blocks(text):
+        texts.setdefault(path, []).append(None if mark == "!" else body)
+    return texts
+
+
+def _blocks(text: str) -> list[tuple[str, str, str]]:
+    """(mark, path, text) of each header of a listing, in order."""
     headers = list(_FILE_HEADER.finditer(text))
+    blocks = []
     for number, header in enumerate(headers):
         after = headers[number + 1] if number + 1 < len(headers) else None
-        if header["mark"] == "!":
-            unreadable.append(header["path"])
-            continue
-        body = text[header.end() + 1 : after.start() if after else len(text)]
+        body = "" if header["mark"] == "!" else text[header.end() + 1 : after.start() if after else len(text)]
         # The command adds one line break after each file's text: take exactly that one away.
-        files[header["path"]] = body[:-1] if body.endswith("\n") else body
-    return FileListing(files, tuple(unreadable))
+        blocks.append((header["mark"], header["path"], body[:-1] if body.endswith("\n") else body))
+    return blocks
 
 
 class ProbeFailed(Exception):

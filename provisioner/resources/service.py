@@ -10,6 +10,7 @@ A static or generated unit cannot be disabled, only masked, so `enabled: false` 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from provisioner.load.specs import ServiceSpec
 from provisioner.resources.base import (
@@ -64,7 +65,11 @@ def _probe(spec: ServiceSpec) -> Probe:
     # The services of a host are read with one systemctl call (probejoin.py): each call costs PID 1 a
     # D-Bus round of its own.
     unit = unit_name(spec.name)
-    return Probe(f"{SHOW} {sh(unit)}", group=ProbeGroup(SHOW, unit, split_units))
+    return Probe(f"{SHOW} {sh(unit)}", group=ProbeGroup(SHOW, unit, _split_joined))
+
+
+def _split_joined(text: str, units: Sequence[str]) -> list[str] | None:
+    return split_units(text, len(units))
 
 
 def probes(spec: ServiceSpec, ctx: HostContext) -> list[Probe]:

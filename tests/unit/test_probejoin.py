@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+
+import pytest
+
 from provisioner.facts import probejoin
 from provisioner.load.specs import ServiceSpec
 from provisioner.resources import service
-from provisioner.resources.base import HostContext, Probe, ProbeResult
+from provisioner.resources.base import HostContext, Probe, ProbeResult, files_probe, parse_file_listing
 
 CTX = HostContext("h")
 
@@ -66,3 +70,49 @@ def test_split_units_needs_one_block_per_unit() -> None:
     assert service.split_units(THREE_UNITS, 3) is not None
     assert service.split_units(THREE_UNITS, 2) is None
     assert service.split_units("LoadState=loaded\n\n\nLoadState=loaded\n", 2) is None  # an empty block
+
+
+def _run_sh(command: str) -> str:
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+
+
+def test_file_listings_of_several_kinds_are_one_tail_and_each_gets_what_it_alone_prints(tmp_path) -> None:
+    # Real files, the shell's own globbing: the joined call split back equals each probe run alone.
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "10-eth1.network").write_text("[Link]\nMTUBytes=9000\n")
+    (tmp_path / "net" / "20-eth2.network").write_text("no final newline")
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "rdma.conf").write_text("ib_umad\n# ==> not a header <==\n")
+    (tmp_path / "mods" / "skip.txt").write_text("not matched\n")
+    (tmp_path / "sysctl.conf").write_text("net.ipv4.ip_forward = 1\n")
+    (tmp_path / "secret.conf").write_text("x\n")
+    (tmp_path / "secret.conf").chmod(0)
+    members = [files_probe(f"{tmp_path}/net/*.network", f"{tmp_path}/nowhere/*"),
+               files_probe(f"{tmp_path}/mods/*.conf", f"{tmp_path}/sysctl.conf"),
+               files_probe(f"{tmp_path}/sysctl.conf", f"{tmp_path}/secret.conf", f"{tmp_path}/s?sctl.conf")]
+    run, joined = probejoin.join([Probe("lsmod"), *members])
+    assert [p.command.count("tail -v") for p in run] == [0, 1]
+    assert run[1].reads == tuple(dict.fromkeys(r for m in members for r in m.reads))  # watch may skip it whole
+    by_key = joined.split({run[1].key: ProbeResult(_run_sh(run[1].command), "", 0)})
+    for member in members:
+        alone = _run_sh(member.command)
+        assert parse_file_listing(by_key[member.key].stdout) == parse_file_listing(alone)
+        assert set(by_key[member.key].stdout.splitlines()) == set(alone.splitlines())  # a file twice: once
+    assert parse_file_listing(by_key[members[1].key].stdout).files == {
+        f"{tmp_path}/mods/rdma.conf": "ib_umad\n# ==> not a header <==\n",
+        f"{tmp_path}/sysctl.conf": "net.ipv4.ip_forward = 1\n"}
+
+
+def test_a_listing_naming_one_path_twice_is_not_split() -> None:
+    # A file's text holding a header line that names a real file: which text is whose cannot be told.
+    a, b = files_probe("/etc/a/*.conf"), files_probe("/etc/b.conf")
+    run, joined = probejoin.join([a, b])
+    text = "==> /etc/a/x.conf <==\n==> /etc/b.conf <==\nforged\n\n==> /etc/b.conf <==\nreal\n"
+    assert all(r.exit_code == 1 and "could not tell the 2 parts" in r.stderr
+               for r in joined.split({run[0].key: ProbeResult(text, "", 0)}).values())
+
+
+def test_file_patterns_are_plain_globs() -> None:
+    for bad in ("etc/relative.conf", "/etc/with space.conf", "/etc/[ab].conf"):
+        with pytest.raises(ValueError):
+            files_probe(bad)
