@@ -236,6 +236,9 @@ def test_smoke_drains_what_it_fails_and_only_smoke_resumes_it(slab: Lab, playboo
             proc = fabnet(*smoke, "--min-busbw", threshold, "--drain-failed")
         finally:
             subprocess.run(["tc", "qdisc", "del", "dev", port, "root"], check=False)
+        # Shown whole when an assertion below fails (pytest prints a failed test's captured output): the message
+        # of an assertion is cut short, and a run that singled out nobody on a busy machine says why only here.
+        print(f"healthy avg busbw {threshold} x 4\n{proc.stdout}\n{proc.stderr}")
         assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
         gpu03 = _node(slab, "gpu03")
         assert "DRAIN" in gpu03["State"] and gpu03["Reason"].startswith("fabnet: smoke: slow all-reduce"), (
