@@ -30,6 +30,9 @@ class HostMetrics:
     cycle_seconds: float = 0.0
     busbw: float | None = None  # GB/s, the last smoke's
     changes: dict[str, int] = field(default_factory=dict)  # change kind -> how many reported
+    # Every RDMA device ("mlx5_0") and port ("mlx5_0/1") listed on the host since the watch began -> 1 while it is
+    # listed, 0 once it is gone: a gone device's counter series just stop, and a 0 is what an alert can match.
+    present: dict[str, int] = field(default_factory=dict)
 
 
 class WatchState(Collector):
@@ -71,6 +74,11 @@ def families(hosts: Mapping[str, HostMetrics]) -> Iterator[GaugeMetricFamily | C
                               "test the host took part in.", labels=["host"])
     changes = CounterMetricFamily("fabnet_watch_changes", "Changes watch reported, per host and kind.",
                                   labels=["host", "kind"])
+    devices = GaugeMetricFamily("fabnet_watch_rdma_device_present", "1 while the RDMA device is listed under "
+                                "class/infiniband, 0 once it is gone (unbound, off the bus, driver unloaded).",
+                                labels=["host", "device"])
+    ports = GaugeMetricFamily("fabnet_watch_rdma_port_present", "1 while the RDMA port is listed, 0 once it is "
+                              "gone.", labels=["host", "port"])
     for host, m in sorted(hosts.items()):
         up.add_metric([host], 1 if m.up else 0)
         for kind, count in sorted(m.drift_by_kind.items()):
@@ -87,7 +95,9 @@ def families(hosts: Mapping[str, HostMetrics]) -> Iterator[GaugeMetricFamily | C
             busbw.add_metric([host], m.busbw * 1e9)
         for kind, count in sorted(m.changes.items()):
             changes.add_metric([host, kind], count)
-    yield from (up, drift, errors, rates, carrier, success, duration, busbw, changes)
+        for name, listed in sorted(m.present.items()):
+            (ports if "/" in name else devices).add_metric([host, name], listed)
+    yield from (up, drift, errors, rates, carrier, success, duration, busbw, changes, devices, ports)
 
 
 def registry(state: WatchState) -> CollectorRegistry:

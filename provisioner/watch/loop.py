@@ -17,6 +17,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,7 +188,8 @@ class Watcher:
         if not snap.up:
             return HostMetrics(up=False, last_success=before.last_success, busbw=before.busbw, changes=counts,
                                cycle_seconds=cycle.seconds, counters=before.counters,
-                               carrier_changes=before.carrier_changes, drift_by_kind=before.drift_by_kind)
+                               carrier_changes=before.carrier_changes, drift_by_kind=before.drift_by_kind,
+                               present=before.present)
         drift: dict[str, int] = {}
         for item in snap.drift.values():
             drift[item.kind] = drift.get(item.kind, 0) + 1
@@ -197,7 +199,8 @@ class Watcher:
         return HostMetrics(up=True, drift_by_kind=drift,
                            counters={split[name]: value for name, value in snap.links.counters.items()},
                            rates=rates, carrier_changes=dict(snap.links.carrier_changes), last_success=time.time(),
-                           cycle_seconds=cycle.seconds, busbw=before.busbw, changes=counts)
+                           cycle_seconds=cycle.seconds, busbw=before.busbw, changes=counts,
+                           present=_present(before.present, snap.links.present))
 
     def next_in(self, plan: HostPlan, reading: Reading) -> float:
         with self._lock:
@@ -232,3 +235,11 @@ class Watcher:
         self._forks = forks
         runner.periodic(self.plans, self.read, interval=self.interval, forks=forks, on_result=self._done,
                         stop=stop, next_in=self.next_in, until=until)
+
+
+def _present(before: dict[str, int], listed: AbstractSet[str] | None) -> dict[str, int]:
+    """Every device and port listed so far -> 1 when this cycle lists it, else 0; a listing this cycle cannot
+    trust (links.LinkReading.present is None) changes nothing."""
+    if listed is None:
+        return before
+    return {**dict.fromkeys(before, 0), **dict.fromkeys(listed, 1)}

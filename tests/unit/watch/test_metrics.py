@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from provisioner.output import watch_metrics
+from provisioner.watch import loop
 
 
 def _state() -> watch_metrics.WatchState:
@@ -21,7 +22,8 @@ def _state() -> watch_metrics.WatchState:
     state.update('gpu"01', watch_metrics.HostMetrics(
         up=True, drift_by_kind={"sysctl": 2}, counters={("mlx5_0/1", "symbol_error"): 40},
         rates={("mlx5_0/1", "symbol_error"): 20.0}, carrier_changes={"eth1": 4}, last_success=1795550000.25,
-        cycle_seconds=0.125, busbw=12.5, changes={"drift_new": 1}))
+        cycle_seconds=0.125, busbw=12.5, changes={"drift_new": 1},
+        present={"mlx5_0": 1, "mlx5_0/1": 1, "mlx5_1": 0, "mlx5_1/1": 0}))
     state.update("gpu02", watch_metrics.HostMetrics(up=False))
     return state
 
@@ -48,6 +50,17 @@ def test_served_metrics_parse_with_base_units_and_total_counters() -> None:
     assert samples[("fabnet_watch_host_up", (("host", "gpu02"),))] == 0
     assert ("fabnet_watch_last_success_timestamp_seconds", (("host", "gpu02"),)) not in samples
     assert "# TYPE fabnet_watch_carrier_changes_total counter" in text
+    assert samples[("fabnet_watch_rdma_device_present", (("device", "mlx5_1"), host))] == 0
+    assert samples[("fabnet_watch_rdma_port_present", (host, ("port", "mlx5_0/1")))] == 1
+
+
+def test_a_device_gone_stays_as_a_zero_and_an_untrusted_listing_changes_nothing() -> None:
+    first = loop._present({}, frozenset({"mlx5_0", "mlx5_0/1", "mlx5_1", "mlx5_1/1"}))
+    assert first == {"mlx5_0": 1, "mlx5_0/1": 1, "mlx5_1": 1, "mlx5_1/1": 1}
+    gone = loop._present(first, frozenset({"mlx5_0", "mlx5_0/1"}))
+    assert gone == {"mlx5_0": 1, "mlx5_0/1": 1, "mlx5_1": 0, "mlx5_1/1": 0}
+    assert loop._present(gone, None) == gone  # an output cut short says nothing of what is absent
+    assert loop._present(gone, frozenset({"mlx5_0", "mlx5_0/1", "mlx5_1", "mlx5_1/1"})) == first
 
 
 def test_textfile_is_0600_and_passes_promtool(tmp_path: Path) -> None:
