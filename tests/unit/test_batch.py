@@ -10,6 +10,7 @@ import secrets
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -302,14 +303,19 @@ def test_a_script_killed_outright_leaves_no_watchdog_holding_the_channel() -> No
         _leftovers_killed(RUN["a8"])
 
 
-def test_the_environment_sweep_runs_only_when_some_process_outlived_its_probe(tmp_path) -> None:
-    # grep is what sweeps /proc/*/environ: a logging stand-in before it on PATH shows when it runs.
+def _grep_spy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """grep is what sweeps /proc/*/environ: a logging stand-in before it on PATH shows when it runs. The log
+    it writes, and the environment that puts it first."""
     log = tmp_path / "grep.log"
     spy = tmp_path / "bin" / "grep"
     spy.parent.mkdir()
     spy.write_text(f"#!/bin/sh\necho \"$*\" >>{log}\nexec /bin/grep \"$@\"\n")
     spy.chmod(0o755)
-    env = {**os.environ, "PATH": f"{spy.parent}:{os.environ['PATH']}"}
+    return log, {**os.environ, "PATH": f"{spy.parent}:{os.environ['PATH']}"}
+
+
+def test_the_environment_sweep_runs_only_when_some_process_outlived_its_probe(tmp_path) -> None:
+    log, env = _grep_spy(tmp_path)
     quiet = Probe("echo quiet")
     # Its own PID namespace: the sweep's trigger is a change in the list of processes, which other tests
     # running at the same time would make on the machine's.
@@ -325,12 +331,7 @@ def test_the_environment_sweep_runs_only_when_some_process_outlived_its_probe(tm
 def test_a_run_that_outlasts_a_tick_stops_its_own_timer_without_a_sweep(tmp_path) -> None:
     # Past its first tick a run has a timer (a shell and its sleep, carrying the marker); the end of the
     # script kills them by the pids they left, so a run whose only survivor is its timer greps nothing.
-    log = tmp_path / "grep.log"
-    spy = tmp_path / "bin" / "grep"
-    spy.parent.mkdir()
-    spy.write_text(f"#!/bin/sh\necho \"$*\" >>{log}\nexec /bin/grep \"$@\"\n")
-    spy.chmod(0o755)
-    env = {**os.environ, "PATH": f"{spy.parent}:{os.environ['PATH']}"}
+    log, env = _grep_spy(tmp_path)
     slow = Probe(f"sleep {batch.TICK * 2.5}; echo slow")
     ran = run_ticking(batch.build_script([slow], "ab" * 8, run_id=RUN["b7"]), env=env, isolate=True)
     assert batch.split_output(ran.stdout.decode(), "ab" * 8)[slow.key].stdout == "slow\n"
