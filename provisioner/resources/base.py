@@ -266,15 +266,19 @@ def split_file_listings(text: str, arguments: Sequence[str]) -> list[str] | None
     file two probes match goes to both). None when a path is listed twice with two texts: a header that a
     file's own text seemed to hold could not be told from the real one. (Twice with one text is one file two
     patterns matched.)"""
-    listing, texts = parse_file_listing(text), _texts_by_path(text)
-    if any(len(set(seen)) > 1 for seen in texts.values()):
+    blocks = _blocks(text)
+    texts: dict[str, set[str | None]] = {}
+    for mark, path, body in blocks:
+        texts.setdefault(path, set()).add(None if mark == "!" else body)
+    if any(len(seen) > 1 for seen in texts.values()):
         return None
+    # One block per path, in the order listed (the unreadable first, as the call prints them).
+    once = {path: (mark, body) for mark, path, body in blocks}
     parts = []
     for argument in arguments:
         globs = [_glob(word) for word in argument.split()]
-        parts.append("".join([*(f"==! {path} <==\n" for path in listing.unreadable if _any_match(globs, path)),
-                              *(f"==> {path} <==\n{body}\n" for path, body in listing.files.items()
-                                if _any_match(globs, path))]))
+        parts.append("".join(f"==! {path} <==\n" if mark == "!" else f"==> {path} <==\n{body}\n"
+                             for path, (mark, body) in once.items() if _any_match(globs, path)))
     return parts
 
 
@@ -299,13 +303,6 @@ def parse_file_listing(text: str) -> FileListing:
         else:
             files[path] = body
     return FileListing(files, tuple(unreadable))
-
-
-def _texts_by_path(text: str) -> dict[str, list[str | None]]:
-    texts: dict[str, list[str | None]] = {}
-    for mark, path, body in _blocks(text):
-        texts.setdefault(path, []).append(None if mark == "!" else body)
-    return texts
 
 
 def _blocks(text: str) -> list[tuple[str, str, str]]:
