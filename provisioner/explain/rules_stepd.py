@@ -63,18 +63,19 @@ def memory_error(logs: list[Log]) -> list[Cause]:
         score=94, hosts=where, evidence=evidence([line for line, _ in hits]))]
 
 
-def _named(ends: list[End]) -> tuple[str, list[str]]:
-    """`step 1234.0, job 1235` and the nodes the lines name."""
+def _named(ends: list[End]) -> tuple[str, str]:
+    """`step 1234.0, job 1235`, and ` (logged by the step daemon on NODES)` for the nodes the lines name (their
+    steps' first nodes, where the stepd printed them: no host at fault), or '' where they name none."""
     what = unique([("step " if "." in e.extra.get("step", "") else "job ") + e.extra.get("step", "") for e in ends])
-    return ", ".join(what), unique([e.host for e in ends if e.host])
+    where = unique([e.host for e in ends if e.host])
+    return ", ".join(what), f" (logged by the step daemon on {', '.join(where)})" if where else ""
 
 
 def consequences(logs: list[Log]) -> list[Cause]:
     ends = [e for log in logs for e in read_ends(log) if e.kind in ("job-failed", "requeue")]
     causes = []
     if failed := [e for e in ends if e.kind == "job-failed"]:
-        what, where = _named(failed)
-        on = f" (logged by the step daemon on {', '.join(where)})" if where else ""
+        what, on = _named(failed)
         causes.append(Cause(
             id=FAILED, title=f"Slurm ended {what}{on} as FAILED",
             detail=f"slurmstepd reports {what}{on} FAILED (non-zero exit code or other failure mode): slurmctld had "
@@ -87,8 +88,7 @@ def consequences(logs: list[Log]) -> list[Cause]:
                 "before this line.",
             score=44, hosts=[], evidence=evidence([ln for e in failed for ln in e.lines])))
     if requeued := [e for e in ends if e.kind == "requeue"]:
-        what, where = _named(requeued)
-        on = f" (logged by the step daemon on {', '.join(where)})" if where else ""
+        what, on = _named(requeued)
         causes.append(Cause(
             id=REQUEUED, title=f"Slurm requeued the job ({what}{on})",
             detail=f"slurmstepd ended {what}{on} to queue the job again (`DUE TO JOB REQUEUE`): an operator's or the "
