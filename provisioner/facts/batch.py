@@ -65,6 +65,10 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
     blocks = (max(caps.stdout, caps.stderr) + _BEGIN_LINE_MAX) // 512 + 1
     tag = f"@@fabnet:{nonce}"
     return [
+        # The script's own process: $$ names the shell that read it, which is another process when a kept
+        # shell runs it in a subshell (channels.KeptShell). A builtin's redirection opens in the shell itself.
+        "__fn_me=; read -r __fn_me __fn_x </proc/self/stat 2>/dev/null; "
+        'case $__fn_me in ""|*[!0-9]*) __fn_me=$$;; esac',
         # A node whose /tmp is full or read-only still has /dev/shm or /run. One command per substitution,
         # so the shell runs it in the substitution's own process instead of forking once more.
         "__fn_d=$(mktemp -d 2>/dev/null) || __fn_d=$(mktemp -d -p /dev/shm 2>/dev/null) || "
@@ -125,7 +129,7 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         '    [ "${__fn_c%%") "*}" = "${__fn_me%%") "*}" ] && kill -"$1" "$2" 2>/dev/null; return 0',
         "  fi",
         '  __fn_s=${__fn_s##*") "}; set -- "$1" "$2" $__fn_s',
-        '  [ "$4" = "$$" ] && kill -"$1" "$2" 2>/dev/null; return 0',
+        '  [ "$4" = "$__fn_me" ] && kill -"$1" "$2" 2>/dev/null; return 0',
         "}",
         # The clock, in hundredths of a second since boot (no leading zero: the shell reads that as octal).
         "__fn_now() {",
@@ -153,7 +157,7 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         "  while read -r __fn_t; do",
         # The script gone however it went: clean up for it and leave.
         '    [ -d "$__fn_d" ] || exit 0',
-        "    kill -0 $$ 2>/dev/null || { __fn_orphaned; exit 0; }",
+        "    kill -0 $__fn_me 2>/dev/null || { __fn_orphaned; exit 0; }",
         '    __fn_i=; __fn_dl=; __fn_pp=; read -r __fn_i __fn_dl __fn_pp <w 2>/dev/null',
         '    __fn_now',
         # A run that lasts a tick also gets a timer of its own, for the network going silent without
@@ -163,7 +167,7 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         '    if [ -z "$__fn_fb" ]; then __fn_fb=1',
         f'      ( {ENV_MARKER}="{run_id}-t-"; export {ENV_MARKER}; '
         f"sleep $(( (__fn_end - __fn_up) / 100 + {REPORT_MARGIN + 5} )) & echo $! >>tm; wait $!; "
-        '[ -d "$__fn_d" ] && kill -TERM $$ ) </dev/null >/dev/null 2>&1 &',
+        '[ -d "$__fn_d" ] && kill -TERM $__fn_me ) </dev/null >/dev/null 2>&1 &',
         "      echo $! >>tm",
         "    fi",
         '    if [ -n "$__fn_k" ] && [ "$__fn_up" -ge "$__fn_kat" ]; then',
@@ -175,7 +179,7 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         f"      __fn_k=$__fn_i; __fn_kp=$__fn_pp; __fn_kat=$((__fn_up + {KILL_GRACE * 100}))",
         "    fi",
         "  done",
-        "  if kill -0 $$ 2>/dev/null; then kill -TERM $$",
+        "  if kill -0 $__fn_me 2>/dev/null; then kill -TERM $__fn_me",
         "  else __fn_orphaned; fi",
         ") <&3 >/dev/null 2>&1 &",
         "__fn_w=$!; exec 3<&-",

@@ -1,4 +1,5 @@
-"""The only place that talks SSH: strict host keys, a cancellable login, and one exec with hard limits.
+"""The only place that connects and opens channels: strict host keys, a cancellable login, and one exec
+with hard limits (its channel is read in channels.py, which also keeps a shell open for watch's cycles).
 
 Host keys are checked against the inventory's `fabnet_known_hosts` file, the user's known_hosts and
 any UserKnownHostsFile from ~/.ssh/config, read as OpenSSH reads them (knownhosts.py); an unknown,
@@ -13,12 +14,10 @@ reads at most a fixed amount of output until a deadline, whatever the host print
 from __future__ import annotations
 
 import logging
-import math
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import paramiko
 from fabric import Config, Connection
@@ -28,8 +27,12 @@ from provisioner.load.inventory import Host
 from provisioner.run import knownhosts
 from provisioner.run.become import Become
 from provisioner.run.become import failure as become_failure
+from provisioner.run.channels import ENDINGS as ENDINGS
+from provisioner.run.channels import Ended as Ended
+from provisioner.run.channels import ExecResult as ExecResult
+from provisioner.run.channels import KeptShell, Unanswered, collect, framed
 from provisioner.run.loginerrors import UnknownHostKey, login_failure, oserror, short
-from provisioner.run.sockets import POLL, dial, interrupted
+from provisioner.run.sockets import dial, interrupted
 from provisioner.run.sockets import interrupt as interrupt  # Ctrl-C stops every login and exec through here
 from provisioner.run.sockets import reset as reset
 
@@ -61,20 +64,6 @@ class NotStarted(CommandFailed):
 
 class BecomeFailed(CommandFailed):
     """sudo refused to run the script (wrong or missing password, not allowed): nothing of it ran."""
-
-
-Ended = Literal["exited", "timeout", "lost", "killed", "interrupted", "overflow"]
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    stdout: str
-    stderr: str
-    exit_code: int  # -1 when the exec did not end by itself (see `ended`)
-    seconds: float
-    ended: Ended = "exited"
-    cut: bool = False  # run gave up waiting after its `shorten_after` marker (the output is partial)
-    marked_at: float | None = None  # seconds from the start to the `shorten_after` marker's arrival, if it came
 
 
 class _Refuse(paramiko.MissingHostKeyPolicy):
@@ -234,14 +223,6 @@ def _through_jumps(conn: Connection, host_name: str, known: knownhosts.KnownHost
 # ----------------------------------------------------------------------------------------------- exec
 
 
-ENDINGS = {
-    "timeout": "no result in time (--timeout)",
-    "lost": "connection lost",
-    "killed": "the remote shell was killed",
-    "interrupted": "interrupted",
-    "overflow": "the host's output passed the size limit",
-}
-
 
 def run(conn: Connection, script: str, *, become: Become | None = None, timeout: float = 120.0, partial: bool = False,
         shorten_after: tuple[str, float] | None = None, max_stdout: int = MAX_STDOUT,
@@ -290,8 +271,8 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
         # The script is one brace group: a shell that got only part of it runs none of it.
         raise NotStarted("connection lost" if lost else f"cannot start the command: {short(exc)}") from exc
     try:
-        result = _collect(channel, client_transport, started, deadline, max_stdout, max_stderr, shorten_after,
-                          ticks)
+        result = collect(channel, client_transport, started, deadline, max_stdout, max_stderr, shorten_after,
+                         ticks)
     finally:
         channel.close()
     if become and (refused := become_failure(become, result.exit_code, result.stdout, result.stderr)):
@@ -301,98 +282,43 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
     return result
 
 
-def _tick(channel: paramiko.Channel, due: float, every: float) -> float:
-    """One tick on the exec's standard input; the time of the next. A full window or a closed channel
-    loses the tick, which is harmless: the script's end is then near anyway."""
+def open_shell(conn: Connection, *, become: Become | None = None, open_timeout: float = 30.0) -> KeptShell:
+    """A shell kept open on `conn` for many runs (channels.KeptShell), through sudo as `become` says.
+    Raises NotStarted when no channel opens."""
+    client_transport = conn.client.get_transport()
+    if client_transport is None or not client_transport.is_active():
+        raise NotStarted("connection lost before the command started")
     try:
-        if channel.send_ready():
-            channel.send(b"\n")
-    except (paramiko.SSHException, OSError, EOFError):
-        pass
-    return max(due + every, time.monotonic())
+        channel = client_transport.open_session(timeout=max(1.0, min(open_timeout, 30.0)))
+        channel.exec_command(become.command() if become else "sh -s")
+        if become:
+            channel.sendall(become.stdin_prefix())
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        lost = not client_transport.is_active()
+        raise NotStarted("connection lost" if lost else f"cannot start the command: {short(exc)}") from exc
+    return KeptShell(channel, client_transport)
 
 
-def framed(script: str) -> str:
-    """The text `sh -s` gets: one brace group, read whole before any of it runs (so a command in it that
-    reads standard input finds nothing of the script, and a script may point that input elsewhere), in
-    the C locale: the parsers read tools' output in its words (`stat %F` prints "regular file", not a
-    translation, on a node whose login sets another language)."""
-    return "{\nLC_ALL=C; export LC_ALL\n" + script.rstrip("\n") + "\n}\n"
-
-
-def _acknowledge(channel: paramiko.Channel) -> None:
-    """The marker arrived: say so on the script's standard input, then end it. A line lost with the
-    channel leaves the script refusing its change (changes.py), which is why it waits for one."""
+def run_kept(shell: KeptShell, host: str, script: str, *, become: Become | None = None, timeout: float = 120.0,
+             partial: bool = False, ticks: float | None = None, open_timeout: float = 30.0) -> ExecResult:
+    """`run`, in a kept shell instead of an exec of its own: the same result, limits and errors, for a
+    script that only reads. The shell must be ready (shell.ready()); one whose run did not end by itself is
+    left unusable. A shell that does not acknowledge the run within `open_timeout` (as an exec's channel
+    must open within it) raises NotStarted: a read-only run may be tried again over a new login."""
+    started = time.monotonic()
     try:
-        channel.sendall(b"\n")
-        channel.shutdown_write()
-    except (paramiko.SSHException, OSError, EOFError):
-        pass
-
-
-def _drain(channel: paramiko.Channel, out: bytearray, cap: int) -> None:
-    """Add to `out` the output that has already arrived, without waiting for more."""
-    while len(out) < cap and channel.recv_ready():
-        data = channel.recv(65536)
-        if not data:
-            return
-        out += data[: cap - len(out)]
-
-
-def _collect(channel: paramiko.Channel, client_transport: paramiko.Transport, started: float, deadline: float,
-             max_stdout: int, max_stderr: int, shorten_after: tuple[str, float] | None = None,
-             ticks: float | None = None) -> ExecResult:
-    out, err = bytearray(), bytearray()
-    channel.settimeout(POLL)
-    ended: Ended | None = None
-    mark = shorten_after[0].encode() if shorten_after else b""
-    shortened, marked_at = False, None
-    every = ticks or math.inf  # no ticks: the first is never due
-    next_tick = started + every
-    while ended is None:
-        if time.monotonic() >= next_tick:
-            next_tick = _tick(channel, next_tick, every)
-        while channel.recv_stderr_ready():
-            data = channel.recv_stderr(65536)
-            err += data[: max(0, max_stderr - len(err))]
-        if interrupted.is_set() or time.monotonic() >= deadline:
-            ended = "interrupted" if interrupted.is_set() else "timeout"
-            _drain(channel, out, max_stdout)  # what the host already sent still says what it did
-            break
-        try:
-            data = channel.recv(65536)
-        except TimeoutError:
-            continue
-        if not data:
-            while channel.recv_stderr_ready():
-                err += channel.recv_stderr(65536)[: max(0, max_stderr - len(err))]
-            break  # end of output: the exit status follows
-        if len(out) + len(data) > max_stdout:
-            out += data[: max_stdout - len(out)]
-            ended = "overflow"
-            break
-        out += data
-        if shorten_after and not shortened and out.find(mark, max(0, len(out) - len(data) - len(mark))) >= 0:
-            deadline, shortened = min(deadline, time.monotonic() + shorten_after[1]), True
-            marked_at = time.monotonic() - started
-            _acknowledge(channel)
-    code = -1
-    if ended is None:
-        while not channel.exit_status_ready() and not channel.closed:
-            if interrupted.is_set() or time.monotonic() >= deadline:
-                break
-            if time.monotonic() >= next_tick:
-                next_tick = _tick(channel, next_tick, every)
-            channel.status_event.wait(POLL)
-        if channel.exit_status_ready() and channel.exit_status >= 0:
-            code, ended = channel.recv_exit_status(), "exited"
-        elif interrupted.is_set():
-            ended = "interrupted"
-        elif not client_transport.is_active():
-            ended = "lost"
-        elif channel.closed:
-            ended = "killed"  # the server closed the channel without an exit status: a signal ended the shell
-        else:
-            ended = "timeout"
-    return ExecResult(out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"), code,
-                      time.monotonic() - started, ended, cut=shortened and ended == "timeout", marked_at=marked_at)
+        end = shell.send(script)
+        result = shell.read(end, started, started + timeout, MAX_STDOUT, MAX_STDERR, ticks,
+                            answer_by=started + max(1.0, min(open_timeout, timeout)))
+    except (paramiko.SSHException, OSError, EOFError, Unanswered) as exc:
+        shell.usable = False
+        ended = exc.ended if isinstance(exc, Unanswered) else None
+        if become and ended and (refused := become_failure(become, ended.exit_code, ended.stdout, ended.stderr)):
+            raise BecomeFailed(refused) from exc
+        if interrupted.is_set():
+            raise CommandFailed("interrupted") from exc
+        lost = not shell.client_transport.is_active()
+        raise NotStarted("connection lost" if lost else f"cannot start the command: {short(exc)}") from exc
+    if not partial and result.ended != "exited":
+        raise CommandFailed(f"{host}: {ENDINGS.get(result.ended, result.ended)}")
+    return result

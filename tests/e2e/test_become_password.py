@@ -103,6 +103,27 @@ def test_ask_become_pass_without_a_terminal_is_a_usage_error(inventory: Path) ->
     assert proc.returncode == 64 and "-K needs a terminal" in proc.stderr and ENV_VAR in proc.stderr
 
 
+def test_watch_reads_through_sudo_in_its_kept_shell_and_a_wrong_password_is_one_reason(
+        slab: Lab, inventory: Path, tmp_path: Path) -> None:
+    # watch keeps one shell open per host for its cycles: sudo reads the password once, when it starts.
+    args = ("watch", str(inventory), "-p", str(SITE), "--every", "1s", "--for", "4s", "--json")
+    good = fabnet(*args, "--history", str(tmp_path / "good.sqlite"), password=PASSWORD)
+    assert good.returncode == 0, good.stderr[-2000:]
+    changes = [json.loads(line) for line in good.stdout.splitlines() if line.startswith("{")]
+    kinds = {(c["host"], c["kind"]) for c in changes}
+    assert {("gpu01", "watching"), ("gpu02", "watching")} <= kinds, changes
+    assert not [c for c in changes if c["kind"] == "host_down"], changes
+    shown = fabnet("history", "--history", str(tmp_path / "good.sqlite"), "--json")
+    cycles = json.loads(shown.stdout)
+    assert shown.returncode == 0 and cycles, shown.stderr
+    bad = fabnet(*args, "--history", str(tmp_path / "bad.sqlite"), password="not " + PASSWORD)
+    down = [json.loads(line) for line in bad.stdout.splitlines() if '"host_down"' in line]
+    assert {c["host"] for c in down} == {"gpu01", "gpu02"}, bad.stdout[-3000:] + bad.stderr[-2000:]
+    assert all("sudo refused the password" in json.dumps(c) for c in down), down
+    for node in slab.nodes:
+        assert slab.ssh(node, "test -e /root/pw-ran", check=False).returncode == 1
+
+
 @pytest.fixture(scope="module")
 def converged(slab: Lab, inventory: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     journal = tmp_path_factory.mktemp("journal") / "journal.jsonl"

@@ -263,17 +263,18 @@ def test_hosts_down_or_restarting_sshd_are_reported_and_never_hold_up_the_others
     assert kinds[:1] == ["watching"] and "host_down" in kinds and "host_back" in kinds
 
 
-def test_a_kept_session_whose_path_died_is_found_within_the_login_timeout(watch_lab: Lab) -> None:
+@pytest.mark.parametrize("keep_shell", [False, True], ids=["exec", "kept-shell"])
+def test_a_kept_session_whose_path_died_is_found_within_the_login_timeout(watch_lab: Lab, keep_shell: bool) -> None:
     """A kept-open session (watch's, or any command's second exec) whose management path died since its
-    last use: the next exec waits for its channel only as long as a login may take, then tries one new
-    login, and the host is reported down after those two waits, not at the end of the command's
-    timeout (here 30 s)."""
+    last use: the next exec waits for its channel (or watch's kept shell for its acknowledgment) only as
+    long as a login may take, then tries one new login, and the host is reported down after those two
+    waits, not at the end of the command's timeout (here 30 s)."""
     from provisioner.load.loading import load_hosts
     from provisioner.run import transport
     from provisioner.run.session import HostSession, Options
 
     plans, _ = load_hosts(watch_lab.state.inventory_path, "gpu03")
-    session = HostSession(plans[0].host, Options(connect_timeout=2, command_timeout=30))
+    session = HostSession(plans[0].host, Options(connect_timeout=2, command_timeout=30), keep_shell=keep_shell)
     mgmt = watch_lab.state.names.mgmt_port(watch_lab.node("gpu03").index)
     try:
         assert session.exec("true").exit_code == 0

@@ -16,7 +16,7 @@ import paramiko
 import pytest
 
 from provisioner.load.inventory import Host
-from provisioner.run import become, knownhosts, loginerrors, sockets, transport
+from provisioner.run import become, channels, knownhosts, loginerrors, sockets, transport
 
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPV0Ub2RoR8DfzKZ3NfGJ6+FxynfURNgLjfmn/sWCipv"
 
@@ -171,7 +171,7 @@ class FakeTransport:
 
 def collect(channel: FakeChannel, transport_: FakeTransport, timeout: float, max_stdout: int = 1 << 20):
     started = time.monotonic()
-    return transport._collect(channel, transport_, started, started + timeout, max_stdout, 1024)
+    return channels.collect(channel, transport_, started, started + timeout, max_stdout, 1024)
 
 
 def test_a_host_that_prints_without_end_is_cut_at_the_output_cap() -> None:
