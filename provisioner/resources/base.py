@@ -206,6 +206,26 @@ def read_value_command(path: str) -> str:
     )
 
 
+def read_tree_command(*folders: str) -> str:
+    """A command printing `FILE:LINE` for each non-empty line of each file in `folders` (sysfs folders of
+    small values), as `grep -r -H . -- FOLDERS` prints it, in another order (grep's is the folder's own).
+
+    The shell's own `read` does it, so no program starts. Where a folder is missing or a file cannot be
+    read, grep runs after all (and nothing of the shell's reading is printed), so errors read exactly as
+    grep's. Each of `folders` is one shell word: quote it first.
+    """
+    words = " ".join(folders)
+    globs = " ".join(f"{folder}/*" for folder in folders)
+    exist = " && ".join(f"[ -d {folder} ]" for folder in folders)
+    return (
+        f"__fn_o=; __fn_g=; if {exist}; then for __fn_f in {globs}; do [ -f \"$__fn_f\" ] || continue; "
+        "{ while IFS= read -r __fn_l || [ -n \"$__fn_l\" ]; do [ -z \"$__fn_l\" ] || "
+        # The line break inside the quotes is the shell's own: printf's escapes would read the values' too.
+        "__fn_o=\"$__fn_o$__fn_f:$__fn_l\n\"; done <\"$__fn_f\"; } 2>/dev/null || { __fn_g=1; break; }; done; "
+        f"else __fn_g=1; fi; if [ -n \"$__fn_g\" ]; then grep -r -H . -- {words}; else printf '%s' \"$__fn_o\"; fi"
+    )
+
+
 # ------------------------------------------------------------------------------- config file listings
 
 _FILE_HEADER = re.compile(r"^==(?P<mark>[>!]) (?P<path>.+) <==$", re.MULTILINE)

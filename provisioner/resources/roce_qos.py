@@ -34,6 +34,7 @@ from provisioner.resources.base import (
     error,
     errors_for,
     ok,
+    read_tree_command,
     read_value_command,
     sh,
     stdout_of,
@@ -137,9 +138,7 @@ def _mlnx_qos(spec: RoceQosSpec, ctx: HostContext) -> Probe:
 def _ecn(spec: RoceQosSpec, ctx: HostContext) -> Probe:
     def command(netdev: str) -> str:
         base = (f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/")
-        return (
-            f"grep -r -H . -- {_word(*base, 'roce_np/enable')} {_word(*base, 'roce_rp/enable')}"
-        )
+        return read_tree_command(_word(*base, "roce_np/enable"), _word(*base, "roce_rp/enable"))
 
     return Probe(_with_netdev(spec, command, ctx.sysfs_root))
 

@@ -16,6 +16,7 @@ from provisioner.resources.base import (
     parse_file_listing,
     print_files_command,
     probe_error,
+    read_tree_command,
     read_value_command,
     sh,
 )
@@ -100,3 +101,22 @@ def test_a_value_read_by_the_shell_prints_what_cat_prints(tmp_path: Path, text: 
                               check=False)
         theirs = subprocess.run(["cat", "--", str(path)], capture_output=True, text=True, check=False)
         assert (ours.returncode, ours.stdout, ours.stderr) == (theirs.returncode, theirs.stdout, theirs.stderr)
+
+
+@pytest.mark.parametrize("texts", [
+    {"0": "1\n", "1": "0\n", "7": "1"},  # sysfs values, one without a final line break
+    {"a": "two\n\nlines \\t %s\n", "b": ""},  # an empty line and an empty file print nothing
+])
+def test_a_folder_read_by_the_shell_prints_what_grep_prints(tmp_path: Path, texts: dict[str, str]) -> None:
+    np, rp = tmp_path / "it's np", tmp_path / "rp"
+    for folder in (np, rp):
+        folder.mkdir()
+        for name, text in texts.items():
+            (folder / name).write_text(text)
+    for folders in ((np, rp), (np, tmp_path / "missing")):
+        command = read_tree_command(*(sh(str(f)) for f in folders))
+        ours = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False)
+        theirs = subprocess.run(["grep", "-r", "-H", ".", "--", *map(str, folders)], capture_output=True,
+                                text=True, check=False)
+        assert (ours.returncode, sorted(ours.stdout.splitlines(True)), ours.stderr) == (
+            theirs.returncode, sorted(theirs.stdout.splitlines(True)), theirs.stderr)

@@ -255,10 +255,10 @@ def test_only_what_the_spec_sets_is_probed() -> None:
 def test_sysfs_root_comes_from_the_host_and_is_quoted() -> None:
     root = "/var/lib/fab net's/sys"
     (command,) = _probes(HostContext("h", root), interface="eth1", ecn=[3])
-    assert shlex.split(command) == [
-        "grep", "-r", "-H", ".", "--", f"{root}/class/net/eth1/ecn/roce_np/enable",
-        f"{root}/class/net/eth1/ecn/roce_rp/enable",
-    ]
+    np, rp = (f"{root}/class/net/eth1/ecn/{point}/enable" for point in ("roce_np", "roce_rp"))
+    words = shlex.split(command)
+    assert words[2:11] == ["if", "[", "-d", np, "]", "&&", "[", "-d", rp]
+    assert words[-12:-5] == ["grep", "-r", "-H", ".", "--", np, rp + ";"]
     (command,) = _probes(HostContext("h", root), rdma_device="mlx5_0", cnp_dscp=48)
     assert shlex.split(final_command(roce_qos.Probe(command)))[-3:] == [
         "cat", "--", f"{root}/class/net/$netdev/ecn/roce_np/cnp_dscp",
