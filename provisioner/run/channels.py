@@ -191,7 +191,7 @@ class KeptShell:
         channel = self.channel
         channel.settimeout(POLL)
         out = self._acknowledged(end, min(answer_by, deadline))
-        err = bytearray()
+        err, tail = bytearray(), bytearray()  # stderr up to its cap; its last bytes, where the end line is
         every = ticks or math.inf
         next_tick = started + every
         room = len(end) + 32  # the end line itself, past either cap
@@ -200,7 +200,8 @@ class KeptShell:
         while code is None and ended is None:  # stdout up to its end line
             if time.monotonic() >= next_tick:
                 next_tick = tick(channel, next_tick, every)
-            _stderr(channel, err, max_stderr + room)
+            while channel.recv_stderr_ready():
+                _keep(channel.recv_stderr(65536), err, max_stderr, tail, room)
             if interrupted.is_set() or time.monotonic() >= deadline:
                 ended = "interrupted" if interrupted.is_set() else "timeout"
                 _drain(channel, out, max_stdout)
@@ -221,7 +222,7 @@ class KeptShell:
             else:
                 out += data
                 code = _ends(out, end)
-        while ended is None and _ends(err, end) is None:  # then stderr's, printed right after it
+        while ended is None and _ends(tail, end) is None:  # then stderr's, printed right after it
             if interrupted.is_set() or time.monotonic() >= deadline:
                 ended = "interrupted" if interrupted.is_set() else "timeout"
                 break
@@ -231,13 +232,13 @@ class KeptShell:
                 continue
             if not data:
                 ended = "killed" if self.client_transport.is_active() else "lost"
-            err += data[: max(0, max_stderr + room - len(err))]
+            _keep(data, err, max_stderr, tail, room)
         if ended is not None or code is None:
             self.usable = False
             return ExecResult(out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"), -1,
                               time.monotonic() - started, ended or "killed")
         return ExecResult(_before(out, end)[:max_stdout].decode("utf-8", errors="replace"),
-                          _before(err, end)[:max_stderr].decode("utf-8", errors="replace"), code,
+                          _before(err, end).decode("utf-8", errors="replace"), code,
                           time.monotonic() - started)
 
     def _acknowledged(self, end: bytes, answer_by: float) -> bytearray:
@@ -302,4 +303,14 @@ def _ends(text: bytearray, end: bytes) -> int | None:
 
 
 def _before(text: bytearray, end: bytes) -> bytes:
-    return bytes(text[: text.rfind(b"\n" + end)])
+    """`text` up to the run's end line, or all of it where the line lies past a cap."""
+    at = text.rfind(b"\n" + end)
+    return bytes(text if at < 0 else text[:at])
+
+
+def _keep(data: bytes, text: bytearray, cap: int, tail: bytearray, room: int) -> None:
+    """Add `data` to `text` up to `cap` bytes, and to `tail`, which keeps the last `room` bytes of all of it:
+    a run whose stderr passed its cap still has its end line found there."""
+    text += data[: max(0, cap - len(text))]
+    tail += data[-room:]
+    del tail[:-room]

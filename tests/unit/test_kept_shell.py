@@ -219,3 +219,11 @@ def test_a_run_whose_output_comes_in_one_piece_with_its_acknowledgment_ends_at_o
     finally:
         channel.proc.kill()
         channel.proc.wait()
+
+
+def test_stderr_past_its_cap_is_cut_and_the_run_still_ends_at_its_end_line(kept) -> None:
+    shell, _ = kept
+    flood = transport.run_kept(shell, "h", "head -c 300000 /dev/zero | tr '\\0' e >&2; echo done", timeout=20)
+    assert (flood.ended, flood.exit_code, flood.stdout) == ("exited", 0, "done\n")
+    assert flood.stderr == "e" * transport.MAX_STDERR
+    assert transport.run_kept(shell, "h", "echo next", timeout=10).stdout == "next\n" and shell.ready()
