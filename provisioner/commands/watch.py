@@ -106,7 +106,7 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
     drainer = _drainer(inventory, playbook, options) if drain_failed else None
     state = watch_metrics.WatchState()
     registry = watch_metrics.registry(state)
-    with WatchLock(inventory, default_path().parent), Sessions(options, keep_shell=True) as sessions:
+    with WatchLock(inventory, default_path().parent), Sessions(options, keep_shells=True) as sessions:
         history = History(target) if target is not None else None
         run = history.start_run("watch", str(inventory), str(playbook)) if history is not None else 0
         if prom_port is not None:

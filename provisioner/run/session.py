@@ -159,9 +159,9 @@ class Sessions:
     """The sessions of one command, one per host, kept open from the first exec to the command's end
     (apply: gather, then the prompt, then changes and re-check over the same connection)."""
 
-    def __init__(self, options: Options, *, keep_shell: bool = False) -> None:
+    def __init__(self, options: Options, *, keep_shells: bool = False) -> None:
         self.options = options
-        self.keep_shell = keep_shell
+        self.keep_shells = keep_shells  # one kept shell per host (watch: HostSession's keep_shell)
         self._by_name: dict[str, HostSession] = {}
         self._lock = threading.Lock()
 
@@ -169,7 +169,7 @@ class Sessions:
         with self._lock:
             session = self._by_name.get(host.name)
             if session is None:
-                session = self._by_name[host.name] = HostSession(host, self.options, keep_shell=self.keep_shell)
+                session = self._by_name[host.name] = HostSession(host, self.options, keep_shell=self.keep_shells)
             return session
 
     def close(self) -> None:

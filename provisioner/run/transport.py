@@ -223,7 +223,6 @@ def _through_jumps(conn: Connection, host_name: str, known: knownhosts.KnownHost
 # ----------------------------------------------------------------------------------------------- exec
 
 
-
 def run(conn: Connection, script: str, *, become: Become | None = None, timeout: float = 120.0, partial: bool = False,
         shorten_after: tuple[str, float] | None = None, max_stdout: int = MAX_STDOUT,
         max_stderr: int = MAX_STDERR, ticks: float | None = None, open_timeout: float | None = None) -> ExecResult:
@@ -267,9 +266,8 @@ def run(conn: Connection, script: str, *, become: Become | None = None, timeout:
     except (paramiko.SSHException, OSError, EOFError) as exc:
         if interrupted.is_set():
             raise CommandFailed("interrupted") from exc
-        lost = not client_transport.is_active()
         # The script is one brace group: a shell that got only part of it runs none of it.
-        raise NotStarted("connection lost" if lost else f"cannot start the command: {short(exc)}") from exc
+        raise _not_started(client_transport, exc) from exc
     try:
         result = collect(channel, client_transport, started, deadline, max_stdout, max_stderr, shorten_after,
                          ticks)
@@ -294,8 +292,7 @@ def open_shell(conn: Connection, *, become: Become | None = None, open_timeout: 
         if become:
             channel.sendall(become.stdin_prefix())
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        lost = not client_transport.is_active()
-        raise NotStarted("connection lost" if lost else f"cannot start the command: {short(exc)}") from exc
+        raise _not_started(client_transport, exc) from exc
     return KeptShell(channel, client_transport)
 
 
@@ -317,8 +314,12 @@ def run_kept(shell: KeptShell, host: str, script: str, *, become: Become | None 
             raise BecomeFailed(refused) from exc
         if interrupted.is_set():
             raise CommandFailed("interrupted") from exc
-        lost = not shell.client_transport.is_active()
-        raise NotStarted("connection lost" if lost else f"cannot start the command: {short(exc)}") from exc
+        raise _not_started(shell.client_transport, exc) from exc
     if not partial and result.ended != "exited":
         raise CommandFailed(f"{host}: {ENDINGS.get(result.ended, result.ended)}")
     return result
+
+
+def _not_started(client_transport: paramiko.Transport, exc: BaseException) -> NotStarted:
+    return NotStarted("connection lost" if not client_transport.is_active() else
+                      f"cannot start the command: {short(exc)}")
