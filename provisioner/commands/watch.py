@@ -71,7 +71,8 @@ def watch_command(inventory: Path, playbook: Path | None, limit: str | None, int
                   history_file: Path | None, keep: float, prom_port: int | None, prom_listen: str, prom: Path | None,
                   as_json: bool, drain_failed: bool, ask_become_pass: bool) -> None:
     """Keep watching the fleet: each host is read again every interval over its kept SSH session (one
-    exec: the playbook's facts and the RDMA port counters and link carrier changes), and only what
+    run in a shell kept open there: the playbook's facts and the RDMA port counters and link carrier
+    changes), and only what
     CHANGED is reported: new drift, drift gone, an error counter that rose (with its rate), a link that
     went down and up, a host down or back. Every cycle is recorded in the history (fabnet history).
 

@@ -1,4 +1,4 @@
-"""The link readings `watch` adds to each host's one exec: RDMA port counters and netdev carrier changes.
+"""The link readings `watch` adds to each host's one run per cycle: RDMA port counters and netdev carrier changes.
 
 Port counters are read as the port_counters resource reads them (every device and port under
 fabnet_sysfs_root's class/infiniband); carrier_changes and carrier come from /sys/class/net, which counts

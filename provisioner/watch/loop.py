@@ -1,6 +1,6 @@
-"""The watch loop: every host re-audited each interval over its kept session, one exec per cycle.
+"""The watch loop: every host re-audited each interval over its kept session, one run per cycle.
 
-Each cycle reads the host's playbook facts and its link readings in ONE exec (engine.read_host with the
+Each cycle reads the host's playbook facts and its link readings in ONE run (engine.read_host with the
 links probe added), compares the snapshot with the host's previous one (changes.py), records the cycle in
 the history (one transaction: a killed watch keeps every finished cycle) and updates the metrics. A host
 that is down is retried with a growing delay (never more than BACKOFF_MAX, or the interval if longer) and
@@ -53,7 +53,7 @@ class Reading:
     readings, where the other hosts' fleet checks find it too)."""
 
     results: Results | None
-    at: float  # seconds since the epoch, when the exec started
+    at: float  # seconds since the epoch, when the run started
     sysfs_root: str
 
 
@@ -118,7 +118,7 @@ class Watcher:
             return dict(self._latest)
 
     def read(self, plan: HostPlan) -> Reading:
-        """One host's cycle, first half: its facts and link readings in one exec (a task of the runner,
+        """One host's cycle, first half: its facts and link readings in one run (a task of the runner,
         in one of its fork slots). Never raises."""
         host = plan.host
         session = self.sessions(host)
@@ -168,7 +168,7 @@ class Watcher:
         if self.history is not None:
             counters: dict[str, float] = {**snap.links.counters,
                                           **{f"{i} carrier_changes": v for i, v in snap.links.carrier_changes.items()}}
-            # The whole cycle (read, evaluate, compare), not only the exec: what a fleet's cycle costs.
+            # The whole cycle (read, evaluate, compare), not only the run: what a fleet's cycle costs.
             took = round(max(0.0, time.time() - snap.at), 4)
             try:
                 self.history.add_results(self.run, [host_row(cycle.doc, snap.at, counters, seconds=took)],
