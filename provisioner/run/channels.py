@@ -125,22 +125,7 @@ def collect(channel: paramiko.Channel, client_transport: paramiko.Transport, sta
             acknowledge(channel)
     code = -1
     if ended is None:
-        while not channel.exit_status_ready() and not channel.closed:
-            if interrupted.is_set() or time.monotonic() >= deadline:
-                break
-            if time.monotonic() >= next_tick:
-                next_tick = tick(channel, next_tick, every)
-            channel.status_event.wait(POLL)
-        if channel.exit_status_ready() and channel.exit_status >= 0:
-            code, ended = channel.recv_exit_status(), "exited"
-        elif interrupted.is_set():
-            ended = "interrupted"
-        elif not client_transport.is_active():
-            ended = "lost"
-        elif channel.closed:
-            ended = "killed"  # the server closed the channel without an exit status: a signal ended the shell
-        else:
-            ended = "timeout"
+        code, ended = _exit_status(channel, client_transport, deadline, every, next_tick)
     return ExecResult(out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"), code,
                       time.monotonic() - started, ended, cut=shortened and ended == "timeout", marked_at=marked_at)
 
@@ -245,6 +230,9 @@ class KeptShell:
         """Wait for the run's acknowledgment; what came after it."""
         ack, seen = b"\n" + end + b"ack@@\n", bytearray()
         while (at := seen.find(ack)) < 0:
+            # Whatever came before it (a login shell's greeting, a straggler of an earlier run) is dropped;
+            # the end of it stays, where the acknowledgment may have begun.
+            del seen[: max(0, len(seen) - len(ack))]
             if interrupted.is_set() or time.monotonic() >= answer_by:
                 self.usable = False
                 raise Unanswered("interrupted" if interrupted.is_set() else "no answer from the kept shell")
@@ -259,7 +247,7 @@ class KeptShell:
                 _stderr(self.channel, err, MAX_ENDED_STDERR)
                 raise Unanswered("the kept shell ended", ExecResult(
                     seen.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"), status, 0.0, how))
-            seen += data[-(len(ack) + 65536):]  # junk before it (a straggler of an earlier run) is dropped
+            seen += data
         return seen[at + len(ack):]
 
     def close(self) -> None:
@@ -277,12 +265,15 @@ class Unanswered(Exception):
         self.ended = ended
 
 
-def _exit_status(channel: paramiko.Channel, client_transport: paramiko.Transport,
-                 deadline: float) -> tuple[int, Ended]:
-    """Once a channel's output has ended: its exit status and how it ended, as `collect` tells them."""
+def _exit_status(channel: paramiko.Channel, client_transport: paramiko.Transport, deadline: float,
+                 every: float = math.inf, next_tick: float = math.inf) -> tuple[int, Ended]:
+    """Once a channel's output has ended: its exit status (-1 without one) and how it ended, ticking on
+    (`every` seconds, the next due at `next_tick`) while the status is awaited."""
     while not channel.exit_status_ready() and not channel.closed:
         if interrupted.is_set() or time.monotonic() >= deadline:
             break
+        if time.monotonic() >= next_tick:
+            next_tick = tick(channel, next_tick, every)
         channel.status_event.wait(POLL)
     if channel.exit_status_ready() and channel.exit_status >= 0:
         return channel.recv_exit_status(), "exited"
@@ -290,6 +281,7 @@ def _exit_status(channel: paramiko.Channel, client_transport: paramiko.Transport
         return -1, "interrupted"
     if not client_transport.is_active():
         return -1, "lost"
+    # Closed without an exit status: a signal ended the shell.
     return -1, "killed" if channel.closed else "timeout"
 
 
