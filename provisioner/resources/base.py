@@ -206,24 +206,34 @@ def read_value_command(path: str) -> str:
     )
 
 
+def read_lines_command(files: str, fallback: str) -> str:
+    """A command printing `FILE:LINE` for each non-empty line of each of `files` (shell words: sysfs files
+    of small values), as `grep -H .` prints them, with the shell's own `read`: no program starts.
+
+    grep stays the authority: `fallback` (a grep of the same files) runs instead, and nothing of the shell's
+    reading is printed, where a word is not a regular file or cannot be opened, or where a file gives no
+    line at all: the shell reads an I/O error (a driver's EIO) as the end of the file, where grep names it.
+    """
+    return (
+        f"__fn_o=; __fn_g=; for __fn_f in {files}; do __fn_h=; [ -f \"$__fn_f\" ] && "
+        "{ while IFS= read -r __fn_l || [ -n \"$__fn_l\" ]; do [ -z \"$__fn_l\" ] || { __fn_h=1; "
+        # The line break inside the quotes is the shell's own: printf's escapes would read the values' too.
+        "__fn_o=\"$__fn_o$__fn_f:$__fn_l\n\"; }; done <\"$__fn_f\"; } 2>/dev/null && [ -n \"$__fn_h\" ] || "
+        f"{{ __fn_g=1; break; }}; done; if [ -n \"$__fn_g\" ]; then {fallback}; else printf '%s' \"$__fn_o\"; fi"
+    )
+
+
 def read_tree_command(*folders: str) -> str:
     """A command printing `FILE:LINE` for each non-empty line of each file in `folders` (sysfs folders of
     small values), as `grep -r -H . -- FOLDERS` prints it, in another order (grep's is the folder's own).
-
-    The shell's own `read` does it, so no program starts. Where a folder is missing or a file cannot be
-    read, grep runs after all (and nothing of the shell's reading is printed), so errors read exactly as
-    grep's. Each of `folders` is one shell word: quote it first.
+    The shell reads them (read_lines_command); where a folder is missing, or anything in it is not a plain
+    readable file, grep runs after all, so errors read exactly as grep's. Each of `folders` is one shell
+    word: quote it first.
     """
-    words = " ".join(folders)
-    globs = " ".join(f"{folder}/*" for folder in folders)
+    grep = f"grep -r -H . -- {' '.join(folders)}"
     exist = " && ".join(f"[ -d {folder} ]" for folder in folders)
-    return (
-        f"__fn_o=; __fn_g=; if {exist}; then for __fn_f in {globs}; do [ -f \"$__fn_f\" ] || continue; "
-        "{ while IFS= read -r __fn_l || [ -n \"$__fn_l\" ]; do [ -z \"$__fn_l\" ] || "
-        # The line break inside the quotes is the shell's own: printf's escapes would read the values' too.
-        "__fn_o=\"$__fn_o$__fn_f:$__fn_l\n\"; done <\"$__fn_f\"; } 2>/dev/null || { __fn_g=1; break; }; done; "
-        f"else __fn_g=1; fi; if [ -n \"$__fn_g\" ]; then grep -r -H . -- {words}; else printf '%s' \"$__fn_o\"; fi"
-    )
+    globs = " ".join(f"{folder}/*" for folder in folders)
+    return f"if {exist}; then {read_lines_command(globs, grep)}; else {grep}; fi"
 
 
 # ------------------------------------------------------------------------------- config file listings

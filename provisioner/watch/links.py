@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from provisioner.errors import ParseError
 from provisioner.parsers._live import reading_host_output
 from provisioner.parsers.port_counters import folder_of, parse_port_counters
-from provisioner.resources.base import Probe, Results, sh
+from provisioner.resources.base import Probe, Results, read_lines_command, sh
 
 NET_MARK = "@@fabnet-net"
 RDMA_MARK = "@@fabnet-rdma"  # between the counters and the listing of devices and ports
@@ -86,15 +86,22 @@ def probe(sysfs_root: str) -> Probe:
     # named to grep itself, whose complaint about it marks its counters unreadable rather than gone.
     files = " ".join([*(f"*/ports/*/*counters/{name}" for name in sorted(ERROR_COUNTERS)),
                       *(f"*/hw_counters/{name}" for name in sorted(DEVICE_ERROR_COUNTERS))])
-    # Then every device and port, listed by the same subshell with the shell's own globs and printf (no process):
+    # Then every device and port, listed by the same shell with its own globs and printf (no process):
     # what is gone is what is no longer listed. A class/infiniband the shell cannot enter (ib_core unloaded) lists
     # nothing after the mark: every device is gone. `[ -e ]` drops an unmatched pattern and a dangling link.
     listing = (f'echo {sh(RDMA_MARK)}; for d in * */ports/*; do [ -e "$d" ] && printf "%s\\n" "$d"; done')
-    counters = (f'( if cd -- {infiniband} 2>/dev/null; then set -- && for f in {files}; do [ -e "$f" ] && '
+    # The shell reads the files itself (read_lines_command); grep, with its complaints, only where one will
+    # not read. The probe's own shell (a subshell of the fact script) is the one that changes folder.
+    read = read_lines_command('"$@"', 'grep -r -H . "$@" 2>&1')
+    counters = (f'if cd -- {infiniband} 2>/dev/null; then set -- && for f in {files}; do [ -e "$f" ] && '
                 'set -- "$@" "$f"; done; for d in */ports/*/*counters */hw_counters; do '
                 '{ { [ -L "$d" ] && ! [ -e "$d" ]; } || { [ -d "$d" ] && ! [ -x "$d" ]; }; } && set -- "$@" "$d"; '
-                f'done; [ $# -eq 0 ] || grep -r -H . "$@" 2>&1; {listing}; else echo {sh(RDMA_MARK)}; fi )')
-    net = "grep -H . /sys/class/net/*/carrier_changes /sys/class/net/*/carrier 2>/dev/null"
+                f'done; {read}; '
+                f'{listing}; else echo {sh(RDMA_MARK)}; fi')
+    # grep -H . without its complaints: a netdev that is down refuses `carrier` (EINVAL), and says nothing.
+    net = ('for __fn_f in /sys/class/net/*/carrier_changes /sys/class/net/*/carrier; do { while IFS= read -r __fn_l '
+           '|| [ -n "$__fn_l" ]; do [ -z "$__fn_l" ] || printf \'%s:%s\\n\' "$__fn_f" "$__fn_l"; done <"$__fn_f"; } '
+           '2>/dev/null; done')
     return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; true", timeout=20)
 
 

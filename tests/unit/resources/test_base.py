@@ -16,6 +16,7 @@ from provisioner.resources.base import (
     parse_file_listing,
     print_files_command,
     probe_error,
+    read_lines_command,
     read_tree_command,
     read_value_command,
     sh,
@@ -120,3 +121,31 @@ def test_a_folder_read_by_the_shell_prints_what_grep_prints(tmp_path: Path, text
                                 text=True, check=False)
         assert (ours.returncode, sorted(ours.stdout.splitlines(True)), ours.stderr) == (
             theirs.returncode, sorted(theirs.stdout.splitlines(True)), theirs.stderr)
+
+
+def test_files_read_by_the_shell_print_what_grep_prints_and_grep_speaks_for_any_that_will_not_read(
+        tmp_path: Path) -> None:
+    values = {"it's 1": "1\n", "two": "two\n\nlines \\t %s", "empty": "", "blank": "\n\n"}
+    for name, text in values.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "folder").mkdir()
+    # The shell reads an I/O error as the end of the file; grep names it: /proc/self/mem refuses offset 0.
+    (tmp_path / "eio").symlink_to("/proc/self/mem")
+    cases = [["it's 1", "two"], ["it's 1", "empty", "two"], ["blank"], ["two", "eio"], ["it's 1", "folder"],
+             ["missing", "two"]]
+    for names in cases:
+        files = [str(tmp_path / n) for n in names]
+        words = " ".join(sh(f) for f in files)
+        command = read_lines_command(words, f"grep -r -H . -- {words} 2>&1")
+        ours = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False)
+        theirs = subprocess.run(["grep", "-r", "-H", ".", "--", *files], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, check=False)
+        assert (ours.stdout, ours.stderr) == (theirs.stdout, ""), names
+    # No files, no output (grep -r would read the working folder instead).
+    assert subprocess.run(["sh", "-c", read_lines_command("", "grep -r -H .")], capture_output=True, text=True,
+                          check=True).stdout == ""
+    # Where every file reads, no program starts: the same command with no grep on PATH still prints them all.
+    command = read_lines_command(" ".join(sh(str(tmp_path / n)) for n in ("it's 1", "two")), "grep nothing")
+    alone = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=False,
+                           env={"PATH": str(tmp_path / "nowhere")})
+    assert alone.stdout == f"{tmp_path}/it's 1:1\n{tmp_path}/two:two\n{tmp_path}/two:lines \\t %s\n"

@@ -257,8 +257,8 @@ def test_sysfs_root_comes_from_the_host_and_is_quoted() -> None:
     (command,) = _probes(HostContext("h", root), interface="eth1", ecn=[3])
     np, rp = (f"{root}/class/net/eth1/ecn/{point}/enable" for point in ("roce_np", "roce_rp"))
     words = shlex.split(command)
-    assert words[2:11] == ["if", "[", "-d", np, "]", "&&", "[", "-d", rp]
-    assert words[-12:-5] == ["grep", "-r", "-H", ".", "--", np, rp + ";"]
+    assert words[:9] == ["if", "[", "-d", np, "]", "&&", "[", "-d", rp]
+    assert words[-8:-1] == ["grep", "-r", "-H", ".", "--", np, rp + ";"]
     (command,) = _probes(HostContext("h", root), rdma_device="mlx5_0", cnp_dscp=48)
     assert shlex.split(final_command(roce_qos.Probe(command)))[-3:] == [
         "cat", "--", f"{root}/class/net/$netdev/ecn/roce_np/cnp_dscp",

@@ -123,3 +123,40 @@ def test_the_probe_keeps_a_refused_counter(tmp_path: Path, refused_file: str) ->
     assert got.counters == {"mlx5_0/1 link_downed": 2}
     assert got.unreadable == {"mlx5_0/1 symbol_error": "Permission denied"}
     assert got.problem is None
+
+
+def test_the_probe_keeps_a_counter_that_fails_with_an_io_error(tmp_path: Path) -> None:
+    # A driver's EIO: the shell's own read takes it for the end of the file, so grep reads the counters instead
+    # and names it. /proc/self/mem refuses a read at offset 0 with EIO, whoever reads it.
+    counters = tmp_path / "class/infiniband/mlx5_0/ports/1/counters"
+    counters.mkdir(parents=True)
+    (counters / "link_downed").write_text("2\n")
+    os.symlink("/proc/self/mem", counters / "symbol_error")
+    proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
+                          check=True, timeout=30)
+    got = links.parse(proc.stdout)
+    assert got.counters == {"mlx5_0/1 link_downed": 2}
+    assert got.unreadable == {"mlx5_0/1 symbol_error": "Input/output error"}
+
+
+def test_the_probe_reads_counters_and_carriers_as_grep_does(tmp_path: Path) -> None:
+    port = tmp_path / "class/infiniband/mlx5_0/ports/1"
+    (port / "counters").mkdir(parents=True)
+    (port / "hw_counters").mkdir()
+    (port / "counters/link_downed").write_text("2\n")
+    (port / "counters/symbol_error").write_text("0")  # no final line break
+    (port / "counters/port_rcv_data").write_text("77\n")  # traffic: not read
+    (port / "hw_counters/out_of_sequence").write_text("5\n")
+    proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
+                          check=True, timeout=30)
+    counters, _, rest = proc.stdout.partition(links.RDMA_MARK)
+    assert counters.splitlines() == ["mlx5_0/ports/1/counters/link_downed:2",  # in the order of the names' list
+                                     "mlx5_0/ports/1/hw_counters/out_of_sequence:5",
+                                     "mlx5_0/ports/1/counters/symbol_error:0"]
+    # This machine's own netdevs, as grep prints them (a netdev that is down refuses `carrier`: left out by both).
+    net = sorted(str(p) for p in Path("/sys/class/net").glob("*/carrier_changes"))
+    net += sorted(str(p) for p in Path("/sys/class/net").glob("*/carrier"))
+    theirs = subprocess.run(["grep", "-H", ".", *net], capture_output=True, text=True, check=False)
+    assert rest.partition(links.NET_MARK)[2].lstrip("\n") == theirs.stdout
+    assert links.parse(proc.stdout).counters == {"mlx5_0/1 link_downed": 2, "mlx5_0/1 symbol_error": 0,
+                                                 "mlx5_0/1 out_of_sequence": 5}
