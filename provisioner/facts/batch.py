@@ -34,8 +34,9 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from provisioner.facts.fingerprint import Shortcut
+from provisioner.facts.fingerprint import CLOCK, Shortcut
 from provisioner.resources.base import NOT_RUN_EXIT, Probe, ProbeResult
+from provisioner.run.channels import KEPT_FOLDER
 
 TIMEOUT_EXIT = 124
 STDOUT_CAP = 8 * 1024 * 1024  # per probe: base64 of a 6 MiB file still fits
@@ -69,14 +70,17 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         # shell runs it in a subshell (channels.KeptShell). A builtin's redirection opens in the shell itself.
         "__fn_me=; read -r __fn_me __fn_x </proc/self/stat 2>/dev/null; "
         'case $__fn_me in ""|*[!0-9]*) __fn_me=$$;; esac',
-        # A node whose /tmp is full or read-only still has /dev/shm or /run. One command per substitution,
-        # so the shell runs it in the substitution's own process instead of forking once more.
+        # A kept shell keeps one folder for all its runs (its KEPT_FOLDER): each run then costs no mktemp and
+        # no rm, and leaves the folder as it found it (__fn_clean). Otherwise: a node whose /tmp is full or
+        # read-only still has /dev/shm or /run. One command per substitution, so the shell runs it in the
+        # substitution's own process instead of forking once more.
+        f'if [ -n "${{{KEPT_FOLDER}-}}" ] && [ -d "${KEPT_FOLDER}" ]; then __fn_d=${KEPT_FOLDER}; else {KEPT_FOLDER}=; '
         "__fn_d=$(mktemp -d 2>/dev/null) || __fn_d=$(mktemp -d -p /dev/shm 2>/dev/null) || "
         "__fn_d=$(mktemp -d -p /run 2>/dev/null) || "
-        '{ echo "fabnet: cannot create a temporary directory (mktemp -d)" >&2; exit 125; }',
+        '{ echo "fabnet: cannot create a temporary directory (mktemp -d)" >&2; exit 125; }; fi',
         # Probes run where the login put us; the script itself works in its folder, so the list of
         # files to send holds short names whatever TMPDIR is.
-        '__fn_pwd=$PWD; cd "$__fn_d" || exit 125',
+        f'__fn_pwd=$PWD; cd "$__fn_d" || exit 125; : >{CLOCK}',
         # Send a signal to every process carrying this marker in its environment; repeat for KILL,
         # because a dying daemon may have forked once more between the scan and the kill.
         "__fn_sweep() {",
@@ -110,7 +114,11 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         '  for __fn_x in $__fn_t; do case " $__fn_ps " in *" /proc/$__fn_x "*) __fn_a=" $__fn_ps "; '
         '__fn_pids ${__fn_a%%" /proc/$__fn_x "*} ${__fn_a#*" /proc/$__fn_x "};; esac; done',
         f'  [ "$__fn_ps" = "$__fn_ps0" ] || __fn_sweep "{run_id}-" KILL',
-        '  cd /; rm -rf "$__fn_d"',
+        # A kept folder is emptied without a process: every file truncated (a probe's output never waits there
+        # for the next run), and only timeout flags (t.N, which count by being there) removed.
+        f'  cd /; if [ -n "${KEPT_FOLDER}" ]; then __fn_y=; for __fn_x in "$__fn_d"/*; do case ${{__fn_x##*/}} in '
+        't.*) __fn_y=1;; *) [ ! -f "$__fn_x" ] || : >"$__fn_x";; esac; done; '
+        '[ -z "$__fn_y" ] || rm -f -- "$__fn_d"/t.*; else rm -rf "$__fn_d"; fi',
         "}",
         "__fn_w=; __fn_p=; __fn_ps0=",
         "trap __fn_clean EXIT",

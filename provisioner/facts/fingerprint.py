@@ -29,6 +29,10 @@ from provisioner.resources.base import Probe, ProbeResult
 # so names with spaces stay one line.
 FORMAT = "%Z %d:%i:%s:%f:%u:%g:%y:%z %n"
 RACY_SECONDS = 2
+# A file the fact script writes as it starts, in its temporary folder: its ctime is the node's clock then, an
+# instant before any file is read (the folder's own would do only for a folder made by this run, which a kept
+# shell's runs share).
+CLOCK = "clock"
 
 
 @dataclass
@@ -51,11 +55,12 @@ class Shortcut:
 
 
 def command(reads: Sequence[str], expect: str | None) -> str:
-    """Shell printing the temporary folder's status (the node's clock now) and then the files', and
-    exiting 0 only when the files' part equals `expect`. Runs inside the fact script, where `$__fn_d`
-    is its folder. `reads` are shell words (globs of the package's own paths, quoted user paths)."""
+    """Shell printing the status of the fact script's CLOCK file (the node's clock at the run's start) and
+    then the files', and exiting 0 only when the files' part equals `expect`. Runs inside the fact script,
+    where `$__fn_d` is its folder. `reads` are shell words (globs of the package's own paths, quoted user
+    paths)."""
     words = " ".join(dict.fromkeys(reads))
-    stat = f'__fn_f=$(stat -L -c {shlex.quote(FORMAT)} -- "$__fn_d" {words} 2>/dev/null)'
+    stat = f'__fn_f=$(stat -L -c {shlex.quote(FORMAT)} -- "$__fn_d/{CLOCK}" {words} 2>/dev/null)'
     if expect is None:
         return f"{stat}; printf '%s\\n' \"$__fn_f\"; false"
     # Everything after the first line (the folder's): a literal line break inside the pattern.

@@ -33,6 +33,14 @@ ENDINGS = {
 }
 
 
+# The kept shell's own temporary folder, for all its runs (facts/batch.py uses it when it is there), removed
+# when the shell ends. A folder gone meanwhile (a run's clean-up after its script was killed) is made anew.
+KEPT_FOLDER = "__fn_kd"
+_KEEP_FOLDER = (f'[ -d "${{{KEPT_FOLDER}-}}" ] || {{ {KEPT_FOLDER}=$(mktemp -d 2>/dev/null) || '
+                f'{KEPT_FOLDER}=$(mktemp -d -p /dev/shm 2>/dev/null) || {KEPT_FOLDER}=; '
+                f'trap \'[ -z "${KEPT_FOLDER}" ] || rm -rf "${KEPT_FOLDER}"\' EXIT; }}\n')
+
+
 @dataclass(frozen=True)
 class ExecResult:
     stdout: str
@@ -44,12 +52,14 @@ class ExecResult:
     marked_at: float | None = None  # seconds from the start to the `shorten_after` marker's arrival, if it came
 
 
-def framed(script: str) -> str:
+def framed(script: str, *, kept: bool = False) -> str:
     """The text `sh -s` gets: one brace group, read whole before any of it runs (so a command in it that
     reads standard input finds nothing of the script, and a script may point that input elsewhere), in
     the C locale: the parsers read tools' output in its words (`stat %F` prints "regular file", not a
-    translation, on a node whose login sets another language)."""
-    return "{\nLC_ALL=C; export LC_ALL\n" + script.rstrip("\n") + "\n}\n"
+    translation, on a node whose login sets another language). Only a kept shell's own run (`kept`) may
+    find a kept folder (KEPT_FOLDER): a value the login's environment brought is dropped first."""
+    drop = "" if kept else f"unset {KEPT_FOLDER}; "
+    return "{\n" + drop + "LC_ALL=C; export LC_ALL\n" + script.rstrip("\n") + "\n}\n"
 
 
 def tick(channel: paramiko.Channel, due: float, every: float) -> float:
@@ -159,7 +169,9 @@ class KeptShell:
         end = f"@@fabnet-kept:{secrets.token_hex(8)}:".encode()
         # The acknowledgment goes out as soon as the shell has read this far: the round trip that opening
         # an exec's channel would have cost, which finds a path that died since the last run.
-        text = (f"printf '\\n%sack@@\\n' '{end.decode()}'\n(\n{framed(script)})\n__fn_kept=$?; "
+        # A new shell trusts no folder its login's environment named.
+        keep = (f"unset {KEPT_FOLDER}\n" if self.runs == 0 else "") + _KEEP_FOLDER
+        text = (f"printf '\\n%sack@@\\n' '{end.decode()}'\n{keep}(\n{framed(script, kept=True)})\n__fn_kept=$?; "
                 f"printf '\\n%s%s@@\\n' '{end.decode()}' \"$__fn_kept\"; "
                 f"printf '\\n%s%s@@\\n' '{end.decode()}' \"$__fn_kept\" >&2\n")
         self.channel.sendall(text.encode())

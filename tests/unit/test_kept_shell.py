@@ -6,6 +6,7 @@ run that does not end by itself leaves the shell unusable and stops when its inp
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from provisioner.facts import batch
+from provisioner.facts import batch, fingerprint
 from provisioner.resources.base import Probe
 from provisioner.run import channels, transport
 
@@ -21,9 +22,9 @@ from provisioner.run import channels, transport
 class ProcessChannel:
     """The parts of a paramiko Channel a kept shell uses, on a local `sh -s`'s pipes."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+                                     stderr=subprocess.PIPE, start_new_session=True, env=env)
         self.buffers = {1: bytearray(), 2: bytearray()}
         self.ended = {1: False, 2: False}
         self.changed = threading.Condition()
@@ -227,3 +228,84 @@ def test_stderr_past_its_cap_is_cut_and_the_run_still_ends_at_its_end_line(kept)
     assert (flood.ended, flood.exit_code, flood.stdout) == ("exited", 0, "done\n")
     assert flood.stderr == "e" * transport.MAX_STDERR
     assert transport.run_kept(shell, "h", "echo next", timeout=10).stdout == "next\n" and shell.ready()
+
+
+def _folder_of_a_run(shell: channels.KeptShell, probes: list[Probe]) -> tuple[str, dict[str, int]]:
+    """The temporary folder a fact script ran in (its first probe prints it) and its probes' exit codes."""
+    nonce = batch.new_nonce()
+    result = transport.run_kept(shell, "h", batch.build_script(probes, nonce, budget=30), timeout=20, ticks=0.25)
+    found = batch.split_output(result.stdout, nonce)
+    return found[probes[0].key].stdout.strip(), {p.command: found[p.key].exit_code for p in probes}
+
+
+def test_a_kept_shell_keeps_one_folder_for_its_runs_left_empty_between_them_and_removed_at_its_end(kept) -> None:
+    shell, channel = kept
+    where = Probe('printf "%s\\n" "$__fn_d"')
+    secret = Probe("echo a probe output that must not wait on the disk; echo its stderr >&2")
+    slow = Probe("sleep 5", timeout=0.3)  # its timeout leaves a flag file
+    first, codes = _folder_of_a_run(shell, [where, secret, slow])
+    assert codes[slow.command] == batch.TIMEOUT_EXIT and os.path.isdir(first)
+    left = {name: os.path.getsize(os.path.join(first, name)) for name in os.listdir(first)}
+    assert left and not any(name.startswith("t.") for name in left) and set(left.values()) == {0}, left
+    second, codes = _folder_of_a_run(shell, [where, Probe("sleep 0.1", timeout=5)])
+    assert second == first and set(codes.values()) == {0}  # no flag of the first run's timeout counts here
+    shutil.rmtree(first)  # as a run's clean-up after its script was killed: the next run makes a new one
+    third, _ = _folder_of_a_run(shell, [where])
+    assert third != first and os.path.isdir(third) and shell.ready()
+    shell.close()
+    channel.proc.wait(timeout=10)
+    assert not os.path.exists(third)
+
+
+def test_a_folder_named_by_the_logins_environment_is_never_used(tmp_path) -> None:
+    # The variable is the kept shell's own: one the environment brings (an exec, or a new kept shell) names
+    # nothing to reuse, and whatever folder it names is left alone.
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "o.1").write_text("keep me\n")
+    env = {**os.environ, channels.KEPT_FOLDER: str(theirs)}
+    where = Probe('printf "%s\\n" "$__fn_d"')
+    channel = ProcessChannel(env)
+    try:
+        used, _ = _folder_of_a_run(channels.KeptShell(channel, Active()), [where])
+    finally:
+        channel.proc.kill()
+        channel.proc.wait()
+    nonce = batch.new_nonce()
+    script = channels.framed(batch.build_script([where], nonce, budget=30))
+    # As an exec runs it: its standard input stays open (the end of input would stop the script) until its
+    # output has ended.
+    exec_run = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert exec_run.stdin and exec_run.stdout
+    exec_run.stdin.write(script.encode())
+    exec_run.stdin.flush()
+    out = exec_run.stdout.read().decode()
+    exec_run.stdin.close()
+    assert exec_run.wait(timeout=30) == 0
+    used_by_exec = batch.split_output(out, nonce)[where.key].stdout.strip()
+    assert used and used_by_exec and str(theirs) not in (used, used_by_exec)
+    assert not os.path.exists(used_by_exec)  # an exec's own folder goes with it
+    assert os.listdir(theirs) == ["o.1"] and (theirs / "o.1").read_text() == "keep me\n"
+
+
+def test_a_kept_shells_runs_skip_file_only_probes_whose_files_kept_their_status(kept, tmp_path) -> None:
+    # The racy rule compares the files' ctime with the node's clock at each run's start. The kept folder's own
+    # ctime would stay its first run's: a file changed shortly before that run would never be trusted.
+    shell, _ = kept
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("A=1\n")
+    reader = Probe(f"cat {conf}", reads=(str(conf),))
+    cache = fingerprint.FactCache()
+    ran = []
+    for _ in range(4):
+        nonce = batch.new_nonce()
+        step = fingerprint.shortcut([reader], cache)
+        assert step is not None
+        result = transport.run_kept(shell, "h", batch.build_script([reader], nonce, budget=30, shortcut=step),
+                                    timeout=20, ticks=0.25)
+        found = batch.split_output(result.stdout, nonce)
+        ran.append(reader.key in found)
+        assert fingerprint.fill_in(step, found)[reader.key].stdout == "A=1\n"
+        time.sleep(fingerprint.RACY_SECONDS / 2 + 0.6)
+    # Racily clean at first (read again); trusted once the file's ctime is RACY_SECONDS old; then skipped.
+    assert ran[0] and not ran[-1], ran

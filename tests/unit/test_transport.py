@@ -255,7 +255,8 @@ def test_the_script_goes_on_stdin_as_one_group_and_a_short_end_raises_unless_par
     chunks = iter([b"out", b""])
     channel = FakeChannel(lambda: next(chunks), exit_status=0)
     result = transport.run(fake_conn(channel), "echo a\nexit 3\n", timeout=5)
-    assert (channel.command, channel.sent) == ("sh -s", b"{\nLC_ALL=C; export LC_ALL\necho a\nexit 3\n}\n")
+    assert (channel.command, channel.sent) == (
+        "sh -s", b"{\nunset __fn_kd; LC_ALL=C; export LC_ALL\necho a\nexit 3\n}\n")
     assert (result.ended, result.stdout) == ("exited", "out")
     # Run locally, the group keeps a command that reads stdin from eating the rest of the script.
     local = subprocess.run(["sh", "-s"], input=channel.sent.replace(b"echo a", b"cat; echo a"),
@@ -331,7 +332,8 @@ def test_become_with_a_password_sends_it_before_the_script_and_a_refusal_is_one_
     how = become.Become("root", become.Secret("pw word"))
     transport.run(fake_conn(channel), "echo a", become=how, timeout=5)
     assert channel.command == how.command() and "pw word" not in channel.command
-    assert channel.sent == b"pw word\n" + how.marker.encode() + b"\n{\nLC_ALL=C; export LC_ALL\necho a\n}\n"
+    assert channel.sent == (b"pw word\n" + how.marker.encode()
+                            + b"\n{\nunset __fn_kd; LC_ALL=C; export LC_ALL\necho a\n}\n")
 
     refused = StderrChannel(lambda: b"", b"Sorry, try again.\nsudo: 1 incorrect password attempt\n", exit_status=1)
     with pytest.raises(transport.BecomeFailed, match=r"^sudo refused the password") as info:
