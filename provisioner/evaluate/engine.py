@@ -87,15 +87,27 @@ def plan_probes(plan: HostPlan) -> list[Probe]:
     return list(probes.values())
 
 
-def gather(plan: HostPlan, session: HostSession, extra: Sequence[Probe] = (),
-           cache: fingerprint.FactCache | None = None) -> tuple[Results, int]:
-    """Run every probe of the host (and `extra` probes, e.g. watch's link readings) in one exec over
-    `session`. Returns the results and the number of execs (1). With `cache` (watch), probes that only
-    read files are run only when those files changed since the results kept there."""
-    options = session.options
+def _prepare(plan: HostPlan, extra: Sequence[Probe]) -> tuple[list[Probe], list[Probe], probejoin.Joined]:
+    """The host's probes (its plan's, then `extra`), the ones to run once joined, and how to split them."""
     probes = plan_probes(plan)
     probes += [p for p in extra if p.key not in {q.key for q in probes}]
-    to_run, joined = probejoin.join(probes)
+    return (probes, *probejoin.join(probes))
+
+
+def gather(plan: HostPlan, session: HostSession, extra: Sequence[Probe] = (),
+           memo: Memo | None = None) -> tuple[Results, int]:
+    """Run every probe of the host (and `extra` probes, e.g. watch's link readings) in one exec over
+    `session`. Returns the results and the number of execs (1). With `memo` (watch), probes that only
+    read files are run only when those files changed since the results kept there, and the probes are
+    planned once (a host's plan does not change during a watch)."""
+    options = session.options
+    if memo is None:
+        probes, to_run, joined = _prepare(plan, extra)
+    else:
+        if memo.prepared is None or memo.prepared[0] != tuple(p.key for p in extra):
+            memo.prepared = (tuple(p.key for p in extra), *_prepare(plan, extra))
+        _, probes, to_run, joined = memo.prepared
+    cache = memo.files if memo is not None else None
     nonce = batch.new_nonce()
     shortcut = fingerprint.shortcut(to_run, cache)
     script = batch.build_script(to_run, nonce, budget=options.command_timeout, shortcut=shortcut)
@@ -157,6 +169,8 @@ class Memo:
     resources: list[ResourceOutcome] = field(default_factory=list)
     keys: tuple[str, ...] = ()  # the plan's probe keys (a host's plan does not change during a watch)
     files: fingerprint.FactCache = field(default_factory=fingerprint.FactCache)  # file-only probes' last results
+    # gather's planned probes, for the `extra` probe keys they were planned with
+    prepared: tuple[tuple[str, ...], list[Probe], list[Probe], probejoin.Joined] | None = None
 
 
 def evaluate_memo(plan: HostPlan, results: Results, memo: Memo | None) -> list[ResourceOutcome]:
@@ -180,7 +194,7 @@ def read_host(plan: HostPlan, session: HostSession, extra: Sequence[Probe] = (),
     started = time.monotonic()
     host = plan.host
     try:
-        results, execs = gather(plan, session, extra, memo.files if memo is not None else None)
+        results, execs = gather(plan, session, extra, memo)
     except transport.HostUnreachable as exc:
         return HostOutcome(host.name, host.address, "unreachable", exc.reason,
                            seconds=time.monotonic() - started), None

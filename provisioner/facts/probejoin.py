@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from provisioner.resources.base import Probe, ProbeResult
 
 
 @dataclass(frozen=True)
 class Joined:
-    """What `join` merged: the key of the probe that runs -> the probes it stands for, in argument order."""
+    """What `join` merged: the key of the probe that runs -> the probes it stands for, in argument order.
+
+    A watch keeps one Joined per host and splits every cycle's results with it: a result that is the very
+    object split last time (a file-only probe's kept result, facts/fingerprint.py) is not split again."""
 
     members: Mapping[str, tuple[Probe, ...]]
+    _last: dict[str, tuple[ProbeResult, dict[str, ProbeResult]]] = field(default_factory=dict, compare=False)
 
     def split(self, by_key: dict[str, ProbeResult]) -> dict[str, ProbeResult]:
         """The results by each member's own key, in place of the joined probes' results."""
@@ -31,20 +35,33 @@ class Joined:
             result = out.pop(key, None)
             if result is None:
                 continue  # never completed: the caller reports its members as not run
-            parts = None
-            group = members[0].group
-            if result.exit_code == 0 and group is not None:
-                parts = group.split(result.stdout, [m.group.argument for m in members if m.group is not None])
-            for number, member in enumerate(members):
-                if parts is not None:
-                    out[member.key] = ProbeResult(parts[number], result.stderr, 0)
-                elif result.exit_code != 0:
-                    out[member.key] = ProbeResult("", result.stderr, result.exit_code)
-                else:
-                    command = group.command if group is not None else "one call"
-                    reason = f"fabnet: could not tell the {len(members)} parts of `{command} ...` apart"
-                    out[member.key] = ProbeResult("", "\n".join(filter(None, (reason, result.stderr))), 1)
+            last = self._last.get(key)
+            if last is not None and last[0] is result:
+                out.update(last[1])
+                continue
+            parts = _split_one(result, members)
+            self._last[key] = (result, parts)
+            out.update(parts)
         return out
+
+
+def _split_one(result: ProbeResult, members: tuple[Probe, ...]) -> dict[str, ProbeResult]:
+    """The joined call's result cut into its members' results, by their keys."""
+    group = members[0].group
+    parts = None
+    if result.exit_code == 0 and group is not None:
+        parts = group.split(result.stdout, [m.group.argument for m in members if m.group is not None])
+    out = {}
+    for number, member in enumerate(members):
+        if parts is not None:
+            out[member.key] = ProbeResult(parts[number], result.stderr, 0)
+        elif result.exit_code != 0:
+            out[member.key] = ProbeResult("", result.stderr, result.exit_code)
+        else:
+            command = group.command if group is not None else "one call"
+            reason = f"fabnet: could not tell the {len(members)} parts of `{command} ...` apart"
+            out[member.key] = ProbeResult("", "\n".join(filter(None, (reason, result.stderr))), 1)
+    return out
 
 
 def join(probes: Sequence[Probe]) -> tuple[list[Probe], Joined]:

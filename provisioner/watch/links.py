@@ -9,6 +9,7 @@ off the PCIe bus or lost its driver leaves no file to complain about, only a nam
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -74,6 +75,7 @@ class LinkReading:
         return self.unreadable_folders.get(f"{where} {folder_of(counter) if '/' in where else 'hw_counters'}")
 
 
+@functools.lru_cache(maxsize=16)
 def probe(sysfs_root: str) -> Probe:
     infiniband = sh(sysfs_root.rstrip("/") + "/class/infiniband")
     # Only the error counters, by name, under a port's counters/ or hw_counters/ and the device's hw_counters/:
@@ -113,6 +115,13 @@ def read(results: Results | None, sysfs_root: str) -> LinkReading:
 
 
 def parse(text: str) -> LinkReading:
+    """The reading of one link probe's output. A watch reads each host's every cycle, mostly unchanged:
+    the same text gives the same reading, kept for a few thousand texts (callers never change it)."""
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=2048)
+def _parse(text: str) -> LinkReading:
     counters_text, ended, net_text = text.partition(NET_MARK)
     counters_text, listed, listing = counters_text.partition(RDMA_MARK)
     reading = LinkReading()

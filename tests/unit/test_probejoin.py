@@ -9,7 +9,7 @@ import pytest
 from provisioner.facts import probejoin
 from provisioner.load.specs import ServiceSpec
 from provisioner.resources import service
-from provisioner.resources.base import HostContext, Probe, ProbeResult, files_probe, parse_file_listing
+from provisioner.resources.base import HostContext, Probe, ProbeGroup, ProbeResult, files_probe, parse_file_listing
 
 CTX = HostContext("h")
 
@@ -116,3 +116,22 @@ def test_file_patterns_are_plain_globs() -> None:
     for bad in ("etc/relative.conf", "/etc/with space.conf", "/etc/[ab].conf"):
         with pytest.raises(ValueError):
             files_probe(bad)
+
+
+def test_the_very_result_split_last_time_is_not_split_again_and_an_equal_new_one_is() -> None:
+    # A watch's kept result of a file-only probe comes back as the same object every cycle.
+    calls = []
+    units = _service_probes("rdma_cm", "nope", "openibd")
+    group = units[0].group
+    assert group is not None
+    counting = ProbeGroup(group.command, group.argument,
+                                    lambda text, args: calls.append(1) or group.split(text, args))
+    members = [Probe(u.command, group=ProbeGroup(counting.command, u.group.argument, counting.split))
+               for u in units if u.group is not None]
+    run, joined = probejoin.join(members)
+    kept = ProbeResult(THREE_UNITS, "", 0)
+    first = joined.split({run[0].key: kept})
+    assert joined.split({run[0].key: kept}) == first and len(calls) == 1
+    assert joined.split({run[0].key: ProbeResult(THREE_UNITS, "", 0)}) == first and len(calls) == 2
+    changed = joined.split({run[0].key: ProbeResult(THREE_UNITS.replace("running", "dead"), "", 0)})
+    assert changed[members[0].key].stdout.count("SubState=dead") == 1 and len(calls) == 3
