@@ -121,12 +121,21 @@ def _qos_read(netdev: str, sysfs_root: str) -> str:
     `dcb` is not asked where the driver has a sysfs `qos/trust` (MLNX_OFED's older mlx5): there the trust
     mode lives outside the DCB app table, and only mlnx_qos reads it. A `dcb` that is missing, too old
     for `app`, or refused by the driver falls back to mlnx_qos, whose errors are the ones reported.
+
+    The three reads are one `dcb` in batch mode, its commands on standard input (a here-document: no
+    process writes them): one program started instead of three, with the same output, and, as before,
+    nothing of it once one command fails (batch mode stops at the first failure). dcb splits each line
+    into words itself, honouring quotes. A name from the playbook (checked at validate time: no blanks,
+    no shell characters) goes into a quoted here-document, which the shell never expands; the probe's own
+    `"$netdev"` needs the expansion, whose value the shell never reads as code.
     """
     dev = _word(netdev)
+    end = "__fn_dcb" if isinstance(netdev, _Var) else "'__fn_dcb'"
     return (
         f"if [ ! -e {_word(f'{sysfs_root}/class/net/', netdev, '/qos/trust')} ] && "
-        f"__fn_q=$({{ dcb -N app show dev {dev} dscp-prio && dcb pfc show dev {dev} prio-pfc && "
-        f"dcb ets show dev {dev} tc-tsa tc-bw prio-tc; }} 2>/dev/null); "
+        f"__fn_q=$(dcb -N -b - 2>/dev/null <<{end}\n"
+        f"app show dev {dev} dscp-prio\npfc show dev {dev} prio-pfc\nets show dev {dev} tc-tsa tc-bw prio-tc\n"
+        f"__fn_dcb\n); "
         f"then printf '%s\\n' \"$__fn_q\"; else mlnx_qos -i {dev}; fi"
     )
 

@@ -40,6 +40,7 @@
 #define DEFAULT_PACKAGE "/usr/local/lib/fabnet-lab/labhw"
 #define MAX_KEPT (1 << 20)
 #define CACHE_FD 3
+#define MAX_INPUT (32 * 1024) /* a batch on standard input: within a pipe's buffer, so writing it never waits */
 
 struct buf {
     char *data;
@@ -141,7 +142,8 @@ static void put_file_hash(struct buf *b, const char *path) {
     free(content.data);
 }
 
-static void build_key(struct buf *key, const char *tool, int argc, char **argv, const char *root, const char *net) {
+static void build_key(struct buf *key, const char *tool, int argc, char **argv, const char *root, const char *net,
+                      const struct buf *input) {
     char path[4096];
     struct utsname uts;
     key->len = 0;
@@ -223,6 +225,25 @@ static void build_key(struct buf *key, const char *tool, int argc, char **argv, 
         puts_(key, "|modules");
         put_file_hash(key, "/proc/modules");
     }
+    if (input) {
+        puts_(key, "|stdin ");
+        put_word(key, input->data ? input->data : "");
+    }
+}
+
+/* `dcb -b -` (and its spellings) reads its commands from standard input: they are part of its answer. */
+static int reads_stdin(const char *tool, int argc, char **argv) {
+    if (strcmp(tool, "dcb") != 0) return 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : "";
+        size_t n = strlen(a);
+        if (strcmp(a, "--") == 0) return 0;
+        if (strcmp(a, "--batch=-") == 0 || (strcmp(a, "--batch") == 0 && strcmp(next, "-") == 0)) return 1;
+        if (n >= 2 && a[0] == '-' && a[1] != '-' && strchr(a, 'b') &&
+            ((a[n - 1] == 'b' && strcmp(next, "-") == 0) || (n >= 3 && strcmp(a + n - 2, "b-") == 0)))
+            return 1;
+    }
+    return 0;
 }
 
 static int write_all(int fd, const char *data, size_t n) {
@@ -300,23 +321,57 @@ int main(int argc, char **argv) {
 
     const char *root = env_or("FABNET_LAB_HW_ROOT", DEFAULT_ROOT);
     const char *net = env_or("FABNET_LAB_NET_SYSFS", DEFAULT_NET);
+    /* A batch on standard input is read here, whole, into the key; Python gets it from a pipe. */
+    struct buf input = {0}, *stdin_input = NULL;
+    if (reads_stdin(tool, argc, argv)) {
+        char chunk[4096];
+        ssize_t got;
+        stdin_input = &input;
+        put(&input, "", 0);
+        while ((got = read(0, chunk, sizeof chunk)) != 0) {
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0 || input.len + (size_t)got > MAX_INPUT) {
+                fprintf(stderr, "%s: fabnet lab emulation: a batch on standard input must be a readable %d KiB "
+                        "at most\n", tool, MAX_INPUT / 1024);
+                return 1;
+            }
+            put(&input, chunk, (size_t)got);
+        }
+    }
     struct buf key = {0};
     char file[4200];
-    build_key(&key, tool, argc, argv, root, net);
+    build_key(&key, tool, argc, argv, root, net, stdin_input);
     snprintf(file, sizeof file, "%s/cache/%016llx", root, (unsigned long long)fnv1a(key.data, key.len));
     if (answer_from_cache(file, &key)) return 0;
 
-    int out[2], mark[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe(mark) != 0) exec_python(tool, argc, argv);
+    int out[2], mark[2], in[2] = {-1, -1};
+    if (stdin_input && pipe2(in, O_CLOEXEC) != 0) return 70;
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe(mark) != 0) {
+        if (stdin_input) return 70;  /* its input is read already: Python alone would find none */
+        exec_python(tool, argc, argv);
+    }
     fflush(NULL);
     pid_t child = fork();
-    if (child < 0) exec_python(tool, argc, argv);
+    if (child < 0) {
+        if (stdin_input) return 70;
+        exec_python(tool, argc, argv);
+    }
     if (child == 0) {
         close(mark[0]);
+        /* Standard input first: the input pipe may hold the descriptor number CACHE_FD is about to take. */
+        if (stdin_input && dup2(in[0], 0) < 0) _exit(70);
         if (dup2(out[1], 1) < 0 || (mark[1] != CACHE_FD && dup2(mark[1], CACHE_FD) < 0)) _exit(70);
         if (mark[1] != CACHE_FD) close(mark[1]);
         setenv("FABNET_LAB_CACHE_FD", "3", 1);
+        /* Python may say "keep" for a batch on stdin only when the key holds it. */
+        if (stdin_input) setenv("FABNET_LAB_STDIN_KEYED", "1", 1);
         exec_python(tool, argc, argv);
+    }
+    if (stdin_input) {
+        close(in[0]);
+        signal(SIGPIPE, SIG_IGN);
+        write_all(in[1], input.data, input.len);  /* at most MAX_INPUT: within a pipe's buffer */
+        close(in[1]);
     }
     close(out[1]);
     close(mark[1]);
@@ -347,7 +402,7 @@ int main(int argc, char **argv) {
     int code = WEXITSTATUS(status);
     if (code == 0 && keepable && n == 1 && said == '1') {
         struct buf again = {0};
-        build_key(&again, tool, argc, argv, root, net);
+        build_key(&again, tool, argc, argv, root, net, stdin_input);
         /* Inputs that changed while Python ran could have produced output for neither key: keep nothing. */
         if (again.len == key.len && memcmp(again.data, key.data, key.len) == 0) keep(root, file, &key, &captured);
         free(again.data);

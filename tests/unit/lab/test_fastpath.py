@@ -14,6 +14,7 @@ import pytest
 from provisioner.lab import emulation
 from tests.unit.lab.test_labhw import Node
 from tests.unit.lab.test_labhw import node as node  # the fixture, used by name
+from tests.unit.lab.test_labhw_dcb import PFC_OFF
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (scripts/bootstrap.sh)")
 
@@ -33,7 +34,8 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return binary
 
 
-def fast(node: Node, runner: Path, *argv: str, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+def fast(node: Node, runner: Path, *argv: str, python: str = sys.executable,
+         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "FABNET_LAB_HW_ROOT": str(node.root), "FABNET_LAB_NET_SYSFS": str(node.net),
            "PATH": f"{node.bin}{os.pathsep}{os.environ.get('PATH', '')}", "FABNET_LAB_PYTHON": python,
            "FABNET_LAB_PACKAGE": str(emulation.LABHW_SOURCE)}
@@ -42,7 +44,7 @@ def fast(node: Node, runner: Path, *argv: str, python: str = sys.executable) -> 
     # (root only) keeps the key this test's.
     isolate = ["unshare", "--net"] if os.geteuid() == 0 and shutil.which("unshare") else []
     return subprocess.run([*isolate, str(runner), "--as", *argv], capture_output=True, text=True, env=env,
-                          timeout=30, check=False)
+                          timeout=30, check=False, input=stdin if stdin is not None else "")
 
 
 def kept(node: Node) -> list[Path]:
@@ -125,9 +127,37 @@ def test_dcb_sees_an_mlnx_qos_setter_at_once(node: Node, runner: Path) -> None:
 
 
 def test_dcb_names_and_batches_are_never_kept(node: Node, runner: Path) -> None:
-    # DSCP names come from the node's rt_dsfield file and a batch from stdin: neither is in the key.
+    # DSCP names come from the node's rt_dsfield file and a batch file's commands from that file: neither is in
+    # the key.
     assert fast(node, runner, "mlnx_qos", "-i", "eth1", "--trust", "dscp").returncode == 0
     before = kept(node)
     assert fast(node, runner, "dcb", "app", "show", "dev", "eth1").returncode == 0
     assert fast(node, runner, "dcb", "-N", "-b", os.devnull).returncode == 0
+    assert kept(node) == before
+
+
+QOS_BATCH = "app show dev eth1 dscp-prio\npfc show dev eth1 prio-pfc\nets show dev eth1 tc-tsa tc-bw prio-tc\n"
+
+
+@pytest.mark.parametrize("spelling", [("-N", "-b", "-"), ("-Nb", "-"), ("-N", "--batch", "-"), ("--Numeric", "-b-")])
+def test_a_batch_on_stdin_is_kept_under_its_commands(node: Node, runner: Path, spelling: tuple[str, ...]) -> None:
+    # fabnet's QoS probe: one `dcb -N -b -` whose commands come on standard input. The fast path reads them
+    # into the key, so the same batch needs no Python the second time and another batch never gets its answer.
+    assert fast(node, runner, "mlnx_qos", "-i", "eth1", "--trust", "dscp").returncode == 0
+    alone = "".join(fast(node, runner, "dcb", *(["-N"] if line.startswith("app") else []), *line.split()).stdout
+                    for line in QOS_BATCH.splitlines())
+    first = fast(node, runner, "dcb", *spelling, stdin=QOS_BATCH)
+    assert (first.returncode, first.stdout, first.stderr) == (0, alone, "")
+    again = fast(node, runner, "dcb", *spelling, stdin=QOS_BATCH, python="/bin/false")
+    assert (again.returncode, again.stdout) == (0, alone)
+    other = fast(node, runner, "dcb", *spelling, stdin="pfc show dev eth1 prio-pfc\n", python="/bin/false")
+    assert other.returncode != 0  # not answered from the kept batch
+    assert fast(node, runner, "dcb", *spelling, stdin="pfc show dev eth1 prio-pfc\n").stdout == PFC_OFF
+
+
+def test_a_batch_on_stdin_with_names_or_a_failure_is_not_kept(node: Node, runner: Path) -> None:
+    before = kept(node)
+    named = fast(node, runner, "dcb", "-b", "-", stdin="app show dev eth1\n")  # names: from rt_dsfield
+    failed = fast(node, runner, "dcb", "-N", "-b", "-", stdin="pfc show dev eth1 prio-pfc\npfc show dev eth9\n")
+    assert named.returncode == 0 and failed.returncode == 1 and failed.stdout == PFC_OFF
     assert kept(node) == before

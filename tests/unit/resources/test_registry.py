@@ -63,8 +63,13 @@ def test_probes_only_read() -> None:
             assert setter not in probe.command, (setter, probe.command)
         if "mlnx_qos" in probe.command:  # reading is `-i IF` alone; every other option sets something
             assert probe.command.endswith("mlnx_qos -i eth1; fi"), probe.command
-        for dcb in re.findall(r"\bdcb [^&;}]*", probe.command):  # dcb only ever shows
-            assert re.fullmatch(r"dcb (-N )?(app|pfc|ets) show dev eth1( [a-z-]+)+ ?", dcb), dcb
+        for dcb in re.findall(r"\bdcb [^&;}]*", probe.command):  # dcb only ever shows, one batch of shows
+            call, _, rest = dcb.partition("\n")
+            assert call == "dcb -N -b - 2>/dev/null <<'__fn_dcb'", dcb
+            commands, end, _ = rest.partition("__fn_dcb\n")
+            assert end and commands.splitlines(), dcb
+            for command in commands.splitlines():
+                assert re.fullmatch(r"(app|pfc|ets) show dev eth1( [a-z-]+)+", command), dcb
 
 
 def test_a_failed_probe_errors_only_its_own_resource() -> None:

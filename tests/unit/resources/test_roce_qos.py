@@ -248,7 +248,7 @@ def test_only_what_the_spec_sets_is_probed() -> None:
     (tclass,) = _probes(rdma_device="mlx5_0", traffic_class=106)
     assert shlex.split(tclass)[-3:] == ["cat", "--", "/sys/class/infiniband/mlx5_0/tc/1/traffic_class"]
     (qos,) = _probes(interface="eth1", trust="dscp", pfc=[3])
-    assert "dcb pfc show dev eth1 prio-pfc" in qos and qos.endswith("else mlnx_qos -i eth1; fi")
+    assert "\npfc show dev eth1 prio-pfc\n" in qos and qos.endswith("else mlnx_qos -i eth1; fi")
     assert _probes(rdma_device="mlx5_0", port_state="active", active_mtu=4096) == ["ibv_devinfo -v -d mlx5_0"]
 
 
@@ -271,7 +271,7 @@ def test_hostile_interface_name_stays_one_word() -> None:
         RoceQosSpec(interface=name, trust="dscp")  # refused at validate time; quoting is the second defence
     spec = RoceQosSpec.model_construct(interface=name, trust="dscp")
     words = shlex.split(roce_qos.probes(spec, HOST)[0].command)
-    assert words.count(name) == 3 and f"/sys/class/net/{name}/qos/trust" in words  # the three dcb calls
+    assert words.count(name) == 3 and f"/sys/class/net/{name}/qos/trust" in words  # dcb's three lines
     assert words[-4:] == ["mlnx_qos", "-i", name + ";", "fi"]  # shlex does not split off the `;`
 
 

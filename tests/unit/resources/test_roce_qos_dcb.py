@@ -74,12 +74,19 @@ def test_dcb_without_the_ets_rows_is_an_error() -> None:
 
 # ------------------------------------------------------------------- which tool answers, in a real shell
 
-FAKE_DCB = f"""case "$*" in
-  "-N app show dev eth1 dscp-prio") printf %s {shlex.quote(DSCP_ROW)} ;;
-  "pfc show dev eth1 prio-pfc") printf %s {shlex.quote(PFC_ROW)} ;;
-  "ets show dev eth1 tc-tsa tc-bw prio-tc") printf %s {shlex.quote(ETS_ROWS)} ;;
-  *) echo "Attribute read: No such device" >&2; exit 1 ;;
-esac
+# A dcb that answers the three reads fabnet asks, one per line of a batch on standard input (`-N -b -`),
+# stopping at the first line it cannot answer, as the real one does.
+FAKE_DCB = f"""[ "$*" = "-N -b -" ] || {{ echo "not a batch on stdin: $*" >&2; exit 2; }}
+n=0
+while IFS= read -r line; do
+  n=$((n + 1))
+  case "$line" in
+    "app show dev eth1 dscp-prio") printf %s {shlex.quote(DSCP_ROW)} ;;
+    "pfc show dev eth1 prio-pfc") printf %s {shlex.quote(PFC_ROW)} ;;
+    "ets show dev eth1 tc-tsa tc-bw prio-tc") printf %s {shlex.quote(ETS_ROWS)} ;;
+    *) echo "Attribute read: No such device" >&2; echo "Command failed -:$n" >&2; exit 1 ;;
+  esac
+done
 """
 
 
@@ -114,7 +121,8 @@ def test_mlnx_qos_answers_without_dcb_or_when_dcb_fails(bin_dir: Path, tmp_path:
 
 def test_a_half_answered_dcb_is_not_used(bin_dir: Path, tmp_path: Path) -> None:
     # An iproute2 with `pfc` and `ets` but without `app` (5.11) fails the first call: no dcb output at all.
-    _tool(bin_dir, "dcb", 'case "$2" in app) echo \'Object "app" is unknown\' >&2; exit 1 ;; esac\n' + FAKE_DCB)
+    _tool(bin_dir, "dcb", 'IFS= read -r first; case "$first" in app*) echo \'Object "app" is unknown\' >&2; '
+                          'exit 1 ;; esac\n' + FAKE_DCB)
     assert _read_qos(bin_dir, tmp_path).stdout == "mlnx_qos\n-i\neth1\n"
 
 
@@ -126,11 +134,19 @@ def test_a_sysfs_trust_file_means_mlnx_qos(bin_dir: Path, tmp_path: Path) -> Non
     assert _read_qos(bin_dir, tmp_path).stdout == "mlnx_qos\n-i\neth1\n"
 
 
-def test_a_hostile_netdev_name_reaches_dcb_as_one_word(bin_dir: Path, tmp_path: Path) -> None:
-    _tool(bin_dir, "dcb", "for a in \"$@\"; do printf '<%s>' \"$a\"; done; echo\n")
-    name = "e'th;$(x) \"y\""
+def test_a_hostile_netdev_name_is_never_run_by_the_shell(bin_dir: Path, tmp_path: Path) -> None:
+    # Refused at validate time; here past that check, the shell still reads none of it as code: the batch
+    # dcb gets holds the name as shlex quoted it, inert (dcb would read it as three odd words, no more).
+    _tool(bin_dir, "dcb", "for a in \"$@\"; do printf '<%s>' \"$a\"; done; echo\n"
+                          "while IFS= read -r line; do printf '%s\\n' \"$line\"; done\n")
+    name = "e'th;$(touch pwned) `touch pwned2` \"y\""
     done = _read_qos(bin_dir, tmp_path, name)
+    quoted = shlex.quote(name)
     assert done.stdout.splitlines() == [
-        f"<-N><app><show><dev><{name}><dscp-prio>", f"<pfc><show><dev><{name}><prio-pfc>",
-        f"<ets><show><dev><{name}><tc-tsa><tc-bw><prio-tc>",
+        "<-N><-b><->", f"app show dev {quoted} dscp-prio", f"pfc show dev {quoted} prio-pfc",
+        f"ets show dev {quoted} tc-tsa tc-bw prio-tc",
     ]
+    assert not list(tmp_path.glob("pwned*")) and not list(Path.cwd().glob("pwned*"))
+    # mlnx_qos gets it as one word.
+    (tmp_path / "bin" / "dcb").unlink()
+    assert _read_qos(bin_dir, tmp_path, name).stdout.splitlines() == ["mlnx_qos", "-i", name]

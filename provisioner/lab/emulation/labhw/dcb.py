@@ -8,6 +8,7 @@ PFC delay mlx5 reports is the cable length. Setters and other objects are refuse
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -37,16 +38,28 @@ def matches(word: str, keyword: str) -> bool:
     return bool(word) and keyword.startswith(word)
 
 
+# The commands of the last batch read from standard input (None: none was), for `cacheable`.
+_stdin_batch: list[list[str]] | None = None
+STDIN_KEYED_ENV = "FABNET_LAB_STDIN_KEYED"  # set by the fast path when its key holds standard input
+
+
+def _show_kept(words: list[str], numeric: bool) -> bool:
+    """A `show` whose answer depends only on the state the fast path's key covers: not DSCP names (they
+    come from the node's rt_dsfield file)."""
+    return len(words) >= 2 and matches(words[1], "show") and (numeric or not matches(words[0], "app"))
+
+
 def cacheable(args: list[str]) -> bool:
-    """Whether the fast path may keep this call's output: a `show` whose answer depends only on the state
-    its key covers. Not a batch (its commands come from a file or stdin), and not DSCP names (they come
-    from the node's rt_dsfield file)."""
-    flags = [a for a in args if a.startswith("-")]
+    """Whether the fast path may keep this call's output: one such `show`, or a batch of them read from
+    standard input, which the fast path then keys too (never a batch file: its text is not in the key)."""
+    flags = [a for a in args if a.startswith("-") and a != "-"]
     numeric = any(a == "--Numeric" or (not a.startswith("--") and "N" in a) for a in flags)
     batch = any(a.startswith("--b") or (not a.startswith("--") and "b" in a) for a in flags)
-    words = [a for a in args if not a.startswith("-")]
-    return (not batch and len(words) >= 2 and matches(words[1], "show")
-            and (numeric or not matches(words[0], "app")))
+    if batch:
+        commands = _stdin_batch
+        return (os.environ.get(STDIN_KEYED_ENV) == "1" and commands is not None and bool(commands)
+                and all(_show_kept(words, numeric) for words in commands))
+    return _show_kept([a for a in args if not a.startswith("-")], numeric)
 
 
 class _Options:
@@ -103,10 +116,12 @@ def _options(ctx: Ctx, args: list[str]) -> tuple[_Options, list[str], str | None
 
 def _batch(ctx: Ctx, options: _Options, name: str) -> int:
     """Commands one per line (`-` is standard input); the first failing line ends the batch, as without -f."""
+    global _stdin_batch
     try:
         text = sys.stdin.read() if name == "-" else Path(name).read_text()
     except OSError as exc:
         raise ToolExit(f"Cannot open file \"{name}\" for reading: {exc.strerror}", 1) from None
+    commands: list[list[str]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         try:
             words = shlex.split(line, comments=True)
@@ -114,6 +129,9 @@ def _batch(ctx: Ctx, options: _Options, name: str) -> int:
             raise ToolExit(f"Command failed {name}:{number}", 1) from None
         if not words:
             continue
+        commands.append(words)
+        if name == "-":
+            _stdin_batch = commands
         try:
             _command(ctx, options, words)
         except ToolExit as exc:
