@@ -171,12 +171,18 @@ def _roce_tos(spec: RoceQosSpec, ctx: HostContext) -> Probe:
     return Probe(_with_device(spec, lambda dev: "cma_roce_tos -d " + _word(dev), ctx.sysfs_root))
 
 
+def _last(program: str) -> Callable[[str], str]:
+    """`program DEV` as the last command of a probe: after the device lookup (shell code the probe's own
+    shell runs), `exec`, which saves the node a fork (the shell would not replace itself after an eval)."""
+    return lambda dev: ("exec " if isinstance(dev, _Var) else "") + program + " " + _word(dev)
+
+
 def _ibv_devinfo(spec: RoceQosSpec, ctx: HostContext) -> Probe:
-    return Probe(_with_device(spec, lambda dev: "ibv_devinfo -v -d " + _word(dev), ctx.sysfs_root))
+    return Probe(_with_device(spec, _last("ibv_devinfo -v -d"), ctx.sysfs_root))
 
 
 def _show_gids(spec: RoceQosSpec, ctx: HostContext) -> Probe:
-    return Probe(_with_device(spec, lambda dev: "show_gids " + _word(dev), ctx.sysfs_root))
+    return Probe(_with_device(spec, _last("show_gids"), ctx.sysfs_root))
 
 
 def probes(spec: RoceQosSpec, ctx: HostContext) -> list[Probe]:

@@ -376,3 +376,20 @@ def test_mlnx_qos_cut_before_the_pfc_enabled_row_is_an_error_not_ok() -> None:
     result = run("roce_qos", {"rdma_device": "mlx5_0", "trust": "dscp", "pfc": [3]}, {QOS: cut})
     assert [(c.attribute, c.status) for c in result.checks] == [("trust", "error"), ("pfc", "error")]
     assert "incomplete; missing the PFC 'enabled' row" in result.checks[0].message
+
+
+@pytest.mark.parametrize(("spec", "program"), [({"active_mtu": 4096}, "ibv_devinfo"),
+                                                ({"gid_index": 3}, "show_gids")])
+def test_the_rdma_tool_after_a_device_lookup_replaces_the_probes_shell(bin_dir: Path, spec: dict[str, object],
+                                                                     program: str) -> None:
+    # After the lookup the probe's shell execs the tool (no fork): its pid is the shell's, its status the probe's.
+    _tool(bin_dir, "rdma", "echo 'link mlx5_3/1 state ACTIVE physical_state LINK_UP netdev eth1'\n")
+    _tool(bin_dir, program, 'echo "pid $$"; for a in "$@"; do printf "%s\\n" "$a"; done; exit 3\n')
+    [probe] = [p for p in roce_qos.probes(RoceQosSpec.model_validate({"interface": "eth1", **spec}), HOST)
+               if f"exec {program} " in p.command]
+    shell = subprocess.Popen(["/bin/sh", "-c", probe.command], stdout=subprocess.PIPE, text=True,
+                             env={"PATH": str(bin_dir)})
+    out, _ = shell.communicate(timeout=30)
+    assert shell.returncode == 3 and out.splitlines()[0] == f"pid {shell.pid}" and out.splitlines()[-1] == "mlx5_3"
+    (bin_dir / program).unlink()
+    assert _shell(probe.command, bin_dir).returncode == 127  # not installed: "command not found", as before
