@@ -8,7 +8,7 @@ such and never stops the others.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -218,14 +218,26 @@ def audit_host(plan: HostPlan, options: Options) -> HostOutcome:
 
 def apply_fleet_checks(plans: Sequence[HostPlan], outcomes: dict[str, HostOutcome]) -> None:
     """Checks that need every host's facts (e.g. one MTU across the fleet), per play and resource."""
+    for members, fleet in _fleet_checks(plans, outcomes):
+        for host, outcome in members:
+            if host in fleet:
+                outcome.checks = [fleet[host]]
+
+
+def _fleet_checks(plans: Sequence[HostPlan], outcomes: Mapping[str, HostOutcome]
+                  ) -> Iterator[tuple[list[tuple[str, ResourceOutcome]], dict[str, Check]]]:
+    """For each fleet-checked resource of the playbook: its hosts' outcomes of it and the checks the fleet
+    gives them. Only reads `outcomes`."""
     # Grouped by the playbook line that declared the check, not by the rendered interface name: hosts
     # whose data port is named differently (another NIC slot) are still on the same fabric.
     groups: dict[str, list[tuple[str, Resource, ResourceOutcome]]] = {}
     for plan in plans:
-        host_outcome = outcomes[plan.host.name]
-        if host_outcome.status in ("unreachable", "failed"):
+        host_outcome = outcomes.get(plan.host.name)
+        if host_outcome is None or host_outcome.status in ("unreachable", "failed"):
             continue
         by_source = {r.source: r for r in host_outcome.resources if REGISTRY[r.kind].fleet_checks is not None}
+        if not by_source:
+            continue
         for host_play in plan.plays:
             for resource in host_play.resources:
                 if REGISTRY[resource.kind].fleet_checks is not None:
@@ -239,23 +251,24 @@ def apply_fleet_checks(plans: Sequence[HostPlan], outcomes: dict[str, HostOutcom
             values[host] = int(check.actual) if check and check.status == "ok" and check.actual else None
         fleet_checks = REGISTRY[members[0][1].kind].fleet_checks
         assert fleet_checks is not None  # only such kinds were grouped
-        fleet = fleet_checks(spec, values)
-        for host, _resource, outcome in members:
-            if host in fleet:
-                outcome.checks = [fleet[host]]
+        yield [(host, outcome) for host, _resource, outcome in members], fleet_checks(spec, values)
 
 
 def with_fleet_checks(plans: Sequence[HostPlan], latest: dict[str, HostOutcome], name: str) -> HostOutcome:
     """Host `name`'s outcome with its fleet checks made against the other hosts' outcomes in `latest`
-    (each host's last reading, as watch keeps them); nothing in `latest` is changed."""
-    def fresh(outcome: HostOutcome) -> HostOutcome:
-        # Only the fleet-checked resources get new check lists: copy those, share the rest.
-        return replace(outcome, resources=[replace(r) if REGISTRY[r.kind].fleet_checks is not None else r
-                                           for r in outcome.resources])
-
-    view = {host: fresh(outcome) for host, outcome in latest.items()}
-    apply_fleet_checks([plan for plan in plans if plan.host.name in view], view)
-    return view[name]
+    (each host's last reading, as watch keeps them); nothing in `latest` is changed. A watch calls it for
+    every host every cycle: only this host's outcome is copied, the others are only read."""
+    own = latest[name]
+    checked = [REGISTRY[r.kind].fleet_checks is not None for r in own.resources]
+    # Only the fleet-checked resources get new check lists: copy those, share the rest.
+    mine = replace(own, resources=[replace(r) if fleet else r for r, fleet in zip(own.resources, checked, strict=True)])
+    if not any(checked):
+        return mine
+    for members, fleet in _fleet_checks(plans, {**latest, name: mine}):
+        for host, outcome in members:
+            if host == name and host in fleet:
+                outcome.checks = [fleet[host]]
+    return mine
 
 
 def finish_status(outcome: HostOutcome) -> None:
