@@ -63,7 +63,7 @@ def command(reads: Sequence[str], expect: str | None) -> str:
     stat = f'__fn_f=$(stat -L -c {shlex.quote(FORMAT)} -- "$__fn_d/{CLOCK}" {words} 2>/dev/null)'
     if expect is None:
         return f"{stat}; printf '%s\\n' \"$__fn_f\"; false"
-    # Everything after the first line (the folder's): a literal line break inside the pattern.
+    # Everything after the first line (the clock file's): a literal line break inside the pattern.
     return f"{stat}; printf '%s\\n' \"$__fn_f\"; [ \"${{__fn_f#*\"\n\"}}\" = {shlex.quote(expect)} ]"
 
 
