@@ -120,14 +120,10 @@ def _qos_read(netdev: str, sysfs_root: str) -> str:
 
     `dcb` is not asked where the driver has a sysfs `qos/trust` (MLNX_OFED's older mlx5): there the trust
     mode lives outside the DCB app table, and only mlnx_qos reads it. A `dcb` that is missing, too old
-    for `app`, or refused by the driver falls back to mlnx_qos, whose errors are the ones reported.
-
-    The three reads are one `dcb` in batch mode, its commands on standard input (a here-document: no
-    process writes them): one program started instead of three, with the same output, and, as before,
-    nothing of it once one command fails (batch mode stops at the first failure). dcb splits each line
-    into words itself, honouring quotes. A name from the playbook (checked at validate time: no blanks,
-    no shell characters) goes into a quoted here-document, which the shell never expands; the probe's own
-    `"$netdev"` needs the expansion, whose value the shell never reads as code.
+    for `app`, or refused by the driver falls back to mlnx_qos, whose errors are the ones reported. One
+    `dcb` in batch mode reads all three, its commands from a here-document (no process writes them), and
+    prints nothing once one fails. A playbook's name (checked at validate time) goes into a quoted
+    here-document, never expanded; the probe's own `"$netdev"` is expanded, its value never read as code.
     """
     dev = _word(netdev)
     end = "__fn_dcb" if isinstance(netdev, _Var) else "'__fn_dcb'"
@@ -135,8 +131,7 @@ def _qos_read(netdev: str, sysfs_root: str) -> str:
         f"if [ ! -e {_word(f'{sysfs_root}/class/net/', netdev, '/qos/trust')} ] && "
         f"__fn_q=$(dcb -N -b - 2>/dev/null <<{end}\n"
         f"app show dev {dev} dscp-prio\npfc show dev {dev} prio-pfc\nets show dev {dev} tc-tsa tc-bw prio-tc\n"
-        f"__fn_dcb\n); "
-        f"then printf '%s\\n' \"$__fn_q\"; else mlnx_qos -i {dev}; fi"
+        f"__fn_dcb\n); then printf '%s\\n' \"$__fn_q\"; else mlnx_qos -i {dev}; fi"
     )
 
 
@@ -172,8 +167,7 @@ def _roce_tos(spec: RoceQosSpec, ctx: HostContext) -> Probe:
 
 
 def _last(program: str) -> Callable[[str], str]:
-    """`program DEV` as the last command of a probe: after the device lookup (shell code the probe's own
-    shell runs), `exec`, which saves the node a fork (the shell would not replace itself after an eval)."""
+    """`program DEV` as a probe's last command; `exec`'d after a device lookup (a fork saved: eval forks)."""
     return lambda dev: ("exec " if isinstance(dev, _Var) else "") + program + " " + _word(dev)
 
 
@@ -181,7 +175,7 @@ def _ibv_devinfo(spec: RoceQosSpec, ctx: HostContext) -> Probe:
     return Probe(_with_device(spec, _last("ibv_devinfo -v -d"), ctx.sysfs_root))
 
 
-def _show_gids(spec: RoceQosSpec, ctx: HostContext) -> Probe:
+def _show_gids(spec: RoceQosSpec, ctx: HostContext) -> Probe:  # GID types where ibv_devinfo prints none
     return Probe(_with_device(spec, _last("show_gids"), ctx.sysfs_root))
 
 
