@@ -8,8 +8,9 @@ forged), cannot stall the others by holding a pipe open, and cannot make the hos
 the caps. Every process a probe starts carries a per-run marker in its environment. A watchdog, woken
 by the controller's ticks on the exec's standard input, stops a probe at its timeout by that marker and
 by the pid of the probe's own shell (TERM, then KILL); when the script ends, however it ends, whatever
-is left with the marker (daemons too) is killed. The end of that input tells the watchdog the
-connection is gone.
+is left with the marker (daemons too) is killed. (A copy of a probe's shell forked but not yet started as
+a program has no marker yet: one caught in that instant by the script's end is missed; fabnet's own probes
+start nothing in the background.) The end of that input tells the watchdog the connection is gone.
 
 A probe's whole block is one file: its begin line, then what the probe writes (appended), then its exit
 status, the head of its stderr (kept apart while it runs) and its end line, appended once it has ended.

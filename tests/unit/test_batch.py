@@ -128,8 +128,12 @@ def test_a_probe_that_ignores_sigterm_is_killed_with_all_it_runs_at_its_timeout(
 
 
 def test_a_daemonized_child_is_found_by_its_marker_and_killed() -> None:
-    # It leaves the session (setsid) and keeps stdout open: neither may stall the script or survive it.
-    daemon = Probe("setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo started")
+    # It leaves the session (setsid) and keeps stdout open: neither may stall the script or survive it. The probe
+    # waits until its child has started setsid (the marker is then in its environment): a copy of the probe's
+    # shell forked but not yet started as a program carries none (a limit batch.py states), and a loaded
+    # machine can keep it in that instant past the script's end.
+    daemon = Probe("setsid sh -c 'sleep 300' >/dev/null 2>&1 & p=$!; "
+                   "until grep -qs FABNET_PROBE= /proc/$p/environ; do :; done; echo started")
     after = Probe("echo after")
     started = time.monotonic()
     results = run_locally([daemon, after], run_id=RUN["b2"])
