@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from provisioner.facts.fingerprint import CLOCK, Shortcut
 from provisioner.resources.base import NOT_RUN_EXIT, Probe, ProbeResult
-from provisioner.run.channels import KEPT_FOLDER
+from provisioner.run.channels import KEPT_FOLDER, make_folder
 
 TIMEOUT_EXIT = 124
 STDOUT_CAP = 8 * 1024 * 1024  # per probe: base64 of a 6 MiB file still fits
@@ -72,12 +72,9 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         "__fn_me=; read -r __fn_me __fn_x </proc/self/stat 2>/dev/null; "
         'case $__fn_me in ""|*[!0-9]*) __fn_me=$$;; esac',
         # A kept shell keeps one folder for all its runs (its KEPT_FOLDER): each run then costs no mktemp and
-        # no rm, and leaves the folder as it found it (__fn_clean). Otherwise: a node whose /tmp is full or
-        # read-only still has /dev/shm or /run. One command per substitution, so the shell runs it in the
-        # substitution's own process instead of forking once more.
+        # no rm, and leaves the folder as it found it (__fn_clean). Otherwise the run makes its own.
         f'if [ -n "${{{KEPT_FOLDER}-}}" ] && [ -d "${KEPT_FOLDER}" ]; then __fn_d=${KEPT_FOLDER}; else {KEPT_FOLDER}=; '
-        "__fn_d=$(mktemp -d 2>/dev/null) || __fn_d=$(mktemp -d -p /dev/shm 2>/dev/null) || "
-        "__fn_d=$(mktemp -d -p /run 2>/dev/null) || "
+        f'{make_folder("__fn_d")} || '
         '{ echo "fabnet: cannot create a temporary directory (mktemp -d)" >&2; exit 125; }; fi',
         # Probes run where the login put us; the script itself works in its folder, so the list of
         # files to send holds short names whatever TMPDIR is.

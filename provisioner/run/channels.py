@@ -36,8 +36,16 @@ ENDINGS = {
 # The kept shell's own temporary folder, for all its runs (facts/batch.py uses it when it is there), removed
 # when the shell ends. A folder gone meanwhile (a run's clean-up after its script was killed) is made anew.
 KEPT_FOLDER = "__fn_kd"
-_KEEP_FOLDER = (f'[ -d "${{{KEPT_FOLDER}-}}" ] || {{ {KEPT_FOLDER}=$(mktemp -d 2>/dev/null) || '
-                f'{KEPT_FOLDER}=$(mktemp -d -p /dev/shm 2>/dev/null) || {KEPT_FOLDER}=; '
+
+
+def make_folder(var: str) -> str:
+    """Shell setting `var` to a new private temporary folder, failing when none can be made: in the temporary
+    directory, else /dev/shm or /run (a node whose /tmp is full or read-only). One command per substitution,
+    so the shell runs it in the substitution's own process instead of forking once more."""
+    return " || ".join(f"{var}=$(mktemp -d{where} 2>/dev/null)" for where in ("", " -p /dev/shm", " -p /run"))
+
+
+_KEEP_FOLDER = (f'[ -d "${{{KEPT_FOLDER}-}}" ] || {{ {make_folder(KEPT_FOLDER)} || {KEPT_FOLDER}=; '
                 f'trap \'[ -z "${KEPT_FOLDER}" ] || rm -rf "${KEPT_FOLDER}"\' EXIT; }}\n')
 
 
