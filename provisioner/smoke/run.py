@@ -7,7 +7,6 @@ how to show it and which exit code it means.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,10 +18,11 @@ from provisioner.load.hostplans import HostPlan
 from provisioner.load.inventory import Host
 from provisioner.run import runner, session, transport
 from provisioner.run.become import Secret
-from provisioner.smoke import linkspeed, localise, nccl_run, nccltests, plan, preflight, verdicts
+from provisioner.smoke import linkspeed, localise, nccl_run, nccltests, preflight, verdicts
+from provisioner.smoke import pairs as pairs_run
 from provisioner.smoke.busbw import SizeResult, average_busbw
 from provisioner.smoke.diagnose import JobResult
-from provisioner.smoke.launcher import SessionOf, run_job
+from provisioner.smoke.launcher import SessionOf
 from provisioner.smoke.settings import Settings
 from provisioner.smoke.targets import Target
 
@@ -166,57 +166,7 @@ def run_preflight(targets: Sequence[Target], settings: Settings, session_of: Ses
     return facts
 
 
-# ---------------------------------------------------------------------------------------------- runs
-
-
-def _job(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], settings: Settings, backend: str,
-         ranks_per_host: int, port: int, pairs: bool = False) -> plan.Job:
-    master = preflight.data_address(targets[0], facts.get(targets[0].name)) or targets[0].host.address
-    # After the sweep, the first rank of every host measures pairs of hosts in the same process group.
-    rounds = tuple(tuple((a * ranks_per_host, b * ranks_per_host) for a, b in r)
-                   for r in verdicts.pair_rounds(len(targets))) if pairs else ()
-    # Each rank gives up a little before fabnet's deadline, so its own error (with the ranks it
-    # waited for) reaches the report; the launcher's kill is the backstop.
-    return plan.Job(run_id=secrets.token_hex(6), hosts=tuple(targets), master=master, port=port, backend=backend,
-                    ranks_per_host=ranks_per_host, sizes=settings.sizes, iters=settings.iters,
-                    warmup=settings.warmup, timeout=max(3.0, settings.timeout * 0.7),
-                    deadline=max(4.0, settings.timeout * 0.85), pairs=rounds,
-                    pair_bytes=verdicts.pair_bytes(settings.sizes) if rounds else 0)
-
-
-def _pair_round(pairs: Sequence[localise.Pair], by_name: dict[str, Target], facts: dict[str, preflight.HostFacts],
-                settings: Settings, backend: str, ranks: int, port: int, session_of: SessionOf,
-                records: list[dict[str, Any]], round_no: int) -> dict[localise.Pair, float | None]:
-    def one(pair: localise.Pair) -> tuple[localise.Pair, JobResult]:
-        job = _job([by_name[pair[0]], by_name[pair[1]]], facts, settings, backend, ranks, port)
-        return pair, run_job(job, session_of, settings.timeout)
-
-    results: dict[localise.Pair, float | None] = {}
-    # Every pair at once: they are measured side by side, as the fleet run loads the fabric.
-    if pairs:
-        for pair, result in runner.each(pairs, one, forks=len(pairs)):
-            value = average_busbw(result.rows) if result.ok else None
-            results[pair] = value
-            records.append({"round": round_no, "hosts": list(pair), "busbw": value, "ok": result.ok,
-                            "cause": result.cause})
-    return results
-
-
-def _localise(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], settings: Settings, backend: str,
-              ranks: int, threshold: float, session_of: SessionOf, outcome: SmokeOutcome, log: Log) -> None:
-    by_name = {t.name: t for t in targets}
-    pairs, leftover = localise.first_round([t.name for t in targets])
-    log(f"localising: {len(pairs)} pairs in parallel")
-    round1 = _pair_round(pairs, by_name, facts, settings, backend, ranks, settings.port + 1, session_of,
-                         outcome.pairs, 1)
-    slow, fast = localise.slow_pairs(round1, threshold)
-    round2_pairs = localise.second_round(slow, leftover, fast) if fast else []
-    round2: dict[localise.Pair, float | None] = {}
-    if round2_pairs:
-        log(f"localising: {len(round2_pairs)} suspects, each with a good host")
-        round2 = _pair_round(round2_pairs, by_name, facts, settings, backend, ranks, settings.port + 2, session_of,
-                             outcome.pairs, 2)
-    outcome.localisation = localise.verdict(round1, round2, threshold, leftover)
+# ------------------------------------------------------------------------------------------- nccl-tests
 
 
 def _run_nccl_tests(targets: Sequence[Target], settings: Settings, ranks: int, session_of: SessionOf,
@@ -296,6 +246,7 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
         return
     backend, ranks = preflight.resolve_backend(settings.backend, facts)
     outcome.backend, outcome.ranks_per_host = backend, ranks
+    runs = pairs_run.Runs(targets, facts, settings, backend, ranks, session_of, outcome.pairs)
     nccl = _nccl_launch(settings, session_of, facts, launch)
     outcome.findings = preflight.evaluate(targets, facts, runner=settings.runner, backend=settings.backend,
                                           tools=nccl[1] if nccl else None) + (nccl[2] if nccl else [])
@@ -324,8 +275,7 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
             return
     else:
         log(f"all-reduce on {len(targets)} hosts x {ranks} ranks ({backend}), deadline {settings.timeout:g} s")
-        job = _job(targets, facts, settings, backend, ranks, settings.port, pairs=settings.slow_fraction > 0)
-        result = run_job(job, session_of, settings.timeout)
+        result = runs.fleet()
         outcome.job = result
         outcome.rows = result.rows
         if not result.ok:
@@ -344,28 +294,23 @@ def _smoke(targets: Sequence[Target], settings: Settings, options: Options, sess
             outcome.verdict = "wrong_result"
             outcome.reason = f"wrong all-reduce results at {', '.join(str(r.size) for r in wrong)} bytes"
             return
-    _judge(targets, facts, settings, backend, ranks, pairs, session_of, outcome, log)
+    _judge(runs, pairs, outcome, log)
 
 
-def _judge(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], settings: Settings, backend: str,
-           ranks: int, pairs: dict[tuple[str, str], float], session_of: SessionOf, outcome: SmokeOutcome,
-           log: Log) -> None:
+def _judge(runs: pairs_run.Runs, pairs: dict[tuple[str, str], float], outcome: SmokeOutcome, log: Log) -> None:
     """The verdicts of a run that finished with right results: --min-busbw, each host against the
     fleet, the fleet against its links. Any one that fails fails the run."""
-    def judged() -> verdicts.Judgement:
-        return verdicts.judge(outcome.hosts, pairs, outcome.link_mbps, outcome.rows, len(targets) * ranks,
-                              outcome.avg_busbw, slow_fraction=settings.slow_fraction,
-                              link_fraction=settings.link_fraction, min_busbw=settings.min_busbw, backend=backend)
+    settings, targets = runs.settings, runs.targets
+
+    def judged(controls: dict[str, float] | None = None) -> verdicts.Judgement:
+        return verdicts.judge(outcome.hosts, pairs, outcome.link_mbps, outcome.rows,
+                              len(targets) * runs.ranks_per_host, outcome.avg_busbw,
+                              slow_fraction=settings.slow_fraction, link_fraction=settings.link_fraction,
+                              min_busbw=settings.min_busbw, backend=runs.backend, controls=controls)
 
     judgement = judged()
-    suspects = verdicts.confirmation_pairs(judgement)
-    for pair in suspects:  # one at a time: a suspect is measured again alone with the fastest host
-        log(f"measuring {pair[0]} again, alone with {pair[1]}")
-        again = _pair_round([pair], {t.name: t for t in targets}, facts, settings, backend, ranks,
-                            settings.port + 3, session_of, outcome.pairs, 3)
-        pairs[pair] = max(again.get(pair) or 0.0, pairs.get(pair, 0.0))
-    if suspects:
-        judgement = judged()
+    if judgement.slow_hosts:
+        judgement = judged(runs.confirm(judgement, pairs, log))
     outcome.judgement = judgement
     failing = [c for c in judgement.checks if c.status == "slow"]
     if not failing:
@@ -379,8 +324,7 @@ def _judge(targets: Sequence[Target], facts: dict[str, preflight.HostFacts], set
     threshold = settings.min_busbw
     if (threshold is not None and judgement.failed("min_busbw") and not judgement.slow_hosts
             and settings.runner == "torch" and settings.localise and len(targets) >= 3):
-        _localise(targets, facts, settings, backend, ranks, threshold, session_of, outcome, log)
-        verdict = outcome.localisation
+        verdict = outcome.localisation = runs.localise(threshold, log)
         if verdict is not None:
             outcome.reason += "; " + verdict.message
             for host, value in verdict.slow_hosts.items():

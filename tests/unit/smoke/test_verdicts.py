@@ -130,3 +130,47 @@ def test_a_suspect_is_measured_again_alone_with_the_fastest_host_and_cleared_if_
     pairs.update({("gpu02", "gpu01"): 0.85, ("gpu03", "gpu01"): 0.007})
     second = verdicts.judge(hosts, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None)
     assert set(second.slow_hosts) == {"gpu03"}
+
+
+def test_a_suspect_as_slow_as_a_control_measured_beside_it_is_cleared_and_the_pass_says_why() -> None:
+    # The machine was busy while gpu04 was measured again: two good hosts measured alone right after it
+    # were as slow, so the host is not named; the pass message lists it.
+    hosts = ["gpu01", "gpu02", "gpu03", "gpu04"]
+    pairs = {("gpu01", "gpu02"): 0.70, ("gpu03", "gpu04"): 0.30, ("gpu02", "gpu03"): 0.72,
+             ("gpu04", "gpu01"): 0.34}
+    first = verdicts.judge(hosts, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None)
+    assert set(first.slow_hosts) == {"gpu04"}
+    assert verdicts.control_pair(first) == ("gpu02", "gpu03")
+    cleared = verdicts.judge(hosts, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
+                             controls={"gpu04": 0.40})
+    assert cleared.slow_hosts == {}
+    per_host = next(c for c in cleared.checks if c.name == "per_host")
+    assert per_host.status == "pass" and "(gpu04)" in per_host.message
+    figure = next(f for f in cleared.figures if f.host == "gpu04")
+    assert "0.400 GB/s" in figure.message and "were busy" in figure.message
+
+
+def test_a_suspect_below_its_control_stays_slow_and_says_so() -> None:
+    hosts = ["gpu01", "gpu02", "gpu03", "gpu04"]
+    pairs = {("gpu01", "gpu02"): 0.70, ("gpu03", "gpu04"): 0.09, ("gpu02", "gpu03"): 0.72,
+             ("gpu04", "gpu01"): 0.10}
+    judged = verdicts.judge(hosts, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
+                            controls={"gpu04": 0.69})
+    assert list(judged.slow_hosts) == ["gpu04"]
+    assert "below 0.5 x that too" in judged.slow_hosts["gpu04"]
+    assert judged.failed("per_host")
+    # A control is only ever a limit on top of the median: a host at the median is never made slow by it.
+    fine = verdicts.judge(hosts, {**pairs, ("gpu04", "gpu01"): 0.69}, {}, [], 4, 0.5, slow_fraction=0.5,
+                          link_fraction=None, min_busbw=None, controls={"gpu04": 5.0})
+    assert fine.slow_hosts == {}
+
+
+def test_the_control_is_the_two_fastest_hosts_not_called_slow() -> None:
+    hosts = ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"]
+    pairs = {("gpu01", "gpu02"): 0.5, ("gpu02", "gpu03"): 0.05, ("gpu03", "gpu04"): 0.04,
+             ("gpu04", "gpu05"): 0.8, ("gpu05", "gpu01"): 0.6}
+    judged = verdicts.judge(hosts, pairs, {}, [], 5, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None)
+    assert set(judged.slow_hosts) == {"gpu03"}
+    assert verdicts.control_pair(judged) == ("gpu04", "gpu05")
+    nobody = verdicts.judge(hosts, {}, {}, [], 5, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None)
+    assert verdicts.control_pair(nobody) is None

@@ -1,0 +1,60 @@
+"""The order and use of the confirmation runs (`pairs.Runs.confirm`): the pair runs themselves are the
+lab's (tests/e2e/test_smoke.py); here each run's figure is scripted to show what is measured when."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from provisioner.smoke import verdicts
+from provisioner.smoke.pairs import Pair, Runs
+from provisioner.smoke.settings import Settings
+from tests.unit.smoke._helpers import target
+
+HOSTS = ["gpu01", "gpu02", "gpu03", "gpu04"]
+
+
+class Scripted(Runs):
+    """Each run alone returns the next scripted figure and is recorded as the real one is."""
+
+    def __init__(self, figures: list[float]) -> None:
+        super().__init__([target(h) for h in HOSTS], {}, Settings(), "gloo", 1, lambda t: None)  # type: ignore[arg-type,return-value]
+        self.figures: Iterator[float] = iter(figures)
+        self.ran: list[tuple[Pair, str]] = []
+
+    def _alone(self, pair: Pair, port: int, role: str) -> float:
+        self.ran.append((pair, role))
+        return next(self.figures)
+
+
+def side_by_side() -> tuple[dict[tuple[str, str], float], verdicts.Judgement]:
+    pairs = {("gpu01", "gpu02"): 0.70, ("gpu03", "gpu04"): 0.30, ("gpu02", "gpu03"): 0.72, ("gpu04", "gpu01"): 0.34}
+    return pairs, verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None,
+                                 min_busbw=None)
+
+
+def test_a_suspect_as_fast_as_its_control_is_measured_twice_only() -> None:
+    pairs, first = side_by_side()
+    runs = Scripted([0.36, 0.40])
+    controls = runs.confirm(first, pairs, lambda m: None)
+    assert runs.ran == [(("gpu04", "gpu02"), "suspect"), (("gpu02", "gpu03"), "control")]
+    assert controls == {"gpu04": 0.40} and pairs[("gpu04", "gpu02")] == 0.36
+
+
+def test_a_suspect_below_its_control_gets_one_more_try_and_keeps_its_best() -> None:
+    pairs, first = side_by_side()
+    runs = Scripted([0.10, 0.70, 0.65])
+    controls = runs.confirm(first, pairs, lambda m: None)
+    assert [role for _, role in runs.ran] == ["suspect", "control", "suspect"]
+    assert pairs[("gpu04", "gpu02")] == 0.65 and controls == {"gpu04": 0.70}
+    again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
+                           controls=controls)
+    assert again.slow_hosts == {}
+
+
+def test_a_slow_host_stays_slow_through_both_tries() -> None:
+    pairs, first = side_by_side()
+    runs = Scripted([0.09, 0.70, 0.08])
+    controls = runs.confirm(first, pairs, lambda m: None)
+    again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
+                           controls=controls)
+    assert list(again.slow_hosts) == ["gpu04"]
