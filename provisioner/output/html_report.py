@@ -85,6 +85,9 @@ def pairs_section(runs: Sequence[Run]) -> str:
         busbw = pair.get("busbw")
         if len(hosts) == 2:  # a pair that failed shows as failed, not as missing
             value = float(busbw) if isinstance(busbw, int | float) and pair.get("ok", True) else math.nan
+            before = values.get((hosts[0], hosts[1]), math.nan)
+            if not math.isnan(before):  # a pair measured again (a suspect confirmed) shows its best, as judged
+                value = before if math.isnan(value) else max(before, value)
             values[(hosts[0], hosts[1])] = values[(hosts[1], hosts[0])] = value
     names = sorted({h for pair in values for h in pair})
     chart = svg.heatmap(names, names, values, unit=" GB/s", higher_is_better=True, key="data-pair")

@@ -74,3 +74,15 @@ def test_heatmap_colours_bad_cells_red() -> None:
     chart = svg.heatmap(["a"], ["x", "y"], {("a", "x"): 0.0, ("a", "y"): 4.0}, floor=0)
     fills = re.findall(r'fill="(rgb\([^)]*\))"', chart)
     assert fills == ["rgb(220,240,220)", "rgb(230,80,70)"]
+
+
+def test_a_pair_measured_again_shows_its_best_as_the_verdict_used_it() -> None:
+    pairs = [{"hosts": ["gpu04", "gpu01"], "busbw": 0.7, "ok": True, "round": 1},
+             {"hosts": ["gpu01", "gpu04"], "busbw": 0.3, "ok": True, "round": 3, "role": "suspect"},
+             {"hosts": ["gpu04", "gpu01"], "busbw": None, "ok": False, "round": 3, "role": "suspect"},
+             {"hosts": ["gpu02", "gpu03"], "busbw": None, "ok": False, "round": 1},
+             {"hosts": ["gpu02", "gpu03"], "busbw": 0.2, "ok": True, "round": 3, "role": "control"}]
+    page = html_report.render([Run(1, "smoke", 10.0, 20.0, "inv", None, "pass", {"pairs": pairs})], [], [],
+                              start=0.0, end=100.0, source="h")
+    assert ">0.7<" in page and ">0.3<" not in page
+    assert ">0.2<" in page and ">failed<" not in page
