@@ -21,8 +21,8 @@ LABELS = {
     "counter_rose": "COUNTER", "counter_unreadable": "COUNTER UNREADABLE",
     "counter_readable": "counter readable", "device_gone": "DEVICE GONE", "device_back": "device back",
     "device_new": "device new", "port_gone": "PORT GONE", "port_back": "port back", "port_new": "port new",
-    "counter_gone": "COUNTER GONE", "counter_back": "counter back",
-    "link_flap": "LINK FLAP",
+    "counter_gone": "COUNTER GONE", "counter_back": "counter back", "counters_reset": "counters reset",
+    "link_flap": "LINK FLAP", "link_reset": "LINK RESET",
     "link_down": "LINK DOWN", "link_up": "link up", "host_down": "HOST DOWN", "host_back": "host back",
     "reconnected": "reconnected",
 }

@@ -4,8 +4,9 @@ A snapshot is one cycle's view of a host: its drift items (as audit's JSON shows
 its error counters and its links' carrier changes. Watch reports changes, never repeats: drift that
 appeared, changed or went away, an error counter that rose (with its rate per second), that the host could
 read before and cannot now, or that it reads again after it could not, an RDMA device, port or counter that is
-gone (no longer listed, with nothing printed about it) or back, a link that went down (and up again) between two
-cycles, a host that went down or came back, a session logged into again.
+gone (no longer listed, with nothing printed about it) or back, error counters that went back (a clear or a
+reset), a link that went down (and up again) between two cycles or whose netdev was registered again, a host that
+went down or came back, a session logged into again.
 A host that was down is compared, once back, with its last snapshot from before it went down.
 """
 
@@ -21,13 +22,15 @@ from provisioner.watch.links import LinkReading
 
 ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "counter_unreadable",
                      "counter_readable", "device_gone", "device_back", "device_new", "port_gone", "port_back",
-                     "port_new", "counter_gone",
-                     "counter_back", "link_flap", "link_down", "link_up", "host_down", "host_back", "reconnected"]
+                     "port_new", "counter_gone", "counter_back", "counters_reset", "link_flap", "link_reset",
+                     "link_down", "link_up", "host_down", "host_back", "reconnected"]
 # Kinds that mean something went wrong (an alert); the others are news (something recovered, or began). A device
 # or port that is gone is an alert, as a link down is: the rail it served carries nothing now. A counter gone
-# while its port stays is one too, as an unreadable one is: its rises can no longer be seen.
+# while its port stays is one too, as an unreadable one is: its rises can no longer be seen. A netdev registered
+# again (a driver reload) took its link down meanwhile, as a flap does. Counters that went back are news: an
+# operator's clear (perfquery -R) does that too.
 BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "counter_unreadable", "device_gone",
-                                 "port_gone", "counter_gone", "link_flap", "link_down", "host_down"})
+                                 "port_gone", "counter_gone", "link_flap", "link_reset", "link_down", "host_down"})
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ def drift_diff(host: str, at: float, before: Mapping[str, DriftItem], after: Map
 
 
 def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
-                  seen: AbstractSet[str] | None = None) -> list[Change]:
+                  seen: AbstractSet[str] | None = None, netdevs: Mapping[str, int] | None = None) -> list[Change]:
     changes = []
     seconds = max(cur.at - base.at, 1e-9)
     for name, value in cur.links.counters.items():
@@ -132,6 +135,7 @@ def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
             changes.append(Change(cur.host, cur.at, "counter_rose", name,
                                   f"+{delta} in {seconds:.0f} s ({delta / seconds:.3g}/s), now {value}{stuck}",
                                   delta, delta / seconds))
+    changes += _counters_reset(base, cur)
     for name, before in base.links.counters.items():
         # Only a counter read at the previous cycle: one the host never could read (no PMA) is said once, in the
         # first cycle's summary, and one still unreadable was reported when it turned so. Its own file or its whole
@@ -156,6 +160,9 @@ def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
     changes += _presence_changes(listed or base, cur, seen)
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)
+        if (reset := _link_reset(base, cur, iface, netdevs or {})) is not None:
+            changes.append(reset)
+            continue
         if before is None or value <= before:
             continue
         delta = value - before
@@ -169,6 +176,44 @@ def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
             changes.append(Change(cur.host, cur.at, "link_down", iface, f"link is down ({delta} carrier changes)",
                                   delta))
     return changes
+
+
+def _counters_reset(base: Snapshot, cur: Snapshot) -> list[Change]:
+    """One change per port or device whose error counters went back since `base`: a drop is no rise, and the
+    values now are the base of the next ones."""
+    dropped: dict[str, list[str]] = {}
+    for name, value in cur.links.counters.items():
+        before = base.links.counters.get(name)
+        if before is not None and value < before:
+            dropped.setdefault(_where(name), []).append(f"{name.partition(' ')[2]} {before} -> {value}")
+    # hfi1 names its 32-bit counters with `,32`: those may also have wrapped.
+    return [Change(cur.host, cur.at, "counters_reset", where,
+                   f"error counters went back since the last cycle ({', '.join(sorted(went))}): cleared "
+                   "(perfquery -R), or its driver reloaded or its firmware reset"
+                   + (", or a 32-bit counter wrapped" if any(",32 " in w for w in went) else "")
+                   + "; rises are counted from these values")
+            for where, went in sorted(dropped.items())]
+
+
+def _link_reset(base: Snapshot, cur: Snapshot, iface: str, netdevs: Mapping[str, int]) -> Change | None:
+    """A NIC's netdev the kernel registered again since `base` (a new ifindex under the same name, or a
+    carrier-change count that went back): its driver was reloaded or its device reset, which took the link down
+    meanwhile. One absent at `base` (a reload that spanned a cycle) is compared with its last index in `netdevs`."""
+    if iface not in cur.links.hardware:
+        return None
+    was = base.links.ifindex.get(iface, netdevs.get(iface))
+    now = cur.links.ifindex.get(iface)
+    before, count = base.links.carrier_changes.get(iface), cur.links.carrier_changes.get(iface)
+    if was is not None and now is not None and was != now:
+        how = f"ifindex {was} -> {now}"
+    elif before is not None and count is not None and count < before:
+        how = f"its carrier changes went back from {before} to {count}"
+    else:
+        return None
+    state = "it is up now" if cur.links.carrier.get(iface) == 1 else "it is down now"
+    return Change(cur.host, cur.at, "link_reset", iface,
+                  f"registered again since the last cycle ({how}): its driver was reloaded or its device reset, "
+                  f"so the link went down meanwhile; {state}")
 
 
 def _where(name: str) -> str:
@@ -266,10 +311,11 @@ def _summary(cur: Snapshot) -> str:
 
 
 def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot, listed: Snapshot | None = None,
-         seen: AbstractSet[str] | None = None) -> list[Change]:
+         seen: AbstractSet[str] | None = None, netdevs: Mapping[str, int] | None = None) -> list[Change]:
     """The changes from `prev` (the host's previous cycle) to `cur`; `base` is its last snapshot while up, `listed`
     its last whose listing of devices and ports could be trusted (default: `base`), `seen` every device and port
-    a trusted listing has named (None: each one listed now and not at `listed` is back, none new)."""
+    a trusted listing has named (None: each one listed now and not at `listed` is back, none new), `netdevs` the
+    last ifindex read of each NIC's netdev."""
     if not cur.up:
         if prev is None or prev.up:
             return [Change(cur.host, cur.at, "host_down", "", cur.error or "unreachable")]
@@ -282,7 +328,8 @@ def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot, listed: Sn
         changes.append(Change(cur.host, cur.at, "reconnected", "", "its session was lost and logged into again"))
     if base is None:
         return [*changes, Change(cur.host, cur.at, "watching", "", _summary(cur))]
-    return changes + drift_diff(cur.host, cur.at, base.drift, cur.drift) + _link_changes(base, cur, listed, seen)
+    return (changes + drift_diff(cur.host, cur.at, base.drift, cur.drift)
+            + _link_changes(base, cur, listed, seen, netdevs))
 
 
 def _ago(base: Snapshot, cur: Snapshot) -> str:
@@ -300,13 +347,15 @@ class HostTrack:
     # (and that cycle's partial counters never read as counters back).
     listed: Snapshot | None = None
     seen: set[str] = field(default_factory=set)  # every device and port a trusted listing named: one not here is new
+    netdevs: dict[str, int] = field(default_factory=dict)  # each NIC netdev's last ifindex, kept while it is absent
 
     def advance(self, cur: Snapshot) -> list[Change]:
         listed = self.listed if cur.links.present is not None else None
-        changes = diff(self.prev, self.base, cur, listed, self.seen)
+        changes = diff(self.prev, self.base, cur, listed, self.seen, self.netdevs)
         self.prev = cur
         if cur.up:
             self.base = cur
+            self.netdevs.update({n: i for n, i in cur.links.ifindex.items() if n in cur.links.hardware})
             if cur.links.present is not None:
                 self.listed = cur
                 self.seen |= cur.links.present

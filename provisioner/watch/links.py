@@ -2,7 +2,8 @@
 
 Port counters are read as the port_counters resource reads them (every device and port under
 fabnet_sysfs_root's class/infiniband); carrier_changes and carrier come from /sys/class/net, which counts
-every time a link lost or regained its carrier, however briefly, so a flap between two cycles is still seen.
+every time a link lost or regained its carrier, however briefly, so a flap between two cycles is still seen;
+ifindex tells a netdev registered again (a driver reload) from one that stayed.
 After the counters, the devices and ports class/infiniband holds are listed: a device that was unbound, fell
 off the PCIe bus or lost its driver leaves no file to complain about, only a name that is no longer there.
 """
@@ -19,9 +20,10 @@ from provisioner.parsers.port_counters import folder_of, parse_port_counters
 from provisioner.resources.base import Probe, Results, read_lines_command, sh
 
 NET_MARK = "@@fabnet-net"
+HW_MARK = "@@fabnet-hw"  # after the carrier readings: the netdevs a device backs
 RDMA_MARK = "@@fabnet-rdma"  # between the counters and the listing of devices and ports
 _PRESENT = re.compile(r"^(?P<device>[^/\s]+)(?:/ports/(?P<port>[0-9]+))?$")  # DEVICE or DEVICE/ports/N
-_NET = re.compile(r"^/sys/class/net/(?P<iface>[^/\s]+)/(?P<name>carrier_changes|carrier):(?P<value>-?[0-9]+)$")
+_NET = re.compile(r"^/sys/class/net/(?P<iface>[^/\s]+)/(?P<name>carrier_changes|carrier|ifindex):(?P<value>-?[0-9]+)$")
 
 # Error counters whose rise means a sick link or port; traffic counters (packets, data) are left out. The
 # mlx5 hw_counters after local_ack_timeout_err count RoCE transport trouble a lossy fabric causes: a peer
@@ -56,6 +58,12 @@ class LinkReading:
     counters: dict[str, int] = field(default_factory=dict)
     carrier_changes: dict[str, int] = field(default_factory=dict)  # netdev -> count since boot
     carrier: dict[str, int] = field(default_factory=dict)  # netdev -> 1 up, 0 down (absent: down or admin down)
+    # netdev -> its index, new each time the kernel registers it: a driver reload or device reset between two
+    # cycles gives the same name a new index, and starts its carrier_changes again from zero
+    ifindex: dict[str, int] = field(default_factory=dict)
+    # The netdevs a device backs (fabnet_sysfs_root's class/net/NAME/device): a NIC's, not a veth's or a bridge's,
+    # whose names a container runtime reuses for new ones (a pod restarted) with no link lost.
+    hardware: frozenset[str] = frozenset()
     # error counters the host has but could not read, named as in `counters` -> what it printed instead
     # (`N/A (no PMA)`, `Permission denied`)
     unreadable: dict[str, str] = field(default_factory=dict)
@@ -101,10 +109,13 @@ def probe(sysfs_root: str) -> Probe:
                 f'done; {read}; '
                 f'{listing}; else echo {sh(RDMA_MARK)}; fi')
     # grep -H . without its complaints: a netdev that is down refuses `carrier` (EINVAL), and says nothing.
-    net = ('for __fn_f in /sys/class/net/*/carrier_changes /sys/class/net/*/carrier; do { while IFS= read -r __fn_l '
-           '|| [ -n "$__fn_l" ]; do [ -z "$__fn_l" ] || printf \'%s:%s\\n\' "$__fn_f" "$__fn_l"; done <"$__fn_f"; } '
-           '2>/dev/null; done')
-    return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; true", timeout=20)
+    net = ('for __fn_f in /sys/class/net/*/carrier_changes /sys/class/net/*/carrier /sys/class/net/*/ifindex; do '
+           '{ while IFS= read -r __fn_l || [ -n "$__fn_l" ]; do [ -z "$__fn_l" ] || '
+           'printf \'%s:%s\\n\' "$__fn_f" "$__fn_l"; done <"$__fn_f"; } 2>/dev/null; done')
+    # By the shell's glob and printf alone; a name holds neither a slash nor a line break.
+    hardware = (f'echo {sh(HW_MARK)}; for __fn_f in {sh(sysfs_root.rstrip("/") + "/class/net")}/*/device; do '
+                '[ -e "$__fn_f" ] && __fn_f=${__fn_f%/device} && printf \'%s\\n\' "${__fn_f##*/}"; done')
+    return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; {hardware}; true", timeout=20)
 
 
 def read(results: Results | None, sysfs_root: str) -> LinkReading:
@@ -123,6 +134,7 @@ def parse(text: str) -> LinkReading:
 @functools.lru_cache(maxsize=2048)
 def _parse(text: str) -> LinkReading:
     counters_text, ended, net_text = text.partition(NET_MARK)
+    net_text, _, hardware = net_text.partition(HW_MARK)
     counters_text, listed, listing = counters_text.partition(RDMA_MARK)
     reading = LinkReading()
     try:
@@ -165,6 +177,8 @@ def _parse(text: str) -> LinkReading:
     for line in net_text.splitlines():
         m = _NET.match(line.strip())
         if m and m.group("iface") != "lo":
-            table = reading.carrier_changes if m.group("name") == "carrier_changes" else reading.carrier
+            table = {"carrier_changes": reading.carrier_changes, "carrier": reading.carrier,
+                     "ifindex": reading.ifindex}[m.group("name")]
             table[m.group("iface")] = int(m.group("value"))
+    reading.hardware = frozenset(name for line in hardware.splitlines() if (name := line.strip()))
     return reading

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSFS = "/var/lib/fabnet-lab/sys/class/infiniband/mlx5_0/ports/1/counters"
+NET = "/var/lib/fabnet-lab/sys/class/net"  # the nodes' stand-in for a NIC's sysfs (fabnet_sysfs_root)
 SYSCTL = "net.ipv4.conf.all.arp_ignore"
 PLAYBOOK = f"""\
 - name: watched
@@ -154,6 +155,37 @@ def test_each_fault_is_reported_once_with_host_and_port_and_nothing_else(watch_l
     line = next(line for line in shown.stdout.splitlines() if "DRIFT" in line)
     assert line.startswith(time.strftime("%Y-%m-%d")) and "gpu03" in line and SYSCTL in line
     assert "gpu01" not in shown.stdout
+
+
+def test_a_nic_registered_again_and_counters_cleared_between_two_cycles_are_each_reported_once(
+        watch_lab: Lab, tmp_path: Path) -> None:
+    """A driver reload quicker than the interval (here a netdev deleted and added again under its name: the kernel
+    gives it a new ifindex and starts its carrier changes from zero) is a link reset on a NIC's netdev, never
+    silence. The lab makes fnr0 a NIC's by giving it a `device` under the node's stand-in sysfs, as eth1 has;
+    its veth peer fnr1 has none, like a container's, and is not reported. Error counters cleared (as perfquery -R
+    does) are said once, as news, and not as a rise."""
+    gpu02, gpu03 = watch_lab.node("gpu02"), watch_lab.node("gpu03")
+    add = "ip link add fnr0 type veth peer name fnr1 && ip link set fnr0 up && ip link set fnr1 up"
+    watch_lab.ssh(gpu02, f"ip link del fnr0 2>/dev/null; {add} && mkdir -p {NET}/fnr0/device")
+    watch_lab.ssh(gpu03, f"echo 7 > {SYSFS}/link_downed")
+    watch = Watch(watch_lab, tmp_path)
+    try:
+        for name in ("gpu01", "gpu02", "gpu03"):
+            watch.wait_for(lambda c, n=name: c["host"] == n and c["kind"] == "watching")
+        watch_lab.ssh(gpu02, f"ip link del fnr0 && {add}")
+        watch_lab.ssh(gpu03, f"echo 0 > {SYSFS}/link_downed")
+        _, reset = watch.wait_for(lambda c: c["kind"] == "link_reset")
+        _, cleared = watch.wait_for(lambda c: c["kind"] == "counters_reset")
+        time.sleep(5)  # two more cycles each: nothing is repeated, nothing else appears
+    finally:
+        watch.stop()
+        watch_lab.ssh(gpu02, f"ip link del fnr0; rm -rf {NET}/fnr0", check=False)
+        watch_lab.ssh(gpu03, f"echo 0 > {SYSFS}/link_downed", check=False)
+    assert (reset["host"], reset["subject"]) == ("gpu02", "fnr0")
+    assert "ifindex" in str(reset["detail"]) and "it is up now" in str(reset["detail"])
+    assert (cleared["host"], cleared["subject"]) == ("gpu03", "mlx5_0/1")
+    assert "link_downed 7 -> 0" in str(cleared["detail"])
+    assert sorted(watch.kinds()) == [("gpu02", "link_reset", "fnr0"), ("gpu03", "counters_reset", "mlx5_0/1")]
 
 
 def test_a_file_rewritten_keeping_its_size_and_mtime_is_reported_and_quiet_cycles_do_not_read_it(

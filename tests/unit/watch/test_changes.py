@@ -44,14 +44,31 @@ def test_drift_new_changed_and_gone_each_once() -> None:
     assert [(c.kind, c.subject, c.bad) for c in gone] == [("drift_gone", "sysctl net.x: value", False)]
 
 
-def test_a_rising_counter_is_reported_with_its_rate_and_a_reset_is_not() -> None:
+def test_a_rising_counter_is_reported_with_its_rate_and_a_reset_as_news() -> None:
     track = HostTrack()
     track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 10}), 0.0))
     rose = track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 40}), 60.0))
     assert [(c.kind, c.subject, c.delta, c.rate) for c in rose] == [
         ("counter_rose", "mlx5_0/1 symbol_error", 30, 0.5)]
     assert "+30 in 60 s (0.5/s), now 40" in rose[0].detail
-    assert track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 0}), 120.0)) == []  # reboot
+    [reset] = track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 0}), 120.0))  # a clear, a reboot
+    assert (reset.kind, reset.subject, reset.bad) == ("counters_reset", "mlx5_0/1", False)
+    assert "(symbol_error 40 -> 0)" in reset.detail and "perfquery -R" in reset.detail and "wrapped" not in reset.detail
+    assert track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 0}), 180.0)) == []  # said once
+    rose = track.advance(snapshot(host(), reading({"mlx5_0/1 symbol_error": 3}), 240.0))
+    assert [(c.kind, c.delta) for c in rose] == [("counter_rose", 3)]  # counted from the value after the reset
+
+
+def test_counters_that_went_back_are_one_change_per_port_or_device() -> None:
+    track = HostTrack()
+    before = {"mlx5_0/1 symbol_error": 9, "mlx5_0/1 link_downed": 4, "mlx5_1/1 symbol_error": 2, "efa_0 cmds_err": 5}
+    track.advance(snapshot(host(), reading(before), 0.0))
+    after = {"mlx5_0/1 symbol_error": 0, "mlx5_0/1 link_downed": 1, "mlx5_1/1 symbol_error": 3, "efa_0 cmds_err": 0}
+    changes = track.advance(snapshot(host(), reading(after), 60.0))
+    assert sorted((c.kind, c.subject) for c in changes) == [
+        ("counter_rose", "mlx5_1/1 symbol_error"), ("counters_reset", "efa_0"), ("counters_reset", "mlx5_0/1")]
+    reset = next(c for c in changes if c.subject == "mlx5_0/1")
+    assert "(link_downed 4 -> 1, symbol_error 9 -> 0)" in reset.detail
 
 
 def test_a_counter_that_rose_to_its_maximum_says_it_counts_no_more() -> None:
@@ -75,6 +92,63 @@ def test_link_flap_and_link_down() -> None:
     assert [(c.kind, c.subject) for c in down] == [("link_down", "eth1")]
     up = track.advance(snapshot(host(), reading(changes=6, carrier=1), 180.0))
     assert [(c.kind, c.subject, c.bad) for c in up] == [("link_up", "eth1", False)]
+
+
+def net(changes: int, carrier: int = 1, ifindex: int | None = 5, hardware: bool = True,
+        present: bool = True) -> LinkReading:
+    if not present:
+        return LinkReading(counters={"mlx5_0/1 symbol_error": 0})
+    return LinkReading(counters={"mlx5_0/1 symbol_error": 0}, carrier_changes={"eth1": changes},
+                       carrier={"eth1": carrier} if carrier else {},
+                       ifindex={"eth1": ifindex} if ifindex is not None else {},
+                       hardware=frozenset({"eth1"}) if hardware else frozenset())
+
+
+def test_a_netdev_registered_again_between_two_cycles_is_a_link_reset_not_a_flap() -> None:
+    # A driver reload within one interval: the same name, a new ifindex, carrier changes counted again from zero
+    # (here to the same number as before, which alone would read as calm).
+    track = HostTrack()
+    track.advance(snapshot(host(), net(2), 0.0))
+    [reset] = track.advance(snapshot(host(), net(2, ifindex=9), 60.0))
+    assert (reset.kind, reset.subject, reset.bad) == ("link_reset", "eth1", True)
+    assert "(ifindex 5 -> 9)" in reset.detail and "it is up now" in reset.detail
+    assert track.advance(snapshot(host(), net(2, ifindex=9), 120.0)) == []  # said once
+    # Registered again and more carrier changes than before: still one reset, not a flap as well.
+    [again] = track.advance(snapshot(host(), net(7, ifindex=12), 180.0))
+    assert again.kind == "link_reset"
+
+
+def test_a_carrier_count_that_went_back_is_a_link_reset_where_no_ifindex_was_read() -> None:
+    track = HostTrack()
+    track.advance(snapshot(host(), net(6, ifindex=None), 0.0))
+    [reset] = track.advance(snapshot(host(), net(1, carrier=0, ifindex=None), 60.0))
+    assert reset.kind == "link_reset" and "went back from 6 to 1" in reset.detail and "it is down now" in reset.detail
+    up = track.advance(snapshot(host(), net(2, ifindex=None), 120.0))
+    assert [c.kind for c in up] == ["link_up"]
+    # A netdev with the same ifindex whose count went up is the flap it always was.
+    track = HostTrack()
+    track.advance(snapshot(host(), net(2), 0.0))
+    assert [c.kind for c in track.advance(snapshot(host(), net(4), 60.0))] == ["link_flap"]
+
+
+def test_a_reload_that_spans_a_cycle_is_a_link_reset_when_the_netdev_is_back() -> None:
+    # A real driver reload takes seconds: one cycle finds no eth1 at all, the next finds it registered again.
+    track = HostTrack()
+    track.advance(snapshot(host(), net(2), 0.0))
+    assert track.advance(snapshot(host(), net(0, present=False), 60.0)) == []
+    [reset] = track.advance(snapshot(host(), net(1, ifindex=8), 120.0))
+    assert reset.kind == "link_reset" and "(ifindex 5 -> 8)" in reset.detail
+    # Gone and back with the same index (it was only unreadable for a cycle): no reset.
+    track.advance(snapshot(host(), net(0, present=False), 180.0))
+    assert track.advance(snapshot(host(), net(1, ifindex=8), 240.0)) == []
+
+
+def test_a_virtual_netdev_made_again_under_its_name_is_no_link_reset() -> None:
+    # A container runtime gives a restarted pod's veth the old name and a new index: no NIC lost its link.
+    track = HostTrack()
+    track.advance(snapshot(host(), net(2, hardware=False), 0.0))
+    assert track.advance(snapshot(host(), net(2, ifindex=40, hardware=False), 60.0)) == []
+    assert track.advance(snapshot(host(), net(1, ifindex=41, hardware=False), 120.0)) == []
 
 
 def test_a_host_down_is_reported_once_and_compared_with_its_last_state_when_back() -> None:
@@ -102,10 +176,12 @@ def test_link_readings_parse_counters_and_carrier() -> None:
     text = ("mlx5_0/ports/1/counters/symbol_error:7\nmlx5_0/ports/1/counters/port_xmit_data:999\n"
             "mlx5_0/ports/1/hw_counters/out_of_buffer:3\n" + links.NET_MARK + "\n"
             "/sys/class/net/eth1/carrier_changes:4\n/sys/class/net/lo/carrier_changes:0\n"
-            "/sys/class/net/eth1/carrier:1\n")
+            "/sys/class/net/eth1/carrier:1\n/sys/class/net/eth1/ifindex:3\n/sys/class/net/lo/ifindex:1\n"
+            + links.HW_MARK + "\neth1\n")
     parsed = links.parse(text)
     assert parsed.counters == {"mlx5_0/1 symbol_error": 7, "mlx5_0/1 out_of_buffer": 3}  # traffic left out
-    assert parsed.carrier_changes == {"eth1": 4} and parsed.carrier == {"eth1": 1}
+    assert parsed.carrier_changes == {"eth1": 4} and parsed.carrier == {"eth1": 1} and parsed.ifindex == {"eth1": 3}
+    assert parsed.hardware == {"eth1"}
     assert links.parse("garbage line\n" + links.NET_MARK).problem is not None
     assert links.parse(links.NET_MARK + "\n").counters == {}
 
@@ -137,3 +213,17 @@ def test_the_link_probe_reads_only_error_counters_from_both_folders(tmp_path: Pa
                                              "mlx5_0/ports/1/hw_counters/rnr_nak_retry_err:2"]
     assert links.parse(proc.stdout).counters == {"mlx5_0/1 symbol_error": 7, "mlx5_0/1 out_of_buffer": 3,
                                                  "mlx5_0/1 rnr_nak_retry_err": 2}
+
+
+def test_the_link_probe_names_the_netdevs_a_device_backs(tmp_path: Path) -> None:
+    net = tmp_path / "class/net"
+    (net / "eth9/device").mkdir(parents=True)
+    (net / "veth0").mkdir()
+    (tmp_path / "pci").mkdir()
+    (net / "ib0").mkdir()
+    (net / "ib0/device").symlink_to(tmp_path / "pci")
+    (net / "gone0").mkdir()
+    (net / "gone0/device").symlink_to(tmp_path / "nowhere")  # a dangling link backs nothing
+    proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
+                          check=True, timeout=30)
+    assert links.parse(proc.stdout).hardware == {"eth9", "ib0"}

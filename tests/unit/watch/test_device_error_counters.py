@@ -46,7 +46,9 @@ def test_a_device_counter_that_went_down_was_reset_and_is_not_a_rise() -> None:
     track = HostTrack()
     track.advance(snapshot(host(), links.parse(f"hfi1_0/hw_counters/RcvOverflow,32:50\n{links.NET_MARK}\n"), 0.0))
     later = links.parse(f"hfi1_0/hw_counters/RcvOverflow,32:3\n{links.NET_MARK}\n")
-    assert [c.kind for c in track.advance(snapshot(host(), later, 60.0))] == []
+    [reset] = track.advance(snapshot(host(), later, 60.0))
+    assert (reset.kind, reset.subject, reset.bad) == ("counters_reset", "hfi1_0", False)
+    assert "(RcvOverflow,32 50 -> 3)" in reset.detail and "32-bit counter wrapped" in reset.detail
 
 
 def test_the_probe_reads_device_level_error_counters_by_name(tmp_path: Path) -> None:

@@ -35,7 +35,8 @@ def test_failing_hosts_are_drained_once_and_good_news_never() -> None:
     drainer = Drainer(connect)  # type: ignore[arg-type]
     flap = Change("gpu01", 1.0, "link_flap", "eth1", "link went down and came back (2 carrier changes)", 2)
     news = [Change("gpu02", 1.0, "drift_gone", "sysctl x: value", "back to 1"),
-            Change("gpu03", 1.0, "watching", "", "0 drift items")]
+            Change("gpu03", 1.0, "watching", "", "0 drift items"),
+            Change("gpu04", 1.0, "counters_reset", "mlx5_0/1", "error counters went back (symbol_error 4 -> 0)")]
     actions, error = drainer([flap, *news])
     assert error is None
     assert [(a.host, a.action) for a in actions] == [("gpu01", "drained")]
@@ -43,6 +44,8 @@ def test_failing_hosts_are_drained_once_and_good_news_never() -> None:
                                       "changes)"}]
     assert drainer([flap]) == ([], None)  # once per watch
     assert len(slurm.drains) == 1
+    reset = Change("gpu05", 2.0, "link_reset", "eth1", "registered again since the last cycle (ifindex 5 -> 9)")
+    assert [(a.host, a.action) for a in drainer([reset])[0]] == [("gpu05", "drained")]
 
 
 def test_an_unreachable_scheduler_is_said_and_tried_again() -> None:
