@@ -23,14 +23,15 @@ from provisioner.watch.links import LinkReading
 ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "counter_unreadable",
                      "counter_readable", "device_gone", "device_back", "device_new", "port_gone", "port_back",
                      "port_new", "counter_gone", "counter_back", "counters_reset", "link_flap", "link_reset",
-                     "link_down", "link_up", "host_down", "host_back", "reconnected"]
+                     "link_gone", "link_down", "link_up", "host_down", "host_back", "reconnected"]
 # Kinds that mean something went wrong (an alert); the others are news (something recovered, or began). A device
 # or port that is gone is an alert, as a link down is: the rail it served carries nothing now. A counter gone
 # while its port stays is one too, as an unreadable one is: its rises can no longer be seen. A netdev registered
-# again (a driver reload) took its link down meanwhile, as a flap does. Counters that went back are news: an
-# operator's clear (perfquery -R) does that too.
+# again (a driver reload) took its link down meanwhile, as a flap does; one gone takes its rail along. Counters
+# that went back are news: an operator's clear (perfquery -R) does that too.
 BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "counter_unreadable", "device_gone",
-                                 "port_gone", "counter_gone", "link_flap", "link_reset", "link_down", "host_down"})
+                                 "port_gone", "counter_gone", "link_flap", "link_reset", "link_gone", "link_down",
+                                 "host_down"})
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
                               f"can be read again, now {value} (the host printed {was!r} before); rises are "
                               "counted from this value"))
     changes += _presence_changes(listed or base, cur, seen)
+    changes += _links_gone(base, cur)
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)
         if (reset := _link_reset(base, cur, iface, netdevs or {})) is not None:
@@ -195,12 +197,26 @@ def _counters_reset(base: Snapshot, cur: Snapshot) -> list[Change]:
             for where, went in sorted(dropped.items())]
 
 
+def _links_gone(base: Snapshot, cur: Snapshot) -> list[Change]:
+    """A NIC's netdev read at `base` and no longer in /sys/class/net: its driver unloaded or crashed, its device
+    unbound or fallen off the bus. Judged only between two readings that listed the NICs whole (an output cut
+    before its end loses no link). When it is back, its new index says so (link_reset)."""
+    if base.links.hardware is None or cur.links.hardware is None:
+        return []
+    return [Change(cur.host, cur.at, "link_gone", iface,
+                   "is gone: no longer in /sys/class/net (its driver unloaded or crashed, its device unbound or off "
+                   f"the bus); it was {'up' if base.links.carrier.get(iface) == 1 else 'down'} at the last cycle")
+            for iface in sorted(set(base.links.carrier_changes) - set(cur.links.carrier_changes))
+            if iface in base.links.hardware]
+
+
 def _link_reset(base: Snapshot, cur: Snapshot, iface: str, netdevs: Mapping[str, int]) -> Change | None:
     """A NIC's netdev the kernel registered again since `base` (a new ifindex under the same name, or a
     carrier-change count that went back): its driver was reloaded or its device reset, which took the link down
     meanwhile. One absent at `base` (a reload that spanned a cycle) is compared with its last index in `netdevs`."""
-    if iface not in cur.links.hardware:
+    if iface not in (cur.links.hardware or ()):
         return None
+    since = "the last cycle" if iface in base.links.ifindex else "it was last seen"
     was = base.links.ifindex.get(iface, netdevs.get(iface))
     now = cur.links.ifindex.get(iface)
     before, count = base.links.carrier_changes.get(iface), cur.links.carrier_changes.get(iface)
@@ -212,7 +228,7 @@ def _link_reset(base: Snapshot, cur: Snapshot, iface: str, netdevs: Mapping[str,
         return None
     state = "it is up now" if cur.links.carrier.get(iface) == 1 else "it is down now"
     return Change(cur.host, cur.at, "link_reset", iface,
-                  f"registered again since the last cycle ({how}): its driver was reloaded or its device reset, "
+                  f"registered again since {since} ({how}): its driver was reloaded or its device reset, "
                   f"so the link went down meanwhile; {state}")
 
 
@@ -355,7 +371,7 @@ class HostTrack:
         self.prev = cur
         if cur.up:
             self.base = cur
-            self.netdevs.update({n: i for n, i in cur.links.ifindex.items() if n in cur.links.hardware})
+            self.netdevs.update({n: i for n, i in cur.links.ifindex.items() if n in (cur.links.hardware or ())})
             if cur.links.present is not None:
                 self.listed = cur
                 self.seen |= cur.links.present

@@ -17,10 +17,11 @@ from provisioner.watch.changes import Change
 
 # What drains a host: what audit's --drain-failed drains (drift, unreachable), a sick link, and an RDMA device or
 # port that is gone: a job placed there would find a rail missing, as with a link down. A netdev registered again
-# (a driver reload) is a link that went down, as a flap is. An error counter that can no longer be read, or is
-# gone while its port stays, is reported, not drained on: watch lost sight of the link, which may still be sound.
+# (a driver reload) is a link that went down, as a flap is; one gone is a rail missing. An error counter that can
+# no longer be read, or is gone while its port stays, is reported, not drained on: watch lost sight of the link,
+# which may still be sound.
 DRAINS = frozenset({"drift_new", "drift_changed", "counter_rose", "device_gone", "port_gone", "link_flap", "link_reset",
-                    "link_down", "host_down"})
+                    "link_gone", "link_down", "host_down"})
 
 
 def causes(changes: Sequence[Change]) -> dict[str, str]:

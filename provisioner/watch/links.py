@@ -62,8 +62,9 @@ class LinkReading:
     # cycles gives the same name a new index, and starts its carrier_changes again from zero
     ifindex: dict[str, int] = field(default_factory=dict)
     # The netdevs a device backs (fabnet_sysfs_root's class/net/NAME/device): a NIC's, not a veth's or a bridge's,
-    # whose names a container runtime reuses for new ones (a pod restarted) with no link lost.
-    hardware: frozenset[str] = frozenset()
+    # whose names a container runtime reuses for new ones (a pod restarted) with no link lost. None where the
+    # output ended before that list (cut): then no netdev is judged gone.
+    hardware: frozenset[str] | None = None
     # error counters the host has but could not read, named as in `counters` -> what it printed instead
     # (`N/A (no PMA)`, `Permission denied`)
     unreadable: dict[str, str] = field(default_factory=dict)
@@ -134,7 +135,7 @@ def parse(text: str) -> LinkReading:
 @functools.lru_cache(maxsize=2048)
 def _parse(text: str) -> LinkReading:
     counters_text, ended, net_text = text.partition(NET_MARK)
-    net_text, _, hardware = net_text.partition(HW_MARK)
+    net_text, listed_hw, hardware = net_text.partition(HW_MARK)
     counters_text, listed, listing = counters_text.partition(RDMA_MARK)
     reading = LinkReading()
     try:
@@ -180,5 +181,6 @@ def _parse(text: str) -> LinkReading:
             table = {"carrier_changes": reading.carrier_changes, "carrier": reading.carrier,
                      "ifindex": reading.ifindex}[m.group("name")]
             table[m.group("iface")] = int(m.group("value"))
-    reading.hardware = frozenset(name for line in hardware.splitlines() if (name := line.strip()))
+    if listed_hw:
+        reading.hardware = frozenset(name for line in hardware.splitlines() if (name := line.strip()))
     return reading

@@ -157,13 +157,14 @@ def test_each_fault_is_reported_once_with_host_and_port_and_nothing_else(watch_l
     assert "gpu01" not in shown.stdout
 
 
-def test_a_nic_registered_again_and_counters_cleared_between_two_cycles_are_each_reported_once(
+def test_a_nic_registered_again_or_gone_and_counters_cleared_are_each_reported_once(
         watch_lab: Lab, tmp_path: Path) -> None:
     """A driver reload quicker than the interval (here a netdev deleted and added again under its name: the kernel
     gives it a new ifindex and starts its carrier changes from zero) is a link reset on a NIC's netdev, never
-    silence. The lab makes fnr0 a NIC's by giving it a `device` under the node's stand-in sysfs, as eth1 has;
-    its veth peer fnr1 has none, like a container's, and is not reported. Error counters cleared (as perfquery -R
-    does) are said once, as news, and not as a rise."""
+    silence; a netdev gone for a while is LINK GONE, and a link reset once it is back. The lab makes fnr0 a NIC's
+    by giving it a `device` under the node's stand-in sysfs, as eth1 has; its veth peer fnr1 has none, like a
+    container's, and is never reported. Error counters cleared (as perfquery -R does) are said once, as news, and
+    not as a rise."""
     gpu02, gpu03 = watch_lab.node("gpu02"), watch_lab.node("gpu03")
     add = "ip link add fnr0 type veth peer name fnr1 && ip link set fnr0 up && ip link set fnr1 up"
     watch_lab.ssh(gpu02, f"ip link del fnr0 2>/dev/null; {add} && mkdir -p {NET}/fnr0/device")
@@ -177,15 +178,32 @@ def test_a_nic_registered_again_and_counters_cleared_between_two_cycles_are_each
         _, reset = watch.wait_for(lambda c: c["kind"] == "link_reset")
         _, cleared = watch.wait_for(lambda c: c["kind"] == "counters_reset")
         time.sleep(5)  # two more cycles each: nothing is repeated, nothing else appears
+        quick = [k for k in watch.kinds() if k[0] == "gpu02"]
+        mark = len(watch.changes)
+        watch_lab.ssh(gpu02, "ip link del fnr0")
+
+        def later(kind: str) -> object:
+            return lambda c: c["kind"] == kind and any(c is x for _, x in watch.changes[mark:])
+
+        _, gone = watch.wait_for(later("link_gone"))
+        watch_lab.ssh(gpu02, add)
+        _, back = watch.wait_for(later("link_reset"))
+        time.sleep(5)
     finally:
         watch.stop()
         watch_lab.ssh(gpu02, f"ip link del fnr0; rm -rf {NET}/fnr0", check=False)
         watch_lab.ssh(gpu03, f"echo 0 > {SYSFS}/link_downed", check=False)
     assert (reset["host"], reset["subject"]) == ("gpu02", "fnr0")
     assert "ifindex" in str(reset["detail"]) and "it is up now" in str(reset["detail"])
+    # A cycle that read gpu02 between the deletion and the new netdev says it was gone first: never more.
+    reload = [("gpu02", "link_reset", "fnr0")]
+    assert quick in (reload, [("gpu02", "link_gone", "fnr0"), *reload]), quick
+    assert (gone["host"], gone["subject"]) == ("gpu02", "fnr0") and "it was up" in str(gone["detail"])
+    assert (back["host"], back["subject"]) == ("gpu02", "fnr0") and "since it was last seen" in str(back["detail"])
+    assert [k for k in watch.kinds() if k[0] == "gpu02"] == [*quick, ("gpu02", "link_gone", "fnr0"), *reload]
     assert (cleared["host"], cleared["subject"]) == ("gpu03", "mlx5_0/1")
     assert "link_downed 7 -> 0" in str(cleared["detail"])
-    assert sorted(watch.kinds()) == [("gpu02", "link_reset", "fnr0"), ("gpu03", "counters_reset", "mlx5_0/1")]
+    assert [k for k in watch.kinds() if k[0] != "gpu02"] == [("gpu03", "counters_reset", "mlx5_0/1")]
 
 
 def test_a_file_rewritten_keeping_its_size_and_mtime_is_reported_and_quiet_cycles_do_not_read_it(

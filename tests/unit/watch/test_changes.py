@@ -97,7 +97,7 @@ def test_link_flap_and_link_down() -> None:
 def net(changes: int, carrier: int = 1, ifindex: int | None = 5, hardware: bool = True,
         present: bool = True) -> LinkReading:
     if not present:
-        return LinkReading(counters={"mlx5_0/1 symbol_error": 0})
+        return LinkReading(counters={"mlx5_0/1 symbol_error": 0}, hardware=frozenset())
     return LinkReading(counters={"mlx5_0/1 symbol_error": 0}, carrier_changes={"eth1": changes},
                        carrier={"eth1": carrier} if carrier else {},
                        ifindex={"eth1": ifindex} if ifindex is not None else {},
@@ -131,16 +131,29 @@ def test_a_carrier_count_that_went_back_is_a_link_reset_where_no_ifindex_was_rea
     assert [c.kind for c in track.advance(snapshot(host(), net(4), 60.0))] == ["link_flap"]
 
 
-def test_a_reload_that_spans_a_cycle_is_a_link_reset_when_the_netdev_is_back() -> None:
+def test_a_reload_that_spans_a_cycle_is_a_nic_gone_then_registered_again() -> None:
     # A real driver reload takes seconds: one cycle finds no eth1 at all, the next finds it registered again.
     track = HostTrack()
     track.advance(snapshot(host(), net(2), 0.0))
-    assert track.advance(snapshot(host(), net(0, present=False), 60.0)) == []
+    [gone] = track.advance(snapshot(host(), net(0, present=False), 60.0))
+    assert (gone.kind, gone.subject, gone.bad) == ("link_gone", "eth1", True)
+    assert "no longer in /sys/class/net" in gone.detail and "it was up at the last cycle" in gone.detail
     [reset] = track.advance(snapshot(host(), net(1, ifindex=8), 120.0))
     assert reset.kind == "link_reset" and "(ifindex 5 -> 8)" in reset.detail
-    # Gone and back with the same index (it was only unreadable for a cycle): no reset.
-    track.advance(snapshot(host(), net(0, present=False), 180.0))
+    assert "since it was last seen" in reset.detail
+    # Gone and back with the same index (its files were not read for a cycle): gone, then nothing more.
+    assert [c.kind for c in track.advance(snapshot(host(), net(0, present=False), 180.0))] == ["link_gone"]
     assert track.advance(snapshot(host(), net(1, ifindex=8), 240.0)) == []
+
+
+def test_no_netdev_is_gone_from_an_output_cut_before_the_list_of_nics() -> None:
+    track = HostTrack()
+    track.advance(snapshot(host(), net(2), 0.0))
+    cut = LinkReading(counters={"mlx5_0/1 symbol_error": 0})  # no carrier readings, no list of NICs: hardware None
+    assert cut.hardware is None
+    assert track.advance(snapshot(host(), cut, 60.0)) == []
+    assert links.parse("mlx5_0/ports/1/counters/symbol_error:0\n" + links.NET_MARK + "\n").hardware is None
+    assert links.parse(links.NET_MARK + "\n" + links.HW_MARK + "\n").hardware == frozenset()
 
 
 def test_a_virtual_netdev_made_again_under_its_name_is_no_link_reset() -> None:
