@@ -97,14 +97,16 @@ class Runs:
         and the control's into the result, by suspect. A busy machine or fabric slows the control as
         much as the suspect; a slow host stays slow beside it. When the suspect is still below the
         control it gets one more try, since load that came and went between the two runs is no fault
-        of the host."""
+        of the host. A suspect whose run alone failed outright gets neither: load slows a run, it does
+        not fail it, and each failed run may have waited out the whole timeout."""
         controls: dict[str, float] = {}
         control = verdicts.control_pair(judgement)
         port = self.settings.port + CONFIRM_PORT
         for pair in verdicts.confirmation_pairs(judgement):  # one at a time: alone on the fabric
             log(f"measuring {pair[0]} again, alone with {pair[1]}")
-            figure = self._alone(pair, port, "suspect")
-            if control is None:
+            measured = self.pair_round([pair], port, CONFIRM_ROUND, "suspect").get(pair)
+            figure = measured or 0.0
+            if control is None or measured is None:
                 pairs[pair] = max(figure, pairs.get(pair, 0.0))
                 continue
             log(f"measuring {control[0]} with {control[1]}, alone, to compare")

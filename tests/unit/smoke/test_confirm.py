@@ -3,7 +3,7 @@ lab's (tests/e2e/test_smoke.py); here each run's figure is scripted to show what
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from provisioner.smoke import verdicts
 from provisioner.smoke.pairs import Pair, Runs
@@ -14,16 +14,18 @@ HOSTS = ["gpu01", "gpu02", "gpu03", "gpu04"]
 
 
 class Scripted(Runs):
-    """Each run alone returns the next scripted figure and is recorded as the real one is."""
+    """Each run alone returns the next scripted figure (None: the run failed) and is recorded."""
 
-    def __init__(self, figures: list[float]) -> None:
+    def __init__(self, figures: list[float | None]) -> None:
         super().__init__([target(h) for h in HOSTS], {}, Settings(), "gloo", 1, lambda t: None)  # type: ignore[arg-type,return-value]
-        self.figures: Iterator[float] = iter(figures)
+        self.figures: Iterator[float | None] = iter(figures)
         self.ran: list[tuple[Pair, str]] = []
 
-    def _alone(self, pair: Pair, port: int, role: str) -> float:
-        self.ran.append((pair, role))
-        return next(self.figures)
+    def pair_round(self, pairs: Sequence[Pair], port: int, round_no: int,
+                   role: str = "pair") -> dict[Pair, float | None]:
+        assert len(pairs) == 1 and round_no == 3
+        self.ran.append((pairs[0], role))
+        return {pairs[0]: next(self.figures)}
 
 
 def side_by_side() -> tuple[dict[tuple[str, str], float], verdicts.Judgement]:
@@ -57,4 +59,13 @@ def test_a_slow_host_stays_slow_through_both_tries() -> None:
     controls = runs.confirm(first, pairs, lambda m: None)
     again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
                            controls=controls)
+    assert list(again.slow_hosts) == ["gpu04"]
+
+
+def test_a_suspect_whose_run_alone_failed_gets_no_control_and_no_second_try() -> None:
+    pairs, first = side_by_side()
+    runs = Scripted([None])
+    assert runs.confirm(first, pairs, lambda m: None) == {}
+    assert runs.ran == [(("gpu04", "gpu02"), "suspect")]
+    again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None)
     assert list(again.slow_hosts) == ["gpu04"]
