@@ -62,8 +62,9 @@ class LinkReading:
     # cycles gives the same name a new index, and starts its carrier_changes again from zero
     ifindex: dict[str, int] = field(default_factory=dict)
     # The netdevs a device backs (fabnet_sysfs_root's class/net/NAME/device): a NIC's, not a veth's or a bridge's,
-    # whose names a container runtime reuses for new ones (a pod restarted) with no link lost. None where the
-    # output ended before that list (cut): then no netdev is judged gone.
+    # whose names a container runtime reuses for new ones (a pod restarted) with no link lost. Nor an SR-IOV
+    # virtual function's (its device has a `physfn`): a device plugin moves those into pods' namespaces and back.
+    # None where the output ended before that list (cut): then no netdev is judged gone.
     hardware: frozenset[str] | None = None
     # error counters the host has but could not read, named as in `counters` -> what it printed instead
     # (`N/A (no PMA)`, `Permission denied`)
@@ -115,7 +116,8 @@ def probe(sysfs_root: str) -> Probe:
            'printf \'%s:%s\\n\' "$__fn_f" "$__fn_l"; done <"$__fn_f"; } 2>/dev/null; done')
     # By the shell's glob and printf alone; a name holds neither a slash nor a line break.
     hardware = (f'echo {sh(HW_MARK)}; for __fn_f in {sh(sysfs_root.rstrip("/") + "/class/net")}/*/device; do '
-                '[ -e "$__fn_f" ] && __fn_f=${__fn_f%/device} && printf \'%s\\n\' "${__fn_f##*/}"; done')
+                '[ -e "$__fn_f" ] && ! [ -e "$__fn_f/physfn" ] && __fn_f=${__fn_f%/device} && '
+                'printf \'%s\\n\' "${__fn_f##*/}"; done')
     return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; {hardware}; true", timeout=20)
 
 

@@ -237,6 +237,7 @@ def test_the_link_probe_names_the_netdevs_a_device_backs(tmp_path: Path) -> None
     (net / "ib0/device").symlink_to(tmp_path / "pci")
     (net / "gone0").mkdir()
     (net / "gone0/device").symlink_to(tmp_path / "nowhere")  # a dangling link backs nothing
+    (net / "vf0/device/physfn").mkdir(parents=True)  # an SR-IOV virtual function: pods take it and give it back
     proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
                           check=True, timeout=30)
     assert links.parse(proc.stdout).hardware == {"eth9", "ib0"}
