@@ -22,7 +22,8 @@ COLORS = {"drift_new": "#d62728", "drift_changed": "#ff7f0e", "drift_gone": "#2c
           "device_back": "#006d2c", "device_new": "#238b45", "port_gone": "#b15928", "port_back": "#41ab5d",
           "port_new": "#74c476", "counter_gone": "#c51b7d",
           "counter_back": "#a1d99b", "counters_reset": "#c7e9c0",
-          "link_flap": "#9467bd", "link_reset": "#6a3d9a", "link_gone": "#3f007d", "link_down": "#8c564b",
+          "link_flap": "#9467bd", "link_reset": "#6a3d9a", "link_gone": "#3f007d", "link_moved": "#bcbddc",
+          "link_back": "#9e9ac8", "link_down": "#8c564b",
           "link_up": "#7fbf7f",
           "host_down": "#111111", "host_back": "#17becf", "reconnected": "#bcbd22"}
 STYLE = """

@@ -23,6 +23,7 @@ LABELS = {
     "device_new": "device new", "port_gone": "PORT GONE", "port_back": "port back", "port_new": "port new",
     "counter_gone": "COUNTER GONE", "counter_back": "counter back", "counters_reset": "counters reset",
     "link_flap": "LINK FLAP", "link_reset": "LINK RESET", "link_gone": "LINK GONE",
+    "link_moved": "link moved", "link_back": "link back",
     "link_down": "LINK DOWN", "link_up": "link up", "host_down": "HOST DOWN", "host_back": "host back",
     "reconnected": "reconnected",
 }

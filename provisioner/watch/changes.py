@@ -23,12 +23,14 @@ from provisioner.watch.links import LinkReading
 ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "counter_unreadable",
                      "counter_readable", "device_gone", "device_back", "device_new", "port_gone", "port_back",
                      "port_new", "counter_gone", "counter_back", "counters_reset", "link_flap", "link_reset",
-                     "link_gone", "link_down", "link_up", "host_down", "host_back", "reconnected"]
+                     "link_gone", "link_moved", "link_back", "link_down", "link_up", "host_down", "host_back",
+                     "reconnected"]
 # Kinds that mean something went wrong (an alert); the others are news (something recovered, or began). A device
 # or port that is gone is an alert, as a link down is: the rail it served carries nothing now. A counter gone
 # while its port stays is one too, as an unreadable one is: its rises can no longer be seen. A netdev registered
-# again (a driver reload) took its link down meanwhile, as a flap does; one gone takes its rail along. Counters
-# that went back are news: an operator's clear (perfquery -R) does that too.
+# again (a driver reload) took its link down meanwhile, as a flap does; one gone takes its rail along, unless its
+# device kept its driver (moved into a container's namespace, or renamed: news). Counters that went back are
+# news: an operator's clear (perfquery -R) does that too.
 BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "counter_unreadable", "device_gone",
                                  "port_gone", "counter_gone", "link_flap", "link_reset", "link_gone", "link_down",
                                  "host_down"})
@@ -119,8 +121,17 @@ def drift_diff(host: str, at: float, before: Mapping[str, DriftItem], after: Map
     return changes
 
 
+@dataclass
+class Netdevs:
+    """What a host's watch remembers of its NICs' netdevs across cycles where one is absent."""
+
+    index: dict[str, int] = field(default_factory=dict)  # each one's last ifindex
+    moved: set[str] = field(default_factory=set)  # those that left with their device still bound (link_moved)
+
+
 def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
-                  seen: AbstractSet[str] | None = None, netdevs: Mapping[str, int] | None = None) -> list[Change]:
+                  seen: AbstractSet[str] | None = None, netdevs: Netdevs | None = None) -> list[Change]:
+    netdevs = netdevs or Netdevs()
     changes = []
     seconds = max(cur.at - base.at, 1e-9)
     for name, value in cur.links.counters.items():
@@ -162,7 +173,7 @@ def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
     changes += _links_gone(base, cur)
     for iface, value in cur.links.carrier_changes.items():
         before = base.links.carrier_changes.get(iface)
-        if (reset := _link_reset(base, cur, iface, netdevs or {})) is not None:
+        if (reset := _link_reset(base, cur, iface, netdevs)) is not None:
             changes.append(reset)
             continue
         if before is None or value <= before:
@@ -203,21 +214,37 @@ def _links_gone(base: Snapshot, cur: Snapshot) -> list[Change]:
     before its end loses no link). When it is back, its new index says so (link_reset)."""
     if base.links.hardware is None or cur.links.hardware is None:
         return []
-    return [Change(cur.host, cur.at, "link_gone", iface,
-                   "is gone: no longer in /sys/class/net (its driver unloaded or crashed, its device unbound or off "
-                   f"the bus); it was {'up' if base.links.carrier.get(iface) == 1 else 'down'} at the last cycle")
-            for iface in sorted(set(base.links.carrier_changes) - set(cur.links.carrier_changes))
-            if iface in base.links.hardware]
+    changes = []
+    for iface in sorted(set(base.links.carrier_changes) - set(cur.links.carrier_changes)):
+        if iface not in base.links.hardware:
+            continue
+        was = "up" if base.links.carrier.get(iface) == 1 else "down"
+        device = base.links.devices.get(iface)
+        if device is not None and cur.links.bound is not None and device in cur.links.bound:
+            changes.append(Change(cur.host, cur.at, "link_moved", iface,
+                                  f"is no longer in /sys/class/net while its device {device} keeps its driver: moved "
+                                  f"into another network namespace (a container's) or renamed; it was {was}"))
+        else:
+            of = f" (device {device})" if device is not None else ""
+            changes.append(Change(cur.host, cur.at, "link_gone", iface,
+                                  f"is gone{of}: no longer in /sys/class/net (its driver unloaded or crashed, its "
+                                  f"device unbound or off the bus); it was {was} at the last cycle"))
+    return changes
 
 
-def _link_reset(base: Snapshot, cur: Snapshot, iface: str, netdevs: Mapping[str, int]) -> Change | None:
+def _link_reset(base: Snapshot, cur: Snapshot, iface: str, netdevs: Netdevs) -> Change | None:
     """A NIC's netdev the kernel registered again since `base` (a new ifindex under the same name, or a
     carrier-change count that went back): its driver was reloaded or its device reset, which took the link down
-    meanwhile. One absent at `base` (a reload that spanned a cycle) is compared with its last index in `netdevs`."""
+    meanwhile. One absent at `base` (a reload that spanned a cycle) is compared with its last index in `netdevs`;
+    one that had moved out with its device bound is back (news)."""
     if iface not in (cur.links.hardware or ()):
         return None
+    absent = iface not in base.links.carrier_changes
+    if absent and iface in netdevs.moved:
+        return Change(cur.host, cur.at, "link_back", iface, "is back in /sys/class/net (moved back, or renamed back); "
+                      + ("it is up" if cur.links.carrier.get(iface) == 1 else "it is down"))
     since = "the last cycle" if iface in base.links.ifindex else "it was last seen"
-    was = base.links.ifindex.get(iface, netdevs.get(iface))
+    was = base.links.ifindex.get(iface, netdevs.index.get(iface))
     now = cur.links.ifindex.get(iface)
     before, count = base.links.carrier_changes.get(iface), cur.links.carrier_changes.get(iface)
     if was is not None and now is not None and was != now:
@@ -327,11 +354,11 @@ def _summary(cur: Snapshot) -> str:
 
 
 def diff(prev: Snapshot | None, base: Snapshot | None, cur: Snapshot, listed: Snapshot | None = None,
-         seen: AbstractSet[str] | None = None, netdevs: Mapping[str, int] | None = None) -> list[Change]:
+         seen: AbstractSet[str] | None = None, netdevs: Netdevs | None = None) -> list[Change]:
     """The changes from `prev` (the host's previous cycle) to `cur`; `base` is its last snapshot while up, `listed`
     its last whose listing of devices and ports could be trusted (default: `base`), `seen` every device and port
-    a trusted listing has named (None: each one listed now and not at `listed` is back, none new), `netdevs` the
-    last ifindex read of each NIC's netdev."""
+    a trusted listing has named (None: each one listed now and not at `listed` is back, none new), `netdevs` what
+    the host's NICs' netdevs were when last seen."""
     if not cur.up:
         if prev is None or prev.up:
             return [Change(cur.host, cur.at, "host_down", "", cur.error or "unreachable")]
@@ -363,7 +390,7 @@ class HostTrack:
     # (and that cycle's partial counters never read as counters back).
     listed: Snapshot | None = None
     seen: set[str] = field(default_factory=set)  # every device and port a trusted listing named: one not here is new
-    netdevs: dict[str, int] = field(default_factory=dict)  # each NIC netdev's last ifindex, kept while it is absent
+    netdevs: Netdevs = field(default_factory=Netdevs)
 
     def advance(self, cur: Snapshot) -> list[Change]:
         listed = self.listed if cur.links.present is not None else None
@@ -371,7 +398,10 @@ class HostTrack:
         self.prev = cur
         if cur.up:
             self.base = cur
-            self.netdevs.update({n: i for n, i in cur.links.ifindex.items() if n in (cur.links.hardware or ())})
+            nics = cur.links.hardware or frozenset()
+            self.netdevs.index.update({n: i for n, i in cur.links.ifindex.items() if n in nics})
+            self.netdevs.moved -= set(cur.links.carrier_changes)
+            self.netdevs.moved |= {c.subject for c in changes if c.kind == "link_moved"}
             if cur.links.present is not None:
                 self.listed = cur
                 self.seen |= cur.links.present

@@ -20,7 +20,9 @@ from provisioner.parsers.port_counters import folder_of, parse_port_counters
 from provisioner.resources.base import Probe, Results, read_lines_command, sh
 
 NET_MARK = "@@fabnet-net"
-HW_MARK = "@@fabnet-hw"  # after the carrier readings: the netdevs a device backs
+HW_MARK = "@@fabnet-hw"  # after the carrier readings: the netdevs a device backs, with their devices
+BOUND_MARK = "@@fabnet-bound"  # then the PCI devices a driver is bound to
+END_MARK = "@@fabnet-links-end"
 RDMA_MARK = "@@fabnet-rdma"  # between the counters and the listing of devices and ports
 _PRESENT = re.compile(r"^(?P<device>[^/\s]+)(?:/ports/(?P<port>[0-9]+))?$")  # DEVICE or DEVICE/ports/N
 _NET = re.compile(r"^/sys/class/net/(?P<iface>[^/\s]+)/(?P<name>carrier_changes|carrier|ifindex):(?P<value>-?[0-9]+)$")
@@ -66,6 +68,10 @@ class LinkReading:
     # virtual function's (its device has a `physfn`): a device plugin moves those into pods' namespaces and back.
     # None where the output ended before that list (cut): then no netdev is judged gone.
     hardware: frozenset[str] | None = None
+    devices: dict[str, str] = field(default_factory=dict)  # such a netdev -> its device's name (a PCI address)
+    # The PCI devices a driver is bound to: a NIC's netdev gone while its device is here was moved to another
+    # namespace or renamed, not lost. None where the output ended before the list's end.
+    bound: frozenset[str] | None = None
     # error counters the host has but could not read, named as in `counters` -> what it printed instead
     # (`N/A (no PMA)`, `Permission denied`)
     unreadable: dict[str, str] = field(default_factory=dict)
@@ -114,10 +120,15 @@ def probe(sysfs_root: str) -> Probe:
     net = ('for __fn_f in /sys/class/net/*/carrier_changes /sys/class/net/*/carrier /sys/class/net/*/ifindex; do '
            '{ while IFS= read -r __fn_l || [ -n "$__fn_l" ]; do [ -z "$__fn_l" ] || '
            'printf \'%s:%s\\n\' "$__fn_f" "$__fn_l"; done <"$__fn_f"; } 2>/dev/null; done')
-    # By the shell's glob and printf alone; a name holds neither a slash nor a line break.
-    hardware = (f'echo {sh(HW_MARK)}; for __fn_f in {sh(sysfs_root.rstrip("/") + "/class/net")}/*/device; do '
-                '[ -e "$__fn_f" ] && ! [ -e "$__fn_f/physfn" ] && __fn_f=${__fn_f%/device} && '
-                'printf \'%s\\n\' "${__fn_f##*/}"; done')
+    # By the shell's globs, cd and printf alone; a name holds neither a slash nor a line break. `cd -P` resolves
+    # the device link to the device's own folder, whose name is its PCI address.
+    root = sysfs_root.rstrip("/")
+    hardware = (f'echo {sh(HW_MARK)}; for __fn_f in {sh(root + "/class/net")}/*/device; do '
+                '[ -e "$__fn_f" ] && ! [ -e "$__fn_f/physfn" ] && cd -P -- "$__fn_f" 2>/dev/null && '
+                '__fn_f=${__fn_f%/device} && printf \'%s %s\\n\' "${__fn_f##*/}" "${PWD##*/}"; done; '
+                f'echo {sh(BOUND_MARK)}; for __fn_f in {sh(root + "/bus/pci/devices")}/*/driver; do '
+                '[ -e "$__fn_f" ] && __fn_f=${__fn_f%/driver} && printf \'%s\\n\' "${__fn_f##*/}"; done; '
+                f'echo {sh(END_MARK)}')
     return Probe(f"{counters}; echo {sh(NET_MARK)}; {net}; {hardware}; true", timeout=20)
 
 
@@ -183,6 +194,12 @@ def _parse(text: str) -> LinkReading:
             table = {"carrier_changes": reading.carrier_changes, "carrier": reading.carrier,
                      "ifindex": reading.ifindex}[m.group("name")]
             table[m.group("iface")] = int(m.group("value"))
-    if listed_hw:
-        reading.hardware = frozenset(name for line in hardware.splitlines() if (name := line.strip()))
+    hardware, listed_bound, bound = hardware.partition(BOUND_MARK)
+    if listed_hw and listed_bound:  # the NICs' list is whole only when what follows it began
+        pairs = [line.split(" ", 1) for line in hardware.splitlines() if line.strip()]
+        reading.hardware = frozenset(pair[0] for pair in pairs)
+        reading.devices = {pair[0]: pair[1] for pair in pairs if len(pair) == 2 and pair[1]}
+        bound, whole, _ = bound.partition(END_MARK)
+        if whole:
+            reading.bound = frozenset(name for line in bound.splitlines() if (name := line.strip()))
     return reading

@@ -32,6 +32,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SYSFS = "/var/lib/fabnet-lab/sys/class/infiniband/mlx5_0/ports/1/counters"
 NET = "/var/lib/fabnet-lab/sys/class/net"  # the nodes' stand-in for a NIC's sysfs (fabnet_sysfs_root)
+PCI = "/var/lib/fabnet-lab/sys/devices/pci0000:00/0000:99:00.0"
+BUS = "/var/lib/fabnet-lab/sys/bus/pci/devices"
 SYSCTL = "net.ipv4.conf.all.arp_ignore"
 PLAYBOOK = f"""\
 - name: watched
@@ -157,7 +159,7 @@ def test_each_fault_is_reported_once_with_host_and_port_and_nothing_else(watch_l
     assert "gpu01" not in shown.stdout
 
 
-def test_a_nic_registered_again_or_gone_and_counters_cleared_are_each_reported_once(
+def test_a_nic_registered_again_gone_or_moved_and_counters_cleared_are_each_reported_once(
         watch_lab: Lab, tmp_path: Path) -> None:
     """A driver reload quicker than the interval (here a netdev deleted and added again under its name: the kernel
     gives it a new ifindex and starts its carrier changes from zero) is a link reset on a NIC's netdev, never
@@ -168,6 +170,10 @@ def test_a_nic_registered_again_or_gone_and_counters_cleared_are_each_reported_o
     gpu02, gpu03 = watch_lab.node("gpu02"), watch_lab.node("gpu03")
     add = "ip link add fnr0 type veth peer name fnr1 && ip link set fnr0 up && ip link set fnr1 up"
     watch_lab.ssh(gpu02, f"ip link del fnr0 2>/dev/null; {add} && mkdir -p {NET}/fnr0/device")
+    # fnm0: a NIC whose device (a stand-in PCI function, 0000:99:00.0) has a driver bound.
+    watch_lab.ssh(gpu02, "ip link add fnm0 type veth peer name fnm1 && ip link set fnm0 up && ip link set fnm1 up && "
+                         f"mkdir -p {PCI}/driver {NET}/fnm0 {BUS} && ln -s {PCI} {NET}/fnm0/device && "
+                         f"ln -s {PCI} {BUS}/0000:99:00.0")
     watch_lab.ssh(gpu03, f"echo 7 > {SYSFS}/link_downed")
     watch = Watch(watch_lab, tmp_path)
     try:
@@ -188,10 +194,18 @@ def test_a_nic_registered_again_or_gone_and_counters_cleared_are_each_reported_o
         _, gone = watch.wait_for(later("link_gone"))
         watch_lab.ssh(gpu02, add)
         _, back = watch.wait_for(later("link_reset"))
+        # fnm0's device keeps its driver when the netdev leaves under that name (renamed here, as a host-device
+        # CNI's move into a pod looks from the host): news, and news again when it is back.
+        mark = len(watch.changes)
+        watch_lab.ssh(gpu02, "ip link set fnm0 down && ip link set fnm0 name fnm9")
+        _, moved = watch.wait_for(later("link_moved"))
+        watch_lab.ssh(gpu02, "ip link set fnm9 name fnm0 && ip link set fnm0 up")
+        _, returned = watch.wait_for(later("link_back"))
         time.sleep(5)
     finally:
         watch.stop()
-        watch_lab.ssh(gpu02, f"ip link del fnr0; rm -rf {NET}/fnr0", check=False)
+        watch_lab.ssh(gpu02, f"ip link del fnr0; ip link del fnm0; ip link del fnm9; rm -rf {NET}/fnr0 {NET}/fnm0 "
+                             f"{PCI}", check=False)
         watch_lab.ssh(gpu03, f"echo 0 > {SYSFS}/link_downed", check=False)
     assert (reset["host"], reset["subject"]) == ("gpu02", "fnr0")
     assert "ifindex" in str(reset["detail"]) and "it is up now" in str(reset["detail"])
@@ -200,7 +214,15 @@ def test_a_nic_registered_again_or_gone_and_counters_cleared_are_each_reported_o
     assert quick in (reload, [("gpu02", "link_gone", "fnr0"), *reload]), quick
     assert (gone["host"], gone["subject"]) == ("gpu02", "fnr0") and "it was up" in str(gone["detail"])
     assert (back["host"], back["subject"]) == ("gpu02", "fnr0") and "since it was last seen" in str(back["detail"])
-    assert [k for k in watch.kinds() if k[0] == "gpu02"] == [*quick, ("gpu02", "link_gone", "fnr0"), *reload]
+    assert moved["subject"] == "fnm0" and "device 0000:99:00.0 keeps its driver" in str(moved["detail"])
+    assert returned["subject"] == "fnm0"
+    assert [k for k in watch.kinds() if k[0] == "gpu02" and k[2] not in ("fnm0", "fnm1")] == [
+        *quick, ("gpu02", "link_gone", "fnr0"), *reload]
+    # A rename needs the link down (its veth peer fnm1 loses its carrier with it): a cycle may find them down just
+    # before, or back but not yet up.
+    assert [k[1] for k in watch.kinds() if k[2] == "fnm0" and k[1] not in ("link_down", "link_up")] == [
+        "link_moved", "link_back"]
+    assert {k[1] for k in watch.kinds() if k[2] == "fnm1"} <= {"link_down", "link_up", "link_flap"}
     assert (cleared["host"], cleared["subject"]) == ("gpu03", "mlx5_0/1")
     assert "link_downed 7 -> 0" in str(cleared["detail"])
     assert [k for k in watch.kinds() if k[0] != "gpu02"] == [("gpu03", "counters_reset", "mlx5_0/1")]

@@ -95,13 +95,15 @@ def test_link_flap_and_link_down() -> None:
 
 
 def net(changes: int, carrier: int = 1, ifindex: int | None = 5, hardware: bool = True,
-        present: bool = True) -> LinkReading:
+        present: bool = True, bound: frozenset[str] = frozenset()) -> LinkReading:
+    """eth1, backed by device 0000:3b:00.0 when `hardware`; `bound`: the PCI devices with a driver now."""
     if not present:
-        return LinkReading(counters={"mlx5_0/1 symbol_error": 0}, hardware=frozenset())
+        return LinkReading(counters={"mlx5_0/1 symbol_error": 0}, hardware=frozenset(), bound=bound)
     return LinkReading(counters={"mlx5_0/1 symbol_error": 0}, carrier_changes={"eth1": changes},
                        carrier={"eth1": carrier} if carrier else {},
                        ifindex={"eth1": ifindex} if ifindex is not None else {},
-                       hardware=frozenset({"eth1"}) if hardware else frozenset())
+                       hardware=frozenset({"eth1"}) if hardware else frozenset(),
+                       devices={"eth1": "0000:3b:00.0"} if hardware else {}, bound=bound)
 
 
 def test_a_netdev_registered_again_between_two_cycles_is_a_link_reset_not_a_flap() -> None:
@@ -146,6 +148,24 @@ def test_a_reload_that_spans_a_cycle_is_a_nic_gone_then_registered_again() -> No
     assert track.advance(snapshot(host(), net(1, ifindex=8), 240.0)) == []
 
 
+def test_a_nic_netdev_gone_while_its_device_keeps_its_driver_was_moved_and_is_news() -> None:
+    # A host-device CNI moves the NIC's netdev into a pod's namespace; the pod ends and it comes back.
+    bound = frozenset({"0000:3b:00.0", "0000:00:1f.0"})
+    track = HostTrack()
+    track.advance(snapshot(host(), net(2, bound=bound), 0.0))
+    [moved] = track.advance(snapshot(host(), net(0, present=False, bound=bound), 60.0))
+    assert (moved.kind, moved.subject, moved.bad) == ("link_moved", "eth1", False)
+    assert "device 0000:3b:00.0 keeps its driver" in moved.detail
+    assert track.advance(snapshot(host(), net(0, present=False, bound=bound), 120.0)) == []
+    [back] = track.advance(snapshot(host(), net(1, ifindex=31, bound=bound), 180.0))
+    assert (back.kind, back.subject, back.bad) == ("link_back", "eth1", False) and "it is up" in back.detail
+    # Gone for good this time: its driver let go of the device.
+    [gone] = track.advance(snapshot(host(), net(0, present=False, bound=frozenset({"0000:00:1f.0"})), 240.0))
+    assert gone.kind == "link_gone" and "(device 0000:3b:00.0)" in gone.detail
+    [reset] = track.advance(snapshot(host(), net(1, ifindex=32, bound=bound), 300.0))
+    assert reset.kind == "link_reset" and "(ifindex 31 -> 32)" in reset.detail
+
+
 def test_no_netdev_is_gone_from_an_output_cut_before_the_list_of_nics() -> None:
     track = HostTrack()
     track.advance(snapshot(host(), net(2), 0.0))
@@ -153,7 +173,12 @@ def test_no_netdev_is_gone_from_an_output_cut_before_the_list_of_nics() -> None:
     assert cut.hardware is None
     assert track.advance(snapshot(host(), cut, 60.0)) == []
     assert links.parse("mlx5_0/ports/1/counters/symbol_error:0\n" + links.NET_MARK + "\n").hardware is None
-    assert links.parse(links.NET_MARK + "\n" + links.HW_MARK + "\n").hardware == frozenset()
+    cut = links.parse(links.NET_MARK + "\n" + links.HW_MARK + "\neth1 0000:3b:00.0\n")
+    assert cut.hardware is None and cut.bound is None  # the NICs' list may have been cut
+    whole = links.NET_MARK + "\n" + links.HW_MARK + "\neth1 0000:3b:00.0\n" + links.BOUND_MARK + "\n0000:3b:00.0\n"
+    assert links.parse(whole).hardware == {"eth1"} and links.parse(whole).bound is None  # bound list not ended
+    ended = links.parse(whole + links.END_MARK + "\n")
+    assert ended.devices == {"eth1": "0000:3b:00.0"} and ended.bound == {"0000:3b:00.0"}
 
 
 def test_a_virtual_netdev_made_again_under_its_name_is_no_link_reset() -> None:
@@ -190,7 +215,7 @@ def test_link_readings_parse_counters_and_carrier() -> None:
             "mlx5_0/ports/1/hw_counters/out_of_buffer:3\n" + links.NET_MARK + "\n"
             "/sys/class/net/eth1/carrier_changes:4\n/sys/class/net/lo/carrier_changes:0\n"
             "/sys/class/net/eth1/carrier:1\n/sys/class/net/eth1/ifindex:3\n/sys/class/net/lo/ifindex:1\n"
-            + links.HW_MARK + "\neth1\n")
+            + links.HW_MARK + "\neth1 0000:3b:00.0\n" + links.BOUND_MARK + "\n" + links.END_MARK + "\n")
     parsed = links.parse(text)
     assert parsed.counters == {"mlx5_0/1 symbol_error": 7, "mlx5_0/1 out_of_buffer": 3}  # traffic left out
     assert parsed.carrier_changes == {"eth1": 4} and parsed.carrier == {"eth1": 1} and parsed.ifindex == {"eth1": 3}
@@ -238,6 +263,17 @@ def test_the_link_probe_names_the_netdevs_a_device_backs(tmp_path: Path) -> None
     (net / "gone0").mkdir()
     (net / "gone0/device").symlink_to(tmp_path / "nowhere")  # a dangling link backs nothing
     (net / "vf0/device/physfn").mkdir(parents=True)  # an SR-IOV virtual function: pods take it and give it back
+    pci = tmp_path / "devices/pci0000:00"
+    (pci / "0000:3b:00.0/driver").mkdir(parents=True)
+    (pci / "0000:3c:00.0").mkdir(parents=True)  # no driver bound
+    (net / "eth8").mkdir()
+    (net / "eth8/device").symlink_to(pci / "0000:3b:00.0")
+    (tmp_path / "bus/pci/devices").mkdir(parents=True)
+    for device in ("0000:3b:00.0", "0000:3c:00.0"):
+        (tmp_path / "bus/pci/devices" / device).symlink_to(pci / device)
     proc = subprocess.run(["sh", "-c", links.probe(str(tmp_path)).command], capture_output=True, text=True,
                           check=True, timeout=30)
-    assert links.parse(proc.stdout).hardware == {"eth9", "ib0"}
+    reading = links.parse(proc.stdout)
+    assert reading.hardware == {"eth8", "eth9", "ib0"}
+    assert reading.devices == {"eth8": "0000:3b:00.0", "eth9": "device", "ib0": "pci"}
+    assert reading.bound == {"0000:3b:00.0"}

@@ -160,7 +160,7 @@ def test_the_probe_reads_counters_and_carriers_as_grep_does(tmp_path: Path) -> N
     theirs = subprocess.run(["grep", "-H", ".", *net], capture_output=True, text=True, check=False)
     net_text, _, hardware = rest.partition(links.NET_MARK)[2].partition(links.HW_MARK)
     assert net_text.lstrip("\n") == theirs.stdout
-    assert hardware.split() == []  # the tree above has no class/net
+    assert hardware.split() == [links.BOUND_MARK, links.END_MARK]  # the tree above has no class/net, no bus/pci
     assert links.parse(proc.stdout).counters == {"mlx5_0/1 link_downed": 2, "mlx5_0/1 symbol_error": 0,
                                                  "mlx5_0/1 out_of_sequence": 5}
     assert links.parse(proc.stdout).ifindex == {p.parent.name: int(p.read_text()) for p in
