@@ -28,8 +28,8 @@ from provisioner.lazy import lazy_module
 if TYPE_CHECKING:
     from provisioner.evaluate.engine import Options
     from provisioner.output import report, watch_report
-    from provisioner.watch.changes import Change
     from provisioner.watch.drainer import Drainer
+    from provisioner.watch.events import Change
 else:
     report = lazy_module("provisioner.output.report")
     watch_report = lazy_module("provisioner.output.watch_report")

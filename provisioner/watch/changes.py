@@ -7,7 +7,8 @@ read before and cannot now, or that it reads again after it could not, an RDMA d
 gone (no longer listed, with nothing printed about it) or back, error counters that went back (a clear or a
 reset), a link that went down (and up again) between two cycles or whose netdev was registered again, a host that
 went down or came back, a session logged into again.
-A host that was down is compared, once back, with its last snapshot from before it went down.
+A host that was down is compared, once back, with its last snapshot from before it went down. The netdevs'
+changes are `netdevs.py`'s.
 """
 
 from __future__ import annotations
@@ -15,25 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from provisioner.parsers.port_counters import saturated
+from provisioner.watch.events import Change, ChangeKind
 from provisioner.watch.links import LinkReading
-
-ChangeKind = Literal["watching", "drift_new", "drift_changed", "drift_gone", "counter_rose", "counter_unreadable",
-                     "counter_readable", "device_gone", "device_back", "device_new", "port_gone", "port_back",
-                     "port_new", "counter_gone", "counter_back", "counters_reset", "link_flap", "link_reset",
-                     "link_gone", "link_moved", "link_back", "link_down", "link_up", "host_down", "host_back",
-                     "reconnected"]
-# Kinds that mean something went wrong (an alert); the others are news (something recovered, or began). A device
-# or port that is gone is an alert, as a link down is: the rail it served carries nothing now. A counter gone
-# while its port stays is one too, as an unreadable one is: its rises can no longer be seen. A netdev registered
-# again (a driver reload) took its link down meanwhile, as a flap does; one gone takes its rail along, unless its
-# device kept its driver (moved into a container's namespace, or renamed: news). Counters that went back are
-# news: an operator's clear (perfquery -R) does that too.
-BAD: frozenset[str] = frozenset({"drift_new", "drift_changed", "counter_rose", "counter_unreadable", "device_gone",
-                                 "port_gone", "counter_gone", "link_flap", "link_reset", "link_gone", "link_down",
-                                 "host_down"})
+from provisioner.watch.netdevs import Netdevs, netdev_changes
 
 
 @dataclass(frozen=True)
@@ -64,25 +52,6 @@ class Snapshot:
     drift: dict[str, DriftItem] = field(default_factory=dict)
     links: LinkReading = field(default_factory=LinkReading)
     logins: int = 0  # SSH logins of the host's kept session so far
-
-
-@dataclass(frozen=True)
-class Change:
-    host: str
-    at: float
-    kind: ChangeKind
-    subject: str  # the drift item, "DEVICE/PORT counter", a netdev, or "" for the host itself
-    detail: str
-    delta: float | None = None
-    rate: float | None = None  # per second
-
-    @property
-    def bad(self) -> bool:
-        return self.kind in BAD
-
-    def to_json(self) -> dict[str, Any]:
-        return {"host": self.host, "at": self.at, "kind": self.kind, "subject": self.subject,
-                "detail": self.detail, "delta": self.delta, "rate": self.rate}
 
 
 def drift_items(host_doc: Mapping[str, Any]) -> dict[str, DriftItem]:
@@ -121,17 +90,8 @@ def drift_diff(host: str, at: float, before: Mapping[str, DriftItem], after: Map
     return changes
 
 
-@dataclass
-class Netdevs:
-    """What a host's watch remembers of its NICs' netdevs across cycles where one is absent."""
-
-    index: dict[str, int] = field(default_factory=dict)  # each one's last ifindex
-    moved: set[str] = field(default_factory=set)  # those that left with their device still bound (link_moved)
-
-
 def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
                   seen: AbstractSet[str] | None = None, netdevs: Netdevs | None = None) -> list[Change]:
-    netdevs = netdevs or Netdevs()
     changes = []
     seconds = max(cur.at - base.at, 1e-9)
     for name, value in cur.links.counters.items():
@@ -170,24 +130,7 @@ def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
                               f"can be read again, now {value} (the host printed {was!r} before); rises are "
                               "counted from this value"))
     changes += _presence_changes(listed or base, cur, seen)
-    changes += _links_gone(base, cur)
-    for iface, value in cur.links.carrier_changes.items():
-        before = base.links.carrier_changes.get(iface)
-        if (reset := _link_reset(base, cur, iface, netdevs)) is not None:
-            changes.append(reset)
-            continue
-        if before is None or value <= before:
-            continue
-        delta = value - before
-        if cur.links.carrier.get(iface) == 1 and base.links.carrier.get(iface) != 1:
-            changes.append(Change(cur.host, cur.at, "link_up", iface, f"link is up again ({delta} carrier changes)",
-                                  delta))
-        elif cur.links.carrier.get(iface) == 1:
-            changes.append(Change(cur.host, cur.at, "link_flap", iface,
-                                  f"link went down and came back ({delta} carrier changes)", delta))
-        else:
-            changes.append(Change(cur.host, cur.at, "link_down", iface, f"link is down ({delta} carrier changes)",
-                                  delta))
+    changes += netdev_changes(cur.host, cur.at, base.links, cur.links, netdevs or Netdevs())
     return changes
 
 
@@ -206,57 +149,6 @@ def _counters_reset(base: Snapshot, cur: Snapshot) -> list[Change]:
                    + (", or a 32-bit counter wrapped" if any(",32 " in w for w in went) else "")
                    + "; rises are counted from these values")
             for where, went in sorted(dropped.items())]
-
-
-def _links_gone(base: Snapshot, cur: Snapshot) -> list[Change]:
-    """A NIC's netdev read at `base` and no longer in /sys/class/net: its driver unloaded or crashed, its device
-    unbound or fallen off the bus. Judged only between two readings that listed the NICs whole (an output cut
-    before its end loses no link). When it is back, its new index says so (link_reset)."""
-    if base.links.hardware is None or cur.links.hardware is None:
-        return []
-    changes = []
-    for iface in sorted(set(base.links.carrier_changes) - set(cur.links.carrier_changes)):
-        if iface not in base.links.hardware:
-            continue
-        was = "up" if base.links.carrier.get(iface) == 1 else "down"
-        device = base.links.devices.get(iface)
-        if device is not None and cur.links.bound is not None and device in cur.links.bound:
-            changes.append(Change(cur.host, cur.at, "link_moved", iface,
-                                  f"is no longer in /sys/class/net while its device {device} keeps its driver: moved "
-                                  f"into another network namespace (a container's) or renamed; it was {was}"))
-        else:
-            of = f" (device {device})" if device is not None else ""
-            changes.append(Change(cur.host, cur.at, "link_gone", iface,
-                                  f"is gone{of}: no longer in /sys/class/net (its driver unloaded or crashed, its "
-                                  f"device unbound or off the bus); it was {was} at the last cycle"))
-    return changes
-
-
-def _link_reset(base: Snapshot, cur: Snapshot, iface: str, netdevs: Netdevs) -> Change | None:
-    """A NIC's netdev the kernel registered again since `base` (a new ifindex under the same name, or a
-    carrier-change count that went back): its driver was reloaded or its device reset, which took the link down
-    meanwhile. One absent at `base` (a reload that spanned a cycle) is compared with its last index in `netdevs`;
-    one that had moved out with its device bound is back (news)."""
-    if iface not in (cur.links.hardware or ()):
-        return None
-    absent = iface not in base.links.carrier_changes
-    if absent and iface in netdevs.moved:
-        return Change(cur.host, cur.at, "link_back", iface, "is back in /sys/class/net (moved back, or renamed back); "
-                      + ("it is up" if cur.links.carrier.get(iface) == 1 else "it is down"))
-    since = "the last cycle" if iface in base.links.ifindex else "it was last seen"
-    was = base.links.ifindex.get(iface, netdevs.index.get(iface))
-    now = cur.links.ifindex.get(iface)
-    before, count = base.links.carrier_changes.get(iface), cur.links.carrier_changes.get(iface)
-    if was is not None and now is not None and was != now:
-        how = f"ifindex {was} -> {now}"
-    elif before is not None and count is not None and count < before:
-        how = f"its carrier changes went back from {before} to {count}"
-    else:
-        return None
-    state = "it is up now" if cur.links.carrier.get(iface) == 1 else "it is down now"
-    return Change(cur.host, cur.at, "link_reset", iface,
-                  f"registered again since {since} ({how}): its driver was reloaded or its device reset, "
-                  f"so the link went down meanwhile; {state}")
 
 
 def _where(name: str) -> str:
@@ -398,10 +290,7 @@ class HostTrack:
         self.prev = cur
         if cur.up:
             self.base = cur
-            nics = cur.links.hardware or frozenset()
-            self.netdevs.index.update({n: i for n, i in cur.links.ifindex.items() if n in nics})
-            self.netdevs.moved -= set(cur.links.carrier_changes)
-            self.netdevs.moved |= {c.subject for c in changes if c.kind == "link_moved"}
+            self.netdevs.remember(cur.links, changes)
             if cur.links.present is not None:
                 self.listed = cur
                 self.seen |= cur.links.present

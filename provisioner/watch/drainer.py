@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 
 from provisioner.scheduler import Scheduler, SchedulerError
 from provisioner.scheduler.drain import POWERED_DOWN, Action, drain_failed
-from provisioner.watch.changes import Change
+from provisioner.watch.events import Change
 
 # What drains a host: what audit's --drain-failed drains (drift, unreachable), a sick link, and an RDMA device or
 # port that is gone: a job placed there would find a rail missing, as with a link down. A netdev registered again

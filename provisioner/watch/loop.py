@@ -32,7 +32,8 @@ from provisioner.resources.base import Results
 from provisioner.run import runner
 from provisioner.run.session import Sessions
 from provisioner.watch import links
-from provisioner.watch.changes import Change, HostTrack, Snapshot, snapshot
+from provisioner.watch.changes import HostTrack, Snapshot, snapshot
+from provisioner.watch.events import Change
 
 PRUNE_EVERY = 3600.0  # seconds between two prunings of old watch cycles from the history
 BACKOFF_MAX = 60.0

@@ -6,8 +6,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from provisioner.scheduler import NodeState, SchedulerError
-from provisioner.watch.changes import Change
 from provisioner.watch.drainer import Drainer
+from provisioner.watch.events import Change
 
 
 class FakeSlurm:

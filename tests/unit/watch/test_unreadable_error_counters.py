@@ -12,7 +12,8 @@ from typing import Any, get_args
 from provisioner.output.html_report import COLORS
 from provisioner.output.watch_report import LABELS, change_line
 from provisioner.watch import links
-from provisioner.watch.changes import ChangeKind, HostTrack, snapshot
+from provisioner.watch.changes import HostTrack, snapshot
+from provisioner.watch.events import ChangeKind
 
 
 def host() -> dict[str, Any]:
