@@ -91,22 +91,29 @@ class Runs:
         return localise.verdict(round1, round2, threshold, leftover)
 
     def confirm(self, judgement: verdicts.Judgement, pairs: dict[tuple[str, str], float],
-                log: Log) -> dict[str, float]:
+                log: Log) -> verdicts.Confirmation:
         """Each host the side-by-side pairs call slow, measured again alone with the fastest host, then
         two good hosts alone right after it (the control): the suspect's best figure goes into `pairs`,
         and the control's into the result, by suspect. A busy machine or fabric slows the control as
         much as the suspect; a slow host stays slow beside it. When the suspect is still below the
         control it gets one more try, since load that came and went between the two runs is no fault
-        of the host. A suspect whose run alone failed outright gets neither: load slows a run, it does
-        not fail it, and each failed run may have waited out the whole timeout."""
-        controls: dict[str, float] = {}
+        of the host. A run alone that failed outright is tried once more (a fault that came and went);
+        failed twice, the suspect stays slow and the result says why."""
+        found = verdicts.Confirmation()
         control = verdicts.control_pair(judgement)
         port = self.settings.port + CONFIRM_PORT
         for pair in verdicts.confirmation_pairs(judgement):  # one at a time: alone on the fabric
             log(f"measuring {pair[0]} again, alone with {pair[1]}")
             measured = self.pair_round([pair], port, CONFIRM_ROUND, "suspect").get(pair)
-            figure = measured or 0.0
-            if control is None or measured is None:
+            if measured is None:
+                log(f"that run failed; measuring {pair[0]} once more, alone with {pair[1]}")
+                measured = self.pair_round([pair], port, CONFIRM_ROUND, "suspect").get(pair)
+            if measured is None:
+                cause = next((r.get("cause") for r in reversed(self.records)), None) or "no cause given"
+                found.failed[pair[0]] = f"with {pair[1]}: the run failed twice ({cause})"
+                continue
+            figure = measured
+            if control is None:
                 pairs[pair] = max(figure, pairs.get(pair, 0.0))
                 continue
             log(f"measuring {control[0]} with {control[1]}, alone, to compare")
@@ -115,8 +122,8 @@ class Runs:
                 log(f"measuring {pair[0]} once more, alone with {pair[1]}")
                 figure = max(figure, self._alone(pair, port, "suspect"))
             pairs[pair] = max(figure, pairs.get(pair, 0.0))
-            controls[pair[0]] = reference
-        return controls
+            found.controls[pair[0]] = reference
+        return found
 
     def _alone(self, pair: Pair, port: int, role: str) -> float:
         return self.pair_round([pair], port, CONFIRM_ROUND, role).get(pair) or 0.0

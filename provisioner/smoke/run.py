@@ -302,11 +302,11 @@ def _judge(runs: pairs_run.Runs, pairs: dict[tuple[str, str], float], outcome: S
     fleet, the fleet against its links. Any one that fails fails the run."""
     settings, targets = runs.settings, runs.targets
 
-    def judged(controls: dict[str, float] | None = None) -> verdicts.Judgement:
+    def judged(confirmation: verdicts.Confirmation | None = None) -> verdicts.Judgement:
         return verdicts.judge(outcome.hosts, pairs, outcome.link_mbps, outcome.rows,
                               len(targets) * runs.ranks_per_host, outcome.avg_busbw,
                               slow_fraction=settings.slow_fraction, link_fraction=settings.link_fraction,
-                              min_busbw=settings.min_busbw, backend=runs.backend, controls=controls)
+                              min_busbw=settings.min_busbw, backend=runs.backend, confirmation=confirmation)
 
     judgement = judged()
     if judgement.slow_hosts:

@@ -90,11 +90,22 @@ def _gbps(value: float | None) -> str:
     return "not measured" if value is None else f"{value:.3f} GB/s"
 
 
+@dataclass
+class Confirmation:
+    """What measuring the suspects again alone found, by suspect: the figure of the control pair measured
+    right after it, or, where its own runs alone failed, with whom and why."""
+
+    controls: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
 def host_figures(hosts: Sequence[str], pairs: Mapping[tuple[str, str], float], fraction: float,
-                 controls: Mapping[str, float] | None = None) -> tuple[list[HostFigure], FleetCheck]:
-    """Each host's best pair against the fleet's median of those figures. A host in `controls` was
+                 confirmation: Confirmation | None = None) -> tuple[list[HostFigure], FleetCheck]:
+    """Each host's best pair against the fleet's median of those figures. A host with a control was
     measured again alone, and two good hosts alone right after it: it is slow only when it is below
     `fraction` x that control as well (a busy machine slows both alike)."""
+    controls = confirmation.controls if confirmation else {}
+    failed = confirmation.failed if confirmation else {}
     if len(hosts) < 3:
         return [], FleetCheck("per_host", "skipped", "comparing hosts with the fleet needs 3 or more hosts")
     if fraction <= 0:
@@ -116,7 +127,9 @@ def host_figures(hosts: Sequence[str], pairs: Mapping[tuple[str, str], float], f
         message = (f"{host}: {_gbps(value)} with its best partner {partner}, fleet median {_gbps(mid)}, "
                    + (f"below {fraction:g} x median" if slow else f"at least {fraction:g} x median")) \
             if value is not None else f"{host}: no pair measured"
-        control = (controls or {}).get(host)
+        control = controls.get(host)
+        if slow and host in failed:
+            message += f"; measured again alone {failed[host]}"
         if slow and value is not None and control is not None:
             slow = value < fraction * control
             message += (f"; two good hosts measured alone right after it: {_gbps(control)}, "
@@ -197,10 +210,10 @@ class Judgement:
 def judge(hosts: Sequence[str], pairs: Mapping[tuple[str, str], float], speeds: Mapping[str, int | None],
           rows: Sequence[SizeResult], ranks: int, avg: float | None, *, slow_fraction: float,
           link_fraction: float | None, min_busbw: float | None, backend: str = "nccl",
-          controls: Mapping[str, float] | None = None) -> Judgement:
+          confirmation: Confirmation | None = None) -> Judgement:
     """Every verdict on a run whose ranks all finished with right results: the absolute floor, each host
     against the fleet, the fleet against its links."""
-    figures, per_host = host_figures(hosts, pairs, slow_fraction, controls)
+    figures, per_host = host_figures(hosts, pairs, slow_fraction, confirmation)
     return Judgement(figures, [threshold_check(avg, min_busbw), per_host,
                                link_check(speeds, rows, ranks, link_fraction, backend)])
 

@@ -407,7 +407,9 @@ def test_no_threshold_names_a_rate_limited_switch_port_and_a_healthy_fleet_passe
     assert smoke_leftovers(lab8, nodes) == {}
 
     for attempt in range(10):
-        code, data, _ = fabnet(lab8, *short, "--port", str(29700 + 2 * attempt))
+        code, data, err = fabnet(lab8, *short, "--port", str(29700 + 2 * attempt))
+        if code != 0:  # shown whole with the failure: an assertion's message is cut short
+            print(json.dumps({"checks": data["checks"], "hosts": data["hosts"], "pairs": data["pairs"]}), err)
         assert code == 0 and data["verdict"] == "pass", (attempt, data["reason"], data["checks"])
         assert [h["name"] for h in data["hosts"] if h["verdict"] != "pass"] == [], (attempt, data["hosts"])
         assert {c["check"]: c["status"] for c in data["checks"]} == {

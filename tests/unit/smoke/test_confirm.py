@@ -37,35 +37,50 @@ def side_by_side() -> tuple[dict[tuple[str, str], float], verdicts.Judgement]:
 def test_a_suspect_as_fast_as_its_control_is_measured_twice_only() -> None:
     pairs, first = side_by_side()
     runs = Scripted([0.36, 0.40])
-    controls = runs.confirm(first, pairs, lambda m: None)
+    found = runs.confirm(first, pairs, lambda m: None)
     assert runs.ran == [(("gpu04", "gpu02"), "suspect"), (("gpu02", "gpu03"), "control")]
-    assert controls == {"gpu04": 0.40} and pairs[("gpu04", "gpu02")] == 0.36
+    assert found.controls == {"gpu04": 0.40} and pairs[("gpu04", "gpu02")] == 0.36 and found.failed == {}
 
 
 def test_a_suspect_below_its_control_gets_one_more_try_and_keeps_its_best() -> None:
     pairs, first = side_by_side()
     runs = Scripted([0.10, 0.70, 0.65])
-    controls = runs.confirm(first, pairs, lambda m: None)
+    found = runs.confirm(first, pairs, lambda m: None)
     assert [role for _, role in runs.ran] == ["suspect", "control", "suspect"]
-    assert pairs[("gpu04", "gpu02")] == 0.65 and controls == {"gpu04": 0.70}
+    assert pairs[("gpu04", "gpu02")] == 0.65 and found.controls == {"gpu04": 0.70}
     again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
-                           controls=controls)
+                           confirmation=found)
     assert again.slow_hosts == {}
 
 
 def test_a_slow_host_stays_slow_through_both_tries() -> None:
     pairs, first = side_by_side()
     runs = Scripted([0.09, 0.70, 0.08])
-    controls = runs.confirm(first, pairs, lambda m: None)
+    found = runs.confirm(first, pairs, lambda m: None)
     again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
-                           controls=controls)
+                           confirmation=found)
     assert list(again.slow_hosts) == ["gpu04"]
 
 
-def test_a_suspect_whose_run_alone_failed_gets_no_control_and_no_second_try() -> None:
+def test_a_run_alone_that_failed_is_tried_once_more_and_then_compared_as_usual() -> None:
     pairs, first = side_by_side()
-    runs = Scripted([None])
-    assert runs.confirm(first, pairs, lambda m: None) == {}
-    assert runs.ran == [(("gpu04", "gpu02"), "suspect")]
-    again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None)
+    runs = Scripted([None, 0.38, 0.40])
+    found = runs.confirm(first, pairs, lambda m: None)
+    assert [role for _, role in runs.ran] == ["suspect", "suspect", "control"]
+    assert found.controls == {"gpu04": 0.40} and found.failed == {}
+    again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
+                           confirmation=found)
+    assert again.slow_hosts == {}
+
+
+def test_a_suspect_whose_runs_alone_both_failed_stays_slow_and_says_why() -> None:
+    pairs, first = side_by_side()
+    runs = Scripted([None, None])
+    runs.records.append({"cause": "gpu04: rank 1 never joined the rendezvous"})
+    found = runs.confirm(first, pairs, lambda m: None)
+    assert runs.ran == [(("gpu04", "gpu02"), "suspect"), (("gpu04", "gpu02"), "suspect")]
+    assert found.controls == {} and "the run failed twice (gpu04: rank 1 never joined" in found.failed["gpu04"]
+    again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
+                           confirmation=found)
     assert list(again.slow_hosts) == ["gpu04"]
+    assert "measured again alone with gpu02: the run failed twice" in again.slow_hosts["gpu04"]

@@ -142,7 +142,7 @@ def test_a_suspect_as_slow_as_a_control_measured_beside_it_is_cleared_and_the_pa
     assert set(first.slow_hosts) == {"gpu04"}
     assert verdicts.control_pair(first) == ("gpu02", "gpu03")
     cleared = verdicts.judge(hosts, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
-                             controls={"gpu04": 0.40})
+                             confirmation=verdicts.Confirmation(controls={"gpu04": 0.40}))
     assert cleared.slow_hosts == {}
     per_host = next(c for c in cleared.checks if c.name == "per_host")
     assert per_host.status == "pass" and "(gpu04)" in per_host.message
@@ -155,13 +155,14 @@ def test_a_suspect_below_its_control_stays_slow_and_says_so() -> None:
     pairs = {("gpu01", "gpu02"): 0.70, ("gpu03", "gpu04"): 0.09, ("gpu02", "gpu03"): 0.72,
              ("gpu04", "gpu01"): 0.10}
     judged = verdicts.judge(hosts, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
-                            controls={"gpu04": 0.69})
+                            confirmation=verdicts.Confirmation(controls={"gpu04": 0.69}))
     assert list(judged.slow_hosts) == ["gpu04"]
     assert "below 0.5 x that too" in judged.slow_hosts["gpu04"]
     assert judged.failed("per_host")
     # A control is only ever a limit on top of the median: a host at the median is never made slow by it.
     fine = verdicts.judge(hosts, {**pairs, ("gpu04", "gpu01"): 0.69}, {}, [], 4, 0.5, slow_fraction=0.5,
-                          link_fraction=None, min_busbw=None, controls={"gpu04": 5.0})
+                          link_fraction=None, min_busbw=None,
+                          confirmation=verdicts.Confirmation(controls={"gpu04": 5.0}))
     assert fine.slow_hosts == {}
 
 
