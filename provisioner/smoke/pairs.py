@@ -104,27 +104,26 @@ class Runs:
         port = self.settings.port + CONFIRM_PORT
         for pair in verdicts.confirmation_pairs(judgement):  # one at a time: alone on the fabric
             log(f"measuring {pair[0]} again, alone with {pair[1]}")
-            measured = self.pair_round([pair], port, CONFIRM_ROUND, "suspect").get(pair)
-            if measured is None:
+            figure = self._alone(pair, port, "suspect")
+            if figure is None:
                 log(f"that run failed; measuring {pair[0]} once more, alone with {pair[1]}")
-                measured = self.pair_round([pair], port, CONFIRM_ROUND, "suspect").get(pair)
-            if measured is None:
+                figure = self._alone(pair, port, "suspect")
+            if figure is None:
                 cause = next((r.get("cause") for r in reversed(self.records)), None) or "no cause given"
                 found.failed[pair[0]] = f"with {pair[1]}: the run failed twice ({cause})"
                 continue
-            figure = measured
-            if control is None:
-                pairs[pair] = max(figure, pairs.get(pair, 0.0))
-                continue
-            log(f"measuring {control[0]} with {control[1]}, alone, to compare")
-            reference = self._alone(control, port, "control")
-            if figure < self.settings.slow_fraction * reference:
-                log(f"measuring {pair[0]} once more, alone with {pair[1]}")
-                figure = max(figure, self._alone(pair, port, "suspect"))
+            if control is not None:
+                log(f"measuring {control[0]} with {control[1]}, alone, to compare")
+                # A control run that failed says nothing about the moment: the suspect is judged without one.
+                if (reference := self._alone(control, port, "control")) is not None:
+                    if figure < self.settings.slow_fraction * reference:
+                        log(f"measuring {pair[0]} once more, alone with {pair[1]}")
+                        figure = max(figure, self._alone(pair, port, "suspect") or 0.0)
+                    found.controls[pair[0]] = reference
             pairs[pair] = max(figure, pairs.get(pair, 0.0))
-            found.controls[pair[0]] = reference
         return found
 
-    def _alone(self, pair: Pair, port: int, role: str) -> float:
-        return self.pair_round([pair], port, CONFIRM_ROUND, role).get(pair) or 0.0
+    def _alone(self, pair: Pair, port: int, role: str) -> float | None:
+        """The pair's figure measured on its own; None when the run failed."""
+        return self.pair_round([pair], port, CONFIRM_ROUND, role).get(pair)
 

@@ -144,8 +144,7 @@ def host_figures(hosts: Sequence[str], pairs: Mapping[tuple[str, str], float], f
         cleared = [f.host for f in figures if f.busbw is not None and f.busbw < fraction * mid]
         message = f"every host reaches {fraction:g} x the fleet median {_gbps(mid)} with its best partner"
         if cleared:
-            message = (f"every host reaches {fraction:g} x the fleet median {_gbps(mid)} with its best partner, "
-                       f"or {fraction:g} x two good hosts measured alone right after it ({', '.join(cleared)})")
+            message += f", or {fraction:g} x two good hosts measured alone right after it ({', '.join(cleared)})"
         check = FleetCheck("per_host", "pass", message, expected=mid, fraction=fraction)
     return figures, check
 

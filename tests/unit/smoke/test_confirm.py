@@ -84,3 +84,13 @@ def test_a_suspect_whose_runs_alone_both_failed_stays_slow_and_says_why() -> Non
                            confirmation=found)
     assert list(again.slow_hosts) == ["gpu04"]
     assert "measured again alone with gpu02: the run failed twice" in again.slow_hosts["gpu04"]
+
+
+def test_a_control_run_that_failed_clears_nobody() -> None:
+    pairs, first = side_by_side()
+    runs = Scripted([0.09, None])
+    found = runs.confirm(first, pairs, lambda m: None)
+    assert [role for _, role in runs.ran] == ["suspect", "control"] and found.controls == {}
+    again = verdicts.judge(HOSTS, pairs, {}, [], 4, 0.5, slow_fraction=0.5, link_fraction=None, min_busbw=None,
+                           confirmation=found)
+    assert list(again.slow_hosts) == ["gpu04"]
