@@ -87,17 +87,21 @@ def in_threads(items: Sequence[T], work: Callable[[T], R], forks: int, on_result
     workers = max(1, min(forks, len(items)))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabnet-host")
     futures = []
+    delivered: set[Future[R]] = set()
     try:
         futures = [pool.submit(work, item) for item in items]
         for future in as_completed(futures):
+            delivered.add(future)
             on_result(future.result())
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         if on_interrupt is not None:
             on_interrupt()
-        running = [f for f in futures if not f.cancelled() and not f.done()]
+        # Every task that had ended is handed over, also one that ended while the interrupt came in and
+        # as_completed had not yet yielded; the running ones get `grace` seconds.
+        waiting = [f for f in futures if not f.cancelled() and f not in delivered]
         try:
-            for future in as_completed(running, timeout=grace):
+            for future in as_completed(waiting, timeout=grace):
                 on_result(future.result())
         except TimeoutError:
             pass

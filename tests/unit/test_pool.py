@@ -71,3 +71,28 @@ def test_process_count_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert workers.process_count(1000, 1) == 1
     monkeypatch.setenv(workers.WORKERS_ENV, "4")
     assert workers.process_count(3, 50) == 3
+
+
+def test_a_task_that_ended_as_ctrl_c_came_in_is_still_handed_over() -> None:
+    """Ctrl-C while the first result is being handed over, with the second task already ended but not yet
+    yielded by as_completed: its result is handed over too, not dropped as if it had never ended."""
+    a_delivered, b_returned = threading.Event(), threading.Event()
+    got: list[str] = []
+
+    def work(item: str) -> str:
+        if item == "b":
+            a_delivered.wait(10)
+            b_returned.set()
+        return item
+
+    def on_result(result: str) -> None:
+        got.append(result)
+        if result == "a":
+            a_delivered.set()
+            b_returned.wait(10)
+            time.sleep(0.2)  # the future is marked done right after work returns
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        workers.in_threads(["a", "b"], work, 2, on_result, grace=5.0)
+    assert got == ["a", "b"]
