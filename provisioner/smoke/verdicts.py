@@ -220,20 +220,24 @@ def judge(hosts: Sequence[str], pairs: Mapping[tuple[str, str], float], speeds: 
 CONFIRM_MAX = 4  # suspects measured again, one at a time
 
 
+def _good(judgement: Judgement) -> list[HostFigure]:
+    """The hosts the side-by-side pairs did not call slow, fastest first (ties in inventory order)."""
+    return sorted((f for f in judgement.figures if not f.slow and f.busbw is not None),
+                  key=lambda f: f.busbw or 0.0, reverse=True)
+
+
 def confirmation_pairs(judgement: Judgement) -> list[tuple[str, str]]:
     """Each host the side-by-side pairs found slow, paired with the fastest host that was not, to be
     measured again alone: pairs measured together share the machines' CPUs and the fabric, and a
     host is called slow only when it stays slow without that company."""
-    good = [f for f in judgement.figures if not f.slow and f.busbw is not None]
+    good = _good(judgement)
     if not good:
         return []
-    fastest = max(good, key=lambda f: f.busbw or 0.0).host
-    return [(f.host, fastest) for f in judgement.figures if f.slow][:CONFIRM_MAX]
+    return [(f.host, good[0].host) for f in judgement.figures if f.slow][:CONFIRM_MAX]
 
 
 def control_pair(judgement: Judgement) -> tuple[str, str] | None:
     """The two fastest hosts the side-by-side pairs did not call slow, measured alone after a suspect to
     tell a slow host from a busy moment; None when fewer than two such hosts."""
-    good = sorted((f for f in judgement.figures if not f.slow and f.busbw is not None),
-                  key=lambda f: f.busbw or 0.0, reverse=True)
+    good = _good(judgement)
     return (good[0].host, good[1].host) if len(good) >= 2 else None
