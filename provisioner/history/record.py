@@ -15,7 +15,7 @@ from typing import Any
 
 from provisioner.history.store import History, HistoryError, default_path
 from provisioner.output.core import clean
-from provisioner.watch.changes import DriftItem, drift_diff, drift_items
+from provisioner.watch.drift import DriftItem, drift_diff, drift_items
 
 ENV = "FABNET_HISTORY"  # a history file for every command; "off" keeps none
 # Words an operator writes to switch a setting off or on: never taken as a file name in the working folder.

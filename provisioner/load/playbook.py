@@ -298,11 +298,11 @@ class PlaybookLoader:
         return problem is None
 
     def _resource(self, item: Any, path: KeyPath) -> ResourceDecl | None:
-        kinds = ", ".join(REGISTRY)
         if not isinstance(item, dict) or len(item) != 1:
             got = f"keys {', '.join(map(str, item))}" if isinstance(item, dict) else _short(item)
             self.errors.append(
-                self.src.error(f"a resource is a one-key mapping {{kind: spec}} (kinds: {kinds}); got {got}", path)
+                self.src.error(f"a resource is a one-key mapping {{kind: spec}} (kinds: {', '.join(REGISTRY)}); "
+                               f"got {got}", path)
             )
             return None
         kind, spec = next(iter(item.items()))
@@ -311,7 +311,8 @@ class PlaybookLoader:
         if kind not in REGISTRY:
             self.errors.append(
                 self.src.error(
-                    f"unknown resource kind {kind!r}; allowed kinds: {kinds}" + did_you_mean(kind, list(REGISTRY)),
+                    f"unknown resource kind {kind!r}; allowed kinds: {', '.join(REGISTRY)}"
+                    + did_you_mean(kind, list(REGISTRY)),
                     spec_path,
                 )
             )

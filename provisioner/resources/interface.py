@@ -28,6 +28,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     compare,
     drift,
@@ -41,7 +42,7 @@ from provisioner.resources.base import (
     stdout_of,
 )
 
-KIND = "interface"  # its ResourceType (RESOURCE) is in interface_fix, beside the remedy
+KIND = "interface"
 
 IP_LINK = Probe(sh("ip", "-j", "-d", "link", "show"))
 RDMA_LINK = Probe(sh("rdma", "link", "show"))
@@ -263,3 +264,16 @@ def evaluate(spec: InterfaceSpec, results: Results, ctx: HostContext) -> list[Ch
     if spec.persistent and spec.mtu is not None:
         checks.append(_persistence_check(spec, netdev, results, bond_of(link)))
     return checks
+
+
+def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Any]:
+    """The steps, from interface_fix: imported only when something is to be changed, not by an audit."""
+    from provisioner.resources import interface_fix
+
+    return interface_fix.remedy(spec, results, ctx, checks)
+
+
+RESOURCE = ResourceType(KIND, InterfaceSpec, probes, evaluate, remedy=remedy, examples=(
+    {"name": "ens1f0np0", "mtu": 9000, "state": "up", "persistent": True},
+    {"rdma_device": "mlx5_1", "mtu": 4200},
+))

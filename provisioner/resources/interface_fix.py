@@ -35,7 +35,6 @@ from provisioner.resources.base import (
     Check,
     HostContext,
     ProbeFailed,
-    ResourceType,
     Results,
     parse_file_listing,
     sh,
@@ -373,8 +372,3 @@ def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list
                                       mode=_mode_for(path)))
     return steps
 
-
-RESOURCE = ResourceType(interface.KIND, InterfaceSpec, interface.probes, interface.evaluate, remedy=remedy, examples=(
-    {"name": "ens1f0np0", "mtu": 9000, "state": "up", "persistent": True},
-    {"rdma_device": "mlx5_1", "mtu": 4200},
-))

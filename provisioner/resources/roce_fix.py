@@ -14,9 +14,9 @@ import shlex
 from collections.abc import Callable
 
 from provisioner.load.specs import RoceQosSpec
-from provisioner.resources import roce_qos
-from provisioner.resources.base import Check, HostContext, ResourceType, Results, read_value_command, sh
-from provisioner.resources.roce_qos import PORT, _priorities, _with_device, _with_netdev, _word
+from provisioner.resources.base import Check, HostContext, Results, read_value_command, sh
+from provisioner.resources.roce_lookup import PORT, with_device, with_netdev, word
+from provisioner.resources.roce_qos import _priorities
 from provisioner.resources.steps import (
     PHASE_QOS,
     Step,
@@ -124,7 +124,7 @@ def _ecn_old(actual: str | None) -> tuple[list[int], list[int]] | None:
 
 
 def _write(path_parts: tuple[str, ...], value: str) -> str:
-    return f"printf '%s\\n' {sh(value)} > {_word(*path_parts)}"
+    return f"printf '%s\\n' {sh(value)} > {word(*path_parts)}"
 
 
 def _ecn_path(ctx: HostContext, netdev: str, point: str, prio: int) -> tuple[str, ...]:
@@ -137,7 +137,7 @@ def _ecn_bits(np: list[int], rp: list[int]) -> str:
 
 
 def _ecn_read(ctx: HostContext, netdev: str) -> str:
-    return "cat -- " + " ".join(_word(*_ecn_path(ctx, netdev, point, prio))
+    return "cat -- " + " ".join(word(*_ecn_path(ctx, netdev, point, prio))
                                 for point in ("roce_np", "roce_rp") for prio in range(8))
 
 
@@ -147,38 +147,38 @@ def _ecn_write(ctx: HostContext, netdev: str, np: list[int], rp: list[int]) -> s
 
 
 def _ecn_commands(spec: RoceQosSpec, ctx: HostContext, on: list[int]) -> str:
-    return _with_netdev(spec, lambda n: _ecn_write(ctx, n, on, on), ctx.sysfs_root)
+    return with_netdev(spec, lambda n: _ecn_write(ctx, n, on, on), ctx.sysfs_root)
 
 
 def _cnp_path(ctx: HostContext, netdev: str) -> str:
-    return _word(f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/roce_np/cnp_dscp")
+    return word(f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/roce_np/cnp_dscp")
 
 
 def _tclass_path(ctx: HostContext, device: str) -> str:
-    return _word(f"{ctx.sysfs_root}/class/infiniband/", device, f"/tc/{PORT}/traffic_class")
+    return word(f"{ctx.sysfs_root}/class/infiniband/", device, f"/tc/{PORT}/traffic_class")
 
 
 def _cnp_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
-    return _with_netdev(spec, lambda n: f"printf '%s\\n' {sh(str(value))} > {_cnp_path(ctx, n)}", ctx.sysfs_root)
+    return with_netdev(spec, lambda n: f"printf '%s\\n' {sh(str(value))} > {_cnp_path(ctx, n)}", ctx.sysfs_root)
 
 
 def _tclass_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
-    return _with_device(spec, lambda d: f"printf '%s\\n' {sh(str(value))} > {_tclass_path(ctx, d)}", ctx.sysfs_root)
+    return with_device(spec, lambda d: f"printf '%s\\n' {sh(str(value))} > {_tclass_path(ctx, d)}", ctx.sysfs_root)
 
 
 def _tos_command(spec: RoceQosSpec, ctx: HostContext, value: int) -> str:
-    return _with_device(spec, lambda d: "cma_roce_tos -d " + _word(d) + " -t " + sh(str(value)), ctx.sysfs_root)
+    return with_device(spec, lambda d: "cma_roce_tos -d " + word(d) + " -t " + sh(str(value)), ctx.sysfs_root)
 
 
 def _mlnx_qos_command(spec: RoceQosSpec, ctx: HostContext, args: list[str]) -> str:
-    return _with_netdev(spec, lambda n: "mlnx_qos -i " + _word(n) + " " + sh(*args) + " >/dev/null", ctx.sysfs_root)
+    return with_netdev(spec, lambda n: "mlnx_qos -i " + word(n) + " " + sh(*args) + " >/dev/null", ctx.sysfs_root)
 
 
 def _guarded(spec: RoceQosSpec, ctx: HostContext, name: str, on_netdev: bool, read: Callable[[str], str],
              values: tuple[str, str], undo: Callable[[str], str]) -> str:
     """An undo putting back a setting only while it reads as the run set it (`values`: set, old), the
     port's netdev (`on_netdev`) or RDMA device looked up first as the step did (steps.setting_undo)."""
-    lookup = _with_netdev if on_netdev else _with_device
+    lookup = with_netdev if on_netdev else with_device
     return lookup(spec, lambda x: setting_undo(name, read(x), values[0], values[1], undo(x)), ctx.sysfs_root)
 
 
@@ -195,9 +195,9 @@ def _undos(spec: RoceQosSpec, ctx: HostContext, drifted: dict[str, Check]) -> di
         env = "FABNET_QOS_KEYS=" + shlex.quote(" ".join(key for key, _, _ in values))
         undos["mlnx_qos"] = _guarded(
             spec, ctx, f"{target} QoS", True,
-            lambda n: f"mlnx_qos -i {_word(n)} 2>/dev/null | {env} awk {shlex.quote(_QOS_READ)}",
+            lambda n: f"mlnx_qos -i {word(n)} 2>/dev/null | {env} awk {shlex.quote(_QOS_READ)}",
             (" ".join(f"{key}={new}" for key, new, _ in values), " ".join(f"{key}={was}" for key, _, was in values)),
-            lambda n: "mlnx_qos -i " + _word(n) + " " + sh(*args) + " >/dev/null")
+            lambda n: "mlnx_qos -i " + word(n) + " " + sh(*args) + " >/dev/null")
     ecn_old = _ecn_old(drifted["ecn"].actual) if "ecn" in drifted and spec.ecn is not None else None
     if ecn_old is not None and spec.ecn is not None:
         wanted = spec.ecn
@@ -210,8 +210,8 @@ def _undos(spec: RoceQosSpec, ctx: HostContext, drifted: dict[str, Check]) -> di
                      lambda n, v: f"printf '%s\\n' {sh(v)} > {_cnp_path(ctx, n)}"),
         "traffic_class": (False, lambda d: f"{{ {read_value_command(_tclass_path(ctx, d))}; }}{last}",
                           lambda d, v: f"printf '%s\\n' {sh(v)} > {_tclass_path(ctx, d)}"),
-        "roce_tos": (False, lambda d: "cma_roce_tos -d " + _word(d) + last,
-                     lambda d, v: "cma_roce_tos -d " + _word(d) + " -t " + sh(v)),
+        "roce_tos": (False, lambda d: "cma_roce_tos -d " + word(d) + last,
+                     lambda d, v: "cma_roce_tos -d " + word(d) + " -t " + sh(v)),
     }
     for attribute, (on_netdev, read, write) in reads.items():
         was = drifted[attribute].actual if attribute in drifted else None
@@ -274,12 +274,3 @@ def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[C
                           undo=sh("systemctl", "disable", REPLAY_UNIT), phase=PHASE_QOS))
     return steps
 
-
-RESOURCE = ResourceType(roce_qos.KIND, RoceQosSpec, roce_qos.probes, roce_qos.evaluate, remedy=remedy,
-                        # QoS settings are read and written with the OFED stack's tools.
-                        needs=("ofed",), examples=(
-    {"interface": "ens1f0np0", "trust": "dscp", "pfc": [3], "ecn": [3], "dscp2prio": {26: 3}, "traffic_class": 106,
-     "cnp_dscp": 48, "roce_tos": 106, "port_state": "active", "active_mtu": 4096, "gid_index": 3,
-     "tsa": ["ets"] * 8, "tcbw": [10] * 7 + [30]},
-    {"rdma_device": "mlx5_1", "trust": "dscp", "pfc": [3]},
-))

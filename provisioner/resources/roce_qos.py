@@ -1,9 +1,7 @@
 """`roce_qos`: the lossless-RoCE settings of one NIC port, read with the tools and files that set them.
 
 A spec names the netdev or the RDMA device; the other one is looked up on the host, inside each
-probe's shell, so every probe still runs in the one exec: first in sysfs, where the PCI function behind
-the netdev lists its RDMA device (the shell's own glob, no program started), then with `rdma link show`
-and `ibdev2netdev` for netdevs sysfs does not tie to one device (bonds, a function with several).
+probe's shell, so every probe still runs in the one exec (roce_lookup.py).
 Only what the spec sets is probed. ECN is on for a priority when both its notification-point
 (`roce_np`) and reaction-point (`roce_rp`) switches are 1, off when both are 0; anything else is drift.
 Port 1 of the RDMA device is the one read (RoCE NICs have one port per device).
@@ -12,8 +10,8 @@ Port 1 of the RDMA device is the one read (RoCE NICs have one port per device).
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from provisioner.errors import ParseError
 from provisioner.load.specs import RoceQosSpec
@@ -28,6 +26,7 @@ from provisioner.resources.base import (
     HostContext,
     Probe,
     ProbeFailed,
+    ResourceType,
     Results,
     compare,
     drift,
@@ -36,82 +35,17 @@ from provisioner.resources.base import (
     ok,
     read_tree_command,
     read_value_command,
-    sh,
     stdout_of,
 )
+from provisioner.resources.roce_lookup import PORT, Var, with_device, with_netdev, word
 
-KIND = "roce_qos"  # its ResourceType (RESOURCE) is in roce_fix, beside the remedy
-PORT = 1
-
-# awk programs reading `rdma link show` / `ibdev2netdev` lines; the names they look for come in through
-# the environment, so no value is ever pasted into program text.
-_NETDEV_OF_DEVICE = '{for (i = 3; i < NF; i++) if ($i == "netdev") {print $(i + 1); exit}}'
-_NETDEV_OF_DEVICE_IBDEV = '$1 == ENVIRON["FABNET_RDMA_DEV"] && $3 == "1" {print $5; exit}'
-_DEVICE_OF_NETDEV = (
-    '{for (i = 3; i < NF; i++) if ($i == "netdev" && $(i + 1) == ENVIRON["FABNET_NETDEV"])'
-    ' {sub("/.*", "", $2); print $2; exit}}'
-)
-_DEVICE_OF_NETDEV_IBDEV = '$5 == ENVIRON["FABNET_NETDEV"] {print $1; exit}'
-
-
-class _Var(str):
-    """A shell word that expands a variable the probe set itself; the only text left unquoted."""
-
-
-NETDEV_VAR = _Var('"$netdev"')
-DEVICE_VAR = _Var('"$dev"')
+KIND = "roce_qos"
 
 QOS_ATTRIBUTES = ("trust", "pfc", "dscp2prio", "tsa", "tcbw")
 DEVINFO_ATTRIBUTES = ("port_state", "active_mtu", "gid_index")
 
 
 # ------------------------------------------------------------------------------------- probe commands
-
-
-def _from_sysfs(var: str, directory: str) -> str:
-    """Shell setting `var` to the one entry of `directory` (a glob of the shell's own: no program), or to
-    nothing when it has none or several."""
-    return (f"{var}=; for __fn_rd in {shlex.quote(directory)}/*; do "
-            f'[ -d "$__fn_rd" ] || continue; '
-            f'if [ -z "${var}" ]; then {var}=${{__fn_rd##*/}}; else {var}=; break; fi; done; ')
-
-
-def _with_netdev(spec: RoceQosSpec, command: Callable[[str], str], sysfs_root: str) -> str:
-    """`command(netdev)`, where `netdev` is the spec's name or the `"$netdev"` the snippet looks up."""
-    if spec.interface is not None:
-        return command(spec.interface)
-    device = spec.rdma_device
-    assert device is not None
-    port = shlex.quote(f"{device}/{PORT}")
-    return (
-        _from_sysfs("netdev", f"{sysfs_root}/class/infiniband/{device}/device/net")
-        + f'[ -n "$netdev" ] || netdev=$(rdma link show {port} 2>/dev/null | awk {shlex.quote(_NETDEV_OF_DEVICE)}); '
-        f'[ -n "$netdev" ] || netdev=$(ibdev2netdev 2>/dev/null | FABNET_RDMA_DEV={shlex.quote(device)} '
-        f"awk {shlex.quote(_NETDEV_OF_DEVICE_IBDEV)}); "
-        f'if [ -z "$netdev" ]; then echo {sh("no netdev found for RDMA device", device)} >&2; exit 1; fi; '
-        + command(NETDEV_VAR)
-    )
-
-
-def _with_device(spec: RoceQosSpec, command: Callable[[str], str], sysfs_root: str) -> str:
-    """`command(dev)`, where `dev` is the spec's device or the `"$dev"` the snippet looks up."""
-    if spec.rdma_device is not None:
-        return command(spec.rdma_device)
-    netdev = spec.interface
-    assert netdev is not None
-    env = f"FABNET_NETDEV={shlex.quote(netdev)}"
-    return (
-        _from_sysfs("dev", f"{sysfs_root}/class/net/{netdev}/device/infiniband")
-        + f'[ -n "$dev" ] || dev=$(rdma link show 2>/dev/null | {env} awk {shlex.quote(_DEVICE_OF_NETDEV)}); '
-        f'[ -n "$dev" ] || dev=$(ibdev2netdev 2>/dev/null | {env} awk {shlex.quote(_DEVICE_OF_NETDEV_IBDEV)}); '
-        f'if [ -z "$dev" ]; then echo {sh("no RDMA device found for netdev", netdev)} >&2; exit 1; fi; '
-        + command(DEVICE_VAR)
-    )
-
-
-def _word(*pieces: str) -> str:
-    """One shell word from pieces: text is quoted, the probe's own `"$var"` words are kept as they are."""
-    return "".join(p if isinstance(p, _Var) else shlex.quote(p) for p in pieces)
 
 
 def _qos_read(netdev: str, sysfs_root: str) -> str:
@@ -125,10 +59,10 @@ def _qos_read(netdev: str, sysfs_root: str) -> str:
     prints nothing once one fails. A playbook's name (checked at validate time) goes into a quoted
     here-document, never expanded; the probe's own `"$netdev"` is expanded, its value never read as code.
     """
-    dev = _word(netdev)
-    end = "__fn_dcb" if isinstance(netdev, _Var) else "'__fn_dcb'"
+    dev = word(netdev)
+    end = "__fn_dcb" if isinstance(netdev, Var) else "'__fn_dcb'"
     return (
-        f"if [ ! -e {_word(f'{sysfs_root}/class/net/', netdev, '/qos/trust')} ] && "
+        f"if [ ! -e {word(f'{sysfs_root}/class/net/', netdev, '/qos/trust')} ] && "
         f"__fn_q=$(dcb -N -b - 2>/dev/null <<{end}\n"
         f"app show dev {dev} dscp-prio\npfc show dev {dev} prio-pfc\nets show dev {dev} tc-tsa tc-bw prio-tc\n"
         f"__fn_dcb\n); then printf '%s\\n' \"$__fn_q\"; else mlnx_qos -i {dev}; fi"
@@ -136,47 +70,47 @@ def _qos_read(netdev: str, sysfs_root: str) -> str:
 
 
 def _mlnx_qos(spec: RoceQosSpec, ctx: HostContext) -> Probe:
-    return Probe(_with_netdev(spec, lambda netdev: _qos_read(netdev, ctx.sysfs_root), ctx.sysfs_root))
+    return Probe(with_netdev(spec, lambda netdev: _qos_read(netdev, ctx.sysfs_root), ctx.sysfs_root))
 
 
 def _ecn(spec: RoceQosSpec, ctx: HostContext) -> Probe:
     def command(netdev: str) -> str:
         base = (f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/")
-        return read_tree_command(_word(*base, "roce_np/enable"), _word(*base, "roce_rp/enable"))
+        return read_tree_command(word(*base, "roce_np/enable"), word(*base, "roce_rp/enable"))
 
-    return Probe(_with_netdev(spec, command, ctx.sysfs_root))
+    return Probe(with_netdev(spec, command, ctx.sysfs_root))
 
 
 def _cnp_dscp(spec: RoceQosSpec, ctx: HostContext) -> Probe:
-    return Probe(_with_netdev(
-        spec, lambda netdev: read_value_command(_word(f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/roce_np/cnp_dscp")),
+    return Probe(with_netdev(
+        spec, lambda netdev: read_value_command(word(f"{ctx.sysfs_root}/class/net/", netdev, "/ecn/roce_np/cnp_dscp")),
         ctx.sysfs_root,
     ))
 
 
 def _traffic_class(spec: RoceQosSpec, ctx: HostContext) -> Probe:
-    return Probe(_with_device(
+    return Probe(with_device(
         spec,
-        lambda dev: read_value_command(_word(f"{ctx.sysfs_root}/class/infiniband/", dev, f"/tc/{PORT}/traffic_class")),
+        lambda dev: read_value_command(word(f"{ctx.sysfs_root}/class/infiniband/", dev, f"/tc/{PORT}/traffic_class")),
         ctx.sysfs_root,
     ))
 
 
 def _roce_tos(spec: RoceQosSpec, ctx: HostContext) -> Probe:
-    return Probe(_with_device(spec, lambda dev: "cma_roce_tos -d " + _word(dev), ctx.sysfs_root))
+    return Probe(with_device(spec, lambda dev: "cma_roce_tos -d " + word(dev), ctx.sysfs_root))
 
 
 def _last(program: str) -> Callable[[str], str]:
     """`program DEV` as a probe's last command; `exec`'d after a device lookup (a fork saved: eval forks)."""
-    return lambda dev: ("exec " if isinstance(dev, _Var) else "") + program + " " + _word(dev)
+    return lambda dev: ("exec " if isinstance(dev, Var) else "") + program + " " + word(dev)
 
 
 def _ibv_devinfo(spec: RoceQosSpec, ctx: HostContext) -> Probe:
-    return Probe(_with_device(spec, _last("ibv_devinfo -v -d"), ctx.sysfs_root))
+    return Probe(with_device(spec, _last("ibv_devinfo -v -d"), ctx.sysfs_root))
 
 
 def _show_gids(spec: RoceQosSpec, ctx: HostContext) -> Probe:  # GID types where ibv_devinfo prints none
-    return Probe(_with_device(spec, _last("show_gids"), ctx.sysfs_root))
+    return Probe(with_device(spec, _last("show_gids"), ctx.sysfs_root))
 
 
 def probes(spec: RoceQosSpec, ctx: HostContext) -> list[Probe]:
@@ -398,3 +332,20 @@ def evaluate(spec: RoceQosSpec, results: Results, ctx: HostContext) -> list[Chec
     if any(getattr(spec, name) is not None for name in DEVINFO_ATTRIBUTES):
         checks += _devinfo_checks(spec, results, ctx)
     return checks
+
+
+def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Any]:
+    """The steps, from roce_fix: imported only when something is to be changed, not by an audit."""
+    from provisioner.resources import roce_fix
+
+    return roce_fix.remedy(spec, results, ctx, checks)
+
+
+RESOURCE = ResourceType(KIND, RoceQosSpec, probes, evaluate, remedy=remedy,
+                        # QoS settings are read and written with the OFED stack's tools.
+                        needs=("ofed",), examples=(
+    {"interface": "ens1f0np0", "trust": "dscp", "pfc": [3], "ecn": [3], "dscp2prio": {26: 3}, "traffic_class": 106,
+     "cnp_dscp": 48, "roce_tos": 106, "port_state": "active", "active_mtu": 4096, "gid_index": 3,
+     "tsa": ["ets"] * 8, "tcbw": [10] * 7 + [30]},
+    {"rdma_device": "mlx5_1", "trust": "dscp", "pfc": [3]},
+))

@@ -19,28 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.parsers.port_counters import saturated
+from provisioner.watch.drift import DriftItem, drift_diff, drift_items
 from provisioner.watch.events import Change, ChangeKind
 from provisioner.watch.links import LinkReading
 from provisioner.watch.netdevs import Netdevs, netdev_changes
-
-
-@dataclass(frozen=True)
-class DriftItem:
-    kind: str
-    target: str
-    attribute: str
-    desired: str
-    actual: str | None
-    status: str  # drift or error
-    message: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.kind} {self.target}: {self.attribute}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "target": self.target, "attribute": self.attribute, "desired": self.desired,
-                "actual": self.actual, "status": self.status, "message": self.message}
 
 
 @dataclass
@@ -54,40 +36,11 @@ class Snapshot:
     logins: int = 0  # SSH logins of the host's kept session so far
 
 
-def drift_items(host_doc: Mapping[str, Any]) -> dict[str, DriftItem]:
-    """The checks of one host of audit's JSON that are not ok (drift, or could not be read)."""
-    items: dict[str, DriftItem] = {}
-    for resource in host_doc.get("resources", []):
-        for check in resource.get("checks", []):
-            if check.get("status") in ("drift", "error"):
-                item = DriftItem(str(resource.get("kind")), str(resource.get("target")), str(check.get("attribute")),
-                                 str(check.get("desired")), check.get("actual"), str(check.get("status")),
-                                 str(check.get("message") or ""))
-                items[item.key] = item
-    return items
-
-
 def snapshot(host_doc: Mapping[str, Any], links: LinkReading, at: float, logins: int = 0) -> Snapshot:
     status = host_doc.get("status")
     up = status not in ("unreachable",) and not (status == "failed" and not host_doc.get("resources"))
     return Snapshot(str(host_doc.get("name")), at, up, host_doc.get("error") if not up else None,
                     drift_items(host_doc) if up else {}, links if up else LinkReading(), logins)
-
-
-def drift_diff(host: str, at: float, before: Mapping[str, DriftItem], after: Mapping[str, DriftItem]) -> list[Change]:
-    """Drift items that appeared, changed their value, or went away (back to what the playbook wants)."""
-    changes = []
-    for key, item in after.items():
-        old = before.get(key)
-        what = f"{item.actual!s} (want {item.desired})" if item.status == "drift" else f"unreadable: {item.message}"
-        if old is None:
-            changes.append(Change(host, at, "drift_new", key, what))
-        elif (old.actual, old.status) != (item.actual, item.status):
-            changes.append(Change(host, at, "drift_changed", key, f"{old.actual!s} -> {what}"))
-    for key, item in before.items():
-        if key not in after:
-            changes.append(Change(host, at, "drift_gone", key, f"back to {item.desired}"))
-    return changes
 
 
 def _link_changes(base: Snapshot, cur: Snapshot, listed: Snapshot | None = None,
