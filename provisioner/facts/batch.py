@@ -68,9 +68,10 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
     tag = f"@@fabnet:{nonce}"
     return [
         # The script's own process: $$ names the shell that read it, which is another process when a kept
-        # shell runs it in a subshell (channels.KeptShell). A builtin's redirection opens in the shell itself.
-        "__fn_me=; read -r __fn_me __fn_x </proc/self/stat 2>/dev/null; "
-        'case $__fn_me in ""|*[!0-9]*) __fn_me=$$;; esac',
+        # shell runs it in a subshell (channels.KeptShell). The builtin `cd -P` resolves /proc/self for the
+        # shell itself: a few system calls, where `read` of /proc/self/stat takes one per byte (hundreds).
+        "__fn_pwd=$PWD; __fn_me=; ! cd -P /proc/self 2>/dev/null || __fn_me=${PWD##*/}; "
+        'case $__fn_me in ""|*[!0-9]*) __fn_me=$$;; esac; cd "$__fn_pwd" 2>/dev/null',
         # A kept shell keeps one folder for all its runs (its KEPT_FOLDER): each run then costs no mktemp and
         # no rm, and leaves the folder as it found it (__fn_clean). Otherwise the run makes its own.
         f'if [ -n "${{{KEPT_FOLDER}-}}" ] && [ -d "${KEPT_FOLDER}" ]; then __fn_d=${KEPT_FOLDER}; else {KEPT_FOLDER}=; '
@@ -78,7 +79,7 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         '{ echo "fabnet: cannot create a temporary directory (mktemp -d)" >&2; exit 125; }; fi',
         # Probes run where the login put us; the script itself works in its folder, so the list of
         # files to send holds short names whatever TMPDIR is.
-        f'__fn_pwd=$PWD; cd "$__fn_d" || exit 125; : >{CLOCK}',
+        f'cd "$__fn_d" || exit 125; : >{CLOCK}',
         # Send a signal to every process carrying this marker in its environment; repeat for KILL,
         # because a dying daemon may have forked once more between the scan and the kill.
         "__fn_sweep() {",
@@ -189,20 +190,22 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         "  else __fn_orphaned; fi",
         ") <&3 >/dev/null 2>&1 &",
         "__fn_w=$!; exec 3<&-",
-        # Finished blocks queue up as file names and go out with one `cat` when the clock has passed a
-        # second since the last send, and at the end: a fast host sends everything in one write
-        # (controller CPU goes per SSH message, not per byte), a slow one still sends what finished,
-        # which a lost connection then does not lose.
+        # Finished blocks queue up as file names and go out with one `cat` when a second has passed since
+        # the last send, and at the end: a fast host sends everything in one write (controller CPU goes
+        # per SSH message, not per byte), a slow one still sends what finished, which a lost connection
+        # then does not lose. The queue is looked at as the next probe starts, with the clock it reads for its
+        # deadline (dash's `read` takes a system call per byte of /proc/uptime): the same moment as right
+        # after the last one ended.
         "__fn_q=; __fn_sent=$__fn_up",
         "__fn_flush() {",
         '  [ -n "$__fn_q" ] || return 0',
-        '  __fn_now; if [ $((__fn_up - __fn_sent)) -ge 100 ] || [ "$1" = all ]; then',
+        '  if [ "$1" = all ] || [ $((__fn_up - __fn_sent)) -ge 100 ]; then',
         "    cat $__fn_q; __fn_q=; __fn_sent=$__fn_up",
         "  fi",
         "}",
         # $1 key, $2 number, $3 timeout in hundredths of a second, $4 the command, $5 x if it is plain.
         "__fn_probe() {",
-        "  __fn_now; __fn_dl=$((__fn_up + $3))",
+        "  __fn_now; __fn_flush; __fn_dl=$((__fn_up + $3))",
         # No probe outlives the host's whole budget; once it is spent the rest are reported, not run.
         f"  if [ $__fn_up -ge $__fn_end ]; then printf '%s\\n\\n%s:124:s@@\\n\\n%s\\n' '{tag}:begin:'\"$1\"'@@' "
         f"'{tag}:rc:'\"$1\" '{tag}:end:'\"$1\"'@@' >\"o.$2\"; __fn_q=\"$__fn_q o.$2\"; return; fi",
@@ -224,7 +227,6 @@ def _prologue(nonce: str, run_id: str, caps: Caps) -> list[str]:
         'printf \'\\n%s\\n\' "$__fn_z" >>"o.$2"; '
         'else printf \'\\n%s\\n\\n%s\\n\' "$__fn_s" "$__fn_z" >>"o.$2"; fi',
         '  __fn_q="$__fn_q o.$2"',
-        "  __fn_flush",
         "}",
     ]
 

@@ -22,7 +22,7 @@ from tests.unit.ticking import run_ticking, start_ticking
 
 # Run ids of the script's form, fresh for each run of the suite: the clean-up sweep kills whatever carries
 # a run's id, and a fixed one would reach into another copy of the suite running on the same machine.
-RUN = {tag: tag + secrets.token_hex(7) for tag in ("a1", "b2", "c3", "e5", "f7", "c9", "e6", "a8", "d4", "b7")}
+RUN = {tag: tag + secrets.token_hex(7) for tag in ("a1", "b2", "c3", "e5", "f7", "c9", "e6", "a8", "d4", "b7", "f2")}
 
 
 def run_locally(probes: list[Probe], nonce: str = "0123456789abcdef", **kwargs) -> dict:
@@ -425,3 +425,28 @@ def test_split_output_agrees_with_the_block_grammar_on_mangled_output() -> None:
             assert got[key].stdout == out
             if "s" not in flags:
                 assert got[key].stderr == err
+
+
+def test_what_finished_goes_out_once_a_second_has_passed_not_only_at_the_end() -> None:
+    # A slow host sends the blocks of the probes that ended, so a connection lost later does not lose them:
+    # here "first" and the 1.5 s probe are sent as the third starts, while the third still sleeps.
+    nonce = "fe" * 8
+    script = batch.build_script([Probe("echo first"), Probe("sleep 1.5; echo second"), Probe("sleep 4; echo third")],
+                                nonce, run_id=RUN["f2"])
+    proc = start_ticking(script)
+    assert proc.stdout
+    seen = b""
+    started = time.monotonic()
+    try:
+        os.set_blocking(proc.stdout.fileno(), False)
+        while time.monotonic() - started < 3.5 and b"second" not in seen:
+            time.sleep(0.05)
+            seen += proc.stdout.read() or b""
+        early = seen
+        assert proc.poll() is None  # the third probe still runs
+    finally:
+        proc.kill()
+        proc.wait()
+        _leftovers_killed(RUN["f2"])
+    results = batch.split_output(early.decode(), nonce)
+    assert [r.stdout for r in results.values()] == ["first\n", "second\n"]
