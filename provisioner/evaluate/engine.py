@@ -231,16 +231,22 @@ def _fleet_checks(plans: Sequence[HostPlan], outcomes: Mapping[str, HostOutcome]
     # Grouped by the playbook line that declared the check, not by the rendered interface name: hosts
     # whose data port is named differently (another NIC slot) are still on the same fabric.
     groups: dict[str, list[tuple[str, Resource, ResourceOutcome]]] = {}
+    # A watch calls this for every host every cycle, each time over every host: the kinds with fleet checks
+    # are found once per call, and the loops below are plain set lookups (no call per resource).
+    kinds = {r.kind for plan in plans for host_play in plan.plays for r in host_play.resources}
+    fleet = {kind for kind in kinds if REGISTRY[kind].fleet_checks is not None}
+    if not fleet:
+        return
     for plan in plans:
         host_outcome = outcomes.get(plan.host.name)
         if host_outcome is None or host_outcome.status in ("unreachable", "failed"):
             continue
-        by_source = {r.source: r for r in host_outcome.resources if REGISTRY[r.kind].fleet_checks is not None}
+        by_source = {r.source: r for r in host_outcome.resources if r.kind in fleet}
         if not by_source:
             continue
         for host_play in plan.plays:
             for resource in host_play.resources:
-                if REGISTRY[resource.kind].fleet_checks is not None:
+                if resource.kind in fleet:
                     key = str(resource.origin)
                     groups.setdefault(key, []).append((plan.host.name, resource, by_source[key]))
     for members in groups.values():

@@ -52,10 +52,12 @@ def host_row(host_doc: Mapping[str, Any], at: float, counters: Mapping[str, floa
              busbw: float | None = None, seconds: float | None = None) -> dict[str, Any]:
     """One host of audit's JSON (or apply's after its re-check) as a history row; `seconds`: how long a
     watch cycle that started at `at` took."""
-    doc = _clean(host_doc)
-    return {"host": doc["name"], "at": at, "verdict": doc.get("status") or "unknown",
-            "drift": [item.to_json() for item in drift_items(doc).values()], "counters": dict(counters or {}),
-            "busbw": busbw, "error": doc.get("error"), "seconds": seconds}
+    # Only what the row keeps is cleaned: a watch writes a row per host per cycle, and the checks that are
+    # ok (most of them) never reach it.
+    return {"host": _clean(host_doc["name"]), "at": at, "verdict": _clean(host_doc.get("status")) or "unknown",
+            "drift": [_clean(item.to_json()) for item in drift_items(host_doc).values()],
+            "counters": dict(counters or {}), "busbw": busbw, "error": _clean(host_doc.get("error")),
+            "seconds": seconds}
 
 
 def audit_rows(doc: Mapping[str, Any], at: float) -> list[dict[str, Any]]:
