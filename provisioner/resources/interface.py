@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.errors import ParseError
 from provisioner.load.specs import InterfaceSpec
@@ -41,6 +41,9 @@ from provisioner.resources.base import (
     sh,
     stdout_of,
 )
+
+if TYPE_CHECKING:  # for the annotation only: the remedy's own module imports the steps
+    from provisioner.resources.steps import Step
 
 KIND = "interface"
 
@@ -266,7 +269,7 @@ def evaluate(spec: InterfaceSpec, results: Results, ctx: HostContext) -> list[Ch
     return checks
 
 
-def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Any]:
+def remedy(spec: InterfaceSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
     """The steps, from interface_fix: imported only when something is to be changed, not by an audit."""
     from provisioner.resources import interface_fix
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.errors import ParseError
 from provisioner.load.specs import RoceQosSpec
@@ -38,6 +38,9 @@ from provisioner.resources.base import (
     stdout_of,
 )
 from provisioner.resources.roce_lookup import PORT, Var, with_device, with_netdev, word
+
+if TYPE_CHECKING:  # for the annotation only: the remedy's own module imports the steps
+    from provisioner.resources.steps import Step
 
 KIND = "roce_qos"
 
@@ -334,7 +337,7 @@ def evaluate(spec: RoceQosSpec, results: Results, ctx: HostContext) -> list[Chec
     return checks
 
 
-def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Any]:
+def remedy(spec: RoceQosSpec, results: Results, ctx: HostContext, checks: list[Check]) -> list[Step]:
     """The steps, from roce_fix: imported only when something is to be changed, not by an audit."""
     from provisioner.resources import roce_fix
 
