@@ -364,3 +364,15 @@ def test_after_the_shorten_marker_the_exec_is_cut_soon_and_returns_what_came() -
     # Without the marker the deadline is the timeout, and running past it is an error.
     with pytest.raises(transport.CommandFailed, match="no result in time"):
         transport.run(fake_conn(FakeChannel(lambda: None)), "x", timeout=0.5, shorten_after=("@@never", 0.1))
+
+
+def test_aes_gcm_is_offered_first_and_every_other_cipher_stays_behind_it() -> None:
+    ours, theirs = socket.socketpair()
+    try:
+        made = transport._transport(ours)
+        ciphers = made.get_security_options().ciphers
+    finally:
+        ours.close()
+        theirs.close()
+    assert ciphers[:2] == ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+    assert sorted(ciphers) == sorted(paramiko.Transport._preferred_ciphers)  # a server without GCM still connects
