@@ -12,6 +12,7 @@ Listing the registry (an unknown kind's message, the playbook reference) imports
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import threading
@@ -27,6 +28,7 @@ class Registry(Mapping[str, ResourceType[Any]]):
     def __init__(self) -> None:
         self._kinds: dict[str, ResourceType[Any]] = {}
         self._builtin_kinds: set[str] = set()  # found in this package's modules, not registered from elsewhere
+        self._removed: set[str] = set()  # built-in kinds unregistered: not loaded again until registered
         self._complete = False
         self._lock = threading.Lock()  # watch's hosts look kinds up from their own threads
 
@@ -65,15 +67,19 @@ class Registry(Mapping[str, ResourceType[Any]]):
             if known is not None and known is not rtype:
                 raise ValueError(f"resource kind {rtype.kind!r} is already registered")
             self._kinds[rtype.kind] = rtype
+            self._removed.discard(rtype.kind)
         return rtype
 
     def unregister(self, kind: str) -> None:
         with self._lock:
             self._kinds.pop(kind, None)
+            self._builtin_kinds.discard(kind)
+            if kind in _module_names():
+                self._removed.add(kind)
 
     def _builtin(self, kind: str) -> ResourceType[Any] | None:
         """The kind from the module of this package named like it, if there is one and it defines the kind."""
-        if kind not in _module_names():
+        if kind not in _module_names() or kind in self._removed:
             return None
         rtype = getattr(importlib.import_module(f"{__name__}.{kind}"), "RESOURCE", None)
         if not isinstance(rtype, ResourceType) or rtype.kind != kind:
@@ -85,7 +91,7 @@ class Registry(Mapping[str, ResourceType[Any]]):
             return
         for name in sorted(_module_names()):
             rtype = getattr(importlib.import_module(f"{__name__}.{name}"), "RESOURCE", None)
-            if isinstance(rtype, ResourceType):
+            if isinstance(rtype, ResourceType) and rtype.kind not in self._removed:
                 self._add(rtype)
         self._complete = True
 
@@ -95,15 +101,10 @@ class Registry(Mapping[str, ResourceType[Any]]):
             return self._kinds.setdefault(rtype.kind, rtype)
 
 
-_names: frozenset[str] | None = None
-
-
+@functools.cache
 def _module_names() -> frozenset[str]:
     """This package's modules, listed from its folder once (no import)."""
-    global _names
-    if _names is None:
-        _names = frozenset(info.name for info in pkgutil.iter_modules(__path__))
-    return _names
+    return frozenset(info.name for info in pkgutil.iter_modules(__path__))
 
 
 REGISTRY = Registry()

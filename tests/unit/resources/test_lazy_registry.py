@@ -77,3 +77,18 @@ def test_every_module_named_like_a_kind_defines_it() -> None:
     for kind in kinds:
         assert REGISTRY[kind].kind == kind
         assert REGISTRY[kind].evaluate.__module__ == f"provisioner.resources.{kind}"
+
+
+def test_a_built_in_kind_taken_away_stays_away_until_registered_again() -> None:
+    found = _run("""
+        import json
+        from provisioner.resources import REGISTRY, register, unregister
+        kept = REGISTRY["ofed"]
+        unregister("ofed")
+        gone = ["ofed" in REGISTRY, "ofed" in list(REGISTRY)]
+        unregister("sysctl")  # never looked up before: not loaded afterwards either
+        gone += ["sysctl" in REGISTRY, "sysctl" in list(REGISTRY)]
+        register(kept)
+        print(json.dumps({"gone": gone, "back": REGISTRY["ofed"] is kept}))
+    """)
+    assert found == {"gone": [False, False, False, False], "back": True}
