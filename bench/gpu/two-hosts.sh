@@ -36,6 +36,9 @@ export PYTHONPATH="$REPO:$W/site"
 # What the pre-flight runs on a node, where this machine lacks it.
 for t in ip ping; do command -v "$t" >/dev/null || ln -sf "$W/bin/$t" "/usr/local/bin/$t"; done
 
+# NCCL_TESTS_SRC (a checkout of NVIDIA/nccl-tests): the nccl-tests runner too, after the torch runs.
+[ -n "${NCCL_TESTS_SRC:-}" ] && { . bench/gpu/nccl-tests-smoke.sh; nt_prepare; }
+
 echo "== two SSH servers"
 id sshd >/dev/null 2>&1 || useradd -r -M -d /run/sshd -s /usr/sbin/nologin sshd 2>/dev/null ||
   echo 'sshd:x:64990:65534::/run/sshd:/usr/sbin/nologin' >> /etc/passwd
@@ -47,7 +50,7 @@ grep -q '^root:!' /etc/shadow 2>/dev/null && usermod -p '*' root
 "$W/bin/ssh-keygen" -q -t ed25519 -N '' -C fabnet-two -f "$W/id"
 cp "$W/id.pub" "$W/authorized_keys"; : > "$W/known_hosts"
 # A session gets sshd's own environment, not this one: give it what torch needs to find the GPU's driver.
-keep=$(env | grep -E '^(PATH|LD_LIBRARY_PATH|CUDA_[A-Z_]*|NVIDIA_[A-Z_]*)=' | grep -v '[" ]' | tr '\n' ' ')
+keep=$(env | grep -E '^(PATH|LD_LIBRARY_PATH|CUDA_[A-Z_]*|NVIDIA_[A-Z_]*|MASTER_ADDR|MASTER_PORT|GLOO_SOCKET_IFNAME)=' | grep -v '[" ]' | tr '\n' ' ')
 servers=(); trap 'kill "${servers[@]}" 2>/dev/null' EXIT
 for i in $(seq 1 "$N"); do
   port=22$i$i
@@ -217,4 +220,5 @@ for name in sys.argv[1:]:
                                             "wchan_at_kill")}, (p.get("error") or "")[:160])
 EOF
 fi
+[ -n "${NCCL_TESTS_SRC:-}" ] && nt_run
 echo "== done"

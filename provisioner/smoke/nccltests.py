@@ -100,8 +100,9 @@ def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary:
             iters: int, env: Mapping[str, str], names: Sequence[str] | None = None,
             limit: float | None = None) -> str:
     """The remote script: `export K=V ...` (plan.exports: no value on a command line), then the template
-    rendered, every word quoted, under `timeout` when a `limit` (seconds) is given. `names` are the
-    hosts' Slurm node names for {hostlist}; `hosts` their addresses for {hosts}."""
+    rendered (mpirun's own with `-x NAME` for each of `env`), every word quoted, under `timeout` when a
+    `limit` (seconds) is given. `names` are the hosts' Slurm node names for {hostlist}; `hosts` their
+    addresses for {hosts}."""
     values = {
         "np": str(len(hosts) * ranks_per_host), "ppn": str(ranks_per_host), "nodes": str(len(hosts)),
         "hosts": ",".join(f"{h}:{ranks_per_host}" for h in hosts),
@@ -109,6 +110,9 @@ def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary:
         "binary": binary, "min_bytes": str(min(sizes)), "max_bytes": str(max(sizes)), "iters": str(iters),
     }
     rendered = cmdtemplate.fill(template, FIELDS, "nccl-tests launch template", values)
+    if template == DEFAULT_LAUNCH:
+        at = shlex.split(DEFAULT_LAUNCH).index("{binary}")
+        rendered[at:at] = [word for name in sorted(env) for word in ("-x", name)]
     line = " ".join(sh(word) for word in rendered)
     if limit is not None:
         line = f"timeout -k 5 {limit:g} {line}"

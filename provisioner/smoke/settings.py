@@ -25,8 +25,11 @@ MAX_SIZES = 64
 DEFAULT_SIZES = "1M:64M"
 # The rendezvous port on the first host; nodes need it free and reachable over the data network.
 DEFAULT_PORT = 29500
-DEFAULT_LAUNCH = ("mpirun --allow-run-as-root -np {np} -H {hosts} -x NCCL_SOCKET_IFNAME -x NCCL_IB_HCA "
-                  "-x NCCL_DEBUG {binary} -b {min_bytes} -e {max_bytes} -f 2 -g 1 -n {iters}")
+# Open MPI hands the ranks it starts on other hosts only the variables named by `-x`: the runner adds one
+# `-x NAME` per variable it exports (nccltests.command), never a fixed list, which would leave the rest of the
+# playbook's NCCL environment behind and name unset ones (Open MPI 5 prints a warning for each).
+DEFAULT_LAUNCH = ("mpirun --allow-run-as-root -np {np} -H {hosts} {binary} -b {min_bytes} -e {max_bytes} "
+                  "-f 2 -g 1 -n {iters}")
 # srun takes Slurm node names (the inventory's host names) and ends the step when one task fails, so a
 # rank that could not start does not leave the others waiting for it until the deadline.
 SRUN_LAUNCH = ("srun -N {nodes} --ntasks-per-node={ppn} -w {hostlist} --kill-on-bad-exit=1 {binary} "

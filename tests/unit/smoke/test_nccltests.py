@@ -60,13 +60,29 @@ def test_garbage_is_never_a_result() -> None:
 def test_default_mpirun_command() -> None:
     line = nccltests.command(DEFAULT_LAUNCH, hosts=["10.0.0.1", "10.0.0.2"], ranks_per_host=8,
                              binary="/opt/nccl-tests/build/all_reduce_perf", sizes=[1 << 20, 1 << 30], iters=20,
-                             env={"NCCL_SOCKET_IFNAME": "eth1"})
+                             env={"NCCL_SOCKET_IFNAME": "eth1", "NCCL_IB_GID_INDEX": "3"})
     words = shlex.split(line)
-    assert words[:3] == ["export", "NCCL_SOCKET_IFNAME=eth1;", "mpirun"]  # a builtin: on no command line
+    # A builtin: the values are on no command line.
+    assert words[:4] == ["export", "NCCL_IB_GID_INDEX=3", "NCCL_SOCKET_IFNAME=eth1;", "mpirun"]
     assert "-np" in words and words[words.index("-np") + 1] == "16"
     assert words[words.index("-H") + 1] == "10.0.0.1:8,10.0.0.2:8"
-    assert words[words.index("/opt/nccl-tests/build/all_reduce_perf"):] == [
+    binary = words.index("/opt/nccl-tests/build/all_reduce_perf")
+    # Open MPI passes its remote ranks only what -x names: every exported variable, and nothing unset.
+    assert words[words.index("-H") + 2:binary] == ["-x", "NCCL_IB_GID_INDEX", "-x", "NCCL_SOCKET_IFNAME"]
+    assert words[binary:] == [
         "/opt/nccl-tests/build/all_reduce_perf", "-b", "1048576", "-e", "1073741824", "-f", "2", "-g", "1", "-n", "20"]
+
+
+def test_mpirun_with_nothing_to_export_names_no_variable() -> None:
+    line = nccltests.command(DEFAULT_LAUNCH, hosts=["10.0.0.1", "10.0.0.2"], ranks_per_host=1,
+                             binary="all_reduce_perf", sizes=[1 << 20], iters=5, env={})
+    assert "-x" not in shlex.split(line) and line.startswith("mpirun ")
+
+
+def test_a_template_of_ones_own_gets_no_forwarding_added() -> None:
+    line = nccltests.command("mpirun -np {np} {binary}", hosts=["a", "b"], ranks_per_host=1,
+                             binary="all_reduce_perf", sizes=[4], iters=1, env={"NCCL_DEBUG": "WARN"})
+    assert shlex.split(line) == ["export", "NCCL_DEBUG=WARN;", "mpirun", "-np", "2", "all_reduce_perf"]
 
 
 def test_srun_template_and_hostile_host_names() -> None:
