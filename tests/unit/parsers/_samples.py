@@ -98,6 +98,7 @@ SAMPLE_KINDS: dict[str, str] = {
     "all_reduce_perf-30-h200-one-gpu.txt": "nccl_tests",
     "all_reduce_perf-31-h200-two-gpus-asked.txt": "nccl_tests",
     "all_reduce_perf-32-h200-mpirun-without-mpi.txt": "nccl_tests",
+    "all_reduce_perf-34-h200-two-ranks-mpi-socket.txt": "nccl_tests",
     "all_reduce_perf-33-h200-per-iteration.txt": "nccl_tests",
     "all_reduce_perf-33-h200-min-bw-failed.txt": "nccl_tests",
     "all_reduce_perf-33-h200-memory-report.txt": "nccl_tests",

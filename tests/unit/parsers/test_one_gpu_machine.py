@@ -1,5 +1,6 @@
 """Outputs recorded on one H200 machine (tests/samples/INDEX.md: the `-30-` samples): a one-rank nccl-tests
-run, `nvidia-smi topo -m` with its terminal escapes, and NCCL 2.28's INFO log of fabnet's own smoke rank."""
+run, `nvidia-smi topo -m` with its terminal escapes, and NCCL 2.28's INFO log of fabnet's own smoke rank; and a
+two-rank run of nccl-tests built with MPI (`-34-`)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,18 @@ def test_two_copies_started_by_mpirun_from_a_build_without_mpi() -> None:
     run = parse_nccl_tests(read("all_reduce_perf-32-h200-mpirun-without-mpi.txt"))
     assert run.complete and run.single_rank_runs == 2 and run.unplaced == []
     assert sorted(d.pid for d in run.devices) == [1700, 1701]
+
+
+def test_two_ranks_of_an_mpi_build_with_both_ranks_nccl_info_between_header_and_table() -> None:
+    run = parse_nccl_tests(read("all_reduce_perf-34-h200-two-ranks-mpi-socket.txt"))
+    assert run.complete and run.verdict == "ok" and run.unplaced == []
+    assert run.nccl_library_version == "2.28.9" and run.nccl_tests_version == "2.19.6"
+    # One job of two ranks (not two one-rank copies), though both name the same host and device.
+    assert [(d.rank, d.host, d.device) for d in run.devices] == [(0, "vm", 0), (1, "vm", 0)]
+    assert run.single_rank_runs == 0 and run.separate_runs == 0
+    assert [row.size for row in run.rows] == [1 << k for k in range(20, 30)]
+    assert (run.rows[0].oop_busbw, run.rows[-1].oop_busbw, run.rows[-1].ip_time_us) == (0.23, 1.86, 288679.0)
+    assert run.avg_busbw == 1.4524 and run.out_of_bounds == 0
 
 
 def test_topology_of_one_gpu_with_escapes() -> None:
