@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run on a machine with Debian's apt and pip's index (x86-64): what bench/gpu/two-hosts.sh needs on a GPU
 # machine that has no network and may lack an SSH server, `ip` and `ping`. Into KIT (default .gpukit):
-#   bin/   sshd, ssh-keygen, ip, ping: each a wrapper that runs Debian bookworm's binary in libexec/ with
+#   bin/   sshd, ssh-keygen, ssh, ip, ping: each a wrapper that runs Debian bookworm's binary in libexec/ with
 #          the libraries in lib/ (those it loads that are not glibc's, found with ldd)
 #   whl/   fabnet's Python dependencies as wheels for CPython 3.12 (the GPU image's python3)
 #   mpi/   Open MPI (a wheel) for nccl-tests built with MPI
@@ -15,7 +15,7 @@ rm -rf "$K"; mkdir -p "$K/bin" "$K/libexec" "$K/lib" "$K/whl" "$T/debs" "$T/root
     libpcre2-8-0 libaudit1 libcap-ng0 libsystemd0 liblz4-1 liblzma5 libzstd1 libgcrypt20 libgpg-error0 \
     zlib1g libcrypt1 libidn2-0 libunistring2 libpam0g libedit2 libtinfo6 libfido2-1 libcbor0.8 libudev1 )
 for deb in "$T"/debs/*.deb; do dpkg -x "$deb" "$T/root"; done
-cp "$T/root/usr/sbin/sshd" "$T/root/usr/bin/ssh-keygen" "$T/root/bin/ip" "$T/root/bin/ping" "$K/libexec/"
+cp "$T/root/usr/sbin/sshd" "$T/root/usr/bin/ssh-keygen" "$T/root/usr/bin/ssh" "$T/root/bin/ip" "$T/root/bin/ping" "$K/libexec/"
 # Each wrapper runs its binary by an absolute path, as sshd needs to re-execute itself, with the kit's
 # libraries, which that re-execution keeps.
 for b in "$K"/libexec/*; do
