@@ -71,13 +71,12 @@ class Node:
             return ExecResult(out, errors.read(), code, 0.1)
 
 
-def _launch(tmp_path: Path, gpu02: Node) -> nccl_run.Result:
+def _launch(tmp_path: Path, gpu02: Node, srun: str = f"printf '{SRUN_SAYS}' >&2; exit 2") -> nccl_run.Result:
     targets = _targets(tmp_path)
     settings = Settings(runner="nccl-tests", launcher="srun", timeout=30)
     chosen = nccltests.choose(settings, "gpu01", False, {"srun": "/usr/bin/srun"}, ())
     # The launch host runs a stand-in srun that prints what srun prints when a task's program is gone.
-    gpu01 = Node(_bin(tmp_path, "gpu01", {"srun": f"printf '{SRUN_SAYS}' >&2; exit 2",
-                                          "all_reduce_perf": "exit 0"}))
+    gpu01 = Node(_bin(tmp_path, "gpu01", {"srun": srun, "all_reduce_perf": "exit 0"}))
     nodes = {"gpu01": gpu01, "gpu02": gpu02}
     return nccl_run.run(targets, settings, 1, chosen, targets[0],
                         lambda target: nodes[target.name])  # type: ignore[arg-type,return-value]
@@ -101,3 +100,18 @@ def test_a_host_srun_named_that_cannot_be_looked_at_is_said_so(tmp_path: Path) -
     assert result.reason.startswith("gpu02: the task ended as a program that could not start (srun), and the "
                                     "host could not be checked again for all_reduce_perf: ")
     assert "parse" not in result.reason
+
+
+# Slurm 22.05's srun on a host with no slurm.conf and no DNS SRV record for a controller (configless), verbatim.
+NO_CONTROLLER = ("srun: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+                 "srun: error: fetch_config: DNS SRV lookup failed\n"
+                 "srun: error: _establish_config_source: failed to fetch config\n"
+                 "srun: fatal: Could not establish a configuration source\n")
+
+
+def test_a_launcher_that_fails_before_any_rank_is_quoted_not_parsed(tmp_path: Path) -> None:
+    result = _launch(tmp_path, Node(_bin(tmp_path, "gpu02", {"all_reduce_perf": "exit 0"})),
+                     srun=f"printf '{NO_CONTROLLER}' >&2; exit 1")
+    assert result.verdict == "failed" and "parse" not in result.reason
+    assert result.reason.startswith("srun exited 1 before all_reduce_perf printed a result: "), result.reason
+    assert result.reason.endswith("srun: fatal: Could not establish a configuration source"), result.reason
