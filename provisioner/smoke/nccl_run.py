@@ -180,8 +180,8 @@ def run(targets: Sequence[Target], settings: Settings, ranks: int, chosen: ncclt
     try:
         rows, avg, problem = nccltests.rows(output, len(targets) * ranks)
     except ParseError as exc:
-        # A launcher that failed before any rank printed (srun with no Slurm controller to reach, mpirun refusing
-        # its host list) said why in its own words: those are the reason, not what the parser makes of them.
+        # A launcher that failed before any rank printed (such as srun with no Slurm controller to reach) said why
+        # in its own words: those are the reason, not what the parser makes of them.
         result.verdict, result.reason = "failed", (
             f"{chosen.launcher} exited {code} before all_reduce_perf printed a result: {tail}" if code
             else f"nccl-tests output: {exc}")
