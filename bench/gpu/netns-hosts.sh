@@ -26,13 +26,8 @@ for t in ip ping ssh; do command -v "$t" >/dev/null || ln -sf "$W/bin/$t" "/usr/
 nt_prepare
 [ -n "${NT_SKIP:-}" ] && exit 1
 [ -z "${MASTER_ADDR:-}" ] || export MASTER_ADDR=10.77.0.1 GLOO_SOCKET_IFNAME=eth1  # the dry run's emulation
-id sshd >/dev/null 2>&1 || useradd -r -M -d /run/sshd -s /usr/sbin/nologin sshd 2>/dev/null ||
-  echo 'sshd:x:64990:65534::/run/sshd:/usr/sbin/nologin' >> /etc/passwd
-mkdir -p /run/sshd; chmod 755 /run/sshd
-grep -q '^root:!' /etc/shadow 2>/dev/null && usermod -p '*' root
-"$W/bin/ssh-keygen" -q -t ed25519 -N '' -C fabnet-netns -f "$W/host_key"
-"$W/bin/ssh-keygen" -q -t ed25519 -N '' -C fabnet-netns -f "$W/id"
-cp "$W/id.pub" "$W/authorized_keys"; : > "$W/known_hosts"
+. bench/gpu/sshd.sh
+sshd_keys
 # mpirun starts its remote daemon with ssh: the same key and known hosts, from Open MPI's own settings file.
 printf 'Host *\n  User root\n  IdentityFile %s\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n  BatchMode yes\n' \
   "$W/id" "$W/known_hosts" > "$W/ssh_config"
@@ -55,23 +50,8 @@ attach() {  # namespace, interface name inside, address
 attach "$P-ctl" eth0 10.77.0.100 0
 for i in $(seq 1 $N); do
   attach "$P-h$i" eth1 "10.77.0.$i" "$i"
-  cat > "$W/sshd$i.conf" <<EOF
-ListenAddress 10.77.0.$i:22
-HostKey $W/host_key
-PidFile $W/sshd$i.pid
-AuthorizedKeysFile $W/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-SetEnv $keep
-EOF
-  echo "10.77.0.$i $(cut -d' ' -f1,2 "$W/host_key.pub")" >> "$W/known_hosts"
-  ip netns exec "$P-h$i" unshare -m -u sh -c \
-    "hostname node$i; mount -t tmpfs -o mode=1777 tmpfs /tmp && exec $W/bin/sshd -D -e -f $W/sshd$i.conf" \
-    > "$W/sshd$i.log" 2>&1 &
-  servers+=($!)
+  SSHD_UNSHARE=-u SSHD_SH="hostname node$i;" sshd_start "$i" "10.77.0.$i" 22 "10.77.0.$i" "$keep" \
+    ip netns exec "$P-h$i"
 done
 sleep 1; cat "$W"/sshd*.log
 cat > "$W/inventory.yml" <<EOF

@@ -40,36 +40,13 @@ for t in ip ping; do command -v "$t" >/dev/null || ln -sf "$W/bin/$t" "/usr/loca
 [ -n "${NCCL_TESTS_SRC:-}" ] && { . bench/gpu/nccl-tests-smoke.sh; nt_prepare; }
 
 echo "== two SSH servers"
-id sshd >/dev/null 2>&1 || useradd -r -M -d /run/sshd -s /usr/sbin/nologin sshd 2>/dev/null ||
-  echo 'sshd:x:64990:65534::/run/sshd:/usr/sbin/nologin' >> /etc/passwd
-mkdir -p /run/sshd; chmod 755 /run/sshd
-# Without PAM, sshd refuses an account whose password is locked ('!'), keys or not: this throwaway machine's
-# root gets '*' instead (no password login either way).
-grep -q '^root:!' /etc/shadow 2>/dev/null && usermod -p '*' root
-"$W/bin/ssh-keygen" -q -t ed25519 -N '' -C fabnet-two -f "$W/host_key"
-"$W/bin/ssh-keygen" -q -t ed25519 -N '' -C fabnet-two -f "$W/id"
-cp "$W/id.pub" "$W/authorized_keys"; : > "$W/known_hosts"
+. bench/gpu/sshd.sh
+sshd_keys
 # A session gets sshd's own environment, not this one: give it what torch needs to find the GPU's driver.
 keep=$(env | grep -E '^(PATH|LD_LIBRARY_PATH|CUDA_[A-Z_]*|NVIDIA_[A-Z_]*|MASTER_ADDR|MASTER_PORT|GLOO_SOCKET_IFNAME)=' | grep -v '[" ]' | tr '\n' ' ')
 servers=(); trap 'kill "${servers[@]}" 2>/dev/null' EXIT
 for i in $(seq 1 "$N"); do
-  port=22$i$i
-  cat > "$W/sshd$i.conf" <<EOF
-ListenAddress 127.0.0.$i:$port
-HostKey $W/host_key
-PidFile $W/sshd$i.pid
-AuthorizedKeysFile $W/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-SetEnv $keep NCCL_HOSTID=fabnet-two-node$i
-EOF
-  echo "[127.0.0.$i]:$port $(cut -d' ' -f1,2 "$W/host_key.pub")" >> "$W/known_hosts"
-  unshare -m sh -c "mount -t tmpfs -o mode=1777 tmpfs /tmp && exec $W/bin/sshd -D -e -f $W/sshd$i.conf" \
-    > "$W/sshd$i.log" 2>&1 &
-  servers+=($!)  # unshare and sh exec: this is the server's own pid
+  sshd_start "$i" "127.0.0.$i" "22$i$i" "[127.0.0.$i]:22$i$i" "$keep NCCL_HOSTID=fabnet-two-node$i"
 done
 sleep 1; cat "$W"/sshd*.log
 
