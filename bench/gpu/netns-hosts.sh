@@ -54,19 +54,8 @@ for i in $(seq 1 $N); do
     ip netns exec "$P-h$i"
 done
 sleep 1; cat "$W"/sshd*.log
-cat > "$W/inventory.yml" <<EOF
-all:
-  children:
-    gpu:
-      hosts:
-$(for i in $(seq 1 $N); do echo "        node$i: {ansible_host: 10.77.0.$i, data_ip: 10.77.0.$i}"; done)
-      vars:
-        ansible_user: root
-        ansible_ssh_private_key_file: $W/id
-        fabnet_known_hosts: $W/known_hosts
-        fabnet_python: $PY
-        data_iface: eth1
-EOF
+hosts=(); for i in $(seq 1 $N); do hosts+=("ansible_host: 10.77.0.$i, data_ip: 10.77.0.$i"); done
+sshd_inventory eth1 "${hosts[@]}"
 cat > "$W/playbook.yml" <<'EOF'
 - name: NCCL over the hosts' eth1
   hosts: gpu

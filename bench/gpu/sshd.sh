@@ -4,6 +4,8 @@
 #   sshd_start N ADDR PORT KNOWN ENV [PREFIX...]   write $W/sshdN.conf (SetEnv ENV), add the host key to
 #                                      $W/known_hosts as KNOWN, start the server under PREFIX (a command that
 #                                      execs the rest, such as `ip netns exec NS`); SSHD_SH runs first in its shell
+#   sshd_inventory IFACE HOSTS...      $W/inventory.yml: group gpu, node1..nodeN, each HOSTS word its flow mapping's
+#                                      body (`ansible_host: A, data_ip: A`), logging in as root with $W's keys
 
 sshd_keys() {
   id sshd >/dev/null 2>&1 || useradd -r -M -d /run/sshd -s /usr/sbin/nologin sshd 2>/dev/null ||
@@ -36,4 +38,14 @@ CONF
     "${SSHD_SH:-} mount -t tmpfs -o mode=1777 tmpfs /tmp && exec $W/bin/sshd -D -e -f $W/sshd$i.conf" \
     > "$W/sshd$i.log" 2>&1 &
   servers+=($!)  # each command execs the next: this is the server's own pid
+}
+
+sshd_inventory() {
+  local iface=$1 i=0 line; shift
+  { printf 'all:\n  children:\n    gpu:\n      hosts:\n'
+    for line in "$@"; do i=$((i + 1)); printf '        node%s: {%s}\n' "$i" "$line"; done
+    printf '      vars:\n        ansible_user: root\n        ansible_ssh_private_key_file: %s\n' "$W/id"
+    printf '        fabnet_known_hosts: %s\n        fabnet_python: %s\n        data_iface: %s\n' \
+      "$W/known_hosts" "$PY" "$iface"
+  } > "$W/inventory.yml"
 }

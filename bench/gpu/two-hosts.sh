@@ -50,20 +50,8 @@ for i in $(seq 1 "$N"); do
 done
 sleep 1; cat "$W"/sshd*.log
 
-cat > "$W/inventory.yml" <<EOF
-all:
-  children:
-    gpu:
-      hosts:
-$(for i in $(seq 1 "$N"); do
-  echo "        node$i: {ansible_host: 127.0.0.$i, ansible_port: 22$i$i, data_ip: 127.0.0.$i}"; done)
-      vars:
-        ansible_user: root
-        ansible_ssh_private_key_file: $W/id
-        fabnet_known_hosts: $W/known_hosts
-        fabnet_python: $PY
-        data_iface: lo
-EOF
+hosts=(); for i in $(seq 1 "$N"); do hosts+=("ansible_host: 127.0.0.$i, ansible_port: 22$i$i, data_ip: 127.0.0.$i"); done
+sshd_inventory lo "${hosts[@]}"
 cat > "$W/playbook.yml" <<'EOF'
 - name: NCCL over the loopback interface
   hosts: gpu
