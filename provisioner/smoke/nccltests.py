@@ -28,10 +28,7 @@ from provisioner.scheduler.hostlist import HostlistError
 from provisioner.scheduler.hostlist import expand as expand_hostlist
 from provisioner.smoke.busbw import SizeResult, all_reduce_factor
 from provisioner.smoke.plan import exports
-from provisioner.smoke.settings import DEFAULT_LAUNCH, SRUN_LAUNCH, Settings
-
-FIELDS = ("np", "ppn", "nodes", "hosts", "hostlist", "binary", "min_bytes", "max_bytes", "iters")
-
+from provisioner.smoke.settings import DEFAULT_LAUNCH, LAUNCH_FIELDS, SRUN_LAUNCH, Settings
 
 # The first line of the lab's stand-in (provisioner/lab/emulation/all_reduce_perf.py): its figures are
 # gloo's over TCP, and a report that shows them says so.
@@ -100,19 +97,17 @@ def command(template: str, *, hosts: Sequence[str], ranks_per_host: int, binary:
             iters: int, env: Mapping[str, str], names: Sequence[str] | None = None,
             limit: float | None = None) -> str:
     """The remote script: `export K=V ...` (plan.exports: no value on a command line), then the template
-    rendered (mpirun's own with `-x NAME` for each of `env`), every word quoted, under `timeout` when a
-    `limit` (seconds) is given. `names` are the hosts' Slurm node names for {hostlist}; `hosts` their
-    addresses for {hosts}."""
+    rendered, every word quoted, under `timeout` when a `limit` (seconds) is given. `names` are the hosts'
+    Slurm node names for {hostlist}; `hosts` their addresses for {hosts}; {forward}, a word of its own, is
+    Open MPI's `-x NAME` for each of `env` (no words when it is empty)."""
     values = {
         "np": str(len(hosts) * ranks_per_host), "ppn": str(ranks_per_host), "nodes": str(len(hosts)),
         "hosts": ",".join(f"{h}:{ranks_per_host}" for h in hosts),
         "hostlist": ",".join(names if names is not None else hosts),
         "binary": binary, "min_bytes": str(min(sizes)), "max_bytes": str(max(sizes)), "iters": str(iters),
     }
-    rendered = cmdtemplate.fill(template, FIELDS, "nccl-tests launch template", values)
-    if template == DEFAULT_LAUNCH:
-        at = shlex.split(DEFAULT_LAUNCH).index("{binary}")
-        rendered[at:at] = [word for name in sorted(env) for word in ("-x", name)]
+    forward = [word for name in sorted(env) for word in ("-x", name)]
+    rendered = cmdtemplate.fill(template, LAUNCH_FIELDS, "launch template", values, {"forward": forward})
     line = " ".join(sh(word) for word in rendered)
     if limit is not None:
         line = f"timeout -k 5 {limit:g} {line}"

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from provisioner.load import cmdtemplate
 from provisioner.smoke.verdicts import SLOW_FRACTION
 
 Backend = Literal["auto", "nccl", "gloo"]
@@ -25,11 +26,13 @@ MAX_SIZES = 64
 DEFAULT_SIZES = "1M:64M"
 # The rendezvous port on the first host; nodes need it free and reachable over the data network.
 DEFAULT_PORT = 29500
-# Open MPI hands the ranks it starts on other hosts only the variables named by `-x`: the runner adds one
-# `-x NAME` per variable it exports (nccltests.command), never a fixed list, which would leave the rest of the
-# playbook's NCCL environment behind and name unset ones (Open MPI 5 prints a warning for each).
-DEFAULT_LAUNCH = ("mpirun --allow-run-as-root -np {np} -H {hosts} {binary} -b {min_bytes} -e {max_bytes} "
-                  "-f 2 -g 1 -n {iters}")
+# Open MPI hands the ranks it starts on other hosts only the variables named by `-x`: {forward} is one
+# `-x NAME` per variable the runner exports (nccltests.command), never a fixed list, which would leave the rest
+# of the playbook's NCCL environment behind and name unset ones (Open MPI 5 prints a warning for each).
+LAUNCH_FIELDS = ("np", "ppn", "nodes", "hosts", "hostlist", "binary", "min_bytes", "max_bytes", "iters", "forward")
+LAUNCH_LISTS = ("forward",)  # fields that stand for whole words, any number of them
+DEFAULT_LAUNCH = ("mpirun --allow-run-as-root -np {np} -H {hosts} {forward} {binary} -b {min_bytes} "
+                  "-e {max_bytes} -f 2 -g 1 -n {iters}")
 # srun takes Slurm node names (the inventory's host names) and ends the step when one task fails, so a
 # rank that could not start does not leave the others waiting for it until the deadline.
 SRUN_LAUNCH = ("srun -N {nodes} --ntasks-per-node={ppn} -w {hostlist} --kill-on-bad-exit=1 {binary} "
@@ -72,6 +75,11 @@ def parse_sizes(text: str) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def check_launch(template: str) -> None:
+    """ValueError for a launch template that cannot be split, names an unknown field or splits {forward}."""
+    cmdtemplate.words(template, LAUNCH_FIELDS, "launch template", LAUNCH_LISTS)
+
+
 class AllReduceSpec(BaseModel):
     """A play's `verify: all_reduce:` settings (every key optional)."""
 
@@ -87,6 +95,13 @@ class AllReduceSpec(BaseModel):
     launcher: Launcher | None = Field(None, description="how nccl-tests starts its ranks: auto, srun or mpirun")
     slow_fraction: float | None = Field(None, ge=0, lt=1, description="a host below this x the fleet median is slow")
     link_fraction: float | None = Field(None, ge=0, le=1, description="the fleet below this x its link rate is slow")
+
+    @field_validator("launch")
+    @classmethod
+    def _check_launch(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_launch(value)
+        return value
 
     @field_validator("sizes", mode="before")
     @classmethod

@@ -26,6 +26,9 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     (["--drain-cmd", "true {host}", "--drain-failed"], "cannot go with --drain-failed"),
     (["--drain-cmd", "true {host}", "--resume-fixed"], "cannot go with --resume-fixed"),
     (["--backend", "mpi"], "mpi"),
+    (["--launch", "mpirun {gpus} {binary}"], "unknown field {gpus}"),
+    (["--launch", "mpirun -x{forward} {binary}"], "must be a word of its own"),
+    (["--launch", "mpirun '{binary}"], "launch"),
 ])
 def test_bad_options_are_usage_errors(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run_cli(["smoke", str(INVENTORY), *args], capsys)
@@ -36,6 +39,16 @@ def test_bad_options_are_usage_errors(args: list[str], message: str, capsys: pyt
 def test_audit_and_apply_check_drain_cmd_as_smoke_does(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run_cli([command, str(INVENTORY), "--drain-cmd", "scontrol {nodes}"], capsys)
     assert code == 64 and "unknown field {nodes}" in err
+
+
+def test_a_bad_launch_template_in_the_playbook_is_invalid_input_with_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("- hosts: gpu\n  verify:\n    all_reduce:\n      runner: nccl-tests\n"
+                        "      launch: mpirun {ranks} {binary}\n")
+    code, _out, err = run_cli(["smoke", str(INVENTORY), "-p", str(playbook)], capsys)
+    assert code == 3 and "site.yml:5" in err and "plays[0].verify.all_reduce.launch" in err
+    assert "unknown field {ranks}" in err
 
 
 def test_bad_verify_section_is_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -79,10 +79,26 @@ def test_mpirun_with_nothing_to_export_names_no_variable() -> None:
     assert "-x" not in shlex.split(line) and line.startswith("mpirun ")
 
 
-def test_a_template_of_ones_own_gets_no_forwarding_added() -> None:
+def test_a_template_of_ones_own_forwards_only_where_it_says_forward() -> None:
     line = nccltests.command("mpirun -np {np} {binary}", hosts=["a", "b"], ranks_per_host=1,
                              binary="all_reduce_perf", sizes=[4], iters=1, env={"NCCL_DEBUG": "WARN"})
     assert shlex.split(line) == ["export", "NCCL_DEBUG=WARN;", "mpirun", "-np", "2", "all_reduce_perf"]
+    line = nccltests.command("mpirun --bind-to none {forward} -x LD_LIBRARY_PATH {binary}", hosts=["a"],
+                             ranks_per_host=1, binary="all_reduce_perf", sizes=[4], iters=1,
+                             env={"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "=mlx5_0"})
+    assert shlex.split(line)[3:] == ["mpirun", "--bind-to", "none", "-x", "NCCL_DEBUG", "-x", "NCCL_IB_HCA",
+                                     "-x", "LD_LIBRARY_PATH", "all_reduce_perf"]
+    line = nccltests.command("mpirun {forward} {binary}", hosts=["a"], ranks_per_host=1, binary="x", sizes=[4],
+                             iters=1, env={})
+    assert shlex.split(line) == ["mpirun", "x"]  # nothing to forward: no word at all, not an empty one
+
+
+@pytest.mark.parametrize("template", ["mpirun -x{forward} {binary}", "mpirun '{forward} {binary}'",
+                                      "mpirun {forward}{binary}"])
+def test_forward_inside_a_word_is_refused(template: str) -> None:
+    with pytest.raises(ValueError, match="must be a word of its own"):
+        nccltests.command(template, hosts=["a"], ranks_per_host=1, binary="x", sizes=[4], iters=1,
+                          env={"NCCL_DEBUG": "WARN"})
 
 
 def test_srun_template_and_hostile_host_names() -> None:
