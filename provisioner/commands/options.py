@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -107,15 +108,21 @@ SCHEDULER_HELP = {
 }
 
 
-def _drain_cmd(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from provisioner.scheduler.command import check_template
+def checked_template(check: str) -> Callable[[click.Context, click.Parameter, str | None], str | None]:
+    """A click callback refusing, as a usage error, a command template that `check` ("module:function",
+    imported only when the option is given: the CLI starts without it) raises ValueError for."""
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is not None:
+            module, _, name = check.partition(":")
+            try:
+                getattr(importlib.import_module(module), name)(value)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc)) from exc
+        return value
+    return callback
 
-    if value is not None:
-        try:
-            check_template(value)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc)) from exc
-    return value
+
+_drain_cmd = checked_template("provisioner.scheduler.command:check_template")
 
 
 def scheduler_options(function: F) -> F:

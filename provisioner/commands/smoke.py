@@ -10,6 +10,7 @@ import click
 from provisioner.commands.options import (
     become_option,
     become_password,
+    checked_template,
     connect_timeout_option,
     limit_option,
     scheduler_options,
@@ -48,17 +49,6 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
         raise click.BadParameter(str(exc)) from exc
 
 
-def _launch(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from provisioner.smoke.settings import check_launch
-
-    if value is not None:
-        try:
-            check_launch(value)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc)) from exc
-    return value
-
-
 @click.command("smoke", epilog=EXIT_HELP)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-p", "--playbook", type=click.Path(path_type=Path), default=None,
@@ -89,7 +79,7 @@ def _launch(ctx: click.Context, param: click.Parameter, value: str | None) -> st
                    "Slurm controller or srun is on the first host's PATH, else mpirun [default: auto].")
 @click.option("--timeout", type=click.FloatRange(5, 86400), default=None,
               help="Deadline in seconds for the rendezvous and the whole sweep [default: 120].")
-@click.option("--launch", default=None, callback=_launch,
+@click.option("--launch", default=None, callback=checked_template("provisioner.smoke.settings:check_launch"),
               help="A launch template of one's own instead of --launcher's; fields {np} {ppn} {nodes} {hosts} "
                    "(addresses:ppn) {hostlist} (host names) {binary} {min_bytes} {max_bytes} {iters}, and {forward} "
                    "(a word of its own: mpirun's -x NAME for each NCCL variable the playbook sets).")
