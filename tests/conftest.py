@@ -6,16 +6,15 @@ from pathlib import Path
 
 import pytest
 
-SAMPLES = Path(__file__).parent / "samples"
 TESTS = Path(__file__).parent
+SAMPLES = TESTS / "samples"
 
 # The suite runs in groups of whole files (pytest-xdist's loadfile). A group takes the next file when it
 # is done with its own, so the suite ends soon after its longest files do: they must start first. These
-# are the longest, longest first (seconds from `--durations` on a 2-core machine: 410, 175, 105, 105,
-# 95, 85, 80, 75, 55, 50, 45, 35, 35, 35, 30, 30); every other end-to-end file comes next, the unit
-# tests last. Without
-# this, xdist starts the files with the most tests first, and a one-test file that mostly waits (the
-# 80-second watch) was the only thing running in the suite's last minute and a half.
+# are the longest, longest first (by `--durations` on a 2-core machine); every other end-to-end file
+# comes next, the unit tests last. Without this, xdist starts the files with the most tests first, and a
+# one-test file that mostly waits (the 80-second watch) was the only thing running in the suite's last
+# minute and a half.
 LONGEST_FIRST = (
     "e2e/test_smoke.py",
     "e2e/test_apply.py",
