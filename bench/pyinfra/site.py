@@ -28,7 +28,7 @@ net_boot = lc.read(lc.listing(
 ))
 services = {
     name: lc.systemctl_show(lc.read(
-        f"systemctl show --property=LoadState,ActiveState,SubState,UnitFileState -- {name}.service"
+        f"systemctl show --property=LoadState,ActiveState,SubState,UnitFileState,MainPID -- {name}.service"
     ))
     for name in ("rdma_cm", "openibd")
 }

@@ -168,7 +168,7 @@ class Memo:
     facts: dict[str, ProbeResult | None] = field(default_factory=dict)
     resources: list[ResourceOutcome] = field(default_factory=list)
     keys: tuple[str, ...] = ()  # the plan's probe keys (a host's plan does not change during a watch)
-    files: fingerprint.FactCache = field(default_factory=fingerprint.FactCache)  # file-only probes' last results
+    files: fingerprint.FactCache = field(default_factory=fingerprint.FactCache)  # readings files decide (watch)
     # gather's planned probes, for the `extra` probe keys they were planned with
     prepared: tuple[tuple[str, ...], list[Probe], list[Probe], probejoin.Joined] | None = None
 

@@ -35,7 +35,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from provisioner.facts.fingerprint import CLOCK, Shortcut
+from provisioner.facts.fingerprint import CLOCK, SAME, Shortcut
 from provisioner.resources.base import NOT_RUN_EXIT, Probe, ProbeResult
 from provisioner.run.channels import KEPT_FOLDER, make_folder
 
@@ -238,8 +238,8 @@ def build_script(probes: Sequence[Probe], nonce: str, *, run_id: str | None = No
     `budget` (seconds) bounds the whole script on the host's own clock: each probe's timeout is cut
     to what is left, and probes that find nothing left are reported as skipped (flag `s`).
 
-    With `shortcut` (watch: fingerprint.py), its probe runs first, and the probes it covers run only
-    when it exits non-zero (their files changed): otherwise they send no block at all.
+    With `shortcut` (watch: fingerprint.py), its probe runs first, and each probe it can skip runs only
+    when that probe's files changed: otherwise it sends no block at all.
 
     The whole script is one brace group, so the shell reads all of it before running any of it: a
     connection lost while sending runs nothing.
@@ -255,13 +255,17 @@ def build_script(probes: Sequence[Probe], nonce: str, *, run_id: str | None = No
         lines.append(f"{guard}__fn_probe {probe.key} {len(seen)} {hundredths} {shlex.quote(probe.command)}{plain}")
 
     if shortcut is not None:
-        lines.append("__fn_rc=1")  # a fingerprint the budget did not leave time for matches nothing
+        # The numbers of the parts that matched, from the fingerprint's file (emptied first: a fingerprint
+        # the budget did not leave time for matches nothing). A few bytes: dash reads them one at a time.
+        lines.append(f": >{SAME}")
         add(shortcut.probe)
-        lines.append('__fn_same=; [ "$__fn_rc" != 0 ] || __fn_same=1')
+        lines.append(f'__fn_same=; read -r __fn_same <{SAME} 2>/dev/null; __fn_same=" $__fn_same "')
     for probe in probes:
         if probe.key not in seen:
             skippable = shortcut is not None and probe.key in shortcut.skippable
-            add(probe, '[ -n "$__fn_same" ] || ' if skippable else "")
+            guard = f'[ "${{__fn_same#*" {shortcut.part(probe.key)} "}}" != "$__fn_same" ] || ' \
+                if shortcut is not None and skippable else ""
+            add(probe, guard)
     lines += ["__fn_flush all", "exit 0", "}"]
     return "\n".join(lines) + "\n"
 

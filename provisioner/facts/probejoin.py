@@ -23,7 +23,7 @@ class Joined:
     """What `join` merged: the key of the probe that runs -> the probes it stands for, in argument order.
 
     A watch keeps one Joined per host and splits every cycle's results with it: a result that is the very
-    object split last time (a file-only probe's kept result, facts/fingerprint.py) is not split again."""
+    object split last time (a kept reading, facts/fingerprint.py) is not split again."""
 
     members: Mapping[str, tuple[Probe, ...]]
     _last: dict[str, tuple[ProbeResult, dict[str, ProbeResult]]] = field(default_factory=dict, compare=False)
@@ -87,7 +87,11 @@ def join(probes: Sequence[Probe]) -> tuple[list[Probe], Joined]:
             f"{group.command} {' '.join(shlex.quote(a) for a in arguments)}"
         # Files alone decide the one call's output only when they decide each member's (facts/fingerprint.py).
         reads = tuple(dict.fromkeys(r for p in together for r in p.reads)) if all(p.reads for p in together) else ()
-        merged = Probe(command, timeout=max(p.timeout for p in together), reads=reads)
+        # A `still` reads the one call's output as it reads its own: only where every member has the same.
+        stills = {p.still for p in together}
+        still = stills.pop() if len(stills) == 1 else None
+        merged = Probe(command, timeout=max(p.timeout for p in together), reads=reads if not stills else (),
+                       still=still)
         run.append(merged)
         members[merged.key] = tuple(together)
     return run, Joined(members)

@@ -40,11 +40,15 @@ class Probe:
     command: str
     timeout: float = 30.0
     group: ProbeGroup | None = None  # probes that may run as one call with others of their group
-    # Shell words naming the files whose content and status alone decide the output (this package's own
-    # globs unquoted, anything else quoted): watch runs the probe again only when one of them changed
+    # Shell words naming the files whose content and status decide the output (this package's own globs
+    # unquoted, anything else quoted): watch runs the probe again only when one of them changed
     # (facts/fingerprint.py). Empty where anything else can change the output: kernel or driver state, a
-    # tool's own state, files under /proc, /sys or /dev.
+    # tool's own state, files under /proc, /sys or /dev; unless `still` covers the rest.
     reads: tuple[str, ...] = ()
+    # With `reads`, for output that also follows processes: from a reading's stdout, the further paths whose
+    # status must stay the same for it to stay true (quoted: `/proc/PID`), or None where it can change with
+    # no file changing (a unit starting): then the probe runs again next cycle.
+    still: Callable[[str], tuple[str, ...] | None] | None = field(default=None, compare=False)
 
     @cached_property
     def key(self) -> str:

@@ -43,7 +43,27 @@ UNIT_SUFFIXES = (
     ".scope", ".device",
 )
 ENABLED_STATES = frozenset({"enabled", "enabled-runtime", "static", "generated", "alias"})
-PROPERTIES = ("LoadState", "ActiveState", "SubState", "UnitFileState")
+# MainPID is not judged: watch keeps a running unit's reading only while that process lives (`_still`).
+PROPERTIES = ("LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID")
+
+# What decides the reading besides systemd's memory, for watch (facts/fingerprint.py). systemd makes a unit's
+# link in /run/systemd/units as it starts and removes it as the unit stops or fails, so that folder changes
+# when any unit does; systemd-units-load is touched by every daemon-reload (and the generator folders,
+# made again by it, stand in on releases before that file). The system unit search path (systemd.unit(5))
+# and its .wants/.requires/.upholds folders change when a unit is enabled, disabled, masked, linked, added or
+# removed; the unit's own files and drop-in folders when it is edited.
+STATE_PATHS = ("/run/systemd/units", "/run/systemd/systemd-units-load", "/run/systemd/generator",
+               "/run/systemd/generator.early", "/run/systemd/generator.late")
+UNIT_DIRS = ("/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient",
+             "/etc/systemd/system", "/etc/systemd/system.attached", "/run/systemd/system",
+             "/run/systemd/system.attached", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system",
+             "/lib/systemd/system")
+LINK_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system",
+             "/lib/systemd/system")
+# States a reading may be kept in: each way out of them leaves a trace in the paths above, or ends the main
+# process. Out of any other (failed: reset-failed leaves none; activating, deactivating, reloading: passing),
+# the unit is read again every cycle.
+_KEPT_STATES = {("inactive", "dead"), ("active", "exited"), ("active", "running")}
 
 
 def unit_name(name: str) -> str:
@@ -65,7 +85,36 @@ def _probe(spec: ServiceSpec) -> Probe:
     # The services of a host are read with one systemctl call (probejoin.py): each call costs PID 1 a
     # D-Bus round of its own.
     unit = unit_name(spec.name)
-    return Probe(f"{SHOW} {sh(unit)}", group=ProbeGroup(SHOW, unit, _split_joined))
+    return Probe(f"{SHOW} {sh(unit)}", group=ProbeGroup(SHOW, unit, _split_joined), reads=_reads(unit),
+                 still=_still)
+
+
+def _reads(unit: str) -> tuple[str, ...]:
+    files = [unit]
+    if "@" in unit:  # an instance reads its template's file (foo@bar.service: foo@.service)
+        files.append(f"{unit.split('@', 1)[0]}@.{unit.rsplit('.', 1)[-1]}")
+    links = (f"{d}/*.{kind}" for d in LINK_DIRS for kind in ("wants", "requires", "upholds"))
+    return (*STATE_PATHS, *UNIT_DIRS, *links,
+            *(sh(f"{d}/{name}{suffix}") for name in files for d in UNIT_DIRS for suffix in ("", ".d")))
+
+
+def _still(text: str) -> tuple[str, ...] | None:
+    """The main processes a `systemctl show` reading depends on (`/proc/PID`), or None where the units' state
+    can change with no trace in a file (watch then reads them again next cycle)."""
+    paths = []
+    for block in text.rstrip("\n").split("\n\n"):
+        values = parse_show(block)
+        state = (values.get("ActiveState", ""), values.get("SubState", ""))
+        if state not in _KEPT_STATES:
+            return None
+        if state == ("active", "running"):
+            # Running, with its main process: it stops running only when that process ends (or by a stop,
+            # which leaves a trace). Without one (MainPID=0) nothing says when it does.
+            pid = values.get("MainPID", "")
+            if not pid.isdigit() or int(pid) == 0:
+                return None
+            paths.append(f"/proc/{int(pid)}")
+    return tuple(paths)
 
 
 def _split_joined(text: str, units: Sequence[str]) -> list[str] | None:

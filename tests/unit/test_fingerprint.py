@@ -1,10 +1,12 @@
-"""Watch's shortcut for probes that only read files (facts/fingerprint.py), run as a host runs it: the
+"""Watch's shortcut for probes whose output files decide (facts/fingerprint.py), run as a host runs it: the
 skipped probes keep their last results while their files keep their status, and every kind of change
-to those files (same size and mtime restored included) runs them again."""
+to those files (same size and mtime restored included) runs again the probes that read them, and only
+those."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,13 +46,18 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     content = Probe(f"if [ -e {env} ]; then stat -c %a {env}; cat {env}; else echo missing; fi", reads=(str(env),))
     live = Probe("echo live")
     return {"conf": conf, "env": env, "probes": [listing, content, live], "file_only": {listing.key, content.key},
-            "live": live.key}
+            "live": live.key, "listing": listing.key, "content": content.key}
+
+
+def kept(cache: fingerprint.FactCache, keys: set[str]) -> bool:
+    """Whether every one of these probes has a trusted reading kept."""
+    return all(cache.kept.get(key, fingerprint.Kept()).status is not None for key in keys)
 
 
 def test_unchanged_files_skip_their_probes_and_keep_their_results(files: dict) -> None:
     cache = fingerprint.FactCache()
     first, ran = cycle(files["probes"], cache)
-    assert ran == {p.key for p in files["probes"]} and cache.fingerprint is not None
+    assert ran == {p.key for p in files["probes"]} and kept(cache, files["file_only"])
     for _ in range(2):
         again, ran = cycle(files["probes"], cache)
         assert ran == {files["live"]}  # the node ran only the probe that reads no file
@@ -71,33 +78,36 @@ def _replaced_by_rename(files: dict) -> None:
     new.rename(env)
 
 
-CHANGES: dict[str, Callable[[dict], None]] = {
-    "content, same size, mtime put back": _same_size_old_mtime,
-    "replaced by a rename": _replaced_by_rename,
-    "mode": lambda f: f["env"].chmod(0o600),
-    "a file added to the folder": lambda f: (f["conf"] / "b.conf").write_text("x\n"),
-    "a file removed from the folder": lambda f: (f["conf"] / "a.conf").unlink(),
-    "a file renamed in the folder": lambda f: (f["conf"] / "a.conf").rename(f["conf"] / "c.conf"),
-    "the read file removed": lambda f: f["env"].unlink(),
+CHANGES: dict[str, tuple[Callable[[dict], None], str]] = {  # the change, and the probe that reads what changed
+    "content, same size, mtime put back": (_same_size_old_mtime, "content"),
+    "replaced by a rename": (_replaced_by_rename, "content"),
+    "mode": (lambda f: f["env"].chmod(0o600), "content"),
+    "a file added to the folder": (lambda f: (f["conf"] / "b.conf").write_text("x\n"), "listing"),
+    "a file removed from the folder": (lambda f: (f["conf"] / "a.conf").unlink(), "listing"),
+    "a file renamed in the folder": (lambda f: (f["conf"] / "a.conf").rename(f["conf"] / "c.conf"), "listing"),
+    "the read file removed": (lambda f: f["env"].unlink(), "content"),
 }
 
 
 @pytest.mark.parametrize("change", list(CHANGES))
-def test_any_change_to_a_read_file_runs_them_again(files: dict, change: str) -> None:
+def test_any_change_to_a_read_file_runs_again_the_probe_that_reads_it(files: dict, change: str) -> None:
     cache = fingerprint.FactCache()
     first, _ = cycle(files["probes"], cache)
     assert cycle(files["probes"], cache)[1] == {files["live"]}
-    CHANGES[change](files)
+    make, reader = CHANGES[change]
+    make(files)
     after, ran = cycle(files["probes"], cache)
-    assert ran == {p.key for p in files["probes"]}
-    assert after != first
-    # A file changed a moment ago is not trusted yet, so the next cycle reads again too (a removal leaves
+    assert ran == {files["live"], files[reader]}  # the other file probe keeps its reading
+    assert after[files[reader]] != first[files[reader]]
+    others = {k for k in after if k != files[reader]}
+    assert {k: after[k] for k in others} == {k: first[k] for k in others}
+    # A file changed a moment ago is not trusted yet, so the next cycle reads it again too (a removal leaves
     # only older files); then the new reading is kept.
-    if cache.fingerprint is None:
+    if not kept(cache, files["file_only"]):
         time.sleep(1.05)
-        assert cycle(files["probes"], cache)[1] == {p.key for p in files["probes"]}
-    kept, ran = cycle(files["probes"], cache)
-    assert ran == {files["live"]} and kept == after
+        assert cycle(files["probes"], cache)[1] == {files["live"], files[reader]}
+    again, ran = cycle(files["probes"], cache)
+    assert ran == {files["live"]} and again == after
 
 
 def test_files_changed_within_the_racy_window_are_read_again_next_cycle(files: dict,
@@ -106,7 +116,7 @@ def test_files_changed_within_the_racy_window_are_read_again_next_cycle(files: d
     cache = fingerprint.FactCache()
     for _ in range(2):
         assert cycle(files["probes"], cache)[1] == {p.key for p in files["probes"]}
-        assert cache.fingerprint is None
+        assert not any(k.status for k in cache.kept.values())
 
 
 def test_a_failed_file_probe_is_never_kept(files: dict) -> None:
@@ -114,7 +124,7 @@ def test_a_failed_file_probe_is_never_kept(files: dict) -> None:
     cache = fingerprint.FactCache()
     for _ in range(2):
         results, ran = cycle([broken], cache)
-        assert ran == {broken.key} and results[broken.key].exit_code == 3 and cache.fingerprint is None
+        assert ran == {broken.key} and results[broken.key].exit_code == 3 and broken.key not in cache.kept
 
 
 def test_a_fingerprint_that_cannot_run_reads_everything(files: dict) -> None:
@@ -128,7 +138,7 @@ def test_a_fingerprint_that_cannot_run_reads_everything(files: dict) -> None:
     found = batch.split_output(run_ticking(script, timeout=30).stdout.decode(), nonce)
     assert files["file_only"] <= found.keys()
     fingerprint.fill_in(step, found)
-    assert cache.fingerprint is None
+    assert not any(k.status for k in cache.kept.values())
 
 
 def test_no_cache_or_no_file_only_probe_means_no_shortcut() -> None:
@@ -158,3 +168,30 @@ def test_the_kinds_declare_what_their_probes_read() -> None:
     assert "/var/lib/dpkg/status" in package.reads and "/etc/apt/preferences.d/fabnet-libnccl2" in package.reads
     listing = files_probe("/etc/sysctl.d/*.conf", "/etc/sysctl.conf")
     assert listing.reads == ("/etc/sysctl.d", "/etc/sysctl.d/*.conf", "/etc/sysctl.conf")
+
+
+def test_a_reading_that_follows_a_process_is_kept_while_that_process_lives(files: dict) -> None:
+    """`Probe.still`: the paths a reading depends on besides its files (a service's main process) are
+    stat'd from the next cycle on, and the reading is kept only while they keep their status."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        def main_process(stdout: str) -> tuple[str, ...] | None:
+            pid = stdout.strip().removeprefix("main=")
+            return (f"/proc/{pid}",) if pid.isdigit() else None
+
+        follows = Probe(f"echo main={proc.pid}", reads=(str(files["env"]),), still=main_process)
+        unstable = Probe("echo starting", reads=(str(files["env"]),), still=main_process)
+        cache = fingerprint.FactCache()
+        ran = [cycle([follows, unstable], cache)[1] for _ in range(2)]
+        assert ran == [{follows.key, unstable.key}] * 2  # the first cycle had not stat'd the process yet
+        time.sleep(1.05)  # its /proc entry, made as the second cycle stat'd it, leaves the racy window
+        cycle([follows, unstable], cache)
+        results, ran = cycle([follows, unstable], cache)
+        assert ran == {unstable.key}  # a reading its `still` cannot vouch for runs every cycle
+        assert results[follows.key].stdout == f"main={proc.pid}\n"
+        proc.kill()
+        proc.wait()
+        assert cycle([follows, unstable], cache)[1] == {follows.key, unstable.key}
+    finally:
+        proc.kill()
+        proc.wait()

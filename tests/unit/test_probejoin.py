@@ -13,12 +13,12 @@ from provisioner.resources.base import HostContext, Probe, ProbeGroup, ProbeResu
 
 CTX = HostContext("h")
 
-# `systemctl show --property=LoadState,ActiveState,SubState,UnitFileState -- rdma_cm.service nope.service
+# `systemctl show --property=LoadState,ActiveState,SubState,UnitFileState,MainPID -- rdma_cm.service nope.service
 # openibd.service`, as a lab node (systemd 252) printed it.
 THREE_UNITS = (
-    "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n\n"
-    "LoadState=not-found\nActiveState=inactive\nSubState=dead\nUnitFileState=\n\n"
-    "LoadState=loaded\nActiveState=active\nSubState=exited\nUnitFileState=enabled\n"
+    "MainPID=32\nLoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n\n"
+    "MainPID=0\nLoadState=not-found\nActiveState=inactive\nSubState=dead\nUnitFileState=\n\n"
+    "MainPID=0\nLoadState=loaded\nActiveState=active\nSubState=exited\nUnitFileState=enabled\n"
 )
 
 
@@ -32,14 +32,14 @@ def test_services_of_a_host_run_as_one_systemctl_call_in_the_first_ones_place() 
     run, joined = probejoin.join([lsmod, units[0], tail, units[1], units[2]])
     assert [p.command for p in run] == [
         "lsmod",
-        "systemctl show --property=LoadState,ActiveState,SubState,UnitFileState -- "
+        "systemctl show --property=LoadState,ActiveState,SubState,UnitFileState,MainPID -- "
         "rdma_cm.service nope.service openibd.service",
         "ip -j link",
     ]
     by_key = joined.split({run[0].key: ProbeResult("mods\n", "", 0), run[1].key: ProbeResult(THREE_UNITS, "", 0)})
     assert set(by_key) == {lsmod.key, *(u.key for u in units)}
     assert by_key[units[1].key] == ProbeResult(
-        "LoadState=not-found\nActiveState=inactive\nSubState=dead\nUnitFileState=\n", "", 0)
+        "MainPID=0\nLoadState=not-found\nActiveState=inactive\nSubState=dead\nUnitFileState=\n", "", 0)
     # Each part is what the probe alone prints, so the resource reads it as before.
     assert service.parse_show(by_key[units[2].key].stdout)["SubState"] == "exited"
 

@@ -102,7 +102,7 @@ def test_failure_message_is_first_stderr_line() -> None:
 def test_unit_suffix(name: str, unit: str) -> None:
     (probe,) = service.probes(ServiceSpec(name=name), HostContext("h"))
     assert shlex.split(probe.command) == [
-        "systemctl", "show", "--property=LoadState,ActiveState,SubState,UnitFileState", "--", unit,
+        "systemctl", "show", "--property=LoadState,ActiveState,SubState,UnitFileState,MainPID", "--", unit,
     ]
 
 
@@ -112,3 +112,38 @@ def test_unit_name_is_an_operand_even_when_it_looks_like_an_option() -> None:
     (probe,) = service.probes(ServiceSpec.model_construct(name="-H:evil@host"), HostContext("h"))
     words = shlex.split(probe.command)
     assert words[-2:] == ["--", "-H:evil@host.service"]
+
+
+# What `systemctl show` prints per unit on systemd 252 (a lab node), MainPID first.
+RUNNING = "MainPID=32\nLoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n"
+EXITED = "MainPID=0\nLoadState=loaded\nActiveState=active\nSubState=exited\nUnitFileState=enabled\n"
+ABSENT = "MainPID=0\nLoadState=not-found\nActiveState=inactive\nSubState=dead\nUnitFileState=\n"
+
+
+@pytest.mark.parametrize(("text", "still"), [
+    (RUNNING, ("/proc/32",)),
+    (f"{RUNNING}\n{EXITED}\n{ABSENT}", ("/proc/32",)),  # the joined call's output: one block per unit
+    (EXITED, ()),
+    (ABSENT, ()),
+    (RUNNING.replace("MainPID=32", "MainPID=0"), None),  # running with no main process: nothing says when it ends
+    (RUNNING.replace("MainPID=32\n", ""), None),
+    (RUNNING.replace("ActiveState=active\nSubState=running", "ActiveState=failed\nSubState=failed"), None),
+    (RUNNING.replace("ActiveState=active\nSubState=running", "ActiveState=activating\nSubState=auto-restart"), None),
+    (RUNNING.replace("ActiveState=active\nSubState=running", "ActiveState=deactivating\nSubState=stop-sigterm"), None),
+    (RUNNING.replace("SubState=running", "SubState=listening"), None),  # a socket: triggered with no trace
+    (f"{EXITED}\n{RUNNING.replace('active', 'failed')}", None),  # one unit that cannot be kept: none is
+])
+def test_a_reading_is_kept_only_in_states_left_with_a_trace(text: str, still: tuple[str, ...] | None) -> None:
+    (probe,) = service.probes(ServiceSpec(name="rdma_cm"), HostContext("h"))
+    assert probe.still is not None and probe.still(text) == still
+
+
+def test_the_probe_reads_systemds_traces_the_search_path_and_the_units_own_files() -> None:
+    (probe,) = service.probes(ServiceSpec(name="serial-getty@ttyS0"), HostContext("h"))
+    reads = set(probe.reads)
+    assert {"/run/systemd/units", "/run/systemd/systemd-units-load", "/etc/systemd/system",
+            "/etc/systemd/system/*.wants", "/usr/lib/systemd/system"} <= reads
+    # The instance's own file and its template's, with their drop-in folders, quoted as shell words.
+    for name in ("serial-getty@ttyS0.service", "serial-getty@.service"):
+        assert {f"/etc/systemd/system/{name}", f"/etc/systemd/system/{name}.d",
+                f"/usr/lib/systemd/system/{name}"} <= {shlex.split(word)[0] for word in reads}
