@@ -148,7 +148,10 @@ def fill_in(step: Shortcut, by_key: dict[str, ProbeResult]) -> dict[str, ProbeRe
         else:
             # The files' status is taken before the probe reads them: a change in between shows next time.
             trust = cut is not None and status is not None and trusted(cut[0] + status) is not None
-            cache.kept[probe.key] = Kept(status if trust else None, fresh, extra)
+            # A process's path must have been seen: one stat cannot see (gone already, or hidden from a login
+            # that is not root by /proc's hidepid) would stay unseen when it goes.
+            seen_all = status is not None and all(f" {path}\n" in f"{status}\n" for path in extra)
+            cache.kept[probe.key] = Kept(status if trust and seen_all else None, fresh, extra)
     return out
 
 

@@ -181,17 +181,19 @@ def test_a_reading_that_follows_a_process_is_kept_while_that_process_lives(files
 
         follows = Probe(f"echo main={proc.pid}", reads=(str(files["env"]),), still=main_process)
         unstable = Probe("echo starting", reads=(str(files["env"]),), still=main_process)
-        cache = fingerprint.FactCache()
-        ran = [cycle([follows, unstable], cache)[1] for _ in range(2)]
-        assert ran == [{follows.key, unstable.key}] * 2  # the first cycle had not stat'd the process yet
+        # A process the stat cannot see (gone, or hidden by hidepid) cannot vouch for anything.
+        unseen = Probe("echo main=0", reads=(str(files["env"]),), still=main_process)
+        probes, cache = [follows, unstable, unseen], fingerprint.FactCache()
+        ran = [cycle(probes, cache)[1] for _ in range(2)]
+        assert ran == [{p.key for p in probes}] * 2  # the first cycle had not stat'd the process yet
         time.sleep(1.05)  # its /proc entry, made as the second cycle stat'd it, leaves the racy window
-        cycle([follows, unstable], cache)
-        results, ran = cycle([follows, unstable], cache)
-        assert ran == {unstable.key}  # a reading its `still` cannot vouch for runs every cycle
+        cycle(probes, cache)
+        results, ran = cycle(probes, cache)
+        assert ran == {unstable.key, unseen.key}  # readings their `still` cannot vouch for run every cycle
         assert results[follows.key].stdout == f"main={proc.pid}\n"
         proc.kill()
         proc.wait()
-        assert cycle([follows, unstable], cache)[1] == {follows.key, unstable.key}
+        assert cycle(probes, cache)[1] == {p.key for p in probes}
     finally:
         proc.kill()
         proc.wait()
