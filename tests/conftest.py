@@ -24,6 +24,7 @@ LONGEST_FIRST = (
     "e2e/test_watch_fleet.py",
     "unit/test_inventory_oracle.py",
     "e2e/test_bootstrap.py",
+    "e2e/test_watch_services.py",
     "e2e/test_audit.py",
     "unit/parsers/test_variants.py",
     "e2e/test_become_password.py",
