@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -169,7 +170,11 @@ class _Matcher:
 
     def enumerate(self, pattern: str) -> list[str]:
         try:
-            regex = re.compile(pattern[1:] if pattern[0] == "~" else fnmatch.translate(pattern))
+            # A user's `~[[...` is a valid expression that Python's re warns may change meaning (FutureWarning):
+            # compiled as written, as Ansible compiles it, without that warning on the operator's screen.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                regex = re.compile(pattern[1:] if pattern[0] == "~" else fnmatch.translate(pattern))
         except re.error as exc:
             raise self.fail(f"invalid regular expression in {pattern!r}: {exc}") from None
         if pattern == "~":
