@@ -261,11 +261,13 @@ def build_script(probes: Sequence[Probe], nonce: str, *, run_id: str | None = No
         add(shortcut.probe)
         lines.append(f'__fn_same=; read -r __fn_same <{SAME} 2>/dev/null; __fn_same=" $__fn_same "')
     for probe in probes:
-        if probe.key not in seen:
-            skippable = shortcut is not None and probe.key in shortcut.skippable
-            guard = f'[ "${{__fn_same#*" {shortcut.part(probe.key)} "}}" != "$__fn_same" ] || ' \
-                if shortcut is not None and skippable else ""
-            add(probe, guard)
+        if probe.key in seen:
+            continue
+        if shortcut is not None and probe.key in shortcut.skippable:
+            # Run unless its part's number is in the list.
+            add(probe, f'[ "${{__fn_same#*" {shortcut.part(probe.key)} "}}" != "$__fn_same" ] || ')
+        else:
+            add(probe)
     lines += ["__fn_flush all", "exit 0", "}"]
     return "\n".join(lines) + "\n"
 

@@ -86,12 +86,12 @@ def join(probes: Sequence[Probe]) -> tuple[list[Probe], Joined]:
         command = group.join(arguments) if group.join is not None else \
             f"{group.command} {' '.join(shlex.quote(a) for a in arguments)}"
         # Files alone decide the one call's output only when they decide each member's (facts/fingerprint.py).
-        reads = tuple(dict.fromkeys(r for p in together for r in p.reads)) if all(p.reads for p in together) else ()
         # A `still` reads the one call's output as it reads its own: only where every member has the same.
         stills = {p.still for p in together}
-        still = stills.pop() if len(stills) == 1 else None
-        merged = Probe(command, timeout=max(p.timeout for p in together), reads=reads if not stills else (),
-                       still=still)
+        shared = len(stills) == 1 and all(p.reads for p in together)
+        reads = tuple(dict.fromkeys(r for p in together for r in p.reads)) if shared else ()
+        merged = Probe(command, timeout=max(p.timeout for p in together), reads=reads,
+                       still=stills.pop() if shared else None)
         run.append(merged)
         members[merged.key] = tuple(together)
     return run, Joined(members)
